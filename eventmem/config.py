@@ -1,0 +1,87 @@
+"""Project settings: ``.eventmem/config.toml`` (tracked) with ``EVENTMEM_*`` environment overrides."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from eventmem.errors import InvalidInput
+
+__all__ = ["Config", "load_config"]
+
+
+class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    embedder: str = "hashing"
+    """Embedding provider: ``hashing`` (built in, offline) or a provider spec (see the README)."""
+    fusion: Literal["linear", "rrf"] = "linear"
+    vector_weight: float = 0.7
+    keyword_weight: float = 0.3
+    importance_boost: float = 0.1
+    """Added to a result's score per unit of importance above 0.5 (ranking, not filtering)."""
+    recency_boost: float = 0.05
+    recency_half_life_days: float = 30.0
+    durability: Literal["fsync", "flush"] = "fsync"
+    """``fsync``: every acknowledged save is on disk. ``flush``: in the OS page cache only (a power
+    cut may lose the last saves; a killed process loses nothing)."""
+    max_memory_bytes: int = 64 * 1024
+    max_segment_bytes: int = 64 * 1024 * 1024
+    secrets: Literal["scrub", "refuse"] = "scrub"
+    promote_importance: float = 0.8
+    promote_accesses: int = 5
+    compact_interval_seconds: float = 300.0
+    archive_after_days: float = 30.0
+    snapshot_every_events: int = 2000
+    tools: str = "default"
+
+
+ENV_PREFIX: Final = "EVENTMEM_"
+
+_TEMPLATE: Final = """\
+# eventmem project settings. Every key is optional; the values shown are the defaults.
+# EVENTMEM_<KEY> environment variables override them (for example EVENTMEM_DURABILITY=flush).
+
+# embedder = "hashing"          # built-in offline embedder; see the README for model providers
+# fusion = "linear"             # or "rrf"
+# vector_weight = 0.7
+# keyword_weight = 0.3
+# durability = "fsync"          # "flush" is faster; a power cut may lose the last saves
+# max_memory_bytes = 65536
+# secrets = "scrub"             # or "refuse"
+"""
+
+
+def config_template() -> str:
+    return _TEMPLATE
+
+
+def _coerce(raw: str, field_type: Any) -> Any:
+    text = raw.strip()
+    if field_type in (int, float):
+        return field_type(text)
+    return text
+
+
+def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
+    """Read the project's config file, then apply ``EVENTMEM_<KEY>`` overrides."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
+    for field in msgspec.structs.fields(Config):
+        value = env.get(ENV_PREFIX + field.name.upper())
+        if value is not None and value.strip() and "${" not in value:
+            try:
+                data[field.name] = _coerce(value, field.type)
+            except ValueError:
+                raise InvalidInput(f"{ENV_PREFIX}{field.name.upper()}={value!r} is not valid") from None
+    try:
+        return msgspec.convert(data, Config)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"{path.name}: {exc}") from None

@@ -1,0 +1,117 @@
+"""Embedding cache: vectors by (model id, content hash), shared by every process of a project.
+
+One append-only file per model under ``cache/embeddings/``: fixed-size records of a 16-byte
+BLAKE2b hash of the text followed by the float32 vector. Fixed-size records make a torn write
+(a killed process) easy to see and cut; ``O_APPEND`` writes of whole records keep concurrent
+writers from interleaving. A rebuild never embeds the same text twice, and a new process reuses
+what another has embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.files import FileLock
+from eventmem.project import sanitize
+
+__all__ = ["EmbeddingCache", "content_hash"]
+
+HASH_BYTES = 16
+
+
+def content_hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES).digest()
+
+
+class EmbeddingCache:
+    def __init__(self, folder: Path, model_id: str, dim: int) -> None:
+        self.path = folder / f"{sanitize(model_id)}.bin"
+        self.dim = dim
+        self._lock = FileLock(folder / f"{sanitize(model_id)}.lock")
+        self._record = np.dtype([("hash", f"V{HASH_BYTES}"), ("vector", np.float32, (dim,))])
+        self._rows: dict[bytes, int] = {}
+        self._vectors = np.zeros((1024, dim), dtype=np.float32)
+        self._count = 0
+        self._offset = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def refresh(self) -> None:
+        """Read records other processes appended since the last call."""
+        size = self._record.itemsize
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        usable = len(data) - len(data) % size
+        if usable == 0:
+            return
+        records = np.frombuffer(data[:usable], dtype=self._record)
+        hashes = records["hash"].tobytes()
+        for i in range(len(records)):
+            digest = hashes[i * HASH_BYTES : (i + 1) * HASH_BYTES]
+            if digest not in self._rows:
+                self._append(digest, records["vector"][i])
+        self._offset += usable
+
+    def _append(self, digest: bytes, vector: npt.NDArray[np.float32]) -> None:
+        if self._count == len(self._vectors):  # amortised growth: no copy of the whole cache per save
+            grown = np.zeros((len(self._vectors) * 2, self.dim), dtype=np.float32)
+            grown[: self._count] = self._vectors[: self._count]
+            self._vectors = grown
+        self._vectors[self._count] = vector
+        self._rows[digest] = self._count
+        self._count += 1
+
+    def lookup(self, hashes: list[bytes]) -> tuple[npt.NDArray[np.float32], list[int]]:
+        """Vectors for ``hashes`` (zeros where missing) and the positions that were missing."""
+        out = np.zeros((len(hashes), self.dim), dtype=np.float32)
+        missing: list[int] = []
+        rows: list[int] = []
+        where: list[int] = []
+        for position, digest in enumerate(hashes):
+            row = self._rows.get(digest)
+            if row is None:
+                missing.append(position)
+            else:
+                rows.append(row)
+                where.append(position)
+        if rows:
+            out[where] = self._vectors[rows]
+        return out, missing
+
+    def store(self, hashes: list[bytes], vectors: npt.NDArray[np.float32]) -> None:
+        """Append new vectors (best effort: the cache is derived, a failed write loses nothing)."""
+        new = [(h, v) for h, v in zip(hashes, vectors, strict=True) if h not in self._rows]
+        if not new:
+            return
+        records = np.zeros(len(new), dtype=self._record)
+        records["hash"] = [np.void(h) for h, _ in new]
+        records["vector"] = np.stack([v for _, v in new])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock.hold():
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    size = os.fstat(fd).st_size
+                    if size % self._record.itemsize:  # a torn record from a killed process
+                        os.ftruncate(fd, size - size % self._record.itemsize)
+                    view = memoryview(records.tobytes())
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+        except OSError:
+            pass
+        self.refresh()
+        for digest, vector in new:  # still usable in this process if the write failed
+            if digest not in self._rows:
+                self._append(digest, vector)

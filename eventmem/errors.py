@@ -1,0 +1,72 @@
+"""Errors named for the condition, caught by meaning.
+
+``EventmemError`` is the root. Errors a caller (or a model) can fix by changing its input derive from
+``InvalidInput``; the MCP adapter turns those into tool errors with the same message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EventmemError",
+    "InvalidInput",
+    "JournalCorrupt",
+    "JournalUnwritable",
+    "LimitExceeded",
+    "SecretRefused",
+    "UnknownLink",
+    "UnknownMemory",
+]
+
+
+class EventmemError(Exception):
+    """Base of every error eventmem raises on purpose."""
+
+
+class InvalidInput(EventmemError, ValueError):
+    """The request itself is wrong: an empty text, a bad filter, an unknown kind."""
+
+
+class UnknownMemory(InvalidInput, KeyError):
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+
+    def __str__(self) -> str:
+        return (
+            f"no memory with id {self.memory_id!r}; "
+            "use retrieve_context or recall_memories to find the right id"
+        )
+
+
+class UnknownLink(InvalidInput, KeyError):
+    def __init__(self, link_id: str) -> None:
+        super().__init__(link_id)
+        self.link_id = link_id
+
+    def __str__(self) -> str:
+        return f"no relationship with id {self.link_id!r}"
+
+
+class LimitExceeded(InvalidInput):
+    """A size limit would be exceeded; the message says which limit and what to do."""
+
+
+class SecretRefused(InvalidInput):
+    """The text holds a secret and the project's policy refuses rather than scrubs."""
+
+
+class JournalCorrupt(EventmemError):
+    """A line that is neither a valid event nor a torn tail: reported, never skipped or rewritten."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt line at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class JournalUnwritable(EventmemError):
+    """The journal could not be appended to (disk full, read-only, permission denied).
+
+    Nothing was written: a partial line is cut back before this is raised.
+    """

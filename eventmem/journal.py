@@ -1,0 +1,228 @@
+"""The journal: append-only JSONL segments, the only source of truth.
+
+Writing: one writer at a time per journal directory (``flock`` on ``.eventmem/journal.lock``); the
+whole batch of lines goes out in ``os.write`` calls on an ``O_APPEND`` descriptor, then ``fsync``.
+A torn last line (a crash mid-write) is cut back by the next writer while it holds the lock. If a
+write fails (disk full, read-only), the segment is cut back to its size before the write, so a
+failed save leaves nothing behind.
+
+Reading: a line counts only once its newline is on disk; an unterminated tail is the end of the log
+for readers. A bad line followed by more data is corruption: reported with its file and byte offset,
+never silently skipped or rewritten.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
+from eventmem.errors import JournalCorrupt, JournalUnwritable, LimitExceeded
+from eventmem.events import AnyEvent, Event
+from eventmem.files import FileLock, fsync_dir
+from eventmem.project import ProjectPaths
+
+__all__ = ["Journal", "ScanResult", "Segment"]
+
+Decoded = AnyEvent | UnknownEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One segment file; ``name`` is relative to ``.eventmem/`` (``journal/x.main.jsonl``)."""
+
+    name: str
+    path: Path
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(slots=True)
+class ScanResult:
+    events: list[Decoded] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    """Byte offset of each event's line (only filled when asked for)."""
+    end: int = 0
+    """Offset just past the last complete line read: where the next scan starts."""
+    corrupt: list[JournalCorrupt] = field(default_factory=list)
+    torn_tail: int = 0
+    """Bytes after ``end`` that do not end in a newline yet (a write in progress or a torn write)."""
+
+
+class Journal:
+    def __init__(self, paths: ProjectPaths, *, durable: bool = True, max_segment_bytes: int = 0) -> None:
+        self.paths = paths
+        self.durable = durable
+        self.max_segment_bytes = max_segment_bytes
+        self.lock = FileLock(paths.lock_file)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def segments(self) -> list[Segment]:
+        """Every segment, archive first, sorted by name (order does not change the fold)."""
+        found: list[Segment] = []
+        for folder in (self.paths.archive_dir, self.paths.journal_dir):
+            try:
+                entries = list(os.scandir(folder))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if not entry.name.endswith(".jsonl") or not entry.is_file():
+                    continue
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                name = f"{folder.name}/{entry.name}"
+                found.append(Segment(name, Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino))
+        found.sort(key=lambda s: s.name)
+        return found
+
+    @staticmethod
+    def scan(path: Path, start: int = 0, *, with_offsets: bool = False, name: str = "") -> ScanResult:
+        """Decode complete lines from byte ``start`` on. Corrupt lines are collected, not raised."""
+        result = ScanResult(end=start)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                data = handle.read()
+        except FileNotFoundError:
+            return result
+        last = data.rfind(b"\n")
+        complete = data[: last + 1]
+        result.torn_tail = len(data) - len(complete)
+        result.end = start + len(complete)
+        if not complete:
+            return result
+        label = name or str(path)
+        was_enabled = gc.isenabled()
+        gc.disable()  # a bulk decode makes many young objects; the cyclic GC would cost 2/3 of it
+        try:
+            fast = None if with_offsets else decode_lines(complete)
+            if fast is not None:
+                result.events = fast
+                return result
+            position = start
+            for line in complete.split(b"\n")[:-1]:
+                if line.strip():
+                    try:
+                        result.events.append(decode_line(line))
+                        if with_offsets:
+                            result.offsets.append(position)
+                    except LineError as exc:
+                        result.corrupt.append(JournalCorrupt(label, position, str(exc)))
+                position += len(line) + 1
+        finally:
+            if was_enabled:
+                gc.enable()
+        return result
+
+    def iter_all(self, *, with_offsets: bool = False) -> Iterator[tuple[Segment, ScanResult]]:
+        for segment in self.segments():
+            yield segment, self.scan(segment.path, 0, with_offsets=with_offsets, name=segment.name)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, events: Sequence[Event]) -> str:
+        """Append events as lines of this clone's segment for the current branch.
+
+        Returns the segment's name. Raises :class:`JournalUnwritable` when the disk refuses (the
+        segment is cut back to where it was) and :class:`LimitExceeded` when the segment is full.
+        """
+        data = b"".join(encode_event(event) for event in events)
+        if not data:
+            return ""
+        try:
+            self.paths.ensure()
+            segment = self.paths.journal_dir / self.paths.segment_name()
+            with self.lock.hold():
+                return self._append_locked(segment, data)
+        except OSError as exc:
+            raise JournalUnwritable(_describe_os_error(exc)) from exc
+
+    def _append_locked(self, segment: Path, data: bytes) -> str:
+        created = not segment.exists()
+        fd = os.open(segment, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            size = _repair_torn_tail(fd)
+            if self.max_segment_bytes and size + len(data) > self.max_segment_bytes:
+                raise LimitExceeded(
+                    f"journal segment {segment.name} would grow past {self.max_segment_bytes} bytes "
+                    "(max_segment_bytes); run `eventmem compact` to archive old history, "
+                    "or raise the limit in .eventmem/config.toml"
+                )
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                if self.durable:
+                    os.fsync(fd)
+            except OSError:
+                try:  # leave nothing half-written behind
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
+        if created and self.durable:
+            fsync_dir(segment.parent)
+        return f"journal/{segment.name}"
+
+    def repair(self) -> list[str]:
+        """Cut torn tails off every segment of this journal (under the lock). Returns what was cut."""
+        repaired: list[str] = []
+        with self.lock.hold():
+            for segment in self.segments():
+                if segment.name.startswith("archive/"):
+                    continue
+                fd = os.open(segment.path, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    if _repair_torn_tail(fd) != segment.size:
+                        repaired.append(segment.name)
+                finally:
+                    os.close(fd)
+        return repaired
+
+
+def _repair_torn_tail(fd: int) -> int:
+    """Truncate an unterminated last line; returns the (new) size. Caller holds the lock."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0
+    if os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    position = size
+    chunk = 64 * 1024
+    while position > 0:
+        start = max(0, position - chunk)
+        block = os.pread(fd, position - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            os.ftruncate(fd, keep)
+            return keep
+        position = start
+    os.ftruncate(fd, 0)
+    return 0
+
+
+def _describe_os_error(exc: OSError) -> str:
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    where = f" ({exc.filename})" if exc.filename else ""
+    return (
+        f"could not write to the memory journal: {reason}{where}. "
+        "Nothing was saved; free space or fix permissions and retry."
+    )

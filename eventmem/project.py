@@ -1,0 +1,169 @@
+"""Where a project's memory lives: the root, the ``.eventmem/`` layout, the writer and the branch.
+
+Layout (tracked unless said otherwise)::
+
+    .eventmem/
+      journal/<writer>.<branch>.jsonl   append-only segments, the only source of truth
+      archive/*.jsonl                   immutable segments written by compaction
+      config.toml                       project settings
+      .gitignore                        ignores cache/, local/ and the lock
+      cache/                            derived, disposable (snapshots, embeddings)
+      local/                            this clone's own data (usage counts), never committed
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = ["ProjectPaths", "RootChoice", "find_root", "global_root"]
+
+ROOT_ENV_VARS: Final = ("EVENTMEM_ROOT", "PROJECT_MEMORY_ROOT")
+ROOT_MARKERS: Final = (".eventmem", ".ai", "package.json", ".git")
+GITIGNORE: Final = "# derived or local to this clone: never committed\ncache/\nlocal/\njournal.lock\nwriter\n"
+
+
+@dataclass(frozen=True)
+class RootChoice:
+    """The chosen project root and why it was chosen (shown by ``doctor`` and a tool)."""
+
+    root: Path
+    source: str
+    """``env:EVENTMEM_ROOT``, ``marker:.git`` (found walking up), or ``cwd``."""
+
+
+def find_root(cwd: Path | None = None, environ: dict[str, str] | None = None) -> RootChoice:
+    """Find the project root: an env variable, else the nearest marker walking up, else ``cwd``.
+
+    Env values that still hold an unexpanded ``${...}`` (a client config that did not substitute
+    its variables) are ignored. Markers are tried in order of strength: the nearest ``.eventmem/``
+    anywhere up the tree wins over a nearer ``.git``.
+    """
+    env = os.environ if environ is None else environ
+    start = (cwd or Path.cwd()).resolve()
+    for name in ROOT_ENV_VARS:
+        value = env.get(name, "").strip()
+        if value and "${" not in value:
+            path = Path(value).expanduser()
+            if not path.is_absolute():
+                path = start / path
+            return RootChoice(path.resolve(), f"env:{name}")
+    chain = [start, *start.parents]
+    for marker in ROOT_MARKERS:
+        for folder in chain:
+            if (folder / marker).exists():
+                return RootChoice(folder, f"marker:{marker}")
+    return RootChoice(start, "cwd")
+
+
+def global_root(environ: dict[str, str] | None = None) -> Path:
+    """The user-wide memory for ``global`` scope, under the platform's user data directory."""
+    env = os.environ if environ is None else environ
+    if override := env.get("EVENTMEM_GLOBAL_DIR", "").strip():
+        if "${" not in override:
+            return Path(override).expanduser()
+    base = env.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    return Path(base) / "eventmem" / "global"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def sanitize(name: str) -> str:
+    return _UNSAFE.sub("-", name).strip("-")[:60] or "default"
+
+
+@dataclass(frozen=True)
+class ProjectPaths:
+    """Every path eventmem uses inside one project (or the global memory)."""
+
+    root: Path
+
+    @property
+    def base(self) -> Path:
+        return self.root / ".eventmem"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.base / "journal"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.base / "archive"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.base / "cache"
+
+    @property
+    def local_dir(self) -> Path:
+        return self.base / "local"
+
+    @property
+    def config_file(self) -> Path:
+        return self.base / "config.toml"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.base / "journal.lock"
+
+    def git_dir(self) -> Path | None:
+        """The repository's git dir (a worktree's ``.git`` file is followed), if the root has one."""
+        dot_git = self.root / ".git"
+        if dot_git.is_dir():
+            return dot_git
+        if dot_git.is_file():
+            text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                target = Path(text.removeprefix("gitdir:").strip())
+                return target if target.is_absolute() else (self.root / target).resolve()
+        return None
+
+    def branch(self) -> str:
+        """The checked-out branch, read from ``HEAD`` (a file read, no git process)."""
+        git_dir = self.git_dir()
+        if git_dir is None:
+            return "local"
+        try:
+            head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        except OSError:
+            return "local"
+        if head.startswith("ref:"):
+            return sanitize(head.removeprefix("ref:").strip().removeprefix("refs/heads/"))
+        return "detached"
+
+    def writer_id(self) -> str:
+        """This clone's writer id: random, created once, kept inside ``.git/`` (never committed)."""
+        git_dir = self.git_dir()
+        path = (git_dir / "eventmem-writer") if git_dir is not None else (self.base / "writer")
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+            if value:
+                return sanitize(value)
+        except OSError:
+            pass
+        value = secrets.token_hex(4)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{value}.tmp")
+        tmp.write_text(value + "\n", encoding="utf-8")
+        try:
+            os.link(tmp, path)  # atomic create-with-content: a racing process sees all or nothing
+        except FileExistsError:
+            value = sanitize(path.read_text(encoding="utf-8").strip())
+        finally:
+            tmp.unlink(missing_ok=True)
+        return value
+
+    def segment_name(self) -> str:
+        return f"{self.writer_id()}.{self.branch()}.jsonl"
+
+    def ensure(self) -> None:
+        """Create ``.eventmem/`` with its ``.gitignore`` (first write, or ``eventmem init``)."""
+        self.journal_dir.mkdir(parents=True, exist_ok=True)
+        ignore = self.base / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text(GITIGNORE, encoding="utf-8")

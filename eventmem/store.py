@@ -1,0 +1,490 @@
+"""The projector runner: one journal's folded state and its indexes, kept current with the disk.
+
+Before a call is answered, :meth:`Store.catch_up` stats the segments (cheap) and applies whatever
+any process appended since; so a save acknowledged by one process is seen by a call that another
+process starts afterwards. A segment that shrank, vanished or was rewritten (git checkout, rebase,
+pull) is detected by its prefix digest, and everything is rebuilt: the fold is commutative, so a
+rebuild gives the same answers as the incremental path.
+
+Derived state (fold, FAISS index, FTS5 index) is snapshotted to ``cache/snapshot.bin`` together with
+the byte offset and prefix digest of every segment it covers, and loaded on the next start; a
+snapshot whose version, embedder or digests do not match is ignored and rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.config import Config
+from eventmem.embedcache import EmbeddingCache, content_hash
+from eventmem.embedder import Embedder
+from eventmem.errors import JournalCorrupt
+from eventmem.events import KINDS, SCOPES, AnyEvent
+from eventmem.files import FileLock, atomic_write
+from eventmem.ids import iso_to_epoch
+from eventmem.journal import Journal, Segment
+from eventmem.keywords import KeywordIndex
+from eventmem.project import ProjectPaths
+from eventmem.state import MemoryRecord, State
+from eventmem.vectors import VectorIndex
+
+__all__ = ["Store"]
+
+log = logging.getLogger("eventmem.store")
+
+SNAPSHOT_FORMAT = 1
+EMBED_BATCH = 256
+Progress = Callable[[int, int], None]
+
+
+class Cursor(msgspec.Struct, kw_only=True):
+    """How far one segment has been applied, and a digest of the bytes applied."""
+
+    offset: int = 0
+    digest: bytes = b""
+    stat: tuple[int, int, int] = (0, 0, 0)
+    """(size, mtime_ns, inode) when last looked at: unchanged means nothing to do."""
+
+
+class Snapshot(msgspec.Struct, kw_only=True):
+    format: int
+    embedder: str
+    cursors: dict[str, Cursor]
+    state: State
+    slot_ids: list[str]
+    slot_hashes: list[bytes]
+    vectors: bytes
+    keywords: bytes
+
+
+@dataclass
+class Columns:
+    """Per-slot arrays for filtering before the top-k cut."""
+
+    live: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(1024, bool))
+    superseded: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(1024, bool))
+    kind: npt.NDArray[np.int16] = field(default_factory=lambda: np.full(1024, -1, np.int16))
+    scope: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(1024, np.int8))
+    importance: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(1024, np.float32))
+    created: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1024, np.float64))
+    updated: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1024, np.float64))
+    expires: npt.NDArray[np.float64] = field(default_factory=lambda: np.full(1024, np.inf, np.float64))
+
+    def grow(self, size: int) -> None:
+        if size <= len(self.live):
+            return
+        new = max(size, len(self.live) * 2)
+        for name, fill in (
+            ("live", False),
+            ("superseded", False),
+            ("kind", -1),
+            ("scope", 0),
+            ("importance", 0.0),
+            ("created", 0.0),
+            ("updated", 0.0),
+            ("expires", np.inf),
+        ):
+            old = getattr(self, name)
+            grown = np.full(new, fill, dtype=old.dtype)
+            grown[: len(old)] = old
+            setattr(self, name, grown)
+
+
+_KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+_SCOPE_CODE = {scope: code for code, scope in enumerate(SCOPES)}
+
+
+def embed_text(record: MemoryRecord) -> str:
+    """The text a memory's vector is made from."""
+    parts = [record.title, record.content]
+    if record.tags:
+        parts.append(" ".join(record.tags))
+    return "\n".join(p for p in parts if p)
+
+
+class Store:
+    def __init__(self, paths: ProjectPaths, config: Config, embedder: Embedder) -> None:
+        self.paths = paths
+        self.config = config
+        self.embedder = embedder
+        self.journal = Journal(
+            paths, durable=config.durability == "fsync", max_segment_bytes=config.max_segment_bytes
+        )
+        self.embeddings = EmbeddingCache(paths.cache_dir / "embeddings", embedder.model_id, embedder.dim)
+        self.lock = threading.RLock()
+        self._snapshot_lock = FileLock(paths.cache_dir / "snapshot.lock")
+        self.usage_extension: Callable[[str, MemoryRecord], float] = lambda _id, _rec: 0.0
+        self.rebuilds = 0
+        self._snapshot_thread: threading.Thread | None = None
+        self._reset()
+
+    # -- state --------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self.state = State()
+        self.vectors = VectorIndex(self.embedder.dim)
+        self.keywords = KeywordIndex()
+        self.cursors: dict[str, Cursor] = {}
+        self._hashers: dict[str, hashlib.blake2b] = {}
+        self.slots: dict[str, int] = {}
+        self.slot_ids: list[str] = []
+        self.slot_hashes: list[bytes] = []
+        self.columns = Columns()
+        self.tag_slots: dict[str, set[int]] = {}
+        self.slot_tags: dict[int, tuple[str, ...]] = {}
+        self.problems: dict[tuple[str, int], JournalCorrupt] = {}
+        self.events_since_snapshot = 0
+
+    def _slot(self, memory_id: str) -> int:
+        slot = self.slots.get(memory_id)
+        if slot is None:
+            slot = self.slots[memory_id] = len(self.slot_ids)
+            self.slot_ids.append(memory_id)
+            self.slot_hashes.append(b"")
+            self.columns.grow(slot + 1)
+        return slot
+
+    # -- catching up --------------------------------------------------------------------------
+
+    def catch_up(self, progress: Progress | None = None) -> int:
+        """Apply everything appended since the last call; rebuild if a segment changed under us.
+
+        Returns the number of events applied.
+        """
+        with self.lock:
+            applied = self._catch_up_once(progress)
+            if applied < 0:
+                log.info("journal changed underneath (checkout, rebase or pull): rebuilding")
+                self.rebuilds += 1
+                self._reset()
+                applied = self._catch_up_once(progress)
+            if self.events_since_snapshot >= self.config.snapshot_every_events:
+                self.save_snapshot(background=True)
+            return max(applied, 0)
+
+    def _catch_up_once(self, progress: Progress | None) -> int:
+        segments = self.journal.segments()
+        present = {s.name for s in segments}
+        if any(name not in present for name in self.cursors):
+            return -1
+        work: list[tuple[Segment, Cursor]] = []
+        for segment in segments:
+            cursor = self.cursors.get(segment.name)
+            stat = (segment.size, segment.mtime_ns, segment.inode)
+            if cursor is None:
+                cursor = Cursor()
+            elif cursor.stat == stat:
+                continue
+            elif segment.size < cursor.offset:
+                return -1
+            elif cursor.stat[2] != segment.inode or segment.mtime_ns < cursor.stat[1]:
+                if _prefix_digest(segment, cursor.offset) != cursor.digest:
+                    return -1
+            work.append((segment, cursor))
+        total = sum(s.size - c.offset for s, c in work)
+        done = 0
+        touched: set[str] = set()
+        count = 0
+        for segment, cursor in work:
+            result = self.journal.scan(segment.path, cursor.offset, name=segment.name)
+            for problem in result.corrupt:
+                if (problem.path, problem.offset) not in self.problems:
+                    log.error("%s", problem)
+                    self.problems[(problem.path, problem.offset)] = problem
+            for event in result.events:
+                touched.update(self.state.apply(event))
+            count += len(result.events)
+            hasher = self._hashers.get(segment.name)
+            if hasher is None:
+                hasher = hashlib.blake2b(digest_size=16)
+                if cursor.offset:
+                    hasher = _prefix_hasher(segment, cursor.offset)
+            if result.end > cursor.offset:
+                with open(segment.path, "rb") as handle:
+                    handle.seek(cursor.offset)
+                    hasher.update(handle.read(result.end - cursor.offset))
+            self._hashers[segment.name] = hasher
+            self.cursors[segment.name] = Cursor(
+                offset=result.end,
+                digest=hasher.digest(),
+                stat=(segment.size, segment.mtime_ns, segment.inode),
+            )
+            done += segment.size - cursor.offset
+            if progress is not None:
+                progress(done, total)
+        if touched:
+            self._sync(touched)
+        self.events_since_snapshot += count
+        return count
+
+    def apply_local(self, events: Iterable[AnyEvent]) -> None:
+        """Apply events this process just appended, without waiting for the next catch-up."""
+        with self.lock:
+            touched: set[str] = set()
+            for event in events:
+                touched.update(self.state.apply(event))
+            self._sync(touched)
+
+    # -- keeping indexes in step with the fold ------------------------------------------------
+
+    def _sync(self, touched: set[str]) -> None:
+        state = self.state
+        # a memory's "superseded" flag depends on its superseder being alive
+        for memory_id in list(touched):
+            for link in state.links_of(memory_id):
+                if link.relation == "supersedes":
+                    touched.add(link.target)
+        removed: list[int] = []
+        to_embed: list[tuple[int, str, bytes]] = []
+        keyword_rows: list[tuple[int, str, str, str, str]] = []
+        cols = self.columns
+        for memory_id in touched:
+            record = state.visible(memory_id)
+            slot = self.slots.get(memory_id)
+            if record is None:
+                if slot is not None and cols.live[slot]:
+                    cols.live[slot] = False
+                    removed.append(slot)
+                    self.slot_hashes[slot] = b""
+                    self._untag(slot)
+                continue
+            if slot is None:
+                slot = self._slot(memory_id)
+                cols = self.columns
+            text = embed_text(record)
+            digest = content_hash(text + "\x00" + record.summary)
+            if self.slot_hashes[slot] != digest or not cols.live[slot]:
+                to_embed.append((slot, text, content_hash(text)))
+                keyword_rows.append(
+                    (slot, record.title, record.summary, record.content, " ".join(record.tags))
+                )
+                self.slot_hashes[slot] = digest
+            self._set_columns(slot, memory_id, record)
+        if removed:
+            slots = np.asarray(removed, np.int64)
+            self.vectors.remove(slots)
+            self.keywords.remove(removed)
+        if keyword_rows:
+            self.keywords.upsert(keyword_rows)
+        if to_embed:
+            self._embed_into_index(to_embed)
+
+    def _set_columns(self, slot: int, memory_id: str, record: MemoryRecord) -> None:
+        cols = self.columns
+        cols.live[slot] = True
+        cols.kind[slot] = _KIND_CODE.get(record.kind, -1)
+        cols.scope[slot] = _SCOPE_CODE.get(record.scope, 0)
+        cols.importance[slot] = record.importance
+        cols.created[slot] = iso_to_epoch(record.created_at)
+        cols.updated[slot] = iso_to_epoch(record.updated_at) if record.updated_stamp else cols.created[slot]
+        cols.expires[slot] = self.expires_epoch(memory_id, record)
+        cols.superseded[slot] = self._is_superseded(memory_id)
+        self._tag(slot, record.tags)
+
+    def _untag(self, slot: int) -> None:
+        for tag in self.slot_tags.pop(slot, ()):
+            self.tag_slots.get(tag, set()).discard(slot)
+
+    def _tag(self, slot: int, tags: tuple[str, ...]) -> None:
+        self._untag(slot)
+        self.slot_tags[slot] = tags
+        for tag in tags:
+            self.tag_slots.setdefault(tag, set()).add(slot)
+
+    def _is_superseded(self, memory_id: str) -> bool:
+        return any(
+            link.relation == "supersedes" and link.target == memory_id and self.state.visible(link.source)
+            for link in self.state.links_of(memory_id)
+        )
+
+    def expires_epoch(self, memory_id: str, record: MemoryRecord) -> float:
+        if record.ttl_seconds is None:
+            return math.inf
+        base = iso_to_epoch(record.ttl_set_at) + record.ttl_seconds
+        return base + self.usage_extension(memory_id, record)
+
+    def _embed_into_index(self, items: list[tuple[int, str, bytes]]) -> None:
+        hashes = [h for _, _, h in items]
+        vectors, missing = self.embeddings.lookup(hashes)
+        if missing:
+            self.embeddings.refresh()
+            vectors, missing = self.embeddings.lookup(hashes)
+        for start in range(0, len(missing), EMBED_BATCH):
+            batch = missing[start : start + EMBED_BATCH]
+            fresh = self.embedder.embed([items[i][1] for i in batch])
+            vectors[batch] = fresh
+            self.embeddings.store([hashes[i] for i in batch], fresh)
+        self.vectors.upsert(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
+        return vector
+
+    def refresh_expiry(self, memory_id: str) -> None:
+        """Recompute one memory's expiry column (after its usage changed)."""
+        with self.lock:
+            slot = self.slots.get(memory_id)
+            record = self.state.visible(memory_id)
+            if slot is not None and record is not None:
+                self.columns.expires[slot] = self.expires_epoch(memory_id, record)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, events: list[AnyEvent]) -> str:
+        """Append to the journal, then fold in locally: read-your-writes within the process."""
+        with self.lock:
+            segment = self.journal.append(events)
+            self.apply_local(events)
+            return segment
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    @property
+    def snapshot_path(self) -> str:
+        return str(self.paths.cache_dir / "snapshot.bin")
+
+    def save_snapshot(self, *, background: bool = False) -> bool:
+        """Write the derived state atomically with the offsets it covers (skipped if another
+        process is writing one right now). The state is encoded under the lock; with
+        ``background`` the file is written by a thread so that calls are not held up."""
+        with self.lock:
+            if not self.cursors:
+                return False
+            snapshot = Snapshot(
+                format=SNAPSHOT_FORMAT,
+                embedder=self.embedder.model_id,
+                cursors=self.cursors,
+                state=self.state,
+                slot_ids=self.slot_ids,
+                slot_hashes=self.slot_hashes,
+                vectors=self.vectors.serialize(),
+                keywords=self.keywords.serialize(),
+            )
+            data = msgspec.msgpack.encode(snapshot)
+            self.events_since_snapshot = 0
+        if background:
+            thread = threading.Thread(target=self._write_snapshot, args=(data,), name="eventmem-snapshot")
+            thread.start()
+            self._snapshot_thread = thread
+            return True
+        return self._write_snapshot(data)
+
+    def _write_snapshot(self, data: bytes) -> bool:
+        try:
+            with self._snapshot_lock.hold(blocking=False) as locked:
+                if not locked:
+                    return False
+                atomic_write(self.paths.cache_dir / "snapshot.bin", data)
+        except OSError as exc:
+            log.warning("could not write snapshot: %s", exc)
+            return False
+        return True
+
+    def load_snapshot(self) -> bool:
+        """Load the snapshot if it matches this version, embedder and journal; else leave it."""
+        path = self.paths.cache_dir / "snapshot.bin"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return False
+        started = time.perf_counter()
+        try:
+            snapshot = msgspec.msgpack.decode(data, type=Snapshot)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("ignoring unreadable snapshot: %s", exc)
+            return False
+        if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != self.embedder.model_id:
+            log.info("ignoring snapshot made by another version or embedder")
+            return False
+        segments = {s.name: s for s in self.journal.segments()}
+        for name, cursor in snapshot.cursors.items():
+            segment = segments.get(name)
+            if segment is None or segment.size < cursor.offset:
+                log.info("ignoring stale snapshot: %s changed", name)
+                return False
+            if _prefix_digest(segment, cursor.offset) != cursor.digest:
+                log.info("ignoring stale snapshot: %s was rewritten", name)
+                return False
+        try:
+            vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
+            keywords = KeywordIndex(snapshot.keywords)
+        except Exception as exc:  # a damaged snapshot is never used
+            log.warning("ignoring damaged snapshot: %s", exc)
+            return False
+        with self.lock:
+            self._reset()
+            self.state = snapshot.state
+            self.vectors, self.keywords = vectors, keywords
+            self.slot_ids = snapshot.slot_ids
+            self.slot_hashes = snapshot.slot_hashes
+            self.slots = {memory_id: slot for slot, memory_id in enumerate(self.slot_ids)}
+            self.columns.grow(len(self.slot_ids))
+            # the digests were just verified: only bytes past each offset remain to be read
+            self.cursors = {
+                name: msgspec.structs.replace(cursor, stat=(cursor.offset, -1, segments[name].inode))
+                for name, cursor in snapshot.cursors.items()
+            }
+            self._rebuild_columns()
+        log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
+        return True
+
+    def _rebuild_columns(self) -> None:
+        """Recompute filter columns and tag sets from the fold (after loading a snapshot)."""
+        cols = self.columns
+        for memory_id, slot in self.slots.items():
+            record = self.state.visible(memory_id)
+            if record is None:
+                cols.live[slot] = False
+                continue
+            self._set_columns(slot, memory_id, record)
+
+    # -- whole rebuild ------------------------------------------------------------------------
+
+    def rebuild(self, progress: Progress | None = None) -> int:
+        """Drop every projection and fold the whole journal again."""
+        with self.lock:
+            self._reset()
+            count = self._catch_up_once(progress)
+            self.save_snapshot()
+            return count
+
+    def open(self) -> None:
+        """Cold start: the snapshot if it is valid, then the tail of the journal."""
+        with self.lock:
+            self.load_snapshot()
+            self.catch_up()
+
+    def close(self) -> None:
+        thread = self._snapshot_thread
+        if thread is not None:
+            thread.join()
+        with self.lock:
+            if self.events_since_snapshot:
+                self.save_snapshot()
+
+
+def _prefix_hasher(segment: Segment, length: int) -> hashlib.blake2b:
+    hasher = hashlib.blake2b(digest_size=16)
+    with open(segment.path, "rb") as handle:
+        remaining = length
+        while remaining > 0:
+            chunk = handle.read(min(remaining, 1 << 20))
+            if not chunk:
+                break
+            hasher.update(chunk)
+            remaining -= len(chunk)
+    return hasher
+
+
+def _prefix_digest(segment: Segment, length: int) -> bytes:
+    return _prefix_hasher(segment, length).digest()

@@ -1,0 +1,96 @@
+"""The vector index: FAISS ``IndexIDMap2(IndexFlatIP)`` keyed by each memory's local slot.
+
+Vectors are unit length, so inner product is cosine similarity. ``IndexIDMap2`` keeps ids stable
+through deletes (a bare flat index renumbers on removal). Exact search: at 100k memories a query
+streams 150 MB and takes a few milliseconds on one core.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+import faiss  # noqa: E402  (the loader logs at INFO on import)
+
+__all__ = ["VectorIndex"]
+
+faiss.omp_set_num_threads(1)  # one eventmem server per AI client: threads would only contend
+
+Slots = npt.NDArray[np.int64]
+
+
+class VectorIndex:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def upsert(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
+        if len(slots) == 0:
+            return
+        self._index.remove_ids(np.ascontiguousarray(slots, dtype=np.int64))
+        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), slots)
+
+    def remove(self, slots: Slots) -> None:
+        if len(slots):
+            self._index.remove_ids(np.ascontiguousarray(slots, dtype=np.int64))
+
+    def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
+        try:
+            return np.asarray(self._index.reconstruct(int(slot)), dtype=np.float32)
+        except RuntimeError:
+            return None
+
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[Slots, npt.NDArray[np.float32]]:
+        """Top ``k`` slots by cosine among ``allowed`` (a mask indexed by slot; ``None`` = all).
+
+        The filter applies before the cut: the answer is the true top ``k`` of the allowed set.
+        """
+        total = len(self)
+        if total == 0 or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        if allowed is None:
+            scores, ids = self._index.search(q, min(k, total))
+            keep = ids[0] >= 0
+            return ids[0][keep], scores[0][keep]
+        count = int(allowed.sum())
+        if count == 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        fraction = count / max(total, 1)
+        if fraction > 0.25:
+            # most memories pass: search wider without a selector, then filter
+            wide = min(total, math.ceil(k / fraction) * 2 + 16)
+            scores, ids = self._index.search(q, wide)
+            found, sc = ids[0], scores[0]
+            ok = (found >= 0) & (found < len(allowed))
+            ok[ok] = allowed[found[ok]]
+            if ok.sum() >= min(k, count) or wide >= total:
+                return found[ok][:k], sc[ok][:k]
+        bitmap = np.packbits(allowed.astype(np.uint8), bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+        params: Any = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
+        scores, ids = self._index.search(q, min(k, count), params=params)
+        keep = ids[0] >= 0
+        return ids[0][keep], scores[0][keep]
+
+    def serialize(self) -> bytes:
+        return bytes(faiss.serialize_index(self._index))
+
+    @classmethod
+    def deserialize(cls, data: bytes, dim: int) -> VectorIndex:
+        index = cls(dim)
+        loaded = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        if loaded.d != dim:
+            raise ValueError(f"vector snapshot has dimension {loaded.d}, expected {dim}")
+        index._index = loaded
+        return index
