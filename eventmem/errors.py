@@ -32,10 +32,7 @@ class UnknownMemory(InvalidInput, KeyError):
         self.memory_id = memory_id
 
     def __str__(self) -> str:
-        return (
-            f"no memory with id {self.memory_id!r}; "
-            "use retrieve_context or recall_memories to find the right id"
-        )
+        return f"no memory with id {self.memory_id!r}; use retrieve_context or recall_memories to find the right id"
 
 
 class UnknownLink(InvalidInput, KeyError):

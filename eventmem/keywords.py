@@ -48,24 +48,18 @@ class KeywordIndex:
             return
         self._db.execute("BEGIN")
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((r[0],) for r in rows))
-        self._db.executemany(
-            "INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows
-        )
+        self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
         self._db.execute("COMMIT")
 
     def remove(self, slots: Iterable[int]) -> None:
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((int(s),) for s in slots))
 
     def _matches(self, match: str) -> Iterator[tuple[int, float]]:
-        cursor = self._db.execute(
-            f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rank", [match]
-        )
+        cursor = self._db.execute(f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rank", [match])
         while batch := cursor.fetchmany(256):
             yield from batch
 
-    def search(
-        self, text: str, k: int, allowed: npt.NDArray[np.bool_] | None = None
-    ) -> list[tuple[int, float]]:
+    def search(self, text: str, k: int, allowed: npt.NDArray[np.bool_] | None = None) -> list[tuple[int, float]]:
         """Top ``k`` (slot, score) by BM25 among ``allowed`` slots; higher scores are better."""
         match = fts_query(text)
         if not match or k <= 0:

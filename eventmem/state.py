@@ -172,7 +172,7 @@ class State(msgspec.Struct, kw_only=True):
                 record = self.memory(event.memory)
                 record.events += 1
                 for field in _REGISTERS:
-                    value = getattr(event, field)
+                    value = getattr(event, field, msgspec.UNSET)
                     if value is not msgspec.UNSET:
                         record.write(field, value, stamp)
                 self._touch(record, stamp, event.by)

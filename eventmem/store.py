@@ -117,9 +117,7 @@ class Store:
         self.paths = paths
         self.config = config
         self.embedder = embedder
-        self.journal = Journal(
-            paths, durable=config.durability == "fsync", max_segment_bytes=config.max_segment_bytes
-        )
+        self.journal = Journal(paths, durable=config.durability == "fsync", max_segment_bytes=config.max_segment_bytes)
         self.embeddings = EmbeddingCache(paths.cache_dir / "embeddings", embedder.model_id, embedder.dim)
         self.lock = threading.RLock()
         self._snapshot_lock = FileLock(paths.cache_dir / "snapshot.lock")
@@ -265,9 +263,7 @@ class Store:
             digest = content_hash(text + "\x00" + record.summary)
             if self.slot_hashes[slot] != digest or not cols.live[slot]:
                 to_embed.append((slot, text, content_hash(text)))
-                keyword_rows.append(
-                    (slot, record.title, record.summary, record.content, " ".join(record.tags))
-                )
+                keyword_rows.append((slot, record.title, record.summary, record.content, " ".join(record.tags)))
                 self.slot_hashes[slot] = digest
             self._set_columns(slot, memory_id, record)
         if removed:

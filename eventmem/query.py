@@ -1,0 +1,155 @@
+"""The read side: hybrid recall over a store's vector and keyword indexes.
+
+Filters become a boolean mask over slots *before* either index is asked for its top ``k``, so a
+filtered query returns the true best matches of the filtered set. The two ranked lists are fused
+linearly (``vector_weight * cosine + keyword_weight * normalised BM25``, 0.7/0.3 by default) or by
+reciprocal rank, then nudged by importance and recency.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.config import Config
+from eventmem.errors import InvalidInput
+from eventmem.events import KINDS, SCOPES
+from eventmem.ids import iso_to_epoch
+from eventmem.store import Store
+
+__all__ = ["Filters", "ScoredSlot", "build_mask", "hybrid_search"]
+
+RRF_K = 60
+
+
+class Filters(msgspec.Struct, kw_only=True, frozen=True):
+    kinds: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    """A memory must carry every one of these tags."""
+    scope: str | None = None
+    min_importance: float | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    include_superseded: bool = False
+
+    def validate(self) -> None:
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad:
+            raise InvalidInput(f"unknown type(s) {bad}; choose from {', '.join(KINDS)}")
+        if self.scope is not None and self.scope not in (*SCOPES, "all"):
+            raise InvalidInput(f"scope must be 'project', 'global' or 'all', not {self.scope!r}")
+        if self.min_importance is not None and not 0.0 <= self.min_importance <= 1.0:
+            raise InvalidInput("min_importance must be between 0 and 1")
+        for name in ("created_after", "created_before"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    iso_to_epoch(value)
+                except ValueError:
+                    raise InvalidInput(f"{name} must be an ISO-8601 date or time, not {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSlot:
+    slot: int
+    score: float
+    vector_score: float
+    keyword_score: float
+
+
+def build_mask(store: Store, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
+    """Slots that may be returned: live, not expired, not superseded, and passing the filters."""
+    n = len(store.slot_ids)
+    cols = store.columns
+    now = time.time() if now is None else now
+    mask = cols.live[:n] & (cols.expires[:n] > now)
+    if not filters.include_superseded:
+        mask &= ~cols.superseded[:n]
+    if filters.kinds:
+        codes = np.asarray([KINDS.index(k) for k in filters.kinds], np.int16)
+        mask &= np.isin(cols.kind[:n], codes)
+    if filters.scope in SCOPES:
+        mask &= cols.scope[:n] == SCOPES.index(filters.scope)
+    if filters.min_importance is not None:
+        mask &= cols.importance[:n] >= filters.min_importance
+    if filters.created_after is not None:
+        mask &= cols.created[:n] >= iso_to_epoch(filters.created_after)
+    if filters.created_before is not None:
+        mask &= cols.created[:n] < iso_to_epoch(filters.created_before)
+    for tag in filters.tags:
+        tagged = np.zeros(n, bool)
+        slots = store.tag_slots.get(tag)
+        if slots:
+            tagged[np.fromiter(slots, np.int64, len(slots))] = True
+        mask &= tagged
+    return mask
+
+
+def hybrid_search(
+    store: Store,
+    text: str,
+    limit: int,
+    mask: npt.NDArray[np.bool_],
+    config: Config,
+    *,
+    use_vectors: bool = True,
+    use_keywords: bool = True,
+    now: float | None = None,
+) -> list[ScoredSlot]:
+    """Fuse vector and keyword candidates among ``mask``; best first, at most ``limit``."""
+    if not mask.any():
+        return []
+    depth = max(limit * 4, 50)
+    vector_hits: dict[int, float] = {}
+    query_vector = None
+    if use_vectors and len(store.vectors):
+        query_vector = store.embed_query(text)
+        slots, scores = store.vectors.search(query_vector, depth, mask)
+        vector_hits = {int(s): float(v) for s, v in zip(slots, scores, strict=True)}
+    keyword_hits: dict[int, float] = {}
+    if use_keywords:
+        keyword_hits = dict(store.keywords.search(text, depth, mask))
+    if not vector_hits and not keyword_hits:
+        return []
+    cols = store.columns
+    now = time.time() if now is None else now
+    out: list[ScoredSlot] = []
+    if config.fusion == "rrf":
+        vector_rank = {s: r for r, s in enumerate(sorted(vector_hits, key=lambda s: -vector_hits[s]))}
+        keyword_rank = {s: r for r, s in enumerate(sorted(keyword_hits, key=lambda s: -keyword_hits[s]))}
+        for slot in vector_hits.keys() | keyword_hits.keys():
+            score = 0.0
+            if slot in vector_rank:
+                score += config.vector_weight / (RRF_K + vector_rank[slot] + 1)
+            if slot in keyword_rank:
+                score += config.keyword_weight / (RRF_K + keyword_rank[slot] + 1)
+            score *= RRF_K + 1  # so that rank 1 in both lists scores 1.0
+            out.append(ScoredSlot(slot, score, vector_hits.get(slot, 0.0), keyword_hits.get(slot, 0.0)))
+    else:
+        top_keyword = max(keyword_hits.values(), default=0.0)
+        for slot in vector_hits.keys() | keyword_hits.keys():
+            cosine = vector_hits.get(slot)
+            if cosine is None and query_vector is not None:
+                vector = store.vectors.vector(slot)
+                cosine = float(vector @ query_vector) if vector is not None else 0.0
+            cosine = max(cosine or 0.0, 0.0)
+            keyword = keyword_hits.get(slot, 0.0) / top_keyword if top_keyword > 0 else 0.0
+            weights = (config.vector_weight if use_vectors else 0.0) + (config.keyword_weight if use_keywords else 0.0)
+            score = (config.vector_weight * cosine * use_vectors + config.keyword_weight * keyword * use_keywords) / (
+                weights or 1.0
+            )
+            out.append(ScoredSlot(slot, score, cosine, keyword))
+    boosted = []
+    for hit in out:
+        boost = config.importance_boost * (float(cols.importance[hit.slot]) - 0.5)
+        if config.recency_boost:
+            age_days = max(now - float(cols.updated[hit.slot]), 0.0) / 86400.0
+            boost += config.recency_boost * math.pow(0.5, age_days / config.recency_half_life_days)
+        boosted.append(ScoredSlot(hit.slot, hit.score + boost, hit.vector_score, hit.keyword_score))
+    boosted.sort(key=lambda h: (-h.score, store.slot_ids[h.slot]))
+    return boosted[:limit]

@@ -1,0 +1,79 @@
+"""Keep secrets out of the journal: it is committed to git and read in pull requests.
+
+``<private>…</private>`` spans are always dropped. Common secret shapes (cloud keys, tokens,
+private keys, passwords in URLs and assignments) are replaced by ``[REDACTED:<kind>]``, or, with
+``secrets = "refuse"`` in the config, the write is refused with a message naming what was found.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Final
+
+from eventmem.errors import SecretRefused
+
+__all__ = ["find_secrets", "scrub"]
+
+PRIVATE: Final = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECASE)
+
+PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
+    ),
+    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b")),
+    (
+        "aws-secret-key",
+        re.compile(r"(?i)(aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?)([A-Za-z0-9/+=]{40})\b"),
+    ),
+    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
+    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}\b")),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}\b")),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("stripe-key", re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\b")),
+    ("url-password", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)([^\s@/]+)(@)")),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b((?:password|passwd|pwd|secret|api_?key|access_?token|auth_?token)\s*[:=]\s*[\"']?)"
+            r"([^\s\"']{6,})"
+        ),
+    ),
+)
+
+
+def find_secrets(text: str) -> list[str]:
+    """Kinds of secrets found in ``text`` (after private spans are dropped)."""
+    text = PRIVATE.sub("", text)
+    return [kind for kind, pattern in PATTERNS if pattern.search(text)]
+
+
+def _replace(kind: str, match: re.Match[str]) -> str:
+    if kind in {"url-password"}:
+        return f"{match.group(1)}[REDACTED:{kind}]{match.group(3)}"
+    if kind in {"password", "aws-secret-key"}:
+        return f"{match.group(1)}[REDACTED:{kind}]"
+    return f"[REDACTED:{kind}]"
+
+
+def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
+    """``text`` without private spans and secrets; raises :class:`SecretRefused` if ``refuse``."""
+    text = PRIVATE.sub("", text)
+    found = [kind for kind, pattern in PATTERNS if pattern.search(text)]
+    if not found:
+        return text
+    if refuse:
+        raise SecretRefused(
+            f"the {field} looks like it holds a secret ({', '.join(found)}); the journal is committed "
+            "to git, so remove it (or wrap it in <private>…</private> to drop it) and save again"
+        )
+    for kind, pattern in PATTERNS:
+        text = pattern.sub(functools.partial(_replace, kind), text)
+    return text
