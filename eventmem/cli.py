@@ -1,0 +1,392 @@
+"""The ``eventmem`` command: ``serve`` for MCP clients, and the same service for people.
+
+Human-readable output by default; ``--json`` prints the objects the MCP tools return.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from eventmem import __version__
+from eventmem.config import config_template
+from eventmem.errors import EventmemError
+from eventmem.project import ProjectPaths, RootChoice, find_root
+from eventmem.query import Filters
+
+__all__ = ["main"]
+
+
+def _root(args: argparse.Namespace) -> RootChoice:
+    if args.root:
+        return RootChoice(Path(args.root).resolve(), "flag:--root")
+    return find_root()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(msgspec.to_builtins(value), indent=2, ensure_ascii=False) + "\n")
+
+
+class ProgressBar:
+    """A progress bar on stderr, drawn only for work that takes a while and only on a terminal."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.started = time.monotonic()
+        self.shown = False
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total <= 0 or time.monotonic() - self.started < 0.5:
+            return
+        width = 30
+        filled = int(width * done / total)
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {100 * done // total:3d}%")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from eventmem.service import open_service
+
+    return open_service(_root(args))
+
+
+def _show_memory(memory: Any) -> None:
+    print(f"{memory.id}  [{memory.kind}] {memory.status}  importance {memory.importance}")
+    if memory.title:
+        print(f"title:    {memory.title}")
+    print(f"summary:  {memory.summary}")
+    if memory.tags:
+        print(f"tags:     {', '.join(memory.tags)}")
+    print(f"created:  {memory.created_at} by {memory.created_by or '-'}")
+    print(f"updated:  {memory.updated_at} by {memory.updated_by or '-'}")
+    if memory.expires_at:
+        print(f"expires:  {memory.expires_at}")
+    print()
+    print(memory.content)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from eventmem.mcp_server import build_server
+
+    root = _root(args)
+    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
+    build_server(root).run("stdio")
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = _root(args)
+    paths = ProjectPaths(root.root)
+    paths.ensure()
+    (paths.archive_dir).mkdir(exist_ok=True)
+    if not paths.config_file.exists():
+        paths.config_file.write_text(config_template(), encoding="utf-8")
+    result = {"root": str(root.root), "root_source": root.source, "memory_dir": str(paths.base)}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"eventmem memory ready in {paths.base} (root chosen by {root.source})")
+        print("Commit .eventmem/ with your code; its cache/ is ignored.")
+    return 0
+
+
+def cmd_save(args: argparse.Namespace) -> int:
+    text = args.text if args.text != "-" else sys.stdin.read()
+    service = _open(args)
+    memory = service.save(
+        text,
+        title=args.title or "",
+        summary=args.summary,
+        tags=args.tag,
+        kind=args.type,
+        importance=args.importance,
+        ttl_seconds=args.ttl,
+        scope=args.scope,
+        by=args.by or os.environ.get("USER", "cli"),
+    )
+    if args.json:
+        _print_json({"status": "success", "memory": memory})
+    else:
+        print(f"saved {memory.id}: {memory.summary}")
+    service.close()
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    service = _open(args)
+    filters = Filters(
+        kinds=tuple(args.type or ()),
+        tags=tuple(args.tag or ()),
+        scope=args.scope,
+        min_importance=args.min_importance,
+    )
+    hits = service.recall(" ".join(args.query), limit=args.limit, filters=filters, mode=args.mode)
+    if args.json:
+        _print_json({"status": "success", "results": hits})
+    elif not hits:
+        print("no memories match")
+    else:
+        for hit in hits:
+            tags = f"  #{' #'.join(hit.tags)}" if hit.tags else ""
+            print(f"{hit.score:6.3f}  {hit.id}  [{hit.kind}] {hit.summary}{tags}")
+    for warning in service.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    service = _open(args)
+    memory = service.get(args.id)
+    if args.json:
+        _print_json({"status": "success", "memory": memory})
+    else:
+        _show_memory(memory)
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    service = _open(args)
+    ttl: Any = "unchanged"
+    if args.ttl is not None:
+        ttl = None if args.ttl == 0 else args.ttl
+    memory = service.update(
+        args.id,
+        content=args.content,
+        title=args.title,
+        summary=args.summary,
+        tags=args.tag,
+        kind=args.type,
+        importance=args.importance,
+        ttl_seconds=ttl,
+        by=args.by or os.environ.get("USER", "cli"),
+    )
+    if args.json:
+        _print_json({"status": "success", "memory": memory})
+    else:
+        print(f"updated {memory.id}: {memory.summary}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    service = _open(args)
+    memory = service.delete(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
+    if args.json:
+        _print_json({"status": "success", "id": memory.id, "deleted": True})
+    else:
+        print(f"deleted {memory.id}: {memory.summary}")
+    return 0
+
+
+def _describe(event: dict[str, Any]) -> str:
+    kind = event["type"]
+    who = f" by {event['by']}" if event.get("by") else ""
+    target = event.get("memory") or event.get("link") or ""
+    detail = ""
+    if kind == "saved":
+        detail = f" [{event.get('kind', 'general')}] {event.get('summary') or event.get('content', '')[:80]}"
+    elif kind == "updated":
+        fields = [k for k in event if k not in {"type", "id", "ts", "by", "memory", "segment", "offset"}]
+        detail = f" fields: {', '.join(fields)}"
+    elif kind == "linked":
+        detail = f" {event['source']} -{event.get('relation', 'related_to')}-> {event['target']}"
+    elif event.get("reason"):
+        detail = f" ({event['reason']})"
+    return f"{event['ts']}  {kind:<9} {target}{who}{detail}"
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    service = _open(args)
+    events = service.history(args.id, limit=args.limit)
+    if args.json:
+        _print_json(events)
+    elif not events:
+        print(f"no history for {args.id}" if args.id else "the journal is empty")
+    else:
+        for event in events:
+            print(_describe(event))
+    return 0 if events or not args.id else 1
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    service = _open(args)
+    stats = service.stats()
+    if args.json:
+        _print_json(stats)
+    else:
+        print(f"root:      {stats['root']} ({stats['root_source']})")
+        print(f"memories:  {stats['memories']} live, by status {stats['by_status']}")
+        print(f"by type:   {stats['by_kind']}")
+        print(f"links:     {stats['links']}")
+        print(f"events:    {stats['events']} in {stats['segments']} segment(s), {stats['journal_bytes']} bytes")
+        if stats["top_tags"]:
+            print(f"top tags:  {', '.join(f'{t} ({n})' for t, n in stats['top_tags'].items())}")
+        if stats["unknown_events"]:
+            print(f"unknown event types (kept, skipped): {stats['unknown_events']}")
+        for problem in stats["corrupt_lines"]:
+            print(f"CORRUPT:   {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from eventmem.service import open_service
+
+    service = open_service(_root(args), load=False)
+    bar = ProgressBar("rebuilding")
+    started = time.perf_counter()
+    count = service.project.rebuild(progress=bar)
+    bar.close()
+    elapsed = time.perf_counter() - started
+    result = {"status": "success", "events": count, "seconds": round(elapsed, 3)}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"rebuilt from {count} events in {elapsed:.2f}s")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.service import open_service
+
+    root = _root(args)
+    paths = ProjectPaths(root.root)
+    service = open_service(root)
+    store = service.project
+    segments = store.journal.segments()
+    torn = []
+    for segment in segments:
+        result = store.journal.scan(segment.path, 0, name=segment.name)
+        if result.torn_tail:
+            torn.append({"segment": segment.name, "bytes": result.torn_tail})
+    snapshot = paths.cache_dir / "snapshot.bin"
+    report: dict[str, Any] = {
+        "root": str(root.root),
+        "root_source": root.source,
+        "memory_dir": str(paths.base),
+        "memory_dir_exists": paths.base.exists(),
+        "writer": paths.writer_id() if paths.base.exists() else None,
+        "branch": paths.branch(),
+        "segments": [{"name": s.name, "bytes": s.size} for s in segments],
+        "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()],
+        "torn_tails": torn,
+        "unknown_event_types": dict(store.state.unknown),
+        "cache": {
+            "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
+            "embedder": store.embedder.model_id,
+            "cached_embeddings": len(store.embeddings),
+        },
+        "healthy": not store.problems,
+    }
+    if args.json:
+        _print_json(report)
+    else:
+        print(f"root:        {report['root']}  (chosen by {report['root_source']})")
+        print(f"memory dir:  {report['memory_dir']}{'' if report['memory_dir_exists'] else '  (not created yet)'}")
+        print(f"writer:      {report['writer']} on branch {report['branch']}")
+        for seg in report["segments"]:
+            print(f"segment:     {seg['name']} ({seg['bytes']} bytes)")
+        for problem in report["corrupt_lines"]:
+            print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
+        for item in torn:
+            print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
+        print(f"cache:       snapshot {report['cache']['snapshot_bytes']} bytes, embedder {store.embedder.model_id}")
+        print("healthy" if report["healthy"] else "PROBLEMS FOUND: run `python tools/replay.py audit`")
+    return 0 if report["healthy"] else 1
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON (the objects MCP tools return)")
+    parser.add_argument("--root", help="project root (default: EVENTMEM_ROOT, else found from the cwd)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eventmem", description="Event-sourced project memory for AI agents.")
+    parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _common(p)
+        p.set_defaults(func=fn)
+        return p
+
+    add("serve", cmd_serve, "run the stdio MCP server for this project")
+    add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
+    p = add("save", cmd_save, "save a memory ('-' reads the text from stdin)")
+    p.add_argument("text")
+    p.add_argument("--title")
+    p.add_argument("--summary")
+    p.add_argument("--tag", action="append", help="repeat for several tags")
+    p.add_argument("--type", default="general")
+    p.add_argument("--importance", type=float, default=0.5)
+    p.add_argument("--ttl", type=int, help="seconds until it expires")
+    p.add_argument("--scope", default="project", choices=["project", "global"])
+    p.add_argument("--by", help="who is saving (default: $USER)")
+    p = add("search", cmd_search, "hybrid search of the memory")
+    p.add_argument("query", nargs="+")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--type", action="append")
+    p.add_argument("--tag", action="append")
+    p.add_argument("--scope", choices=["project", "global", "all"])
+    p.add_argument("--min-importance", type=float)
+    p.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    p = add("show", cmd_show, "show one memory")
+    p.add_argument("id")
+    p = add("update", cmd_update, "change fields of a memory")
+    p.add_argument("id")
+    p.add_argument("--content")
+    p.add_argument("--title")
+    p.add_argument("--summary")
+    p.add_argument("--tag", action="append")
+    p.add_argument("--type")
+    p.add_argument("--importance", type=float)
+    p.add_argument("--ttl", type=int, help="seconds; 0 makes it long-term")
+    p.add_argument("--by")
+    p = add("delete", cmd_delete, "delete a memory (its history is kept)")
+    p.add_argument("id")
+    p.add_argument("--reason")
+    p.add_argument("--by")
+    p = add("log", cmd_log, "history of one memory, or of all")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--limit", type=int, default=200)
+    add("stats", cmd_stats, "counts by type, status and tag")
+    add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
+    add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        format="eventmem %(levelname)s %(name)s: %(message)s",
+    )
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except EventmemError as exc:
+        if getattr(args, "json", False):
+            _print_json({"status": "error", "error": str(exc)})
+        print(f"eventmem: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

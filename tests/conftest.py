@@ -1,0 +1,92 @@
+"""Shared fixtures: every test gets its own project directory (a real git repo) and its own
+user-wide global memory, and no environment variable from the developer's shell leaks in."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eventmem.project import RootChoice
+from eventmem.service import MemoryService, open_service
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("EVENTMEM_") or name == "PROJECT_MEMORY_ROOT":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("EVENTMEM_GLOBAL_DIR", str(tmp_path / "global-memory"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "eventmem tests")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "tests@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "eventmem tests")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tests@example.invalid")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir(exist_ok=True)
+
+
+def git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return result.stdout
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty git repository to keep memories in."""
+    root = tmp_path / "project"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    return root
+
+
+@pytest.fixture
+def service(project: Path) -> Iterator[MemoryService]:
+    svc = open_service(RootChoice(project, "test"))
+    yield svc
+    svc.close()
+
+
+def reopen(project: Path) -> MemoryService:
+    """A fresh service on the same project, as another process would see it."""
+    return open_service(RootChoice(project, "test"))
+
+
+class ProcessGroup:
+    """Spawned processes, each in its own process group, killed on teardown so none outlive a test."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(args, start_new_session=True, **kwargs)  # type: ignore[call-overload]
+        self.procs.append(proc)
+        return proc
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[ProcessGroup]:
+    group = ProcessGroup()
+    yield group
+    group.kill_all()
+
+
+def eventmem_command(*args: str) -> list[str]:
+    """The eventmem CLI, run with this interpreter (as a client config would run it)."""
+    return [sys.executable, "-m", "eventmem", *args]
