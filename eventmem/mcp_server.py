@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 import anyio
+import mcp.types as mcp_types
 import msgspec
 from mcp.server import MCPServer
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import ResourceUpdated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -30,6 +34,8 @@ from eventmem.events import KINDS
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService, open_service
+from eventmem.views import render_summary
+from eventmem.watcher import watch_journal
 
 __all__ = ["build_server"]
 
@@ -48,6 +54,9 @@ a decision, fix a bug, learn a convention or hit an error worth remembering, sav
 store_memory) with a short summary and a few tags. Keep secrets out: they are scrubbed, and
 <private>…</private> spans are dropped."""
 
+SUMMARY_URI = "memory://summary"
+MEMORY_URI = "memory://memories/{memory_id}"
+
 KIND_HELP = "One of: " + ", ".join(KINDS) + "."
 
 
@@ -60,6 +69,8 @@ class App:
     ready: threading.Event = field(default_factory=threading.Event)
     service_: MemoryService | None = None
     error: BaseException | None = None
+    subscriptions: dict[str, set[ServerSession]] = field(default_factory=dict)
+    """Resource URIs clients subscribed to (``resources/subscribe``), with the sessions to tell."""
 
     def load(self) -> None:
         try:
@@ -146,15 +157,52 @@ def _dump(value: Any) -> Any:
 def build_server(root: RootChoice, *, opener: Callable[[RootChoice], MemoryService] | None = None) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one)."""
 
+    running: list[App] = []
+
+    async def push_changes(app: App) -> None:
+        """Catch up with the journal and tell subscribed clients which resources changed."""
+        service = app.service_
+        if service is None:
+            return
+        await anyio.to_thread.run_sync(service.catch_up)
+        everything, changed = service.project.drain_changes()
+        if not everything and not changed:
+            return
+        uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
+        for uri in sorted(uris):
+            await server._subscriptions.publish(ResourceUpdated(uri=uri))
+        for uri, sessions in list(app.subscriptions.items()):
+            if not (everything and uri.startswith("memory://")) and uri not in uris:
+                continue
+            for session in list(sessions):
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception:  # the client went away
+                    sessions.discard(session)
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         app = App(root=root, opener=opener or open_service)
+        running.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()
+        stop = anyio.Event()
+
+        async def watch() -> None:
+            await anyio.to_thread.run_sync(app.ready.wait)
+            await watch_journal(root.root / ".eventmem", lambda: push_changes(app), stop)
+
         try:
-            yield app
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(watch)
+                try:
+                    yield app
+                finally:
+                    stop.set()
+                    tasks.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(loader.join)
+            running.remove(app)
             if app.service_ is not None:
                 await anyio.to_thread.run_sync(app.service_.close)
 
@@ -356,4 +404,52 @@ def build_server(root: RootChoice, *, opener: Callable[[RootChoice], MemoryServi
         memory = _call(lambda: service.delete(memory_id, reason=reason, by=_client_name(ctx)))
         return {"status": "success", "id": memory.id, "deleted": True}
 
+    # -- resources and subscriptions -----------------------------------------------------------
+
+    @server.resource(
+        SUMMARY_URI,
+        name="memory-summary",
+        title="Project memory summary",
+        description="The most important and most recent memories of this project, by type.",
+        mime_type="text/markdown",
+    )
+    def memory_summary() -> str:
+        # static resources get no Context in the SDK: use the app the lifespan opened
+        if not running:
+            raise ResourceNotFoundError("the server is not running")
+        service = running[-1].service
+        service.catch_up()
+        return render_summary(service)
+
+    @server.resource(
+        MEMORY_URI,
+        name="memory",
+        title="One memory",
+        description="One memory by id, as JSON.",
+        mime_type="application/json",
+    )
+    def memory_item(memory_id: str, ctx: Context[App, Any]) -> str:
+        service = _app(ctx).service
+        try:
+            memory = service.get(memory_id)
+        except EventmemError as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+        return msgspec.json.encode(memory).decode()
+
+    async def subscribe(
+        ctx: ServerRequestContext[App, Any], params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        ctx.lifespan_context.subscriptions.setdefault(str(params.uri), set()).add(ctx.session)
+        return mcp_types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[App, Any], params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        ctx.lifespan_context.subscriptions.get(str(params.uri), set()).discard(ctx.session)
+        return mcp_types.EmptyResult()
+
+    server._lowlevel_server.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
+    server._lowlevel_server.add_request_handler(
+        "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
+    )
     return server

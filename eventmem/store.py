@@ -142,6 +142,9 @@ class Store:
         self.slot_tags: dict[int, tuple[str, ...]] = {}
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
+        self.changed: set[str] = set()
+        """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
+        self.changed_all = True
 
     def _slot(self, memory_id: str) -> int:
         slot = self.slots.get(memory_id)
@@ -235,8 +238,16 @@ class Store:
 
     # -- keeping indexes in step with the fold ------------------------------------------------
 
+    def drain_changes(self) -> tuple[bool, set[str]]:
+        """What changed since the last call: (everything?, memory ids). Used to push updates."""
+        with self.lock:
+            everything, changed = self.changed_all, self.changed
+            self.changed_all, self.changed = False, set()
+            return everything, changed
+
     def _sync(self, touched: set[str]) -> None:
         state = self.state
+        self.changed.update(touched)
         # a memory's "superseded" flag depends on its superseder being alive
         for memory_id in list(touched):
             for link in state.links_of(memory_id):
