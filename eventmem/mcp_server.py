@@ -312,8 +312,8 @@ def build_server(root: RootChoice, *, opener: Callable[[RootChoice], MemoryServi
         title="Recall memories",
         description=(
             "Semantic + keyword recall with filters applied before ranking: type (one or several), "
-            "tags (all must match), scope ('project', 'global' or 'all'), min_importance. Expired and "
-            "superseded memories are never returned."
+            "tags (all must match), scope ('project', 'global' or 'all'), min_importance, "
+            "created_after/created_before. Expired and superseded memories are never returned."
         ),
         annotations=READ_ONLY,
     )
@@ -326,11 +326,13 @@ def build_server(root: RootChoice, *, opener: Callable[[RootChoice], MemoryServi
         scope: Annotated[str | None, Field(description="'project', 'global' or 'all' (default).")] = None,
         min_importance: Annotated[float | None, Field(description="Only memories at least this important.")] = None,
         include_content: Annotated[bool, Field(description="Return each memory's full content.")] = True,
+        created_after: Annotated[str | None, Field(description="Created at or after this ISO-8601 time.")] = None,
+        created_before: Annotated[str | None, Field(description="Created before this ISO-8601 time.")] = None,
     ) -> dict[str, Any]:
         service = _app(ctx).service
 
         def run() -> dict[str, Any]:
-            filters = _filters(type, tags, scope, min_importance)
+            filters = _filters(type, tags, scope, min_importance, created_after, created_before)
             hits = service.recall(query, limit=limit, filters=filters, include_content=include_content)
             return {"status": "success", "results": _dump(hits)}
 
