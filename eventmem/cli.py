@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -85,7 +86,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     root = _root(args)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    build_server(root).run("stdio")
+    # SIGTERM shuts down like Ctrl-C: the running call finishes, the lifespan closes the store
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    try:
+        build_server(root).run("stdio")
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
@@ -268,8 +274,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     store = service.project
     segments = store.journal.segments()
     torn = []
+    corrupt: list[dict[str, Any]] = []  # full scan: store.problems misses lines a loaded snapshot covers
     for segment in segments:
         result = store.journal.scan(segment.path, 0, name=segment.name)
+        corrupt.extend({"segment": p.path, "offset": p.offset, "reason": p.reason} for p in result.corrupt)
         if result.torn_tail:
             torn.append({"segment": segment.name, "bytes": result.torn_tail})
     snapshot = paths.cache_dir / "snapshot.bin"
@@ -281,7 +289,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "writer": paths.writer_id() if paths.base.exists() else None,
         "branch": paths.branch(),
         "segments": [{"name": s.name, "bytes": s.size} for s in segments],
-        "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()],
+        "corrupt_lines": corrupt,
         "torn_tails": torn,
         "unknown_event_types": dict(store.state.unknown),
         "cache": {
@@ -289,7 +297,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "embedder": store.embedder.model_id,
             "cached_embeddings": len(store.embeddings),
         },
-        "healthy": not store.problems,
+        "healthy": not corrupt,
     }
     if args.json:
         _print_json(report)
