@@ -42,7 +42,7 @@ __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 EMBED_BATCH = 256
 Progress = Callable[[int, int], None]
 
@@ -65,6 +65,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     slot_hashes: list[bytes]
     vectors: bytes
     keywords: bytes
+    problems: list[tuple[str, int, str]] = []
+    """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
 
 
 @dataclass
@@ -376,6 +378,7 @@ class Store:
                 slot_hashes=self.slot_hashes,
                 vectors=self.vectors.serialize(),
                 keywords=self.keywords.serialize(),
+                problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
             )
             data = msgspec.msgpack.encode(snapshot)
             self.events_since_snapshot = 0
@@ -431,6 +434,7 @@ class Store:
         with self.lock:
             self._reset()
             self.state = snapshot.state
+            self.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
             self.vectors, self.keywords = vectors, keywords
             self.slot_ids = snapshot.slot_ids
             self.slot_hashes = snapshot.slot_hashes
