@@ -82,12 +82,12 @@ def _show_memory(memory: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from eventmem.mcp_server import build_server
+    from eventmem.mcp_server import build_server, terminate
 
     root = _root(args)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    # SIGTERM shuts down like Ctrl-C: the running call finishes, the lifespan closes the store
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    # SIGTERM: let a save in progress finish, then exit (stdin's reader thread cannot be joined)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
     try:
         build_server(root).run("stdio")
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ protocol, and logs go to stderr.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,7 +38,7 @@ from eventmem.service import MemoryService, open_service
 from eventmem.views import render_summary
 from eventmem.watcher import watch_journal
 
-__all__ = ["build_server"]
+__all__ = ["build_server", "terminate"]
 
 log = logging.getLogger("eventmem.mcp")
 T = TypeVar("T")
@@ -87,6 +88,24 @@ class App:
         if self.service_ is None:
             raise ToolError(f"the memory could not be opened: {self.error}")
         return self.service_
+
+
+_RUNNING: list[App] = []
+"""Apps of the servers running in this process (one, for ``eventmem serve``)."""
+
+
+def terminate() -> None:
+    """Exit at once, but only between writes: wait for any save in progress, then leave.
+
+    Used for SIGTERM. Every acknowledged save is already on disk (and a killed process loses
+    nothing either), so there is nothing to flush; waiting for the store locks keeps a save that
+    is being written from being cut off before it is acknowledged.
+    """
+    for app in _RUNNING:
+        if app.service_ is not None:
+            for store in app.service_.stores():
+                store.lock.acquire()
+    os._exit(0)
 
 
 def _client_name(ctx: Context[Any, Any] | None) -> str:
@@ -157,7 +176,7 @@ def _dump(value: Any) -> Any:
 def build_server(root: RootChoice, *, opener: Callable[[RootChoice], MemoryService] | None = None) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one)."""
 
-    running: list[App] = []
+    running = _RUNNING
 
     async def push_changes(app: App) -> None:
         """Catch up with the journal and tell subscribed clients which resources changed."""

@@ -78,6 +78,9 @@ class ProcessGroup:
                 except ProcessLookupError:
                     pass
             proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 @pytest.fixture

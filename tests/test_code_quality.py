@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -14,14 +13,12 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_finds_no_lint_errors() -> None:
-    ruff = shutil.which("ruff") or "ruff"
-    result = run(ruff, "check", ".")
+    result = run(sys.executable, "-m", "ruff", "check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ruff_format_leaves_the_code_unchanged() -> None:
-    ruff = shutil.which("ruff") or "ruff"
-    result = run(ruff, "format", "--check", ".")
+    result = run(sys.executable, "-m", "ruff", "format", "--check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
