@@ -1,0 +1,226 @@
+"""A read-only audit of one journal: every line of every segment checked, nothing changed.
+
+What is checked, and how bad each finding is (``report.ok`` is false only for errors):
+
+- **corrupt lines** (error): a complete line that does not decode as an event. Decoding *is* the
+  schema check: the line must be JSON with a known ``type`` and fields of the right types, or an
+  unknown ``type`` with a string ``id`` and ``ts``.
+- **duplicate event ids**: the same event id on two or more lines. When every copy decodes to the
+  same event (an identical line brought in twice, e.g. by merging two branches that both carry the
+  same history, or a compaction interrupted between writing the archive and cutting the journal),
+  it is a *warning*: the fold treats a replayed event as a no-op, so the state is unaffected. When
+  the copies differ it is an *error*: the fold keeps whichever copy it sees first, so the state
+  would depend on line order, which breaks the commutative fold the merge story relies on.
+- **events about unknown memories** (error): ``updated``, ``promoted``, ``deleted``, ``restored``
+  or ``expired`` of a memory that no ``saved`` event creates; a ``linked`` whose source or target
+  was never saved; an ``unlinked`` of a link that was never added. (``archived`` is left out: it
+  names memories in bulk and is the compaction's own bookkeeping.)
+- **torn tails** (warning): bytes after the last newline of a segment, a write in progress or cut
+  short by a crash; readers stop before them and the next writer cuts them off.
+- **unknown event types** (information): lines from a newer version, kept and counted.
+
+The whole journal is read once; duplicates are confirmed by reading back just the lines involved,
+so memory use is one small entry per event id, not the events themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from eventmem.codec import LineError, UnknownEvent, decode_line
+from eventmem.events import (
+    LinkAdded,
+    LinkRemoved,
+    MemoryDeleted,
+    MemoryExpired,
+    MemoryPromoted,
+    MemoryRestored,
+    MemorySaved,
+    MemoryUpdated,
+)
+from eventmem.journal import Journal, Segment
+from eventmem.project import ProjectPaths
+
+__all__ = [
+    "AuditReport",
+    "CorruptLine",
+    "Counts",
+    "DuplicateId",
+    "Location",
+    "TornTail",
+    "UnknownReference",
+    "audit",
+]
+
+
+class Location(msgspec.Struct, frozen=True):
+    """Where a line starts: the segment (relative to ``.eventmem/``) and its byte offset."""
+
+    segment: str
+    offset: int
+
+
+class CorruptLine(msgspec.Struct, frozen=True):
+    segment: str
+    offset: int
+    reason: str
+
+
+class TornTail(msgspec.Struct, frozen=True):
+    segment: str
+    offset: int
+    """Where the unterminated bytes start (the end of the last complete line)."""
+    bytes: int
+
+
+class DuplicateId(msgspec.Struct, kw_only=True):
+    id: str
+    locations: list[Location]
+    identical: bool
+    """Every copy decodes to the same event."""
+    severity: Literal["error", "warning"]
+
+
+class UnknownReference(msgspec.Struct, frozen=True, kw_only=True):
+    """An event about a memory (or link) that no event in the journal creates."""
+
+    event: str
+    type: str
+    missing: str
+    """The memory id (or, for ``unlinked``, the link id) that is never created."""
+    role: Literal["memory", "source", "target", "link"]
+    segment: str
+    offset: int
+
+
+class Counts(msgspec.Struct, kw_only=True):
+    segments: int = 0
+    bytes: int = 0
+    events: int = 0
+    """Lines that decode as events (unknown types and duplicate copies included)."""
+    distinct_events: int = 0
+    memories: int = 0
+    """Distinct memory ids that some ``saved`` event creates."""
+    links: int = 0
+    corrupt_lines: int = 0
+    unknown_events: int = 0
+
+
+class AuditReport(msgspec.Struct, kw_only=True):
+    root: str
+    ok: bool
+    """No corrupt line, no duplicate id with differing content, no event about an unknown memory."""
+    counts: Counts
+    corrupt_lines: list[CorruptLine]
+    duplicate_ids: list[DuplicateId]
+    unknown_references: list[UnknownReference]
+    torn_tails: list[TornTail]
+    unknown_types: dict[str, int]
+    """Events of types this version does not know, by type: kept, skipped by projectors."""
+
+    @property
+    def errors(self) -> int:
+        duplicates = sum(1 for d in self.duplicate_ids if d.severity == "error")
+        return len(self.corrupt_lines) + duplicates + len(self.unknown_references)
+
+    @property
+    def warnings(self) -> int:
+        duplicates = sum(1 for d in self.duplicate_ids if d.severity == "warning")
+        return len(self.torn_tails) + duplicates
+
+
+def audit(paths: ProjectPaths) -> AuditReport:
+    """Check every line of every segment (archive and journal) of the project at ``paths``."""
+    segments = Journal(paths).segments()
+    counts = Counts(segments=len(segments), bytes=sum(s.size for s in segments))
+    corrupt: list[CorruptLine] = []
+    torn: list[TornTail] = []
+    unknown_types: dict[str, int] = {}
+    first_seen: dict[str, tuple[int, int]] = {}
+    repeats: dict[str, list[tuple[int, int]]] = {}
+    memories: set[str] = set()
+    links: set[str] = set()
+    # references to ids not created *yet* in scan order; most are resolved by a later segment
+    pending: list[UnknownReference] = []
+
+    for index, segment in enumerate(segments):
+        result = Journal.scan(segment.path, with_offsets=True, name=segment.name)
+        corrupt.extend(CorruptLine(p.path, p.offset, p.reason) for p in result.corrupt)
+        if result.torn_tail:
+            torn.append(TornTail(segment.name, result.end, result.torn_tail))
+        counts.events += len(result.events)
+        for event, offset in zip(result.events, result.offsets, strict=True):
+            if event.id in first_seen:
+                repeats.setdefault(event.id, [first_seen[event.id]]).append((index, offset))
+            else:
+                first_seen[event.id] = (index, offset)
+            if isinstance(event, UnknownEvent):
+                unknown_types[event.type] = unknown_types.get(event.type, 0) + 1
+                continue
+            refs: tuple[tuple[str, Literal["memory", "source", "target", "link"]], ...] = ()
+            match event:
+                case MemorySaved():
+                    memories.add(event.memory)
+                case LinkAdded():
+                    links.add(event.link)
+                    refs = ((event.source, "source"), (event.target, "target"))
+                case LinkRemoved():
+                    refs = ((event.link, "link"),)
+                case MemoryUpdated() | MemoryPromoted() | MemoryDeleted() | MemoryRestored() | MemoryExpired():
+                    refs = ((event.memory, "memory"),)
+            for missing, role in refs:
+                known = links if role == "link" else memories
+                if missing not in known:
+                    pending.append(
+                        UnknownReference(
+                            event=event.id,
+                            type=str(event.__struct_config__.tag),
+                            missing=missing,
+                            role=role,
+                            segment=segment.name,
+                            offset=offset,
+                        )
+                    )
+
+    unknown_refs = [ref for ref in pending if ref.missing not in (links if ref.role == "link" else memories)]
+    duplicates = [_duplicate(event_id, places, segments) for event_id, places in repeats.items()]
+    corrupt.sort(key=lambda c: (c.segment, c.offset))
+    counts.distinct_events = len(first_seen)
+    counts.memories = len(memories)
+    counts.links = len(links)
+    counts.corrupt_lines = len(corrupt)
+    counts.unknown_events = sum(unknown_types.values())
+    ok = not corrupt and not unknown_refs and all(d.identical for d in duplicates)
+    return AuditReport(
+        root=str(paths.root),
+        ok=ok,
+        counts=counts,
+        corrupt_lines=corrupt,
+        duplicate_ids=duplicates,
+        unknown_references=unknown_refs,
+        torn_tails=torn,
+        unknown_types=dict(sorted(unknown_types.items())),
+    )
+
+
+def _duplicate(event_id: str, places: list[tuple[int, int]], segments: list[Segment]) -> DuplicateId:
+    """Read back each copy of a repeated event id and compare what they decode to."""
+    copies = [_event_at(segments[index], offset) for index, offset in places]
+    identical = all(copy is not None and copy == copies[0] for copy in copies)
+    return DuplicateId(
+        id=event_id,
+        locations=[Location(segments[index].name, offset) for index, offset in places],
+        identical=identical,
+        severity="warning" if identical else "error",
+    )
+
+
+def _event_at(segment: Segment, offset: int) -> object:
+    try:
+        with open(segment.path, "rb") as handle:
+            handle.seek(offset)
+            return decode_line(handle.readline().rstrip(b"\n"))
+    except (OSError, LineError):  # the file changed since it was scanned: cannot confirm identity
+        return None
