@@ -89,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # SIGTERM: let a save in progress finish, then exit (stdin's reader thread cannot be joined)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
     try:
-        build_server(root).run("stdio")
+        build_server(root, tools=args.tools).run("stdio")
     except KeyboardInterrupt:
         pass
     return 0
@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=fn)
         return p
 
-    add("serve", cmd_serve, "run the stdio MCP server for this project")
+    p = add("serve", cmd_serve, "run the stdio MCP server for this project")
+    p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
     add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
     p = add("save", cmd_save, "save a memory ('-' reads the text from stdin)")
     p.add_argument("text")

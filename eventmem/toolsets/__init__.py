@@ -1,0 +1,1 @@
+"""MCP tool families; ``EVENTMEM_TOOLS`` / ``serve --tools`` choose which are exposed."""
