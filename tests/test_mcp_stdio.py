@@ -1,0 +1,349 @@
+"""``eventmem serve`` in a subprocess, driven by real stdio MCP clients.
+
+The SDK's own stdio client checks the protocol end to end; a raw client (JSON-RPC lines written to
+the process by hand) checks what a client sees on the wire: stdout carries nothing but protocol,
+closing stdin ends the server with exit code 0, and no lock is left held.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ProcessGroup, eventmem_command, git
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, Implementation, TextContent
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {
+    "save_context",
+    "retrieve_context",
+    "store_memory",
+    "recall_memories",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+}
+CLIENT = Implementation(name="stdio-test-client", version="1.0")
+WAIT = 60.0  # seconds: a bound on every wait, far above what a loaded machine needs
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The test's environment (PATH, and conftest's HOME and EVENTMEM_GLOBAL_DIR) plus ``extra``."""
+    env = dict(os.environ)
+    env.update(extra)
+    for name in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR"):
+        assert env.get(name), f"{name} must reach the server"
+    return env
+
+
+@asynccontextmanager
+async def serve(cwd: Path, env: dict[str, str], errlog: Path) -> AsyncIterator[ClientSession]:
+    """A ClientSession on ``eventmem serve`` started in ``cwd``; its stderr goes to ``errlog``."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], cwd=cwd, env=env)
+    with errlog.open("w", encoding="utf-8") as stderr:
+        async with (
+            stdio_client(params, errlog=stderr) as (read, write),
+            ClientSession(read, write, client_info=CLIENT) as session,
+        ):
+            yield session
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None and content["status"] == "success"
+    return content
+
+
+async def call_error(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, f"{tool}({arguments}) should have failed"
+    return text_of(result)
+
+
+def journal_files(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted((root / ".eventmem" / "journal").glob("*.jsonl"))}
+
+
+def journal_events(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for data in journal_files(root).values() for line in data.decode().splitlines()]
+
+
+def assert_clean_stderr(errlog: Path) -> None:
+    text = errlog.read_text(encoding="utf-8")
+    assert "Traceback" not in text, text
+
+
+# -- the SDK's stdio client -----------------------------------------------------------------------
+
+
+async def test_a_stdio_client_initializes_lists_the_tools_and_calls_each_one(project: Path, tmp_path: Path) -> None:
+    errlog = tmp_path / "stderr.log"
+    async with serve(project, server_env(), errlog) as session:
+        init = await session.initialize()
+        assert init.server_info.name == "eventmem"
+        assert init.capabilities.tools is not None
+        assert init.instructions and "save_context" in init.instructions
+
+        listed = await session.list_tools()
+        assert {tool.name for tool in listed.tools} >= TOOLS
+
+        saved = await call(session, "save_context", context_text="The build uses uv and a lock file.", tags=["build"])
+        stored = await call(
+            session, "store_memory", content="Never push to main directly.", type="convention", importance=0.9
+        )
+        memory_id = stored["memory"]["id"]
+        retrieved = await call(session, "retrieve_context", query="build uv lock file")
+        assert retrieved["results"][0]["id"] == saved["id"]
+        recalled = await call(session, "recall_memories", query="push to main", type="convention")
+        assert [hit["id"] for hit in recalled["results"]] == [memory_id]
+        got = await call(session, "get_memory", memory_id=memory_id)
+        assert got["memory"]["content"] == "Never push to main directly."
+        updated = await call(session, "update_memory", memory_id=memory_id, tags=["git"])
+        assert updated["memory"]["tags"] == ["git"]
+        deleted = await call(session, "delete_memory", memory_id=saved["id"])
+        assert deleted == {"status": "success", "id": saved["id"], "deleted": True}
+        after = await call(session, "retrieve_context", query="build uv lock file", limit=10)
+        assert saved["id"] not in {hit["id"] for hit in after["results"]}
+
+    events = journal_events(project)
+    assert [e["type"] for e in events] == ["saved", "saved", "updated", "deleted"]
+    assert {e["by"] for e in events} == {CLIENT.name}
+    assert_clean_stderr(errlog)
+
+
+async def test_each_error_class_comes_back_as_a_tool_error_over_stdio(project: Path, tmp_path: Path) -> None:
+    errlog = tmp_path / "stderr.log"
+    async with serve(project, server_env(EVENTMEM_MAX_MEMORY_BYTES="100"), errlog) as session:
+        await session.initialize()
+        existing = await call(session, "save_context", context_text="Something true.")
+        before = journal_files(project)
+
+        unknown = await call_error(session, "get_memory", memory_id="01JZZZZZZZZZZZZZZZZZZZZZZZ")
+        assert "no memory with id" in unknown
+        invalid = await call_error(session, "store_memory", content="a", importance=3)
+        assert "importance must be between 0 and 1" in invalid
+        too_big = await call_error(session, "save_context", context_text="z" * 101)
+        assert "max_memory_bytes" in too_big
+        missing = await call_error(session, "save_context")
+        assert "context_text" in missing
+        wrong_type = await call_error(session, "retrieve_context", query="x", limit="plenty")
+        assert "limit" in wrong_type
+        no_tool = await call_error(session, "no_such_tool")
+        assert "no_such_tool" in no_tool
+
+        # the server is still healthy after every error
+        got = await call(session, "get_memory", memory_id=existing["id"])
+        assert got["memory"]["content"] == "Something true."
+    assert journal_files(project) == before
+    assert_clean_stderr(errlog)
+
+
+async def test_the_server_uses_the_project_named_by_eventmem_root(project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q", "-b", "main")  # a nearer marker that EVENTMEM_ROOT must win over
+    errlog = tmp_path / "stderr.log"
+    async with serve(elsewhere, server_env(EVENTMEM_ROOT=str(project)), errlog) as session:
+        await session.initialize()
+        saved = await call(session, "save_context", context_text="Saved through EVENTMEM_ROOT.")
+    assert [e.get("memory") for e in journal_events(project)] == [saved["id"]]
+    assert not (elsewhere / ".eventmem").exists()
+    assert_clean_stderr(errlog)
+
+
+async def test_the_server_finds_the_project_from_its_working_directory(project: Path, tmp_path: Path) -> None:
+    nested = project / "src" / "pkg"
+    nested.mkdir(parents=True)
+    assert "EVENTMEM_ROOT" not in os.environ
+    errlog = tmp_path / "stderr.log"
+    async with serve(nested, server_env(), errlog) as session:
+        await session.initialize()
+        saved = await call(session, "save_context", context_text="Saved from a subdirectory.")
+    assert [e.get("memory") for e in journal_events(project)] == [saved["id"]]
+    assert not (nested / ".eventmem").exists()
+    assert_clean_stderr(errlog)
+
+
+async def test_a_second_server_sees_what_the_first_one_saved(project: Path, tmp_path: Path) -> None:
+    async with serve(project, server_env(), tmp_path / "first.log") as first:
+        await first.initialize()
+        saved = await call(first, "save_context", context_text="Shared between two agents.")
+        async with serve(project, server_env(), tmp_path / "second.log") as second:
+            await second.initialize()
+            got = await call(second, "get_memory", memory_id=saved["id"])
+            assert got["memory"]["content"] == "Shared between two agents."
+            other = await call(second, "save_context", context_text="Written by the second agent.")
+        seen = await call(first, "get_memory", memory_id=other["id"])
+        assert seen["memory"]["content"] == "Written by the second agent."
+
+
+# -- a raw JSON-RPC client ------------------------------------------------------------------------
+
+
+def start_raw(
+    processes: ProcessGroup, project: Path, errlog: Path
+) -> tuple[subprocess.Popen[bytes], queue.Queue[bytes]]:
+    """``eventmem serve`` with pipes; a thread moves each stdout line into the returned queue
+    (an empty bytes object marks the end of stdout)."""
+    with errlog.open("wb") as stderr:
+        proc = processes.spawn(
+            eventmem_command("serve"),
+            cwd=project,
+            env=server_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    lines: queue.Queue[bytes] = queue.Queue()
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def pump() -> None:
+        with stdout:
+            for line in iter(stdout.readline, b""):
+                lines.put(line)
+        lines.put(b"")
+
+    threading.Thread(target=pump, name="stdout-pump", daemon=True).start()
+    return proc, lines
+
+
+def send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def receive(lines: queue.Queue[bytes], seen: list[bytes], request_id: int) -> dict[str, Any]:
+    """The response to ``request_id``; every line read on the way is kept in ``seen``."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"no response to request {request_id} within {WAIT}s"
+        line = lines.get(timeout=remaining)
+        assert line, f"stdout closed before the response to request {request_id}"
+        seen.append(line)
+        try:
+            message: dict[str, Any] = json.loads(line)
+        except ValueError:
+            pytest.fail(f"stdout carried a line that is not JSON-RPC: {line!r}")
+        if message.get("id") == request_id:
+            return message
+
+
+def drain(lines: queue.Queue[bytes], seen: list[bytes]) -> None:
+    """Read stdout to its end (the process has exited)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        line = lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+        if not line:
+            return
+        seen.append(line)
+
+
+def initialize(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes], seen: list[bytes]) -> dict[str, Any]:
+    send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-client", "version": "0"},
+            },
+        },
+    )
+    response = receive(lines, seen, 1)
+    send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return response
+
+
+def tool_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def close_and_wait(proc: subprocess.Popen[bytes]) -> int:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    return proc.wait(timeout=WAIT)
+
+
+def test_the_server_writes_nothing_but_json_rpc_to_stdout(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    response = initialize(proc, lines, seen)
+    assert response["result"]["serverInfo"]["name"] == "eventmem"
+    send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert {tool["name"] for tool in receive(lines, seen, 2)["result"]["tools"]} >= TOOLS
+    send(proc, tool_call(3, "save_context", {"context_text": "Over the wire."}))
+    assert receive(lines, seen, 3)["result"]["isError"] is False
+    send(proc, tool_call(4, "get_memory", {"memory_id": "nope"}))
+    assert receive(lines, seen, 4)["result"]["isError"] is True
+    assert close_and_wait(proc) == 0
+    drain(lines, seen)
+
+    assert len(seen) >= 4
+    for line in seen:
+        assert line.endswith(b"\n")
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0", line
+        assert "id" in message or "method" in message, line
+    assert_clean_stderr(errlog)
+
+
+def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    send(proc, tool_call(2, "store_memory", {"content": "Written just before the client went away."}))
+    assert receive(lines, seen, 2)["result"]["isError"] is False
+    lock = project / ".eventmem" / "journal.lock"
+    assert lock.exists()
+
+    assert close_and_wait(proc) == 0
+    drain(lines, seen)
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError if anything still holds it
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    assert [e["type"] for e in journal_events(project)] == ["saved"]
+    assert_clean_stderr(errlog)
