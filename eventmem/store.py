@@ -171,9 +171,14 @@ class Store:
                 self.rebuilds += 1
                 self._reset()
                 applied = self._catch_up_once(progress)
-            if self.events_since_snapshot >= self.config.snapshot_every_events:
+            if self.events_since_snapshot >= self._snapshot_due():
                 self.save_snapshot(background=True)
             return max(applied, 0)
+
+    def _snapshot_due(self) -> int:
+        """Events to fold before the next snapshot: at least the configured count, and a tenth of
+        the journal, so that snapshot writes stay a small share of the work as memory grows."""
+        return max(self.config.snapshot_every_events, len(self.state.seen) // 10)
 
     def _catch_up_once(self, progress: Progress | None) -> int:
         segments = self.journal.segments()
@@ -190,7 +195,11 @@ class Store:
                 continue
             elif segment.size < cursor.offset:
                 return -1
-            elif cursor.stat[2] != segment.inode or segment.mtime_ns < cursor.stat[1]:
+            elif (
+                cursor.stat[2] != segment.inode
+                or segment.mtime_ns < cursor.stat[1]
+                or segment.size <= cursor.stat[0]  # touched but not grown: rewritten in place?
+            ):
                 if _prefix_digest(segment, cursor.offset) != cursor.digest:
                     return -1
             work.append((segment, cursor))
@@ -442,7 +451,7 @@ class Store:
             self.columns.grow(len(self.slot_ids))
             # the digests were just verified: only bytes past each offset remain to be read
             self.cursors = {
-                name: msgspec.structs.replace(cursor, stat=(cursor.offset, -1, segments[name].inode))
+                name: msgspec.structs.replace(cursor, stat=_stat_after_load(segments[name], cursor.offset))
                 for name, cursor in snapshot.cursors.items()
             }
             self._rebuild_columns()
@@ -480,8 +489,18 @@ class Store:
         if thread is not None:
             thread.join()
         with self.lock:
-            if self.events_since_snapshot:
+            # a short-lived process (one CLI command) leaves a small tail for the next start to read
+            missing = not (self.paths.cache_dir / "snapshot.bin").exists()
+            if self.events_since_snapshot and (missing or self.events_since_snapshot >= 200):
                 self.save_snapshot()
+
+
+def _stat_after_load(segment: Segment, offset: int) -> tuple[int, int, int]:
+    """A verified cursor's stat: the segment's own when fully covered (nothing to re-check), else one
+    that makes the next catch-up read the tail without hashing the prefix again."""
+    if segment.size == offset:
+        return (segment.size, segment.mtime_ns, segment.inode)
+    return (offset, -1, segment.inode)
 
 
 def _prefix_hasher(segment: Segment, length: int) -> hashlib.blake2b:
