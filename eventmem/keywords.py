@@ -55,7 +55,7 @@ class KeywordIndex:
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((int(s),) for s in slots))
 
     def _matches(self, match: str) -> Iterator[tuple[int, float]]:
-        cursor = self._db.execute(f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rank", [match])
+        cursor = self._db.execute(f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r", [match])
         while batch := cursor.fetchmany(256):
             yield from batch
 
@@ -66,7 +66,7 @@ class KeywordIndex:
             return []
         if allowed is None:
             rows = self._db.execute(
-                f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT ?", [match, k]
+                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k]
             ).fetchall()
             return [(int(slot), -float(rank)) for slot, rank in rows]
         out: list[tuple[int, float]] = []

@@ -42,8 +42,9 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "password",
         re.compile(
-            r"(?i)\b((?:password|passwd|pwd|secret|api_?key|access_?token|auth_?token)\s*[:=]\s*[\"']?)"
-            r"([^\s\"']{6,})"
+            # also DB_PASSWORD= and "password": ...; a value that is code (a call, an index) is kept
+            r"(?i)(?<![a-z0-9])((?:password|passwd|pwd|secret|api_?key|access_?token|auth_?token)[\"']?\s*[:=]\s*[\"']?)"
+            r"([^\s\"'()\[\]{},;]{6,}+)(?![(\[])"
         ),
     ),
 )

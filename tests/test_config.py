@@ -1,0 +1,122 @@
+"""Project settings: config.toml, then EVENTMEM_<KEY> environment overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventmem.config import Config, config_template, load_config
+from eventmem.errors import InvalidInput
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_without_a_file_or_variables_every_setting_has_its_default(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "missing.toml", {})
+    assert config == Config()
+    assert config.embedder == "hashing"
+    assert config.fusion == "linear"
+    assert (config.vector_weight, config.keyword_weight) == (0.7, 0.3)
+    assert config.durability == "fsync"
+    assert config.secrets == "scrub"
+    assert config.max_memory_bytes == 64 * 1024
+
+
+def test_values_in_config_toml_are_used(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'fusion = "rrf"\nvector_weight = 0.5\nkeyword_weight = 1\ndurability = "flush"\n'
+        'max_memory_bytes = 1000\nsecrets = "refuse"\n',
+    )
+    config = load_config(path, {})
+    assert config.fusion == "rrf"
+    assert config.vector_weight == 0.5
+    assert config.keyword_weight == 1.0 and isinstance(config.keyword_weight, float)
+    assert config.durability == "flush"
+    assert config.max_memory_bytes == 1000
+    assert config.secrets == "refuse"
+    assert config.recency_boost == Config().recency_boost
+
+
+def test_the_commented_template_loads_as_the_defaults(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, config_template()), {}) == Config()
+
+
+def test_environment_variables_override_the_file_with_their_types(tmp_path: Path) -> None:
+    path = write(tmp_path, 'fusion = "rrf"\nvector_weight = 0.5\nmax_memory_bytes = 1000\n')
+    environ = {
+        "EVENTMEM_FUSION": "linear",
+        "EVENTMEM_VECTOR_WEIGHT": " 0.9 ",
+        "EVENTMEM_MAX_MEMORY_BYTES": "2048",
+        "EVENTMEM_SNAPSHOT_EVERY_EVENTS": "10",
+        "EVENTMEM_RECENCY_HALF_LIFE_DAYS": "7",
+    }
+    config = load_config(path, environ)
+    assert config.fusion == "linear"
+    assert config.vector_weight == 0.9
+    assert config.max_memory_bytes == 2048 and isinstance(config.max_memory_bytes, int)
+    assert config.snapshot_every_events == 10
+    assert config.recency_half_life_days == 7.0 and isinstance(config.recency_half_life_days, float)
+
+
+def test_the_process_environment_is_read_when_none_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENTMEM_DURABILITY", "flush")
+    assert load_config(tmp_path / "missing.toml").durability == "flush"
+
+
+def test_variables_that_are_not_settings_are_ignored(tmp_path: Path) -> None:
+    environ = {"EVENTMEM_ROOT": "/somewhere", "EVENTMEM_GLOBAL_DIR": "/elsewhere", "EVENTMEM_NOPE": "1"}
+    assert load_config(tmp_path / "missing.toml", environ) == Config()
+
+
+@pytest.mark.parametrize("value", ["${EVENTMEM_FUSION}", "${env:FUSION}", "", "   "])
+def test_an_unexpanded_or_empty_variable_is_ignored(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, 'fusion = "rrf"\n')
+    assert load_config(path, {"EVENTMEM_FUSION": value, "EVENTMEM_VECTOR_WEIGHT": value}).fusion == "rrf"
+    assert load_config(path, {"EVENTMEM_VECTOR_WEIGHT": value}).vector_weight == 0.7
+
+
+def test_a_variable_of_the_wrong_type_names_itself(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="EVENTMEM_MAX_MEMORY_BYTES='lots' is not valid"):
+        load_config(tmp_path / "missing.toml", {"EVENTMEM_MAX_MEMORY_BYTES": "lots"})
+
+
+def test_a_variable_outside_the_allowed_values_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="fusion"):
+        load_config(tmp_path / "missing.toml", {"EVENTMEM_FUSION": "magic"})
+
+
+def test_invalid_toml_is_refused_with_the_file_name(tmp_path: Path) -> None:
+    path = write(tmp_path, 'fusion = "rrf\nvector_weight = \n')
+    with pytest.raises(InvalidInput, match=r"config\.toml: not valid TOML"):
+        load_config(path, {})
+
+
+def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b'fusion = "\xff\xfe"\n')
+    with pytest.raises(InvalidInput, match=r"config\.toml"):
+        load_config(path, {})
+
+
+def test_an_unknown_key_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"config\.toml.*vector_wieght"):
+        load_config(write(tmp_path, "vector_wieght = 0.5\n"), {})
+
+
+def test_a_value_of_the_wrong_type_in_the_file_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"config\.toml.*max_memory_bytes"):
+        load_config(write(tmp_path, 'max_memory_bytes = "big"\n'), {})
+    with pytest.raises(InvalidInput, match=r"config\.toml.*durability"):
+        load_config(write(tmp_path, 'durability = "sometimes"\n'), {})
+
+
+def test_a_config_is_immutable() -> None:
+    config = Config()
+    with pytest.raises(AttributeError):
+        config.fusion = "rrf"  # type: ignore[misc]

@@ -1,0 +1,85 @@
+"""The built-in hashing embedder: deterministic, offline, unit vectors that see identifiers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eventmem.embedder import Embedder, HashingEmbedder, tokens
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+def test_the_same_text_always_gives_the_same_vector() -> None:
+    texts = ["retrieve the context before answering", "FAISS index with IDSelectorBitmap"]
+    first = HashingEmbedder().embed(texts)
+    second = HashingEmbedder().embed(list(reversed(texts)))[::-1]
+    np.testing.assert_array_equal(first, second)
+
+
+def test_vectors_are_unit_length_float32_rows_of_dimension_384() -> None:
+    vectors = HashingEmbedder().embed(["one short text", "another, longer text about journals and snapshots"])
+    assert vectors.shape == (2, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_the_model_id_is_stable_and_names_the_dimension() -> None:
+    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v1-384"
+    assert HashingEmbedder().dim == 384
+    small = HashingEmbedder(dim=64)
+    assert small.model_id != HashingEmbedder().model_id
+    assert small.embed(["x y z"]).shape == (1, 64)
+
+
+def test_it_satisfies_the_embedder_protocol() -> None:
+    assert isinstance(HashingEmbedder(), Embedder)
+
+
+def test_identifier_forms_are_closer_to_each_other_than_to_an_unrelated_sentence() -> None:
+    forms = ["retrieveContext", "retrieve_context", "retrieve the context"]
+    unrelated = "the weather in Paris was sunny all afternoon"
+    vectors = HashingEmbedder().embed([*forms, unrelated])
+    other = vectors[3]
+    for i in range(3):
+        for j in range(3):
+            if i != j:
+                assert cosine(vectors[i], vectors[j]) > cosine(vectors[i], other) + 0.3
+
+
+def test_related_texts_score_higher_than_unrelated_ones() -> None:
+    query, near, far = HashingEmbedder().embed(
+        ["how do we rebuild the vector index", "the vector index is rebuilt from the journal", "lunch was pasta"]
+    )
+    assert cosine(query, near) > cosine(query, far)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t", "the of and a", "!!! ??? ..."])
+def test_text_without_features_gives_a_zero_vector_without_error(text: str) -> None:
+    vectors = HashingEmbedder().embed([text, "real words here"])
+    assert not vectors[0].any()
+    assert np.isfinite(vectors).all()
+    assert np.linalg.norm(vectors[1]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_an_empty_batch_gives_an_empty_matrix() -> None:
+    assert HashingEmbedder().embed([]).shape == (0, 384)
+
+
+def test_tokens_split_camel_case_keeping_the_whole_identifier() -> None:
+    assert tokens("retrieveContext") == ["retrievecontext", "retrieve", "context"]
+    assert tokens("HTTPServer") == ["httpserver", "http", "server"]
+
+
+def test_tokens_split_snake_case() -> None:
+    assert tokens("retrieve_context") == ["retrieve_context", "retrieve", "context"]
+
+
+def test_tokens_split_paths_into_their_parts() -> None:
+    assert tokens("src/retrieveContext.py") == ["src/retrievecontext.py", "src", "retrieve", "context", "py"]
+
+
+def test_tokens_lower_case_plain_words_and_drop_punctuation() -> None:
+    assert tokens("Hello, World! (again)") == ["hello", "world", "again"]

@@ -1,0 +1,152 @@
+"""The FTS5 keyword index: BM25 with weighted columns, stemming, safe queries, filter before the cut."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eventmem.keywords import KeywordIndex, fts_query
+
+FILLER = "some neutral words about the project and its ordinary daily work"
+
+
+def row(slot: int, title: str = "", content: str = FILLER, summary: str = "", tags: str = ""):
+    return (slot, title, summary, content, tags)
+
+
+def padded(rows: list[tuple[int, str, str, str, str]]) -> KeywordIndex:
+    """An index holding ``rows`` among unrelated documents (BM25 needs them for a positive IDF)."""
+    index = KeywordIndex()
+    index.upsert([*rows, *(row(100 + i, "unrelated", FILLER) for i in range(20))])
+    return index
+
+
+def slots(hits: list[tuple[int, float]]) -> list[int]:
+    return [slot for slot, _ in hits]
+
+
+def test_a_title_hit_ranks_above_a_body_hit() -> None:
+    index = padded([row(0, "notes", FILLER + " migrations"), row(1, "migrations", FILLER + " notes")])
+    hits = index.search("migrations", 5)
+    assert slots(hits) == [1, 0]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+def test_the_cut_follows_the_weighted_ranking() -> None:
+    index = padded([row(0, "notes", FILLER + " migrations"), row(1, "migrations", FILLER + " notes")])
+    assert slots(index.search("migrations", 1)) == [1]
+    assert slots(index.search("migrations", 1, np.ones(200, bool))) == [1]
+
+
+def test_a_tag_hit_ranks_above_a_body_hit() -> None:
+    index = padded([row(0, "notes", FILLER + " frontend"), row(1, "notes", FILLER, tags="frontend")])
+    assert slots(index.search("frontend", 5)) == [1, 0]
+
+
+def test_stemming_matches_other_forms_of_a_word() -> None:
+    index = KeywordIndex()
+    index.upsert([row(0, "CI", "running the integration tests takes ten minutes"), row(1, "other", FILLER)])
+    assert slots(index.search("run", 5)) == [0]
+    assert slots(index.search("runs", 5)) == [0]
+    assert slots(index.search("minute", 5)) == [0]
+
+
+def test_any_word_of_the_query_may_match() -> None:
+    index = KeywordIndex()
+    index.upsert([row(0, "alpha"), row(1, "beta"), row(2, "gamma")])
+    assert sorted(slots(index.search("alpha gamma missing", 5))) == [0, 2]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'say "hello',
+        '"unbalanced',
+        "(open paren",
+        "close) paren)",
+        "NEAR(alpha beta, 2)",
+        "alpha NEAR beta",
+        "alph*",
+        "*",
+        "alpha AND OR NOT beta",
+        "NOT",
+        "title:alpha",
+        "-alpha +beta ^gamma",
+        "{alpha beta}",
+        "a'b \"c\" 'd'",
+        "SELECT * FROM docs; DROP TABLE docs; --",
+        "ünïcödé wörds ß",
+        '::: ((( ))) """',
+        "",
+        "   ",
+    ],
+)
+def test_user_text_with_fts_syntax_never_raises(text: str) -> None:
+    index = KeywordIndex()
+    index.upsert([row(0, "alpha beta", "gamma near docs title"), row(1, "hello world")])
+    hits = index.search(text, 5)
+    assert all(isinstance(slot, int) for slot, _ in hits)
+    assert len(index) == 2
+
+
+def test_fts_query_quotes_every_word_and_joins_them_with_or() -> None:
+    assert fts_query('NEAR(a "b") OR c*') == '"near" OR "a" OR "b" OR "or" OR "c"'
+    assert fts_query("Alpha alpha ALPHA") == '"alpha"'
+    assert fts_query("!!! ???") == ""
+
+
+def test_operator_words_are_searched_as_plain_words() -> None:
+    index = KeywordIndex()
+    index.upsert([row(0, "the NOT operator in sql"), row(1, "unrelated")])
+    assert slots(index.search("NOT", 5)) == [0]
+
+
+def test_the_allowed_mask_filters_before_the_cut() -> None:
+    index = KeywordIndex()
+    strong = [row(slot, "deploy deploy deploy", "deploy deploy") for slot in range(300)]
+    weak = [row(300 + i, "notes", FILLER + f" deploy item{i}") for i in range(5)]
+    index.upsert(strong + weak)
+    allowed = np.zeros(305, bool)
+    allowed[300:] = True
+    assert set(slots(index.search("deploy", 5))) <= set(range(300))
+    hits = index.search("deploy", 5, allowed)
+    assert sorted(slots(hits)) == [300, 301, 302, 303, 304]
+    assert slots(index.search("deploy", 3, allowed)) == slots(hits)[:3]
+
+
+def test_the_allowed_mask_excludes_slots_past_its_end() -> None:
+    index = KeywordIndex()
+    index.upsert([row(slot, "deploy") for slot in range(10)])
+    hits = index.search("deploy", 10, np.ones(4, bool))
+    assert sorted(slots(hits)) == [0, 1, 2, 3]
+
+
+def test_upsert_replaces_a_slot_and_remove_drops_it() -> None:
+    index = KeywordIndex()
+    index.upsert([row(0, "alpha"), row(1, "beta")])
+    index.upsert([row(0, "gamma")])
+    assert len(index) == 2
+    assert slots(index.search("alpha", 5)) == []
+    assert slots(index.search("gamma", 5)) == [0]
+    index.remove([1])
+    assert len(index) == 1
+    assert slots(index.search("beta", 5)) == []
+
+
+def test_serialize_round_trip_gives_the_same_answers_and_an_independent_copy() -> None:
+    index = KeywordIndex()
+    index.upsert([row(slot, f"title {slot}", f"{FILLER} token{slot % 7} shared") for slot in range(50)])
+    copy = KeywordIndex(index.serialize())
+    assert len(copy) == 50
+    allowed = np.arange(50) % 2 == 0
+    for query in ("shared", "token3", "title 12", "nothing"):
+        assert copy.search(query, 10) == index.search(query, 10)
+        assert copy.search(query, 10, allowed) == index.search(query, 10, allowed)
+    copy.remove([0])
+    assert len(index) == 50 and len(copy) == 49
+
+
+def test_an_empty_index_serializes_and_loads() -> None:
+    copy = KeywordIndex(KeywordIndex().serialize())
+    assert len(copy) == 0
+    assert copy.search("anything", 5) == []

@@ -1,0 +1,211 @@
+"""Secrets never reach the journal: scrubbed (or refused), and <private> spans dropped.
+
+The fake secrets below are assembled from pieces so that no scanner mistakes this file for a leak.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventmem.errors import SecretRefused
+from eventmem.project import RootChoice
+from eventmem.redact import find_secrets, scrub
+from eventmem.service import MemoryService, open_service
+
+ALNUM = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0"  # 40 characters
+
+
+def assert_redacted(text: str, secret: str, kind: str) -> str:
+    out = scrub(text)
+    assert secret not in out
+    assert f"[REDACTED:{kind}]" in out
+    assert kind in find_secrets(text)
+    return out
+
+
+def test_an_aws_access_key_id_is_redacted() -> None:
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    out = assert_redacted(f"the key is {key} for staging", key, "aws-access-key")
+    assert out == "the key is [REDACTED:aws-access-key] for staging"
+
+
+def test_an_aws_secret_access_key_assignment_keeps_the_name_and_drops_the_value() -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+    out = assert_redacted(f'aws_secret_access_key = "{secret}"', secret, "aws-secret-key")
+    assert out.startswith('aws_secret_access_key = "[REDACTED:aws-secret-key]')
+
+
+def test_github_classic_tokens_are_redacted() -> None:
+    for prefix in ("ghp_", "gho_", "ghs_"):
+        token = prefix + ALNUM[:36]
+        assert_redacted(f"export GH={token}", token, "github-token")
+
+
+def test_github_fine_grained_tokens_are_redacted() -> None:
+    token = "github_pat_" + "11ABCDEFG0" + "_" + ALNUM + "xyz"
+    assert_redacted(f"token: {token}", token, "github-token")
+
+
+def test_a_gitlab_token_is_redacted() -> None:
+    token = "glpat-" + ALNUM[:20]
+    assert_redacted(f"use {token} to push", token, "gitlab-token")
+
+
+def test_a_slack_token_is_redacted() -> None:
+    token = "xoxb-" + "123456789012-" + ALNUM[:24]
+    assert_redacted(f"bot {token}", token, "slack-token")
+
+
+def test_openai_keys_are_redacted() -> None:
+    for token in ("sk-" + ALNUM[:32], "sk-proj-" + ALNUM + "_-x" + ALNUM[:10]):
+        assert_redacted(f"OPENAI key {token} here", token, "openai-key")
+
+
+def test_an_anthropic_key_is_redacted_as_such() -> None:
+    token = "sk-ant-" + "api03-" + ALNUM + ALNUM[:20]
+    out = assert_redacted(f"key {token}", token, "anthropic-key")
+    assert out == "key [REDACTED:anthropic-key]"
+
+
+def test_a_google_api_key_is_redacted() -> None:
+    token = "AIza" + "Sy" + ALNUM[:33]
+    assert_redacted(f"maps key={token}", token, "google-api-key")
+
+
+def test_stripe_keys_are_redacted() -> None:
+    for token in ("sk_" + "live_" + ALNUM[:24], "rk_" + "test_" + ALNUM[:24]):
+        assert_redacted(f"stripe {token}", token, "stripe-key")
+
+
+def test_a_jwt_is_redacted() -> None:
+    header, claims = "eyJ" + "hbGciOiJIUzI1NiJ9", "eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0"
+    token = f"{header}.{claims}.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    assert_redacted(f"Authorization: Bearer {token}", token, "jwt")
+
+
+@pytest.mark.parametrize("kind", ["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY", "PGP PRIVATE KEY BLOCK"])
+def test_a_pem_private_key_block_is_redacted_whole(kind: str) -> None:
+    body = "MIIEowIBAAKCAQEA" + ALNUM + "\n" + ALNUM + ALNUM
+    text = f"before\n-----BEGIN {kind}-----\n{body}\n-----END {kind}-----\nafter"
+    out = assert_redacted(text, body, "private-key")
+    assert out == "before\n[REDACTED:private-key]\nafter"
+
+
+def test_an_unterminated_private_key_block_is_redacted_to_the_end() -> None:
+    text = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + ALNUM
+    assert scrub(text) == "[REDACTED:private-key]"
+
+
+def test_a_password_in_a_url_is_dropped_keeping_user_and_host() -> None:
+    password = "s3cr3t" + "Pa55"
+    out = assert_redacted(f"DATABASE_URL=postgres://admin:{password}@db.example.com:5432/app", password, "url-password")
+    assert "postgres://admin:[REDACTED:url-password]@db.example.com:5432/app" in out
+
+
+def test_a_url_without_a_password_is_left_alone() -> None:
+    for text in ("https://user@example.com/path", "https://example.com:8443/x", "git@github.com:org/repo.git"):
+        assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('password = "correct-horse-battery"', 'password = "'),
+        ("passwd: hunter2hunter2", "passwd: "),
+        ("secret=abcdef123456", "secret="),
+        ("api_key: abcdef123456", "api_key: "),
+        ("DB_PASSWORD=hunter2hunter2", "DB_PASSWORD="),
+        ("export OPENAI_API_KEY=abcdef123456", "export OPENAI_API_KEY="),
+        ('{"password": "hunter2hunter2"}', '{"password": "'),
+    ],
+)
+def test_password_assignments_keep_the_name_and_drop_the_value(text: str, kept: str) -> None:
+    out = scrub(text)
+    assert out.startswith(kept + "[REDACTED:password]")
+    assert "hunter2" not in out and "abcdef" not in out and "correct-horse" not in out
+
+
+def test_private_spans_are_dropped() -> None:
+    assert scrub("keep <private>my home address</private> this") == "keep  this"
+    assert scrub("a <PRIVATE>x</PRIVATE> b <private>y</private> c") == "a  b  c"
+
+
+def test_a_multi_line_private_span_is_dropped() -> None:
+    assert scrub("start\n<private>line one\nline two\n</private>\nend") == "start\n\nend"
+
+
+def test_an_unterminated_private_span_drops_everything_after_it() -> None:
+    assert scrub("public part <private>secret\nand more\nto the end") == "public part "
+
+
+def test_a_secret_inside_a_private_span_is_not_reported() -> None:
+    token = "ghp_" + ALNUM[:36]
+    assert find_secrets(f"<private>{token}</private>") == []
+    assert scrub(f"<private>{token}</private>", refuse=True) == ""
+
+
+def test_refuse_mode_raises_naming_the_kind_of_secret() -> None:
+    token = "ghp_" + ALNUM[:36]
+    with pytest.raises(SecretRefused, match="github-token") as caught:
+        scrub(f"token {token}", refuse=True, field="content")
+    assert "content" in str(caught.value)
+    assert token not in str(caught.value)
+
+
+def test_refuse_mode_passes_clean_text_through() -> None:
+    assert scrub("nothing to see here", refuse=True) == "nothing to see here"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Implement the password reset flow with an emailed link.",
+        "Use sk-learn style estimators; see scikit-learn docs.",
+        "Fixed in commit 3f786850e387550fdab836ed7e6dc881de23001b on main.",
+        "The secret sauce is caching embeddings by content hash.",
+        "password: str = Field(min_length=12)",
+        'api_key = os.environ["OPENAI_API_KEY"]',
+        "password = getpass.getpass()",
+        "token_count = 4096; max_tokens=8192",
+        "See https://example.com/docs/auth#passwords for the policy.",
+        "def check_password(raw: str) -> bool: ...",
+        "uuid 123e4567-e89b-12d3-a456-426614174000",
+        "base64 data: aGVsbG8gd29ybGQgdGhpcyBpcyBub3QgYSBzZWNyZXQ=",
+    ],
+)
+def test_ordinary_code_text_is_left_alone(text: str) -> None:
+    assert find_secrets(text) == []
+    assert scrub(text) == text
+
+
+def test_a_saved_token_never_reaches_the_journal_file(service: MemoryService, project: Path) -> None:
+    token = "ghp_" + ALNUM[:36]
+    password = "hunter2" + "hunter2"
+    memory = service.save(
+        f"CI uses {token} to push tags. <private>my notes</private>",
+        title=f"CI token password={password}",
+        tags=["ci"],
+    )
+    assert token not in memory.content and "my notes" not in memory.content
+    journal = b"".join(path.read_bytes() for path in (project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert memory.id.encode() in journal
+    assert b"REDACTED:github-token" in journal
+    for leaked in (token, password, "my notes"):
+        assert leaked.encode() not in journal
+    (hit,) = service.recall("CI push tags")
+    assert token not in hit.summary
+
+
+def test_refuse_mode_writes_nothing_to_the_journal(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENTMEM_SECRETS", "refuse")
+    service = open_service(RootChoice(project, "test"))
+    try:
+        token = "ghp_" + ALNUM[:36]
+        with pytest.raises(SecretRefused, match="github-token"):
+            service.save(f"token {token}")
+        journal_dir = project / ".eventmem" / "journal"
+        assert not journal_dir.exists() or all(p.stat().st_size == 0 for p in journal_dir.glob("*.jsonl"))
+    finally:
+        service.close()

@@ -1,0 +1,468 @@
+"""The store: catch-up across processes, journals changed underneath, snapshots, filters before the cut.
+
+Two services on one project stand in for two processes. "Fresh" answers come from a service that
+folds the journal from scratch (no snapshot), the reference every other path must agree with.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+from conftest import reopen
+
+from eventmem.codec import encode_event
+from eventmem.events import LinkAdded, MemorySaved
+from eventmem.ids import new_id, now_iso, to_iso
+from eventmem.project import RootChoice
+from eventmem.query import Filters
+from eventmem.service import MemoryService, open_service
+from eventmem.store import Snapshot
+
+QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
+
+TOPICS = [
+    ("Database pool", "The database connection pool is capped at 20 connections per worker."),
+    ("Staging deploys", "Deploy to staging from the release branch with make deploy-staging."),
+    ("Parser choice", "We chose msgspec over pydantic for the journal parser library."),
+    ("Flaky tests", "The flaky network tests retry three times before failing."),
+    ("Cache layout", "The cache folder holds snapshots and embeddings and is never committed."),
+    ("Lint", "ruff check and ruff format run in CI on every push."),
+    ("Branch names", "Feature branches are named feature/<ticket> and merged by squash."),
+    ("Timeouts", "HTTP clients use a ten second timeout and exponential backoff."),
+]
+
+
+@pytest.fixture(autouse=True)
+def steady_scores(isolated_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No recency boost, so two services asked at different moments must score identically."""
+    monkeypatch.setenv("EVENTMEM_RECENCY_BOOST", "0")
+    monkeypatch.setenv("EVENTMEM_DURABILITY", "flush")
+
+
+def save_topics(service: MemoryService) -> list[str]:
+    return [service.save(content, title=title, tags=["topic"]).id for title, content in TOPICS]
+
+
+def answers(service: MemoryService) -> tuple[list[Any], dict[str, Any]]:
+    recalls = [
+        [msgspec.to_builtins(hit) for hit in service.recall(query, limit=10, include_content=True)] for query in QUERIES
+    ]
+    return recalls, service.stats()
+
+
+def fresh_answers(project: Path) -> tuple[list[Any], dict[str, Any]]:
+    """Answers folded from the journal alone, without any snapshot."""
+    service = open_service(RootChoice(project, "test"), load=False)
+    try:
+        return answers(service)
+    finally:
+        service.close()
+
+
+def segment_of(project: Path) -> Path:
+    (path,) = (project / ".eventmem" / "journal").glob("*.jsonl")
+    return path
+
+
+def line_ends(data: bytes) -> list[int]:
+    return [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+
+
+def ids_of(hits: list[Any]) -> set[str]:
+    return {hit.id for hit in hits}
+
+
+def old_ts(days: float) -> str:
+    return to_iso(datetime.now(UTC) - timedelta(days=days))
+
+
+# -- catching up ----------------------------------------------------------------------------------
+
+
+def test_a_save_in_one_process_is_seen_by_the_next_call_of_another(service: MemoryService, project: Path) -> None:
+    other = reopen(project)
+    try:
+        assert other.recall("database connection pool") == []
+        saved = service.save(TOPICS[0][1], title=TOPICS[0][0])
+        (hit,) = other.recall("database connection pool")
+        assert hit.id == saved.id
+        assert other.get(saved.id).content == TOPICS[0][1]
+        service.update(saved.id, content="The database connection pool is capped at 50 connections.")
+        assert "50" in other.get(saved.id).content
+        service.delete(saved.id)
+        assert other.recall("database connection pool") == []
+        assert other.project.rebuilds == 0
+    finally:
+        other.close()
+
+
+def test_both_processes_give_the_same_answers_as_a_fresh_fold(service: MemoryService, project: Path) -> None:
+    other = reopen(project)
+    try:
+        save_topics(service)
+        for title, content in TOPICS[:3]:
+            other.save(content + " Second writer.", title=title + " too")
+        assert answers(service) == answers(other) == fresh_answers(project)
+    finally:
+        other.close()
+
+
+def test_a_segment_truncated_to_an_earlier_line_is_detected(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    other = reopen(project)
+    try:
+        assert len(other.recall("cache", limit=10)) > 0
+        path = segment_of(project)
+        data = path.read_bytes()
+        with open(path, "r+b") as handle:  # as a checkout of an older revision leaves it
+            handle.truncate(line_ends(data)[3])
+        got = answers(other)
+        assert other.project.rebuilds == 1
+        assert got == fresh_answers(project)
+        assert got[1]["memories"] == 4
+        assert ids[5] not in ids_of(other.recall("ruff check format CI", limit=10))
+    finally:
+        other.close()
+
+
+def test_a_segment_replaced_by_an_older_copy_is_detected(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    other = reopen(project)
+    try:
+        answers(other)
+        path = segment_of(project)
+        data = path.read_bytes()
+        path.unlink()  # git writes a new file, which may well reuse the inode
+        path.write_bytes(data[: line_ends(data)[2]])
+        assert answers(other) == fresh_answers(project)
+        assert other.stats()["memories"] == 3
+    finally:
+        other.close()
+
+
+def test_a_line_rewritten_in_place_keeping_the_size_is_detected(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    other = reopen(project)
+    try:
+        answers(other)
+        path = segment_of(project)
+        data = path.read_bytes()
+        rewritten = data.replace(b"msgspec over pydantic", b"orjson  over  attrs  ")
+        assert len(rewritten) == len(data) != 0
+        with open(path, "r+b") as handle:  # as a rebase that rewrote one line would, same inode
+            handle.write(rewritten)
+        got = answers(other)
+        assert got == fresh_answers(project)
+        assert "orjson" in other.get(ids[2]).content
+    finally:
+        other.close()
+
+
+def test_a_line_rewritten_in_a_new_file_of_the_same_size_is_detected(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    other = reopen(project)
+    try:
+        answers(other)
+        path = segment_of(project)
+        data = path.read_bytes().replace(b"msgspec over pydantic", b"orjson  over  attrs  ")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        assert answers(other) == fresh_answers(project)
+        assert "orjson" in other.get(ids[2]).content
+    finally:
+        other.close()
+
+
+def test_a_deleted_segment_is_detected(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    other = reopen(project)
+    try:
+        answers(other)
+        segment_of(project).unlink()
+        got = answers(other)
+        assert other.project.rebuilds == 1
+        assert got == fresh_answers(project)
+        assert got[1]["memories"] == 0
+        assert all(recall == [] for recall in got[0])
+    finally:
+        other.close()
+
+
+def test_a_segment_from_another_clone_is_picked_up(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    other = reopen(project)
+    try:
+        answers(other)
+        foreign = [
+            MemorySaved(
+                id=new_id(),
+                ts=now_iso(),
+                by="other-clone",
+                memory=new_id(),
+                title=f"Pool size {i}",
+                content=f"The database connection pool on host {i} is sized by traffic.",
+                tags=("pool",),
+            )
+            for i in range(3)
+        ]
+        incoming = project / ".eventmem" / "journal" / "0ther0ne.main.jsonl"
+        incoming.write_bytes(b"".join(encode_event(event) for event in foreign))
+        got = answers(other)
+        assert got == fresh_answers(project)
+        assert got[1]["segments"] == 2 and got[1]["memories"] == len(TOPICS) + 3
+        assert {e.memory for e in foreign} <= ids_of(other.recall("database connection pool", limit=10))
+        assert {e.memory for e in foreign} <= ids_of(service.recall("database connection pool", limit=10))
+    finally:
+        other.close()
+
+
+# -- snapshots ------------------------------------------------------------------------------------
+
+
+def snapshot_file(project: Path) -> Path:
+    return project / ".eventmem" / "cache" / "snapshot.bin"
+
+
+def loaded(project: Path) -> tuple[MemoryService, bool]:
+    service = open_service(RootChoice(project, "test"), load=False)
+    ok = service.project.load_snapshot()
+    service.catch_up()
+    return service, ok
+
+
+def test_close_writes_a_snapshot_that_the_next_start_loads(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    service.update(ids[0], importance=0.9, tags=["topic", "db"])
+    service.delete(ids[1])
+    before = answers(service)
+    service.close()
+    assert snapshot_file(project).is_file()
+    later, ok = loaded(project)
+    try:
+        assert ok
+        assert answers(later) == before == fresh_answers(project)
+        assert later.recall("pool", filters=Filters(tags=("db",)))[0].id == ids[0]
+    finally:
+        later.close()
+
+
+def test_a_snapshot_behind_the_journal_is_loaded_and_the_tail_applied(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    service.close()
+    older = snapshot_file(project).read_bytes()
+    writer = reopen(project)
+    extra = writer.save("Snapshots are written on close and loaded at start.", title="Snapshot tail")
+    writer.close()
+    snapshot_file(project).write_bytes(older)  # a snapshot that covers all but the last save
+    later, ok = loaded(project)
+    try:
+        assert ok
+        assert extra.id in ids_of(later.recall("snapshots loaded at start"))
+        assert answers(later) == fresh_answers(project)
+    finally:
+        later.close()
+
+
+def corrupt_random(data: bytes) -> bytes:
+    return np.random.default_rng(0).bytes(len(data))
+
+
+def corrupt_truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def corrupt_embedder(data: bytes) -> bytes:
+    snapshot = msgspec.msgpack.decode(data, type=Snapshot)
+    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, embedder="some-other-model-768"))
+
+
+def corrupt_format(data: bytes) -> bytes:
+    snapshot = msgspec.msgpack.decode(data, type=Snapshot)
+    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, format=snapshot.format + 1))
+
+
+def corrupt_vectors(data: bytes) -> bytes:
+    snapshot = msgspec.msgpack.decode(data, type=Snapshot)
+    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, vectors=b"not a faiss index"))
+
+
+def corrupt_empty(data: bytes) -> bytes:
+    return b""
+
+
+@pytest.mark.parametrize(
+    "damage", [corrupt_random, corrupt_truncated, corrupt_embedder, corrupt_format, corrupt_vectors, corrupt_empty]
+)
+def test_a_damaged_or_foreign_snapshot_is_ignored(service: MemoryService, project: Path, damage: Any) -> None:
+    save_topics(service)
+    service.close()
+    reference = fresh_answers(project)
+    path = snapshot_file(project)
+    damaged = damage(path.read_bytes())
+    path.write_bytes(damaged)
+    later, ok = loaded(project)
+    try:
+        assert not ok
+        assert answers(later) == reference
+    finally:
+        later.close()
+    path.write_bytes(damaged)
+    opened = reopen(project)  # the normal start path copes too
+    try:
+        assert answers(opened) == reference
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("rewrite", ["truncate", "same-size"])
+def test_a_stale_snapshot_is_ignored(service: MemoryService, project: Path, rewrite: str) -> None:
+    ids = save_topics(service)
+    service.close()
+    stale = snapshot_file(project).read_bytes()
+    path = segment_of(project)
+    data = path.read_bytes()
+    if rewrite == "truncate":
+        path.write_bytes(data[: line_ends(data)[4]])
+        path.write_bytes(path.read_bytes() + data[line_ends(data)[4] : line_ends(data)[5]].replace(b"ruff", b"rufe"))
+    else:
+        path.write_bytes(data.replace(b"msgspec over pydantic", b"orjson  over  attrs  "))
+    reference = fresh_answers(project)
+    snapshot_file(project).write_bytes(stale)
+    later, ok = loaded(project)
+    try:
+        assert not ok
+        assert answers(later) == reference
+        if rewrite == "same-size":
+            assert "orjson" in later.get(ids[2]).content
+    finally:
+        later.close()
+
+
+def test_deleting_the_whole_cache_gives_the_same_answers(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    service.delete(ids[3])
+    before = answers(service)
+    service.close()
+    shutil.rmtree(project / ".eventmem" / "cache")
+    later = reopen(project)
+    try:
+        assert answers(later) == before
+    finally:
+        later.close()
+
+
+# -- filters apply before the top-k cut -----------------------------------------------------------
+
+CROWD = "The retry policy for the payment service uses exponential backoff with jitter."
+
+
+def crowd(service: MemoryService, count: int = 200, **fields: Any) -> None:
+    events = [
+        MemorySaved(
+            id=new_id(), ts=now_iso(), memory=new_id(), title="Retry policy", content=f"{CROWD} Variant {i}.", **fields
+        )
+        for i in range(count)
+    ]
+    service.project.append(events)
+
+
+def test_a_kind_filter_returns_the_few_matching_memories_past_many_better_ones(service: MemoryService) -> None:
+    crowd(service)
+    wanted = {
+        service.save(f"Retry decisions, round {i}: keep jitter.", title=f"Decision {i}", kind="decision").id
+        for i in range(3)
+    }
+    assert not wanted & ids_of(service.recall("retry policy payment backoff", limit=10))
+    hits = service.recall("retry policy payment backoff", limit=3, filters=Filters(kinds=("decision",)))
+    assert ids_of(hits) == wanted
+    for mode in ("vector", "keyword"):
+        filtered = service.recall("retry policy backoff", limit=3, filters=Filters(kinds=("decision",)), mode=mode)
+        assert ids_of(filtered) == wanted
+
+
+def test_a_tag_filter_applies_before_the_cut(service: MemoryService) -> None:
+    crowd(service, tags=("payments",))
+    wanted = {
+        service.save(f"Retry note {i}: keep jitter.", title=f"Note {i}", tags=["payments", "sre"]).id for i in range(3)
+    }
+    hits = service.recall("retry policy payment backoff", limit=3, filters=Filters(tags=("sre",)))
+    assert ids_of(hits) == wanted
+    both = service.recall("retry policy", limit=3, filters=Filters(tags=("payments", "sre")))
+    assert ids_of(both) == wanted
+
+
+def test_a_minimum_importance_applies_before_the_cut(service: MemoryService) -> None:
+    crowd(service, importance=0.3)
+    wanted = {service.save(f"Retry rule {i}: keep jitter.", title=f"Rule {i}", importance=0.9).id for i in range(3)}
+    hits = service.recall("retry policy payment backoff", limit=3, filters=Filters(min_importance=0.8))
+    assert ids_of(hits) == wanted
+
+
+def test_a_scope_filter_applies_before_the_cut(service: MemoryService) -> None:
+    crowd(service)
+    wanted = {service.save(f"Retry habit {i}: keep jitter.", title=f"Habit {i}", scope="global").id for i in range(3)}
+    assert not wanted & ids_of(service.recall("retry policy payment backoff", limit=3))
+    hits = service.recall("retry policy payment backoff", limit=3, filters=Filters(scope="global"))
+    assert ids_of(hits) == wanted
+    project_only = service.recall("retry habit jitter", limit=10, filters=Filters(scope="project"))
+    assert not wanted & ids_of(project_only)
+
+
+# -- expired and superseded memories --------------------------------------------------------------
+
+
+def test_an_expired_memory_is_never_returned(service: MemoryService, project: Path) -> None:
+    expired = MemorySaved(
+        id=new_id(),
+        ts=old_ts(days=2),
+        memory=new_id(),
+        kind="decision",
+        title="Retry policy",
+        content=CROWD,
+        tags=("payments",),
+        importance=1.0,
+        ttl_seconds=3600,
+    )
+    service.project.append([expired])
+    live = service.save("Payment retries back off exponentially.", title="Retry policy", ttl_seconds=3600)
+    for filters in (Filters(), Filters(kinds=("decision",)), Filters(tags=("payments",)), Filters(min_importance=0.9)):
+        for mode in ("hybrid", "vector", "keyword"):
+            hits = service.recall(CROWD, limit=10, filters=filters, mode=mode)
+            assert expired.memory not in ids_of(hits)
+    assert live.id in ids_of(service.recall("payment retries", limit=10))
+    assert service.get(expired.memory).status == "expired"
+    service.close()
+    later = reopen(project)
+    try:
+        assert expired.memory not in ids_of(later.recall(CROWD, limit=10))
+    finally:
+        later.close()
+
+
+def test_a_superseded_memory_is_never_returned(service: MemoryService, project: Path) -> None:
+    old = service.save("We parse the journal with the json module.", title="Journal parser")
+    new = service.save("We parse the journal with msgspec now.", title="Journal parser, revised")
+    link = LinkAdded(id=new_id(), ts=now_iso(), link=new_id(), source=new.id, target=old.id, relation="supersedes")
+    service.project.append([link])
+    for mode in ("hybrid", "vector", "keyword"):
+        hits = service.recall("json module journal parser", limit=10, mode=mode)
+        assert old.id not in ids_of(hits) and new.id in ids_of(hits)
+    assert old.id in ids_of(service.recall("json module", limit=10, filters=Filters(include_superseded=True)))
+    assert service.get(old.id).superseded
+    service.close()
+    later = reopen(project)
+    try:
+        assert later.project.load_snapshot()
+        assert old.id not in ids_of(later.recall("json module journal parser", limit=10))
+        later.delete(new.id)  # a dead superseder no longer hides the memory it replaced
+        assert old.id in ids_of(later.recall("json module journal parser", limit=10))
+    finally:
+        later.close()

@@ -1,0 +1,172 @@
+"""The FAISS vector index: slots in, cosine top-k out, with a filter applied before the cut."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from eventmem.vectors import VectorIndex
+
+DIM = 32
+
+
+def unit_rows(count: int, seed: int, dim: int = DIM) -> npt.NDArray[np.float32]:
+    rows = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows
+
+
+def filled(count: int, seed: int = 0) -> tuple[VectorIndex, npt.NDArray[np.float32]]:
+    vectors = unit_rows(count, seed)
+    index = VectorIndex(DIM)
+    index.upsert(np.arange(count, dtype=np.int64), vectors)
+    return index, vectors
+
+
+def oracle(vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_]):
+    """Brute force: the true top ``k`` allowed slots by inner product."""
+    scores = vectors @ query
+    candidates = np.flatnonzero(allowed[: len(vectors)])
+    best = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
+    return best, scores[best]
+
+
+def test_upsert_then_search_finds_the_nearest_slot_first() -> None:
+    index, vectors = filled(50)
+    slots, scores = index.search(vectors[17], 5)
+    assert len(index) == 50
+    assert slots[0] == 17
+    assert scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert list(scores) == sorted(scores, reverse=True)
+
+
+def test_search_on_an_empty_index_or_with_k_zero_returns_nothing() -> None:
+    empty = VectorIndex(DIM)
+    query = unit_rows(1, 1)[0]
+    assert len(empty.search(query, 5)[0]) == 0
+    index, _ = filled(10)
+    assert len(index.search(query, 0)[0]) == 0
+    assert len(index.search(query, 5, np.zeros(10, bool))[0]) == 0
+
+
+def test_removed_slots_never_come_back_even_when_the_mask_allows_them() -> None:
+    index, vectors = filled(40)
+    index.remove(np.asarray([3, 7], np.int64))
+    assert len(index) == 38
+    assert index.vector(3) is None
+    everything = np.ones(40, bool)
+    for k in (1, 5, 40, 100):
+        for mask in (None, everything):
+            slots, _ = index.search(vectors[3], k, mask)
+            assert 3 not in slots and 7 not in slots
+    only_removed = np.zeros(40, bool)
+    only_removed[[3, 7]] = True
+    assert len(index.search(vectors[3], 5, only_removed)[0]) == 0
+
+
+def test_upserting_a_slot_again_replaces_its_vector() -> None:
+    index, vectors = filled(20)
+    replacement = unit_rows(1, 99)[0]
+    index.upsert(np.asarray([5], np.int64), replacement[None, :])
+    assert len(index) == 20
+    stored = index.vector(5)
+    assert stored is not None
+    np.testing.assert_allclose(stored, replacement, atol=1e-6)
+    slots, scores = index.search(replacement, 1)
+    assert slots[0] == 5 and scores[0] == pytest.approx(1.0, abs=1e-5)
+    old_slots, old_scores = index.search(vectors[5], 20)
+    assert old_scores[list(old_slots).index(5)] == pytest.approx(float(replacement @ vectors[5]), abs=1e-5)
+
+
+@pytest.mark.parametrize("fraction", [0.9, 0.5, 0.3])
+def test_a_mostly_allowed_search_returns_the_true_top_k_of_the_allowed_set(fraction: float) -> None:
+    index, vectors = filled(600, seed=2)
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        allowed = rng.random(600) < fraction
+        query = unit_rows(1, 1000 + trial)[0]
+        for k in (1, 10, 50):
+            slots, scores = index.search(query, k, allowed)
+            want_slots, want_scores = oracle(vectors, query, k, allowed)
+            np.testing.assert_array_equal(slots, want_slots)
+            np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("allowed_count", [1, 3, 20, 100])
+def test_a_sparsely_allowed_search_returns_the_true_top_k_of_the_allowed_set(allowed_count: int) -> None:
+    index, vectors = filled(600, seed=4)
+    rng = np.random.default_rng(5)
+    for trial in range(10):
+        allowed = np.zeros(600, bool)
+        allowed[rng.choice(600, allowed_count, replace=False)] = True
+        query = unit_rows(1, 2000 + trial)[0]
+        for k in (1, 10, 50):
+            slots, scores = index.search(query, k, allowed)
+            want_slots, want_scores = oracle(vectors, query, k, allowed)
+            assert len(slots) == min(k, allowed_count)
+            np.testing.assert_array_equal(slots, want_slots)
+            np.testing.assert_allclose(scores, want_scores, atol=1e-5)
+
+
+def test_the_allowed_search_stays_exact_after_removals() -> None:
+    index, vectors = filled(300, seed=6)
+    removed = np.arange(0, 300, 3, dtype=np.int64)
+    index.remove(removed)
+    alive = np.ones(300, bool)
+    alive[removed] = False
+    rng = np.random.default_rng(7)
+    for allowed in (rng.random(300) < 0.8, rng.random(300) < 0.05):
+        query = unit_rows(1, 77)[0]
+        slots, _ = index.search(query, 10, allowed)
+        want, _ = oracle(vectors, query, 10, allowed & alive)
+        np.testing.assert_array_equal(slots, want)
+
+
+def test_a_mask_shorter_than_the_slot_range_excludes_the_slots_past_its_end() -> None:
+    index, vectors = filled(100, seed=8)
+    allowed = np.ones(40, bool)
+    for k in (5, 60):
+        slots, _ = index.search(vectors[90], k, allowed)
+        assert len(slots) == min(k, 40)
+        assert (slots < 40).all()
+
+
+def test_serialize_and_deserialize_give_the_same_answers() -> None:
+    index, _ = filled(200, seed=9)
+    index.remove(np.asarray([10, 11], np.int64))
+    copy = VectorIndex.deserialize(index.serialize(), DIM)
+    assert len(copy) == len(index) == 198
+    allowed = np.random.default_rng(10).random(200) < 0.1
+    for query in unit_rows(5, 11):
+        for mask in (None, allowed):
+            got, got_scores = copy.search(query, 10, mask)
+            want, want_scores = index.search(query, 10, mask)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_allclose(got_scores, want_scores)
+    assert copy.vector(10) is None
+
+
+def test_upserting_into_a_deserialized_index_replaces_instead_of_duplicating() -> None:
+    index, vectors = filled(30, seed=12)
+    copy = VectorIndex.deserialize(index.serialize(), DIM)
+    replacement = unit_rows(1, 13)[0]
+    copy.upsert(np.asarray([5], np.int64), replacement[None, :])
+    assert len(copy) == 30
+    slots, _ = copy.search(vectors[5], 30)
+    assert list(slots).count(5) == 1
+    copy.remove(np.asarray([6], np.int64))
+    assert len(copy) == 29 and 6 not in copy.search(vectors[6], 30)[0]
+
+
+def test_deserializing_a_snapshot_of_another_dimension_is_refused() -> None:
+    index, _ = filled(5)
+    with pytest.raises(ValueError, match="dimension"):
+        VectorIndex.deserialize(index.serialize(), DIM * 2)
+
+
+def test_upserting_vectors_of_the_wrong_dimension_is_refused() -> None:
+    index = VectorIndex(DIM)
+    with pytest.raises((AssertionError, ValueError, RuntimeError)):
+        index.upsert(np.asarray([0], np.int64), unit_rows(1, 0, dim=DIM + 1))
+    assert len(index) == 0
