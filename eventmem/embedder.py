@@ -18,7 +18,7 @@ from typing import Final, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "HashingEmbedder", "tokens"]
+__all__ = ["Embedder", "HashingEmbedder", "Loadable", "tokens"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -34,6 +34,20 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> Vectors:
         """One L2-normalised float32 row per text."""
         ...
+
+
+@runtime_checkable
+class Loadable(Protocol):
+    """An embedder whose model takes a while to get ready (a model file, a server to reach).
+
+    The store calls :meth:`load` in the background and answers with keyword search until it
+    returns; ``embed`` on an embedder that is not loaded loads it first.
+    """
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def load(self) -> None: ...
 
 
 STOPWORDS: Final = frozenset(

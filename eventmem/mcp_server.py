@@ -9,6 +9,7 @@ protocol, and logs go to stderr.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -114,7 +115,8 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
-        app = App(root=root, opener=opener or open_service)
+        # a slow embedding model loads in the background: tools answer with keywords meanwhile
+        app = App(root=root, opener=opener or functools.partial(open_service, background_vectors=True))
         running.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()

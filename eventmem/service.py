@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from eventmem.events import (
 )
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import ProjectPaths, RootChoice, global_root
+from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
 from eventmem.redact import scrub
 from eventmem.state import MemoryRecord
@@ -144,6 +146,7 @@ class MemoryService:
         self.root = root
         self.config: Config = project.config
         self.summarizer = summarizer or ExtractiveSummarizer()
+        self._search_notes = threading.local()
         self._global = global_store
 
     # -- stores -------------------------------------------------------------------------------
@@ -335,22 +338,31 @@ class MemoryService:
         filters.validate()
         hits: list[Hit] = []
         now = time.time()
+        self._search_notes.notes = []
         for store in self.stores():
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
                 continue
             store.catch_up()
             with store.lock:
                 mask = build_mask(store, filters, now)
-                scored = hybrid_search(
-                    store,
-                    query,
-                    limit,
-                    mask,
-                    self.config,
-                    use_vectors=mode != "keyword",
-                    use_keywords=mode != "vector",
-                    now=now,
-                )
+                # until a slow embedding model is ready, answer from the keyword index and say so
+                vectors = mode != "keyword" and store.vector_status() == "ready"
+                try:
+                    scored = hybrid_search(
+                        store,
+                        query,
+                        limit,
+                        mask,
+                        self.config,
+                        use_vectors=vectors,
+                        use_keywords=mode != "vector" or not vectors,
+                        now=now,
+                    )
+                except ProviderError:
+                    vectors = False
+                    scored = hybrid_search(store, query, limit, mask, self.config, use_vectors=False, now=now)
+                if mode != "keyword" and not vectors:
+                    self._search_notes.notes = [*self.search_notes(), store.vector_note()]
                 for item in scored:
                     record = store.state.memories[store.slot_ids[item.slot]]
                     hits.append(
@@ -431,12 +443,22 @@ class MemoryService:
             }
 
     def warnings(self) -> list[str]:
-        """Problems the caller should know about (corrupt journal lines), in words."""
+        """Problems the caller should know about (corrupt journal lines), in words; after a recall in
+        this thread, also whether it had to do without vectors (see :meth:`search_notes`)."""
         return [
             f"{problem}. Run `python tools/replay.py audit` for details."
             for store in self.stores()
             for problem in store.problems.values()
-        ]
+        ] + self.search_notes()
+
+    def search_notes(self) -> list[str]:
+        """What limited the last :meth:`recall` made by this thread (a model still loading)."""
+        notes: list[str] = getattr(self._search_notes, "notes", [])
+        return [note for note in dict.fromkeys(notes) if note]
+
+    def vector_status(self) -> str:
+        """The project store's vectors: ``ready``, ``loading``, ``embedding`` or ``unavailable``."""
+        return self.project.vector_status()
 
     def close(self) -> None:
         for store in self.stores():
@@ -449,13 +471,26 @@ def _link_touches(store: Store, event: AnyEvent, memory_id: str) -> bool:
 
 
 def make_embedder(config: Config) -> Embedder:
+    """The embedder the config names (see :mod:`eventmem.providers` for the spec strings)."""
     if config.embedder in ("hashing", "hashing-384", ""):
         return HashingEmbedder()
-    raise InvalidInput(f"unknown embedder {config.embedder!r} in config; use 'hashing'")
+    from eventmem.providers import make_embedder_from_spec
+
+    return make_embedder_from_spec(config.embedder)
 
 
-def open_service(root: RootChoice, *, environ: dict[str, str] | None = None, load: bool = True) -> MemoryService:
-    """Open the project at ``root`` (and the user-wide global memory, when it exists)."""
+def open_service(
+    root: RootChoice,
+    *,
+    environ: dict[str, str] | None = None,
+    load: bool = True,
+    background_vectors: bool = False,
+) -> MemoryService:
+    """Open the project at ``root`` (and the user-wide global memory, when it exists).
+
+    ``background_vectors`` (the MCP server): a model-backed embedder loads and embeds in the
+    background while recall answers from the keyword index; otherwise (CLI, tools) opening waits
+    for the model and embeds what it must before returning."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
     config = load_config(paths.config_file, environ)
@@ -469,6 +504,6 @@ def open_service(root: RootChoice, *, environ: dict[str, str] | None = None, loa
     service = MemoryService(project, root=root, global_store=global_store)
     if load:
         for store in service.stores():
-            store.open()
+            store.open(background_vectors=background_vectors)
     log.info("opened %s (%s) in %.3fs", root.root, root.source, time.perf_counter() - started)
     return service

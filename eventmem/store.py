@@ -14,6 +14,7 @@ snapshot whose version, embedder or digests do not match is ignored and rebuilt,
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import math
 import threading
@@ -27,14 +28,15 @@ import numpy.typing as npt
 
 from eventmem.config import Config
 from eventmem.embedcache import EmbeddingCache, content_hash
-from eventmem.embedder import Embedder
+from eventmem.embedder import Embedder, Loadable
 from eventmem.errors import JournalCorrupt
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.keywords import KeywordIndex
-from eventmem.project import ProjectPaths
+from eventmem.project import ProjectPaths, sanitize
+from eventmem.providers import ProviderError
 from eventmem.state import MemoryRecord, State
 from eventmem.vectors import VectorIndex
 
@@ -44,6 +46,10 @@ log = logging.getLogger("eventmem.store")
 
 SNAPSHOT_FORMAT = 2
 EMBED_BATCH = 256
+INLINE_EMBED_MAX = 16
+"""With a model-backed embedder in the background mode, at most this many new texts are embedded
+inside a call (a save reads its own vector at once); a larger backlog goes to the vector worker."""
+RETRY_UNAVAILABLE_SECONDS = 30.0
 Progress = Callable[[int, int], None]
 
 
@@ -126,11 +132,28 @@ class Store:
         self.usage_extension: Callable[[str, MemoryRecord], float] = lambda _id, _rec: 0.0
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
+        # vectors made in the background (see start_vectors); guarded by self.lock
+        self.background_vectors = False
+        self.embed_progress: Progress | None = None
+        """Called with (embedded, to embed) as a large batch of texts is embedded."""
+        self._embedder_ready = not isinstance(embedder, Loadable) or embedder.loaded
+        self._pending: dict[int, tuple[str, bytes]] = {}
+        """Slot -> (text, content hash) waiting for the vector worker."""
+        self._inflight = 0
+        self._generation = 0
+        self._vector_error: str | None = None
+        self._vector_error_at = 0.0
+        self._vector_worker: threading.Thread | None = None
+        self._vectors_stop = threading.Event()
+        self._vectors_done = threading.Condition(self.lock)
         self._reset()
 
     # -- state --------------------------------------------------------------------------------
 
     def _reset(self) -> None:
+        if hasattr(self, "_pending"):
+            self._pending = {}
+            self._generation += 1  # results the vector worker has in flight are for the old slots
         self.state = State()
         self.vectors = VectorIndex(self.embedder.dim)
         self.keywords = KeywordIndex()
@@ -289,13 +312,15 @@ class Store:
                 self.slot_hashes[slot] = digest
             self._set_columns(slot, memory_id, record)
         if removed:
+            for slot in removed:
+                self._pending.pop(slot, None)
             slots = np.asarray(removed, np.int64)
             self.vectors.remove(slots)
             self.keywords.remove(removed)
         if keyword_rows:
             self.keywords.upsert(keyword_rows)
         if to_embed:
-            self._embed_into_index(to_embed)
+            self._embed_or_defer(to_embed)
 
     def _set_columns(self, slot: int, memory_id: str, record: MemoryRecord) -> None:
         cols = self.columns
@@ -342,11 +367,184 @@ class Store:
             fresh = self.embedder.embed([items[i][1] for i in batch])
             vectors[batch] = fresh
             self.embeddings.store([hashes[i] for i in batch], fresh)
+            if self.embed_progress is not None and len(missing) > EMBED_BATCH:
+                self.embed_progress(start + len(batch), len(missing))
         self.vectors.upsert(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
+        try:
+            vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
+        except ProviderError as exc:
+            with self.lock:
+                self._vector_failed(exc)
+            raise
         return vector
+
+    # -- vectors from a model that loads slowly -------------------------------------------------
+    #
+    # A model-backed embedder (ONNX, Ollama, an OpenAI-compatible endpoint) may take seconds to load
+    # and minutes to embed a whole journal. With ``background_vectors`` the fold and the keyword index
+    # are made at once, cached vectors are used at once, and the rest is embedded by one worker thread
+    # that holds the lock only to take a batch and to put the vectors in; until it is done,
+    # :meth:`vector_status` is not "ready" and recall answers from the keyword index alone. Snapshots
+    # wait until nothing is pending, so a snapshot never lacks a vector.
+
+    def vector_status(self) -> str:
+        """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
+        with self.lock:
+            if self._vector_error is not None and self.background_vectors:
+                self._ensure_worker()  # tries again once RETRY_UNAVAILABLE_SECONDS have passed
+            if self._vector_error is not None:
+                return "unavailable"
+            if not self._embedder_ready and self.background_vectors:
+                return "loading"  # (in the foreground mode the first embed loads the model)
+            if self._pending or self._inflight:
+                return "embedding"
+            return "ready"
+
+    def vector_note(self) -> str:
+        """The status in words, for a result that had to do without vectors."""
+        with self.lock:
+            status = self.vector_status()
+            model = self.embedder.model_id
+            if status == "unavailable":
+                return f"semantic search is unavailable ({self._vector_error}); these are keyword matches only"
+            if status == "loading":
+                return f"the embedding model {model} is still loading; these are keyword matches only"
+            if status == "embedding":
+                left = len(self._pending) + self._inflight
+                return f"{left} memories are still being embedded with {model}; these are keyword matches only"
+            return ""
+
+    def wait_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until the vector worker is done (or has failed); true when vectors are ready."""
+        with self._vectors_done:
+            self._vectors_done.wait_for(lambda: self._vector_worker is None, timeout)
+            return self.vector_status() == "ready"
+
+    def start_vectors(self) -> None:
+        """Switch to background embedding and start loading the model (returns at once)."""
+        with self.lock:
+            self.background_vectors = True
+            if not self._embedder_ready:
+                self._ensure_worker()
+
+    def _vector_failed(self, exc: BaseException) -> None:
+        log.warning("embedder %s failed: %s", self.embedder.model_id, exc)
+        self._vector_error = str(exc)
+        self._vector_error_at = time.monotonic()
+
+    def _embed_or_defer(self, items: list[tuple[int, str, bytes]]) -> None:
+        if not self.background_vectors or not isinstance(self.embedder, Loadable):
+            self._embed_inline(items)
+            return
+        vectors, missing = self.embeddings.lookup([h for _, _, h in items])
+        if missing:
+            self.embeddings.refresh()
+            vectors, missing = self.embeddings.lookup([h for _, _, h in items])
+        absent = set(missing)
+        cached = [i for i in range(len(items)) if i not in absent]
+        if cached:
+            self.vectors.upsert(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
+        for i in cached:
+            self._pending.pop(items[i][0], None)
+        if not missing:
+            return
+        backlog = self._pending or self._inflight or self._vector_error is not None
+        if self._embedder_ready and not backlog and len(missing) <= INLINE_EMBED_MAX:
+            self._embed_inline([items[i] for i in missing])
+            return
+        for i in missing:
+            slot, text, digest = items[i]
+            self._pending[slot] = (text, digest)
+        self._ensure_worker()
+
+    def _embed_inline(self, items: list[tuple[int, str, bytes]]) -> None:
+        try:
+            self._embed_into_index(items)
+        except ProviderError as exc:
+            # the event is in the journal already: keep it findable by keywords, embed it later
+            self._vector_failed(exc)
+            for slot, text, digest in items:
+                self._pending[slot] = (text, digest)
+
+    def _ensure_worker(self) -> None:
+        if self._vector_worker is not None or self._vectors_stop.is_set():
+            return
+        if self._vector_error is not None:
+            if time.monotonic() - self._vector_error_at < RETRY_UNAVAILABLE_SECONDS:
+                return
+            self._vector_error = None
+        worker = threading.Thread(target=self._vector_work, name="eventmem-vectors", daemon=True)
+        self._vector_worker = worker
+        worker.start()
+
+    def _vector_work(self) -> None:
+        done = 0
+        try:
+            if not self._embedder_ready:
+                assert isinstance(self.embedder, Loadable)
+                self.embedder.load()
+                with self.lock:
+                    self._embedder_ready = True
+            while True:
+                with self.lock:
+                    if self._vectors_stop.is_set() or not self._pending:
+                        # decided under the lock: a backlog added after this starts a new worker
+                        self._vector_worker = None
+                        self._vectors_done.notify_all()
+                        snapshot = done > 0 and not self._pending and not self._vectors_stop.is_set()
+                        break
+                    generation = self._generation
+                    batch = list(itertools.islice(self._pending.items(), EMBED_BATCH))
+                    for slot, _ in batch:
+                        del self._pending[slot]
+                    self._inflight = len(batch)
+                    total = done + len(batch) + len(self._pending)
+                try:
+                    fresh = self.embedder.embed([text for _, (text, _) in batch])
+                except BaseException:
+                    with self.lock:
+                        self._inflight = 0
+                        if generation == self._generation:
+                            for slot, item in batch:
+                                self._pending.setdefault(slot, item)
+                    raise
+                with self.lock:
+                    self._inflight = 0
+                    self.embeddings.store([digest for _, (_, digest) in batch], fresh)
+                    if generation != self._generation:
+                        continue
+                    keep = [
+                        i
+                        for i, (slot, _) in enumerate(batch)
+                        if slot < len(self.slot_ids) and self.columns.live[slot] and slot not in self._pending
+                    ]
+                    if keep:
+                        self.vectors.upsert(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
+                    done += len(batch)
+                    if self.embed_progress is not None:
+                        self.embed_progress(done, total)
+                    if done % (EMBED_BATCH * 8) < len(batch):
+                        log.info("embedded %d of %d memories with %s", done, total, self.embedder.model_id)
+        except Exception as exc:
+            with self.lock:
+                self._vector_failed(exc)
+                self._vector_worker = None
+                self._vectors_done.notify_all()
+            return
+        if snapshot:
+            self.save_snapshot(background=True)
+
+    def stop_vectors(self, timeout: float | None = 10.0) -> None:
+        """Stop the vector worker after its current batch (what it embedded stays cached).
+
+        Not to be called with the lock held (the worker needs it to finish its batch)."""
+        self._vectors_stop.set()
+        with self.lock:
+            worker = self._vector_worker
+        if worker is not None:
+            worker.join(timeout)
 
     def refresh_expiry(self, memory_id: str) -> None:
         """Recompute one memory's expiry column (after its usage changed)."""
@@ -376,8 +574,8 @@ class Store:
         process is writing one right now). The state is encoded under the lock; with
         ``background`` the file is written by a thread so that calls are not held up."""
         with self.lock:
-            if not self.cursors:
-                return False
+            if not self.cursors or self._pending or self._inflight:
+                return False  # (vectors still being made: a snapshot would lack them)
             snapshot = Snapshot(
                 format=SNAPSHOT_FORMAT,
                 embedder=self.embedder.model_id,
@@ -478,13 +676,41 @@ class Store:
             self.save_snapshot()
             return count
 
-    def open(self) -> None:
-        """Cold start: the snapshot if it is valid, then the tail of the journal."""
+    def open(self, *, background_vectors: bool = False) -> None:
+        """Cold start: the snapshot if it is valid, then the tail of the journal.
+
+        With ``background_vectors`` a model-backed embedder loads and embeds in a worker thread
+        while keyword search already answers (see :meth:`vector_status`)."""
         with self.lock:
+            self._forget_other_models()
+            if background_vectors:
+                self.start_vectors()
             self.load_snapshot()
             self.catch_up()
 
+    def _forget_other_models(self) -> None:
+        """After a change of embedder, drop the previous model's embedding cache (once)."""
+        folder = self.paths.cache_dir / "embeddings"
+        marker = folder / "model"
+        current = self.embedder.model_id
+        try:
+            previous = marker.read_text(encoding="utf-8").strip()
+        except OSError:
+            previous = ""
+        if previous == current:
+            return
+        if previous:
+            log.warning("embedder changed from %s to %s: every memory is embedded again", previous, current)
+            for suffix in (".bin", ".lock"):
+                (folder / f"{sanitize(previous)}{suffix}").unlink(missing_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(marker, current.encode("utf-8"))
+        except OSError as exc:
+            log.warning("could not record the embedder in %s: %s", marker, exc)
+
     def close(self) -> None:
+        self.stop_vectors()
         thread = self._snapshot_thread
         if thread is not None:
             thread.join()
