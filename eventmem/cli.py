@@ -253,9 +253,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     service = open_service(_root(args), load=False)
     bar = ProgressBar("rebuilding")
+    embedding = ProgressBar(f"embedding with {service.project.embedder.model_id}")
+    service.project.embed_progress = embedding
     started = time.perf_counter()
     count = service.project.rebuild(progress=bar)
     bar.close()
+    embedding.close()
     elapsed = time.perf_counter() - started
     result = {"status": "success", "events": count, "seconds": round(elapsed, 3)}
     if args.json:

@@ -259,6 +259,10 @@ class OnnxEmbedder:
             if not onnx_available():
                 raise InvalidInput(f"embedder onnx:{model} needs the onnx extra: {ONNX_INSTALL_HINT}")
             return cls(model, threads=spec.option_int("threads", 1), batch=spec.option_int("batch", 32))
+        if not model.endswith(".onnx"):
+            raise InvalidInput(
+                f"unknown ONNX model {model!r}; use onnx:{' or onnx:'.join(ONNX_MODELS)} or onnx:/path/to/model.onnx"
+            )
         tokenizer = options.get("tokenizer")
         return cls(
             model,

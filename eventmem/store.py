@@ -671,6 +671,7 @@ class Store:
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop every projection and fold the whole journal again."""
         with self.lock:
+            self._forget_other_models()
             self._reset()
             count = self._catch_up_once(progress)
             self.save_snapshot()
