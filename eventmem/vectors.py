@@ -28,19 +28,41 @@ class VectorIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self._present = np.zeros(0, bool)
+        """Slots in the index. ``IndexIDMap2.remove_ids`` rebuilds its whole id map, O(n), even when
+        none of the ids is there: only slots that are present are removed (a new memory's never is)."""
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
+    def _mark(self, slots: Slots, value: bool) -> None:
+        if len(slots) and int(slots.max()) >= len(self._present):
+            grown = np.zeros(max(int(slots.max()) + 1, 2 * len(self._present)), bool)
+            grown[: len(self._present)] = self._present
+            self._present = grown
+        self._present[slots] = value
+
+    def _in_index(self, slots: Slots) -> Slots:
+        known = slots[slots < len(self._present)]
+        return known[self._present[known]]
+
     def upsert(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
         if len(slots) == 0:
             return
-        self._index.remove_ids(np.ascontiguousarray(slots, dtype=np.int64))
+        slots = np.ascontiguousarray(slots, dtype=np.int64)
+        present = self._in_index(slots)
+        if len(present):
+            self._index.remove_ids(present)
         self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), slots)
+        self._mark(slots, True)
 
     def remove(self, slots: Slots) -> None:
         if len(slots):
-            self._index.remove_ids(np.ascontiguousarray(slots, dtype=np.int64))
+            slots = np.ascontiguousarray(slots, dtype=np.int64)
+            present = self._in_index(slots)
+            if len(present):
+                self._index.remove_ids(present)
+            self._mark(slots, False)
 
     def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
         try:
@@ -89,8 +111,9 @@ class VectorIndex:
     @classmethod
     def deserialize(cls, data: bytes, dim: int) -> VectorIndex:
         index = cls(dim)
-        loaded = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        loaded: Any = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         if loaded.d != dim:
             raise ValueError(f"vector snapshot has dimension {loaded.d}, expected {dim}")
         index._index = loaded
+        index._mark(faiss.vector_to_array(loaded.id_map).astype(np.int64), True)
         return index
