@@ -1,0 +1,51 @@
+"""Smoke test of the performance benchmark: ``tools/bench.py --quick`` runs and prints the figures.
+
+No timing is asserted: absolute numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_bench_quick_prints_every_figure_as_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert json.loads(out.read_text(encoding="utf-8")) == data
+
+    assert {"cpu_count", "python", "load_average_at_start"} <= data["machine"].keys()
+    sizes = [str(n) for n in data["settings"]["sizes"]]
+    assert sizes == ["200", "1000"]
+    for key in ("mcp_round_trip", "recall_in_process", "naive_sqlite_blob", "population"):
+        assert sorted(data[key]) == sorted(sizes), key
+    for size in sizes:
+        rt = data["mcp_round_trip"][size]
+        for figure in ("save", "retrieve"):
+            assert {"eventmem_p50_ms", "eventmem_p95_ms", "noop_p50_ms", "ratio", "target"} <= rt[figure].keys()
+        assert {"p50_ms", "p95_ms"} <= rt["eventmem"]["save_context"].keys()
+        recall = data["recall_in_process"][size]
+        assert {"recall", "recall_filtered_type", "numpy_scan_baseline", "save", "ratio", "target"} <= recall.keys()
+        assert {"query", "ratio", "target", "extrapolated"} <= data["naive_sqlite_blob"][size].keys()
+        assert "warmup_open_close_s" in data["population"][size]
+    assert {"save_p50_ms", "ratio", "target"} <= data["save_vs_journal_size"].keys()
+    assert {"cached_embeddings_s", "empty_embedding_cache_s", "ratio", "target"} <= data["rebuild"].keys()
+    assert {"eventmem", "noop", "difference_s", "ratio", "target"} <= data["cold_start"].keys()
+    throughput = data["save_throughput"]
+    assert {"fsync", "flush", "ratio", "target"} <= throughput.keys()
+    assert throughput["fsync"]["saves_per_s"] > 0 and throughput["flush"]["saves_per_s"] > 0
+    assert "verdicts" in data
