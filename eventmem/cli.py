@@ -319,6 +319,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 1
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """``eventmem import pmp <dir>``: an ``.ai/`` directory of the shared project-memory protocol."""
+    from eventmem.project_context import ProjectContext
+
+    service = _open(args)
+    try:
+        report = ProjectContext(service).import_pmp(Path(args.dir), force=args.force)
+    finally:
+        service.close()
+    if args.json:
+        _print_json(report)
+        return 0
+    for counts in report["sections"].values():
+        if counts["file"] is None:
+            continue
+        names = ("added", "updated", "unchanged", "kept", "placeholders")
+        detail = ", ".join(f"{counts[k]} {k}" for k in names if counts[k])
+        print(f"{counts['file']:<26} {detail or 'nothing to import'}")
+    print(f"{report['events']} event(s) appended")
+    if any(counts["kept"] for counts in report["sections"].values()):
+        print("kept: sections changed in eventmem since the last import (use --force to take the file)")
+    return 0
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (the objects MCP tools return)")
     parser.add_argument("--root", help="project root (default: EVENTMEM_ROOT, else found from the cwd)")
@@ -378,6 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", cmd_stats, "counts by type, status and tag")
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
+    p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
+    p.add_argument("dir", help="the directory, such as .ai")
+    p.add_argument("--force", action="store_true", help="take a section from the file even if changed since")
     return parser
 
 

@@ -36,6 +36,13 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     archive_after_days: float = 30.0
     snapshot_every_events: int = 2000
     tools: str = "default"
+    """MCP tool families to expose (``serve --tools`` and ``EVENTMEM_TOOLS`` win over it): ``core``,
+    ``context``, ``memory``, ``project-context``, ``all``, comma-separated; ``default`` is ``core``."""
+    render_ai_dir: str = ""
+    """Where the project-context view (``.ai/*.md``) is rendered: empty for ``.eventmem/cache/ai/``
+    (derived, untracked), or a folder of the project such as ``.ai`` to keep the files tracked."""
+    section_max_bytes: int = 256 * 1024
+    """Size limit of one project-context section; a write that would exceed it is paused."""
 
 
 ENV_PREFIX: Final = "EVENTMEM_"

@@ -27,24 +27,36 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.subscriptions import ResourceUpdated
 
 from eventmem import __version__
+from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.mcp_app import _RUNNING, App, app_of, terminate
-from eventmem.project import RootChoice
+from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.toolsets import context as context_tools
 from eventmem.toolsets import memory as memory_tools
+from eventmem.toolsets import project_context as project_context_tools
 from eventmem.views import render_summary
 from eventmem.watcher import watch_journal
 
-__all__ = ["FAMILIES", "build_server", "terminate"]
+__all__ = ["FAMILIES", "PROFILES", "build_server", "choose_families", "configured_tools", "terminate"]
 
-#: Tool families by name. ``EVENTMEM_TOOLS`` (or the ``tools`` setting, or ``serve --tools``) lists
-#: the ones to expose, comma-separated, or ``all``.
+#: Tool families by name, each registering all its tools. ``serve --tools``, else ``EVENTMEM_TOOLS``,
+#: else the ``tools`` setting lists the families and profiles to expose, comma-separated, or ``all``.
 FAMILIES: dict[str, Callable[[MCPServer[App]], None]] = {
     "context": context_tools.register,
     "memory": memory_tools.register,
+    "project-context": project_context_tools.register,
 }
-DEFAULT_FAMILIES = ("context", "memory")
+#: Profiles: a few tools picked from several families. ``core``, the default, stays short (ten
+#: tools) so that a model chooses well, and keeps the basic calls of every earlier design working.
+PROFILES: dict[str, dict[str, tuple[str, ...]]] = {
+    "core": {
+        "context": ("save_context", "retrieve_context"),
+        "memory": ("store_memory", "recall_memories", "get_memory", "update_memory", "delete_memory"),
+        "project-context": ("bootstrap_project_context", "update_current_task", "record_conversation_summary"),
+    },
+}
+DEFAULT_FAMILIES = ("core",)
 
 log = logging.getLogger("eventmem.mcp")
 T = TypeVar("T")
@@ -54,14 +66,17 @@ eventmem is this project's memory, shared by every agent and teammate through gi
 At the start of a task, retrieve what is known (retrieve_context or recall_memories). When you make
 a decision, fix a bug, learn a convention or hit an error worth remembering, save it (save_context or
 store_memory) with a short summary and a few tags. Keep secrets out: they are scrubbed, and
-<private>…</private> spans are dropped."""
+<private>…</private> spans are dropped.
+The project's shared context (project, architecture, current task, coding style, decisions, recent
+changes, conversation summaries, todo): bootstrap_project_context at the start of a session,
+update_current_task as the work moves on, record_conversation_summary at the end."""
 
 SUMMARY_URI = "memory://summary"
 MEMORY_URI = "memory://memories/{memory_id}"
 
 
 def choose_families(spec: str | None) -> tuple[str, ...]:
-    """Tool families from a comma-separated spec (``default`` / ``all`` / names)."""
+    """Tool families and profiles from a comma-separated spec (``default`` / ``all`` / names)."""
     if not spec or spec.strip() in ("", "default"):
         return DEFAULT_FAMILIES
     names: list[str] = []
@@ -74,11 +89,36 @@ def choose_families(spec: str | None) -> tuple[str, ...]:
         if name == "default":
             names += [n for n in DEFAULT_FAMILIES if n not in names]
             continue
-        if name not in FAMILIES:
-            raise InvalidInput(f"unknown tool family {name!r}; choose from: {', '.join(FAMILIES)}, default, all")
+        if name not in FAMILIES and name not in PROFILES:
+            known = ", ".join([*PROFILES, *FAMILIES])
+            raise InvalidInput(f"unknown tool family {name!r}; choose from: {known}, default, all")
         if name not in names:
             names.append(name)
     return tuple(names) or DEFAULT_FAMILIES
+
+
+def configured_tools(root: RootChoice) -> str:
+    """The families to expose when ``serve --tools`` is not given: ``EVENTMEM_TOOLS``, else the
+    ``tools`` setting of the project's config (an unreadable config leaves it to the default)."""
+    try:
+        return load_config(ProjectPaths(root.root).config_file).tools
+    except InvalidInput:
+        value = os.environ.get("EVENTMEM_TOOLS", "")
+        return "" if "${" in value else value
+
+
+def register_tools(server: MCPServer[App], chosen: tuple[str, ...]) -> None:
+    """Register the chosen families whole, and the tools the chosen profiles pick from the others."""
+    for family, register in FAMILIES.items():
+        picks = {tool for name in chosen if name in PROFILES for tool in PROFILES[name].get(family, ())}
+        if family not in chosen and not picks:
+            continue
+        before = {tool.name for tool in server._tool_manager.list_tools()}
+        register(server)
+        if family not in chosen:
+            added = {tool.name for tool in server._tool_manager.list_tools()} - before
+            for name in sorted(added - picks):
+                server.remove_tool(name)
 
 
 def build_server(
@@ -88,7 +128,7 @@ def build_server(
     tools: str | None = None,
 ) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one);
-    ``tools`` chooses the tool families (default: ``EVENTMEM_TOOLS``, else the default set)."""
+    ``tools`` chooses the tool families (default: :func:`configured_tools`)."""
 
     running = _RUNNING
 
@@ -102,6 +142,7 @@ def build_server(
         if not everything and not changed:
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
+        uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, service, everything, changed)
         for uri in sorted(uris):
             await server._subscriptions.publish(ResourceUpdated(uri=uri))
         for uri, sessions in list(app.subscriptions.items()):
@@ -149,8 +190,7 @@ def build_server(
         log_level="WARNING",
     )
 
-    for family in choose_families(tools if tools is not None else os.environ.get("EVENTMEM_TOOLS")):
-        FAMILIES[family](server)
+    register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
 
     # -- resources and subscriptions -----------------------------------------------------------
 
@@ -196,6 +236,7 @@ def build_server(
         ctx.lifespan_context.subscriptions.get(str(params.uri), set()).discard(ctx.session)
         return mcp_types.EmptyResult()
 
+    project_context_tools.register_resources(server)
     server._lowlevel_server.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
     server._lowlevel_server.add_request_handler(
         "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
