@@ -206,19 +206,22 @@ class ProjectContext:
         except ValueError:
             return str(path)
 
-    def render_view(self, sections: Mapping[str, Sequence[Entry]] | None = None) -> dict[str, Any]:
+    def render_view(self) -> dict[str, Any]:
         """Write the eight files (atomically, only those that changed). In a tracked folder a file
         that someone edited since eventmem wrote it is left alone and reported in ``skipped``
-        (``eventmem import pmp`` takes the edit in); a file with merge-conflict markers is replaced."""
-        sections = self.sections() if sections is None else sections
-        texts = {section.file: render_section(section, sections.get(section.key, ())) for section in SECTIONS}
+        (``eventmem import pmp`` takes the edit in); a file with merge-conflict markers is replaced.
+
+        The journal is folded under the view's lock, so of two processes (or threads) rendering at
+        once the later one writes what the later journal says: a view is never left older than it."""
         directory = self.view_dir()
         if not self.paths.journal_dir.is_dir():  # nothing saved yet: leave the project untouched
+            texts = self._texts(self.sections())
             return {"dir": self.relative(directory), "written": [], "skipped": [], "files": texts}
         written: list[str] = []
         skipped: list[str] = []
         self.paths.cache_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
+            texts = self._texts(self.sections())
             memo = self._load_memo() if self.view_tracked else {}
             before = dict(memo)
             for name, text in texts.items():
@@ -252,6 +255,10 @@ class ProjectContext:
             "skipped": skipped,
             "files": texts,
         }
+
+    @staticmethod
+    def _texts(sections: Mapping[str, Sequence[Entry]]) -> dict[str, str]:
+        return {section.file: render_section(section, sections.get(section.key, ())) for section in SECTIONS}
 
     def _load_memo(self) -> dict[str, str]:
         try:
@@ -395,7 +402,7 @@ class ProjectContext:
     def bootstrap(self) -> dict[str, Any]:
         """Core sections in full, the others summarized, the files to read next and the warnings."""
         sections = self.sections()
-        self.render_view(sections)
+        self.render_view()
         core: dict[str, str] = {}
         supplemental: dict[str, Any] = {}
         recommended: list[str] = []
@@ -434,7 +441,7 @@ class ProjectContext:
 
     def full(self) -> dict[str, Any]:
         sections = self.sections()
-        self.render_view(sections)
+        self.render_view()
         return {
             "status": "success",
             "projectRoot": str(self.paths.root),

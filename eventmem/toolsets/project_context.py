@@ -431,10 +431,9 @@ def view_updates(service: MemoryService, everything: bool, changed: set[str]) ->
             if not relevant:
                 return set()
         context = ProjectContext(service)
-        sections = context.sections()
-        if not any(sections.values()) and service not in _NOTIFIED:
-            return set()
-        view = context.render_view(sections)
+        if service not in _NOTIFIED and not any(context.sections().values()):
+            return set()  # no project context in this memory: nothing to render or announce
+        view = context.render_view()
         notified = _NOTIFIED.setdefault(service, {})
         uris: set[str] = set()
         for name, text in view["files"].items():
