@@ -248,6 +248,29 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    from eventmem.ids import iso_to_epoch
+
+    now = iso_to_epoch(args.now) if args.now else None
+    service = _open(args)
+    try:
+        report = service.compact(now=now, by=args.by or os.environ.get("USER", "cli"), archive=not args.no_archive)
+    finally:
+        service.close()
+    if args.json:
+        _print_json({"status": "success", **report})
+    else:
+        print(f"expired {len(report['expired'])} memor{'y' if len(report['expired']) == 1 else 'ies'}")
+        for item in report["archived"]:
+            print(
+                f"archived the history of {item['memories']} memories ({item['events']} events) into "
+                f"{item['segment']}; {item['rewritten']} {item['bytes_before']} -> {item['bytes_after']} bytes"
+            )
+        if not report["archived"]:
+            print("nothing to archive")
+    return 0
+
+
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from eventmem.service import open_service
 
@@ -401,6 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=200)
     add("stats", cmd_stats, "counts by type, status and tag")
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
+    p = add("compact", cmd_compact, "expire memories past their TTL and archive old deleted/expired history")
+    p.add_argument("--now", help="the time to compact at (ISO-8601; default: now)")
+    p.add_argument("--no-archive", action="store_true", help="only write expiry events")
+    p.add_argument("--by", help="who is compacting (default: $USER)")
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
     p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
     p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")

@@ -96,6 +96,8 @@ class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):
     importance: float = 0.5
     ttl_seconds: int | None = None
     """Seconds until the memory expires; ``None`` means long-term."""
+    project: str = ""
+    """For a ``global`` memory: the name of the project it was saved from (empty otherwise)."""
 
 
 class MemoryUpdated(Event, frozen=True, kw_only=True, tag="updated"):

@@ -128,11 +128,12 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def append(self, events: Sequence[Event]) -> str:
+    def append(self, events: Sequence[Event], *, locked: bool = False) -> str:
         """Append events as lines of this clone's segment for the current branch.
 
         Returns the segment's name. Raises :class:`JournalUnwritable` when the disk refuses (the
         segment is cut back to where it was) and :class:`LimitExceeded` when the segment is full.
+        ``locked``: the caller already holds :attr:`lock` (taking it again would wait forever).
         """
         data = b"".join(encode_event(event) for event in events)
         if not data:
@@ -140,10 +141,12 @@ class Journal:
         try:
             self.paths.ensure()
             segment = self.paths.journal_dir / self.paths.segment_name()
+            if locked:
+                return self._append_locked(segment, data)
             with self.lock.hold():
                 return self._append_locked(segment, data)
         except OSError as exc:
-            raise JournalUnwritable(_describe_os_error(exc)) from exc
+            raise JournalUnwritable(describe_os_error(exc)) from exc
 
     def _append_locked(self, segment: Path, data: bytes) -> str:
         created = not segment.exists()
@@ -213,7 +216,7 @@ def _repair_torn_tail(fd: int) -> int:
     return 0
 
 
-def _describe_os_error(exc: OSError) -> str:
+def describe_os_error(exc: OSError) -> str:
     reason = {
         errno.ENOSPC: "the disk is full",
         errno.EDQUOT: "the disk quota is exhausted",

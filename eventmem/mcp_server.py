@@ -167,9 +167,23 @@ def build_server(
             await anyio.to_thread.run_sync(app.ready.wait)
             await watch_journal(root.root / ".eventmem", lambda: push_changes(app), stop)
 
+        async def compact() -> None:
+            """Expire and archive every ``compact_interval_seconds`` (0 turns it off), from the start."""
+            await anyio.to_thread.run_sync(app.ready.wait)
+            service = app.service_
+            interval = service.config.compact_interval_seconds if service is not None else 0
+            while service is not None and interval > 0 and not stop.is_set():
+                try:
+                    await anyio.to_thread.run_sync(service.compact)
+                except Exception:  # a full disk must not stop the server; try again next time
+                    log.exception("compaction failed")
+                with anyio.move_on_after(interval):
+                    await stop.wait()
+
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(watch)
+                tasks.start_soon(compact)
                 try:
                     yield app
                 finally:

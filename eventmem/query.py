@@ -36,6 +36,9 @@ class Filters(msgspec.Struct, kw_only=True, frozen=True):
     created_after: str | None = None
     created_before: str | None = None
     include_superseded: bool = False
+    max_importance: float | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
 
     def validate(self) -> None:
         bad = [k for k in self.kinds if k not in KINDS]
@@ -45,7 +48,9 @@ class Filters(msgspec.Struct, kw_only=True, frozen=True):
             raise InvalidInput(f"scope must be 'project', 'global' or 'all', not {self.scope!r}")
         if self.min_importance is not None and not 0.0 <= self.min_importance <= 1.0:
             raise InvalidInput("min_importance must be between 0 and 1")
-        for name in ("created_after", "created_before"):
+        if self.max_importance is not None and not 0.0 <= self.max_importance <= 1.0:
+            raise InvalidInput("max_importance must be between 0 and 1")
+        for name in ("created_after", "created_before", "updated_after", "updated_before"):
             value = getattr(self, name)
             if value is not None:
                 try:
@@ -81,6 +86,12 @@ def build_mask(store: Store, filters: Filters, now: float | None = None) -> npt.
         mask &= cols.created[:n] >= iso_to_epoch(filters.created_after)
     if filters.created_before is not None:
         mask &= cols.created[:n] < iso_to_epoch(filters.created_before)
+    if filters.max_importance is not None:
+        mask &= cols.importance[:n] <= filters.max_importance
+    if filters.updated_after is not None:
+        mask &= cols.updated[:n] >= iso_to_epoch(filters.updated_after)
+    if filters.updated_before is not None:
+        mask &= cols.updated[:n] < iso_to_epoch(filters.updated_before)
     for tag in filters.tags:
         tagged = np.zeros(n, bool)
         slots = store.tag_slots.get(tag)

@@ -7,8 +7,10 @@ here knows about MCP or the terminal.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -16,30 +18,45 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config, load_config
 from eventmem.embedder import Embedder, HashingEmbedder
-from eventmem.errors import InvalidInput, LimitExceeded, UnknownMemory
+from eventmem.errors import EventmemError, InvalidInput, LimitExceeded, UnknownMemory
 from eventmem.events import (
     KINDS,
+    RELATIONS,
     SCOPES,
     AnyEvent,
+    LinkAdded,
+    LinkRemoved,
     MemoryDeleted,
+    MemoryPromoted,
     MemorySaved,
     MemoryUpdated,
     memory_ids,
 )
 from eventmem.ids import new_id, now_iso, to_iso
+from eventmem.lifecycle import (
+    archive_candidates,
+    archive_memories,
+    context_bundle,
+    epoch_iso,
+    latest_stamp,
+    plan_expiry,
+    walk,
+)
 from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
 from eventmem.redact import scrub
-from eventmem.state import MemoryRecord
+from eventmem.state import LinkRecord, MemoryRecord, State
 from eventmem.store import Store
 from eventmem.summarizer import ExtractiveSummarizer, Summarizer
 
-__all__ = ["Hit", "Memory", "MemoryService", "open_service"]
+__all__ = ["Hit", "Link", "Memory", "MemoryService", "Saved", "open_service"]
 
 log = logging.getLogger("eventmem.service")
 
@@ -69,6 +86,32 @@ class Memory(msgspec.Struct, kw_only=True):
     updated_by: str
     status: str
     superseded: bool = False
+    access_count: int = 0
+    """Accesses counted in this clone's local usage stream (reads, recalls, duplicate saves)."""
+    promoted: bool = False
+    """Made long-term by a ``promoted`` event (important at save, often used, or by hand)."""
+    project: str = ""
+    """The project it belongs to: this one for project memories; for global ones, where they were saved."""
+
+
+class Saved(msgspec.Struct, kw_only=True):
+    """What a save did: the memory, and whether it already existed (a duplicate save)."""
+
+    memory: Memory
+    deduplicated: bool = False
+
+
+class Link(msgspec.Struct, kw_only=True):
+    """A relationship as tools show it."""
+
+    id: str
+    source: str
+    target: str
+    relation: str
+    strength: float
+    context: str
+    created_at: str
+    created_by: str
 
 
 class Hit(msgspec.Struct, kw_only=True):
@@ -125,6 +168,51 @@ def _check_importance(value: float) -> float:
     return float(value)
 
 
+def _check_unit(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or not 0 <= value <= 1:
+        raise InvalidInput(f"{name} must be a number between 0 and 1, not {value!r}")
+    return float(value)
+
+
+_RELATION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _check_relation(value: str) -> str:
+    """A well-known relation (any case) or a free-form lower_snake_case one."""
+    relation = value.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) else ""
+    if not _RELATION.fullmatch(relation):
+        raise InvalidInput(
+            f"relation {value!r} is not valid: use one of {', '.join(r.upper() for r in RELATIONS)}, or a "
+            "free-form lower_snake_case name (letters, digits and _, starting with a letter, up to 64)"
+        )
+    return relation
+
+
+def _check_whole(value: int, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}")
+    return value
+
+
+def _link_view(link: LinkRecord) -> Link:
+    return Link(
+        id=link.id,
+        source=link.source,
+        target=link.target,
+        relation=link.relation,
+        strength=link.strength,
+        context=link.context,
+        created_at=link.added_stamp[: len("2026-01-01T00:00:00.000000Z")],
+        created_by=link.added_by,
+    )
+
+
+MAX_DEPTH = 5
+MAX_RELATED = 500
+MAX_CONTEXT_CHARS = 200_000
+MIN_CONTEXT_CHARS = 200
+
+
 def _check_ttl(value: int | None) -> int | None:
     if value is None:
         return None
@@ -148,6 +236,8 @@ class MemoryService:
         self.summarizer = summarizer or ExtractiveSummarizer()
         self._search_notes = threading.local()
         self._global = global_store
+        self._archive_checked: dict[str, dict[str, str]] = {}
+        """Per memory directory: memories compaction looked at without moving anything, by stamp."""
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -176,6 +266,12 @@ class MemoryService:
             store.catch_up()
             record = store.state.visible(memory_id)
             if record is not None:
+                expires = store.expires_epoch(memory_id, record)
+                if expires <= time.time():
+                    raise InvalidInput(
+                        f"memory {memory_id!r} expired at {epoch_iso(expires)} and is no longer returned "
+                        "(its history is kept in the journal)"
+                    )
                 return store, record
         raise UnknownMemory(memory_id)
 
@@ -217,6 +313,37 @@ class MemoryService:
         by: str = "",
         memory_id: str | None = None,
     ) -> Memory:
+        """Save a memory; a duplicate of a live one returns that one instead (see :meth:`save_result`)."""
+        return self.save_result(
+            content,
+            title=title,
+            summary=summary,
+            tags=tags,
+            kind=kind,
+            importance=importance,
+            ttl_seconds=ttl_seconds,
+            scope=scope,
+            by=by,
+            memory_id=memory_id,
+        ).memory
+
+    def save_result(
+        self,
+        content: str,
+        *,
+        title: str = "",
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str = "general",
+        importance: float = 0.5,
+        ttl_seconds: int | None = None,
+        scope: str = "project",
+        by: str = "",
+        memory_id: str | None = None,
+    ) -> Saved:
+        """Save a memory. Content that normalises to a live memory's content (case, spacing, end
+        punctuation) returns that memory and counts an access, unless ``memory_id`` is given. A
+        memory with a TTL saved at least ``promote_importance`` important is promoted at once."""
         content = self._clean_text(content, "content", required=True)
         title = self._clean_text(title or "", "title", required=False)
         if len(title) > MAX_TITLE_CHARS:
@@ -236,10 +363,41 @@ class MemoryService:
             tags=_normalize_tags(tags),
             importance=_check_importance(importance),
             ttl_seconds=_check_ttl(ttl_seconds),
+            project=self.root.root.name if scope == "global" else "",
         )
         store = self.store_for(scope)
-        store.append([event])
-        return self.get(event.memory)
+        events: list[AnyEvent] = [event, *self._promotion_at_save(event)]
+        duplicates: list[str] = []
+
+        def plan() -> list[AnyEvent]:
+            if memory_id is None:
+                now = time.time()
+                duplicates.extend(m for m in store.find_duplicate(content) if self._returnable(store, m, now))
+                if duplicates:
+                    return []
+            return events
+
+        store.append_planned(plan)
+        if duplicates:
+            memory = self.view(store, store.state.memories[duplicates[0]])
+            self.record_access(store, duplicates[:1])
+            return Saved(memory=memory, deduplicated=True)
+        return Saved(memory=self.view(store, store.state.memories[event.memory]))
+
+    def _promotion_at_save(self, event: MemorySaved) -> list[AnyEvent]:
+        if event.ttl_seconds is None or event.importance < self.config.promote_importance:
+            return []
+        reason = f"saved with importance {event.importance:g} (promote_importance {self.config.promote_importance:g})"
+        return [MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, memory=event.memory, reason=reason)]
+
+    @staticmethod
+    def _returnable(store: Store, memory_id: str, now: float, *, superseded: bool = False) -> bool:
+        """Live, not past its expiry, and (unless asked) not superseded."""
+        slot = store.slots.get(memory_id)
+        if slot is None:
+            return False
+        cols = store.columns
+        return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
 
     def update(
         self,
@@ -283,15 +441,36 @@ class MemoryService:
     def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
         store, record = self._find(memory_id)
         view = self.view(store, record)
-        store.append([MemoryDeleted(id=new_id(), ts=now_iso(), by=by, memory=record.id, reason=reason)])
+        ts = now_iso()
+
+        def unlinks(where: Store) -> list[AnyEvent]:
+            return [
+                LinkRemoved(id=new_id(), ts=ts, by=by, link=link.id, reason=f"memory {record.id} deleted")
+                for link in where.state.links_of(record.id)
+            ]
+
+        def plan() -> list[AnyEvent]:
+            if store.state.visible(record.id) is None:
+                return []  # deleted by another process meanwhile
+            deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, memory=record.id, reason=reason)
+            return [deleted, *unlinks(store)]
+
+        store.append_planned(plan)
+        for other in self.stores():  # a link between a project and a global memory lives in the project journal
+            if other is not store and other.state.adjacency.get(record.id):
+                other.append_planned(functools.partial(unlinks, other))
         view.status = "deleted"
         return view
 
     # -- queries ------------------------------------------------------------------------------
 
-    def get(self, memory_id: str) -> Memory:
+    def get(self, memory_id: str, *, access: bool = False) -> Memory:
+        """One memory; ``access`` (the MCP tools) counts it as used, after the view is taken."""
         store, record = self._find(memory_id)
-        return self.view(store, record)
+        memory = self.view(store, record)
+        if access:
+            self.record_access(store, [record.id])
+        return memory
 
     def view(self, store: Store, record: MemoryRecord) -> Memory:
         expires = store.expires_epoch(record.id, record)
@@ -317,6 +496,9 @@ class MemoryService:
             updated_by=record.updated_by,
             status=status,
             superseded=superseded,
+            access_count=store.usage.count(record.id),
+            promoted=bool(record.promoted_stamp),
+            project=record.project or (self.root.root.name if store is self.project else ""),
         )
 
     def recall(
@@ -327,6 +509,7 @@ class MemoryService:
         filters: Filters | None = None,
         include_content: bool = False,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        access: bool = False,
     ) -> list[Hit]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must not be empty")
@@ -337,6 +520,7 @@ class MemoryService:
         filters = filters or Filters()
         filters.validate()
         hits: list[Hit] = []
+        owners: dict[str, Store] = {}
         now = time.time()
         self._search_notes.notes = []
         for store in self.stores():
@@ -382,8 +566,428 @@ class MemoryService:
                             content=record.content if include_content else None,
                         )
                     )
+                    owners[record.id] = store
         hits.sort(key=lambda h: (-h.score, h.id))
-        return hits[:limit]
+        hits = hits[:limit]
+        if access:
+            self._record_hits(owners, hits)
+        return hits
+
+    # -- lifecycle: usage, promotion, relationships, search, context, compaction --------------
+
+    def record_access(self, store: Store, memory_ids: Sequence[str]) -> None:
+        """Count accesses in the local usage stream (one write), extend TTLs, promote the often used.
+
+        Never fails the read it comes from: a promotion that cannot be written is logged."""
+        if not memory_ids:
+            return
+        store.usage.record(memory_ids, now_iso())
+        with store.lock:
+            for memory_id in store.usage.refresh():
+                store.refresh_expiry(memory_id)
+        threshold = self.config.promote_accesses
+        if threshold <= 0:
+            return
+
+        def plan() -> list[AnyEvent]:
+            events: list[AnyEvent] = []
+            for memory_id in dict.fromkeys(memory_ids):
+                record = store.state.visible(memory_id)
+                count = store.usage.count(memory_id)
+                if record is not None and record.ttl_seconds is not None and count >= threshold:
+                    reason = f"accessed {count} times (promote_accesses {threshold})"
+                    promoted = MemoryPromoted(id=new_id(), ts=now_iso(), by="eventmem", memory=memory_id, reason=reason)
+                    events.append(promoted)
+            return events
+
+        with store.lock:
+            if not plan():
+                return
+        try:
+            store.append_planned(plan)  # re-checked under the journal lock: written once
+        except EventmemError as exc:
+            log.warning("could not write a promotion: %s", exc)
+
+    def _record_hits(self, owners: dict[str, Store], hits: Sequence[Hit]) -> None:
+        for store in self.stores():
+            self.record_access(store, [hit.id for hit in hits if owners.get(hit.id) is store])
+
+    def promote(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
+        """Make a memory long-term with a ``promoted`` event. Returns (memory, whether it changed)."""
+        store, record = self._find(memory_id)
+        reason = self._clean_text(reason or "", "reason", required=False)[:500]
+
+        def plan() -> list[AnyEvent]:
+            current = store.state.visible(record.id)
+            if current is None or current.ttl_seconds is None:
+                return []
+            return [MemoryPromoted(id=new_id(), ts=now_iso(), by=by, memory=record.id, reason=reason or "by hand")]
+
+        written = store.append_planned(plan)
+        return self.view(store, store.state.memories[record.id]), bool(written)
+
+    def supersede(
+        self,
+        old_id: str,
+        content: str,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        importance: float | None = None,
+        ttl_seconds: int | None = None,
+        reason: str = "",
+        by: str = "",
+    ) -> tuple[Memory, Link]:
+        """Replace a wrong memory by a corrected one: a new memory (type, title, tags, importance and
+        scope from the old one unless given) and a ``supersedes`` link from it to the old one, in one
+        append. The old memory stays in the history and is no longer returned by default."""
+        store, old = self._find(old_id)
+        content = self._clean_text(content, "content", required=True)
+        new_title = old.title if title is None else self._clean_text(title, "title", required=False)
+        if len(new_title) > MAX_TITLE_CHARS:
+            raise InvalidInput(f"title is longer than {MAX_TITLE_CHARS} characters")
+        ts = now_iso()
+        event = MemorySaved(
+            id=new_id(),
+            ts=ts,
+            by=by,
+            memory=new_id(),
+            kind=old.kind if kind is None else _check_kind(kind),
+            scope="global" if old.scope == "global" else "project",
+            title=new_title,
+            content=content,
+            summary=self._summary_for(content, summary),
+            tags=old.tags if tags is None else _normalize_tags(tags),
+            importance=old.importance if importance is None else _check_importance(importance),
+            ttl_seconds=_check_ttl(ttl_seconds),
+            project=old.project,
+        )
+        link = LinkAdded(
+            id=new_id(),
+            ts=ts,
+            by=by,
+            link=new_id(),
+            source=event.memory,
+            target=old.id,
+            relation="supersedes",
+            context=self._clean_text(reason or "", "reason", required=False)[:1000],
+        )
+        store.append([event, *self._promotion_at_save(event), link])
+        return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])
+
+    def link(
+        self,
+        source_id: str,
+        target_id: str,
+        relation: str = "related_to",
+        *,
+        strength: float = 1.0,
+        context: str = "",
+        by: str = "",
+    ) -> tuple[Link, bool]:
+        """A typed link between two live memories. The same (source, target, relation) again
+        returns the existing link, updated if strength or context differ. Returns (link, created)."""
+        relation = _check_relation(relation)
+        strength = _check_unit(strength, "strength")
+        context = self._clean_text(context or "", "context", required=False)
+        if len(context) > 1000:
+            raise InvalidInput("context is longer than 1000 characters; keep it to a sentence or two")
+        source_store, source = self._find(source_id)
+        target_store, target = self._find(target_id)
+        if source.id == target.id:
+            raise InvalidInput("a memory cannot be linked to itself")
+        # a link between a project and a global memory is kept in the project journal
+        store = source_store if source_store is target_store else self.project
+        event = LinkAdded(
+            id=new_id(),
+            ts=now_iso(),
+            by=by,
+            link=new_id(),
+            source=source.id,
+            target=target.id,
+            relation=relation,
+            strength=strength,
+            context=context,
+        )
+        found: list[LinkRecord] = []
+
+        def plan() -> list[AnyEvent]:
+            for existing in store.state.links_of(source.id):
+                if (existing.source, existing.target, existing.relation) == (source.id, target.id, relation):
+                    found.append(existing)
+                    if (existing.strength, existing.context) == (strength, context):
+                        return []
+                    return [msgspec.structs.replace(event, link=existing.id)]
+            return [event]
+
+        store.append_planned(plan)
+        link_id = found[0].id if found else event.link
+        return _link_view(store.state.links[link_id]), not found
+
+    def related(
+        self,
+        memory_id: str,
+        *,
+        depth: int = 1,
+        relations: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "both",
+        limit: int = 50,
+        include_superseded: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Memories reachable from one along live links, breadth first (nearest, then strongest)."""
+        depth = _check_whole(depth, "depth", 1, MAX_DEPTH)
+        limit = _check_whole(limit, "limit", 1, MAX_RELATED)
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
+        wanted = [_check_relation(r) for r in relations or ()]
+        _, root = self._find(memory_id)
+        stores = self.stores()
+        now = time.time()
+
+        def links_of(memory: str) -> list[LinkRecord]:
+            return [s.state.links[i] for s in stores for i in s.state.adjacency.get(memory, ())]
+
+        def owner(memory: str) -> Store | None:
+            for s in stores:
+                if self._returnable(s, memory, now, superseded=include_superseded):
+                    return s
+            return None
+
+        with self.project.lock:
+            steps = walk(
+                root.id,
+                links_of,
+                depth=depth,
+                relations=wanted,
+                direction=direction,
+                keep=lambda m: owner(m) is not None,
+                limit=limit,
+            )
+            out: list[dict[str, Any]] = []
+            for step in steps:
+                where = owner(step.memory)
+                assert where is not None
+                record = where.state.memories[step.memory]
+                out.append(
+                    {
+                        "id": step.memory,
+                        "depth": step.depth,
+                        "relation": step.relation,
+                        "direction": step.direction,
+                        "strength": step.strength,
+                        "context": step.context,
+                        "link": step.via,
+                        "from": step.parent,
+                        "kind": record.kind,
+                        "scope": record.scope,
+                        "title": record.title,
+                        "summary": record.summary,
+                        "importance": record.importance,
+                    }
+                )
+        return out
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 10,
+        filters: Filters | None = None,
+        project: str | None = None,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        sort: Literal["relevance", "importance", "recent"] | None = None,
+        include_content: bool = False,
+        access: bool = False,
+    ) -> list[Hit]:
+        """Structured search: filters, plus optional query text. Without a query, a listing of what
+        the filters match, most important (or most recent) first. ``project``: memories of that
+        project (this project's own, and global ones saved from it)."""
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput("query must be a string")
+        text = (query or "").strip()
+        if len(text) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters; shorten it")
+        limit = _check_whole(limit, "limit", 1, MAX_LIMIT)
+        if mode not in ("hybrid", "vector", "keyword"):
+            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+        order = sort or ("relevance" if text else "importance")
+        if order not in ("relevance", "importance", "recent"):
+            raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
+        if order == "relevance" and not text:
+            raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+        filters = filters or Filters()
+        filters.validate()
+        now = time.time()
+        hits: list[tuple[Hit, float]] = []
+        owners: dict[str, Store] = {}
+        for store in self.stores():
+            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
+                continue
+            store.catch_up()
+            with store.lock:
+                mask = build_mask(store, filters, now)
+                if project is not None:
+                    mask &= self._project_mask(store, project)
+                cols = store.columns
+                if text:
+                    vectors = mode != "keyword" and store.vector_status() == "ready"
+                    scored = [
+                        (s.slot, s.score, s.vector_score, s.keyword_score)
+                        for s in hybrid_search(
+                            store,
+                            text,
+                            limit,
+                            mask,
+                            self.config,
+                            use_vectors=vectors,
+                            use_keywords=mode != "vector" or not vectors,
+                            now=now,
+                        )
+                    ]
+                else:
+                    slots = mask.nonzero()[0]
+                    updated = cols.updated[slots]
+                    importance = cols.importance[slots].astype(np.float64)
+                    keys = np.stack([updated] if order == "recent" else [updated, importance])
+                    picked = slots[np.lexsort(keys)[::-1][:limit]]
+                    scored = [(int(slot), float(cols.importance[slot]), 0.0, 0.0) for slot in picked]
+                for slot, score, vector_score, keyword_score in scored:
+                    record = store.state.memories[store.slot_ids[slot]]
+                    hit = Hit(
+                        id=record.id,
+                        score=round(score, 4),
+                        kind=record.kind,
+                        scope=record.scope,
+                        title=record.title,
+                        summary=record.summary,
+                        tags=list(record.tags),
+                        importance=record.importance,
+                        created_at=record.created_at,
+                        updated_at=record.updated_at or record.created_at,
+                        vector_score=round(vector_score, 4),
+                        keyword_score=round(keyword_score, 4),
+                        content=record.content if include_content else None,
+                    )
+                    hits.append((hit, float(cols.updated[slot])))
+                    owners[record.id] = store
+        if order == "relevance":
+            hits.sort(key=lambda h: (-h[0].score, h[0].id))
+        elif order == "importance":
+            hits.sort(key=lambda h: (-h[0].importance, -h[1], h[0].id))
+        else:
+            hits.sort(key=lambda h: (-h[1], h[0].id))
+        found = [hit for hit, _ in hits[:limit]]
+        if access and text:  # a listing is browsing, not use: only search hits count as accesses
+            self._record_hits(owners, found)
+        return found
+
+    def _project_mask(self, store: Store, project: str) -> npt.NDArray[np.bool_]:
+        n = len(store.slot_ids)
+        wanted = project.strip().casefold()
+        if store is self.project:
+            return np.full(n, wanted == self.root.root.name.casefold(), bool)
+        memories = store.state.memories
+        return np.fromiter((memories[m].project.casefold() == wanted for m in store.slot_ids), bool, n)
+
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        types: Sequence[str] | None = None,
+        include_global: bool = True,
+        per_type: int = 0,
+    ) -> dict[str, Any]:
+        """The session-start bundle: per type, the most important and the most recent memories, in
+        turns, as markdown within ``max_chars`` (global memories marked as such)."""
+        max_chars = _check_whole(max_chars, "max_chars", MIN_CONTEXT_CHARS, MAX_CONTEXT_CHARS)
+        per_type = _check_whole(per_type, "per_type", 0, MAX_LIMIT)
+        filters = Filters(kinds=tuple(_check_kind(t) for t in types or ()))
+        now = time.time()
+        records: list[tuple[MemoryRecord, str]] = []
+        counts: dict[str, int] = {}
+        for store in self.stores():
+            if store is not self.project and not include_global:
+                continue
+            store.catch_up()
+            with store.lock:
+                for slot in build_mask(store, filters, now).nonzero()[0].tolist():
+                    record = store.state.memories[store.slot_ids[slot]]
+                    records.append((record, record.scope))
+                    counts[record.kind] = counts.get(record.kind, 0) + 1
+        text, lines, omitted = context_bundle(
+            records, max_chars=max_chars, title=f"Project memory: {self.root.root.name}", per_kind=per_type
+        )
+        return {
+            "text": text,
+            "chars": len(text),
+            "memories": [
+                {
+                    "id": line.record.id,
+                    "kind": line.record.kind,
+                    "scope": line.scope,
+                    "title": line.record.title,
+                    "summary": line.record.summary,
+                    "importance": line.record.importance,
+                    "updated_at": line.record.updated_at or line.record.created_at,
+                }
+                for line in lines
+            ],
+            "counts": {k: counts[k] for k in sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else 99, k))},
+            "omitted": omitted,
+        }
+
+    def compact(self, *, now: float | None = None, by: str = "eventmem", archive: bool = True) -> dict[str, Any]:
+        """One compaction pass over every memory directory: ``expired`` events for memories whose
+        TTL ran out, then (``archive``) the history of memories deleted or expired more than
+        ``archive_after_days`` ago moved into an archive segment, then the usage stream shrunk.
+        Safe to run in several processes at once: decisions are re-checked under the journal lock."""
+        now = time.time() if now is None else now
+        report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
+        for store in self.stores():
+            store.catch_up()
+            with store.lock:
+                due = plan_expiry(store, now, by=by)
+            if due:
+                written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
+                report["expired"] += [getattr(e, "memory", "") for e in written]
+            if archive:
+                result = self._archive_dead(store, now, by)
+                if result is not None:
+                    report["archived"].append(result)
+            if store.usage.compact(store.state.memories, ts=epoch_iso(now)):
+                report["usage_compacted"].append(str(store.usage.path))
+        return report
+
+    @staticmethod
+    def _plan_expiry(store: Store, now: float, by: str) -> list[AnyEvent]:
+        return list(plan_expiry(store, now, by=by))
+
+    def _archive_dead(self, store: Store, now: float, by: str) -> dict[str, Any] | None:
+        cutoff = now - self.config.archive_after_days * 86400.0
+        checked = self._archive_checked.setdefault(str(store.paths.base), {})
+
+        def select(state: State) -> list[str]:
+            return [m for m in archive_candidates(state, cutoff) if checked.get(m) != latest_stamp(state.memories[m])]
+
+        with store.lock:
+            if not select(store.state):
+                return None
+        result = archive_memories(store, select, now=now, by=by)
+        with store.lock:
+            for memory_id in select(store.state):
+                checked[memory_id] = latest_stamp(store.state.memories[memory_id])
+        if not result.segment:
+            return None
+        return {
+            "segment": result.segment,
+            "rewritten": result.rewritten,
+            "memories": len(result.memories),
+            "events": result.events,
+            "bytes_before": result.bytes_before,
+            "bytes_after": result.bytes_after,
+        }
 
     def history(self, memory_id: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         """Events (newest last) about one memory, or all, with where each line is in the journal."""

@@ -38,7 +38,7 @@ __all__ = ["LinkRecord", "MemoryRecord", "State", "Status", "stamp_of"]
 
 Status = Literal["live", "deleted", "expired"]
 _TS_WIDTH = len("2026-01-01T00:00:00.000000Z")
-_REGISTERS = ("kind", "scope", "title", "content", "summary", "tags", "importance", "ttl_seconds")
+_REGISTERS = ("kind", "scope", "title", "content", "summary", "tags", "importance", "ttl_seconds", "project")
 
 
 def normalize_ts(ts: str) -> str:
@@ -69,6 +69,7 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     tags: tuple[str, ...] = ()
     importance: float = 0.5
     ttl_seconds: int | None = None
+    project: str = ""
     stamps: dict[str, str] = {}
     created_stamp: str = ""
     created_by: str = ""
@@ -79,6 +80,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     restored_stamp: str = ""
     promoted_stamp: str = ""
     archived: bool = False
+    archived_stamp: str = ""
+    """The latest ``archived`` event naming this memory: events older than it were looked at."""
     events: int = 0
 
     @property
@@ -216,7 +219,9 @@ class State(msgspec.Struct, kw_only=True):
                 return (link.source, link.target) if link.source else ()
             case MemoryArchived():
                 for memory_id in event.memories:
-                    self.memory(memory_id).archived = True
+                    record = self.memory(memory_id)
+                    record.archived = True
+                    record.archived_stamp = max(record.archived_stamp, stamp)
                 return ()
 
     @staticmethod

@@ -29,15 +29,17 @@ import numpy.typing as npt
 from eventmem.config import Config
 from eventmem.embedcache import EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, Loadable
-from eventmem.errors import JournalCorrupt
+from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import iso_to_epoch
-from eventmem.journal import Journal, Segment
+from eventmem.journal import Journal, Segment, describe_os_error
 from eventmem.keywords import KeywordIndex
+from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
 from eventmem.state import MemoryRecord, State
+from eventmem.usage import UsageLog
 from eventmem.vectors import VectorIndex
 
 __all__ = ["Store"]
@@ -129,7 +131,9 @@ class Store:
         self.embeddings = EmbeddingCache(paths.cache_dir / "embeddings", embedder.model_id, embedder.dim)
         self.lock = threading.RLock()
         self._snapshot_lock = FileLock(paths.cache_dir / "snapshot.lock")
-        self.usage_extension: Callable[[str, MemoryRecord], float] = lambda _id, _rec: 0.0
+        self.usage = UsageLog(paths.local_dir / "usage.jsonl")
+        """Access counts from the clone's local usage stream (never in git)."""
+        self.usage_extension: Callable[[str, MemoryRecord], float] = self._usage_extension
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
         # vectors made in the background (see start_vectors); guarded by self.lock
@@ -170,6 +174,10 @@ class Store:
         self.changed: set[str] = set()
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
+        self._dedup: dict[bytes, set[str]] = {}
+        self._dedup_of: dict[str, bytes] = {}
+        self._dedup_dirty: set[str] | None = None
+        """Memories to re-index for dedup; ``None``: index everything on the next lookup."""
 
     def _slot(self, memory_id: str) -> int:
         slot = self.slots.get(memory_id)
@@ -196,6 +204,8 @@ class Store:
                 applied = self._catch_up_once(progress)
             if self.events_since_snapshot >= self._snapshot_due():
                 self.save_snapshot(background=True)
+            for memory_id in self.usage.refresh():
+                self.refresh_expiry(memory_id)
             return max(applied, 0)
 
     def _snapshot_due(self) -> int:
@@ -282,6 +292,8 @@ class Store:
     def _sync(self, touched: set[str]) -> None:
         state = self.state
         self.changed.update(touched)
+        if self._dedup_dirty is not None:
+            self._dedup_dirty.update(touched)
         # a memory's "superseded" flag depends on its superseder being alive
         for memory_id in list(touched):
             for link in state.links_of(memory_id):
@@ -546,6 +558,31 @@ class Store:
         if worker is not None:
             worker.join(timeout)
 
+    def _usage_extension(self, memory_id: str, record: MemoryRecord) -> float:
+        """Each access (local usage stream) extends a TTL by half of it."""
+        return self.usage.count(memory_id) * (record.ttl_seconds or 0) / 2
+
+    def find_duplicate(self, text: str) -> list[str]:
+        """Live memories whose content normalises to the same text (see :func:`dedup_key`)."""
+        with self.lock:
+            if self._dedup_dirty is None:
+                self._dedup.clear()
+                self._dedup_of.clear()
+                dirty: Iterable[str] = list(self.state.memories)
+            else:
+                dirty = self._dedup_dirty
+            for memory_id in dirty:
+                old = self._dedup_of.pop(memory_id, None)
+                if old is not None:
+                    self._dedup[old].discard(memory_id)
+                record = self.state.visible(memory_id)
+                if record is not None:
+                    key = dedup_key(record.content)
+                    self._dedup_of[memory_id] = key
+                    self._dedup.setdefault(key, set()).add(memory_id)
+            self._dedup_dirty = set()
+            return sorted(self._dedup.get(dedup_key(text), ()))
+
     def refresh_expiry(self, memory_id: str) -> None:
         """Recompute one memory's expiry column (after its usage changed)."""
         with self.lock:
@@ -562,6 +599,49 @@ class Store:
             segment = self.journal.append(events)
             self.apply_local(events)
             return segment
+
+    def append_planned(self, plan: Callable[[], list[AnyEvent]]) -> list[AnyEvent]:
+        """Decide what to append on the current state of the journal, with no other writer in between.
+
+        Holds the journal lock, catches up (so the fold includes whatever any process wrote), calls
+        ``plan`` and appends what it returns. Used where an event must be written once (a promotion,
+        an expiry, a save that may be a duplicate): two processes doing the same thing take turns, and
+        the second one's ``plan`` sees the first one's events."""
+        with self.lock:
+            try:
+                self.paths.ensure()
+                with self.journal.lock.hold():
+                    self.catch_up()
+                    events = plan()
+                    if events:
+                        self.journal.append(events, locked=True)
+                        self.apply_local(events)
+                        self.catch_up()  # the cursor covers what was just written (no-op events)
+            except OSError as exc:
+                raise JournalUnwritable(describe_os_error(exc)) from exc
+            return events
+
+    def adopt_segments(self, names: Iterable[str]) -> None:
+        """Take the current bytes of segments this process just rewrote as applied, without a rebuild.
+
+        For compaction, which moves lines between segments without changing the set of events: the
+        caller holds the journal lock and had caught up before rewriting, so every event in them is
+        already folded. A vanished segment is forgotten."""
+        with self.lock:
+            present = {s.name: s for s in self.journal.segments()}
+            for name in names:
+                segment = present.get(name)
+                if segment is None:
+                    self.cursors.pop(name, None)
+                    self._hashers.pop(name, None)
+                    continue
+                hasher = _prefix_hasher(segment, segment.size)
+                self._hashers[name] = hasher
+                self.cursors[name] = Cursor(
+                    offset=segment.size,
+                    digest=hasher.digest(),
+                    stat=(segment.size, segment.mtime_ns, segment.inode),
+                )
 
     # -- snapshots ----------------------------------------------------------------------------
 
@@ -624,14 +704,17 @@ class Store:
             log.info("ignoring snapshot made by another version or embedder")
             return False
         segments = {s.name: s for s in self.journal.segments()}
+        hashers: dict[str, hashlib.blake2b] = {}
         for name, cursor in snapshot.cursors.items():
             segment = segments.get(name)
             if segment is None or segment.size < cursor.offset:
                 log.info("ignoring stale snapshot: %s changed", name)
                 return False
-            if _prefix_digest(segment, cursor.offset) != cursor.digest:
+            hasher = _prefix_hasher(segment, cursor.offset)
+            if hasher.digest() != cursor.digest:
                 log.info("ignoring stale snapshot: %s was rewritten", name)
                 return False
+            hashers[name] = hasher
         try:
             vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
             keywords = KeywordIndex(snapshot.keywords)
@@ -653,6 +736,7 @@ class Store:
                 for name, cursor in snapshot.cursors.items()
             }
             self._rebuild_columns()
+            self._hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
         log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
         return True
 

@@ -201,14 +201,14 @@ async def test_store_memory_keeps_type_tags_importance_ttl_and_scope(project: Pa
             type="workflow",
             title="Lint first",
             tags=["CI", "lint"],
-            importance=0.8,
+            importance=0.7,  # below promote_importance (0.8), which would make it long-term at once
             ttl_seconds=3600,
         )
         memory = out["memory"]
         assert memory["kind"] == "workflow"
         assert memory["title"] == "Lint first"
         assert memory["tags"] == ["ci", "lint"]
-        assert memory["importance"] == 0.8
+        assert memory["importance"] == 0.7
         assert memory["ttl_seconds"] == 3600
         assert memory["expires_at"] is not None
         assert memory["scope"] == "project"

@@ -58,7 +58,7 @@ def register(server: MCPServer[App]) -> None:
         limit: Annotated[int, Field(description="How many results, 1 to 100.")] = 5,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
-        hits = call(lambda: service.recall(query, limit=limit))
+        hits = call(lambda: service.recall(query, limit=limit, access=True))
         results = [
             {
                 "id": h.id,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import msgspec
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -16,6 +17,7 @@ from eventmem.mcp_app import (
     READ_ONLY,
     App,
     app_of,
+    as_list,
     call,
     client_name,
     dump,
@@ -50,8 +52,8 @@ def register(server: MCPServer[App]) -> None:
         scope: Annotated[str, Field(description="'project' (default) or 'global'.")] = "project",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
-        memory = call(
-            lambda: service.save(
+        saved = call(
+            lambda: service.save_result(
                 content,
                 title=title,
                 summary=summary,
@@ -63,14 +65,18 @@ def register(server: MCPServer[App]) -> None:
                 by=client_name(ctx),
             )
         )
-        return {"status": "success", "memory": dump(memory)}
+        out: dict[str, Any] = {"status": "success", "memory": dump(saved.memory)}
+        if saved.deduplicated:
+            out["deduplicated"] = True
+        return out
 
     @server.tool(
         title="Recall memories",
         description=(
             "Semantic + keyword recall with filters applied before ranking: type (one or several), "
             "tags (all must match), scope ('project', 'global' or 'all'), min_importance, "
-            "created_after/created_before. Expired and superseded memories are never returned."
+            "created_after/created_before. Expired memories are never returned; superseded ones only "
+            "with include_superseded."
         ),
         annotations=READ_ONLY,
     )
@@ -85,12 +91,13 @@ def register(server: MCPServer[App]) -> None:
         include_content: Annotated[bool, Field(description="Return each memory's full content.")] = True,
         created_after: Annotated[str | None, Field(description="Created at or after this ISO-8601 time.")] = None,
         created_before: Annotated[str | None, Field(description="Created before this ISO-8601 time.")] = None,
+        include_superseded: Annotated[bool, Field(description="Also return memories replaced by others.")] = False,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
 
         def run() -> dict[str, Any]:
-            filters = make_filters(type, tags, scope, min_importance, created_after, created_before)
-            hits = service.recall(query, limit=limit, filters=filters, include_content=include_content)
+            filters = make_filters(type, tags, scope, min_importance, created_after, created_before, include_superseded)
+            hits = service.recall(query, limit=limit, filters=filters, include_content=include_content, access=True)
             return {"status": "success", "results": dump(hits)}
 
         out = call(run)
@@ -108,7 +115,7 @@ def register(server: MCPServer[App]) -> None:
         memory_id: Annotated[str, Field(description="The memory's id.")],
     ) -> dict[str, Any]:
         service = app_of(ctx).service
-        return {"status": "success", "memory": dump(call(lambda: service.get(memory_id)))}
+        return {"status": "success", "memory": dump(call(lambda: service.get(memory_id, access=True)))}
 
     @server.tool(
         title="Update memory",
@@ -162,3 +169,203 @@ def register(server: MCPServer[App]) -> None:
         service = app_of(ctx).service
         memory = call(lambda: service.delete(memory_id, reason=reason, by=client_name(ctx)))
         return {"status": "success", "id": memory.id, "deleted": True}
+
+    # -- lifecycle: search, relationships, context, promotion, supersede --------------------------
+
+    @server.tool(
+        title="Search memories",
+        description=(
+            "Structured search. Filters: type (one or several), tags (all must match), min_importance / "
+            "max_importance, scope ('project', 'global' or 'all'), project (this project's name, or the "
+            "project a global memory was saved from), created_after/before and updated_after/before "
+            "(ISO-8601). With a query: keyword + vector ranking (mode 'hybrid', 'keyword' or 'vector'). "
+            "Without one: a listing of what the filters match, most important first (sort 'recent' for "
+            "newest first). Expired memories are never returned; superseded ones only on request."
+        ),
+        annotations=READ_ONLY,
+    )
+    def search_memories(
+        ctx: Context[App, Any],
+        query: Annotated[str | None, Field(description="Optional text; omit to list by filters.")] = None,
+        type: Annotated[str | list[str] | None, Field(description="Only these types.")] = None,
+        tags: Annotated[str | list[str] | None, Field(description="Only memories with all these tags.")] = None,
+        min_importance: Annotated[float | None, Field(description="At least this important.")] = None,
+        max_importance: Annotated[float | None, Field(description="At most this important.")] = None,
+        scope: Annotated[str | None, Field(description="'project', 'global' or 'all' (default).")] = None,
+        project: Annotated[str | None, Field(description="Only memories of this project (by name).")] = None,
+        created_after: Annotated[str | None, Field(description="Created at or after (ISO-8601).")] = None,
+        created_before: Annotated[str | None, Field(description="Created before (ISO-8601).")] = None,
+        updated_after: Annotated[str | None, Field(description="Last changed at or after (ISO-8601).")] = None,
+        updated_before: Annotated[str | None, Field(description="Last changed before (ISO-8601).")] = None,
+        mode: Annotated[
+            Literal["hybrid", "keyword", "vector"], Field(description="How a query is matched.")
+        ] = "hybrid",
+        sort: Annotated[
+            Literal["relevance", "importance", "recent"] | None,
+            Field(description="Default: relevance with a query, importance without."),
+        ] = None,
+        limit: Annotated[int, Field(description="How many results, 1 to 100.")] = 10,
+        include_content: Annotated[bool, Field(description="Return each memory's full content.")] = False,
+        include_superseded: Annotated[bool, Field(description="Also memories replaced by others.")] = False,
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+
+        def run() -> dict[str, Any]:
+            filters = msgspec.structs.replace(
+                make_filters(type, tags, scope, min_importance, created_after, created_before, include_superseded),
+                max_importance=max_importance,
+                updated_after=updated_after,
+                updated_before=updated_before,
+            )
+            hits = service.search(
+                query,
+                limit=limit,
+                filters=filters,
+                project=project,
+                mode=mode,
+                sort=sort,
+                include_content=include_content,
+                access=True,
+            )
+            return {"status": "success", "results": dump(hits)}
+
+        return call(run)
+
+    @server.tool(
+        title="Get context",
+        description=(
+            "The session-start bundle of this project's memory: for each type, its most important and "
+            "its most recent memories (global ones marked), as markdown that fits in max_chars. Call it "
+            "at the start of a task; then get_memory for the details of what matters."
+        ),
+        annotations=READ_ONLY,
+    )
+    def get_context(
+        ctx: Context[App, Any],
+        max_chars: Annotated[int, Field(description="Size budget of the markdown, 200 to 200000.")] = 4000,
+        types: Annotated[str | list[str] | None, Field(description="Only these types (default: all).")] = None,
+        include_global: Annotated[bool, Field(description="Include your user-wide global memories.")] = True,
+        per_type: Annotated[int, Field(description="At most this many per type; 0 = as the budget allows.")] = 0,
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        bundle = call(
+            lambda: service.context(
+                max_chars=max_chars, types=as_list(types), include_global=include_global, per_type=per_type
+            )
+        )
+        return {"status": "success", **bundle}
+
+    @server.tool(
+        title="Create relationship",
+        description=(
+            "Link two memories with a typed, directed relationship: SOLVES, CAUSES, RELATED_TO, "
+            "SUPERSEDES, DEPENDS_ON, or a free-form lower_snake_case relation; with a strength from 0 to "
+            "1 and a short context. Creating the same link again updates its strength and context."
+        ),
+        annotations=ADDITIVE,
+    )
+    def create_relationship(
+        ctx: Context[App, Any],
+        source_id: Annotated[str, Field(description="The memory the link starts from.")],
+        target_id: Annotated[str, Field(description="The memory it points to.")],
+        relation: Annotated[str, Field(description="SOLVES, CAUSES, RELATED_TO, SUPERSEDES, DEPENDS_ON…")] = (
+            "related_to"
+        ),
+        strength: Annotated[float, Field(description="0 (weak) to 1 (strong).")] = 1.0,
+        context: Annotated[str, Field(description="Why they are linked, in a sentence.")] = "",
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        link, created = call(
+            lambda: service.link(
+                source_id, target_id, relation, strength=strength, context=context, by=client_name(ctx)
+            )
+        )
+        return {"status": "success", "relationship": dump(link), "created": created}
+
+    @server.tool(
+        title="Get related memories",
+        description=(
+            "Memories linked to one, following relationships up to depth hops (1 to 5), nearest first. "
+            "relations limits the kinds of link followed; direction 'out' follows links from the memory, "
+            "'in' links to it, 'both' (default) either way."
+        ),
+        annotations=READ_ONLY,
+    )
+    def get_related_memories(
+        ctx: Context[App, Any],
+        memory_id: Annotated[str, Field(description="The memory to start from.")],
+        depth: Annotated[int, Field(description="How many hops, 1 to 5.")] = 1,
+        relations: Annotated[str | list[str] | None, Field(description="Only these relations.")] = None,
+        direction: Annotated[Literal["out", "in", "both"], Field(description="Which way links are followed.")] = (
+            "both"
+        ),
+        limit: Annotated[int, Field(description="At most this many memories, 1 to 500.")] = 50,
+        include_superseded: Annotated[bool, Field(description="Also memories replaced by others.")] = False,
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        related = call(
+            lambda: service.related(
+                memory_id,
+                depth=depth,
+                relations=as_list(relations),
+                direction=direction,
+                limit=limit,
+                include_superseded=include_superseded,
+            )
+        )
+        return {"status": "success", "memory_id": memory_id, "related": related}
+
+    @server.tool(
+        title="Promote memory",
+        description=(
+            "Make a memory long-term: its TTL no longer applies. (Memories saved with importance >= 0.8, "
+            "or used 5 times, are promoted automatically.)"
+        ),
+        annotations=CHANGING,
+    )
+    def promote_memory(
+        ctx: Context[App, Any],
+        memory_id: Annotated[str, Field(description="The memory's id.")],
+        reason: Annotated[str, Field(description="Why it matters; kept in the history.")] = "",
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        memory, changed = call(lambda: service.promote(memory_id, reason=reason, by=client_name(ctx)))
+        return {"status": "success", "memory": dump(memory), "promoted": changed}
+
+    @server.tool(
+        title="Supersede a memory",
+        description=(
+            "Replace a wrong or outdated memory by a corrected one. The new memory keeps the old one's "
+            "type, title, tags, importance and scope unless you give them; a SUPERSEDES link records the "
+            "replacement, the old memory stays in the history and is no longer returned by default."
+        ),
+        annotations=ADDITIVE,
+    )
+    def supersede(
+        ctx: Context[App, Any],
+        memory_id: Annotated[str, Field(description="The memory being replaced.")],
+        content: Annotated[str, Field(description="The corrected memory.")],
+        reason: Annotated[str, Field(description="What was wrong; kept on the link.")] = "",
+        title: str | None = None,
+        summary: str | None = None,
+        tags: list[str] | None = None,
+        type: Annotated[str | None, Field(description=KIND_HELP)] = None,
+        importance: float | None = None,
+        ttl_seconds: Annotated[int | None, Field(description="Seconds until it expires; omit for long-term.")] = None,
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        memory, link = call(
+            lambda: service.supersede(
+                memory_id,
+                content,
+                title=title,
+                summary=summary,
+                tags=tags,
+                kind=type,
+                importance=importance,
+                ttl_seconds=ttl_seconds,
+                reason=reason,
+                by=client_name(ctx),
+            )
+        )
+        return {"status": "success", "memory": dump(memory), "superseded": memory_id, "relationship": dump(link)}

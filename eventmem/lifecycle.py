@@ -1,0 +1,425 @@
+"""Memory lifecycle: dedup keys, expiry and archive planning, graph walks, the context bundle.
+
+Planning is pure (state in, decisions out); the one function here that does IO is
+:func:`archive_memories`, the compaction mechanism every archive policy goes through:
+
+- only the segment this clone appends to on this branch (``journal/<writer>.<branch>.jsonl``) is
+  rewritten: another clone's segment, or this clone's segment of another branch, still receives
+  appends elsewhere, and a rewrite would make the next ``git merge`` conflict with them;
+- the lines about the chosen memories (and their links) are copied byte for byte into a new,
+  immutable ``archive/<writer>.<branch>.<date>.<n>.jsonl`` (atomic write); then the live segment is
+  replaced atomically by its other lines plus one ``archived`` event saying what moved where;
+- all under the journal lock. Archive segments are folded like journal segments, so the state is
+  the same before and after, and a replay up to any time gives what it gave before. A crash between
+  the two writes leaves some lines in both places: the fold ignores a replayed event, and the audit
+  reports identical duplicates as a warning only;
+- lines of unknown (newer) event types and lines that do not decode stay in the journal untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import string
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
+from eventmem.events import (
+    KINDS,
+    AnyEvent,
+    LinkAdded,
+    LinkRemoved,
+    MemoryArchived,
+    MemoryExpired,
+)
+from eventmem.files import atomic_write
+from eventmem.ids import new_id, to_iso
+from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts
+
+if TYPE_CHECKING:
+    from eventmem.store import Store
+
+__all__ = [
+    "ArchiveResult",
+    "ContextLine",
+    "Step",
+    "archive_candidates",
+    "archive_memories",
+    "context_bundle",
+    "dedup_key",
+    "fold_until",
+    "latest_stamp",
+    "plan_expiry",
+    "split_lines",
+    "walk",
+]
+
+Direction = Literal["out", "in", "both"]
+_EDGE_PUNCTUATION = string.punctuation + string.whitespace
+
+
+# -- dedup ------------------------------------------------------------------------------------
+
+
+def normalize_text(text: str) -> str:
+    """Case-folded, whitespace collapsed, punctuation stripped at both ends."""
+    return " ".join(text.casefold().split()).strip(_EDGE_PUNCTUATION)
+
+
+def dedup_key(text: str) -> bytes:
+    """Two texts with the same key are the same memory for dedup."""
+    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).digest()
+
+
+# -- expiry -----------------------------------------------------------------------------------
+
+
+def epoch_iso(epoch: float) -> str:
+    return to_iso(datetime.fromtimestamp(epoch, UTC))
+
+
+def plan_expiry(store: Store, now: float, *, by: str = "") -> list[MemoryExpired]:
+    """``expired`` events for the live memories of ``store`` whose TTL (usage included) ran out."""
+    n = len(store.slot_ids)
+    cols = store.columns
+    due = (cols.live[:n] & (cols.expires[:n] <= now)).nonzero()[0]
+    events: list[MemoryExpired] = []
+    ts = epoch_iso(now)
+    for slot in due.tolist():
+        memory_id = store.slot_ids[slot]
+        record = store.state.visible(memory_id)
+        if record is None:
+            continue
+        expires = store.expires_epoch(memory_id, record)  # the column may lag a usage refresh
+        if math.isinf(expires) or expires > now:
+            continue
+        events.append(MemoryExpired(id=new_id(), ts=ts, by=by, memory=memory_id, expires_at=epoch_iso(expires)))
+    return events
+
+
+# -- archive ----------------------------------------------------------------------------------
+
+
+def _tombstone(record: MemoryRecord) -> str:
+    return max(record.deleted_stamp, record.expired_stamp)
+
+
+def latest_stamp(record: MemoryRecord) -> str:
+    """The stamp of the latest event about a memory (links and archive bookkeeping aside)."""
+    return max(record.created_stamp, record.updated_stamp, _tombstone(record), record.restored_stamp)
+
+
+def archive_candidates(state: State, before: float) -> list[str]:
+    """Deleted or expired memories whose tombstone is older than ``before`` (epoch seconds) and
+    that gained events since they were last archived."""
+    cutoff = normalize_ts(epoch_iso(before))
+    out = []
+    for memory_id, record in state.memories.items():
+        if not record.exists or record.status == "live":
+            continue
+        if _tombstone(record)[: len(cutoff)] >= cutoff:
+            continue
+        if record.archived_stamp and record.archived_stamp >= latest_stamp(record):
+            continue
+        out.append(memory_id)
+    out.sort()
+    return out
+
+
+def _moves(event: AnyEvent | UnknownEvent, memories: set[str], links: set[str]) -> str | None:
+    """The memory a line is archived for (or ``""`` for a link line), ``None`` when it stays."""
+    match event:
+        case UnknownEvent() | MemoryArchived():
+            return None
+        case LinkAdded(link=link) | LinkRemoved(link=link):
+            return "" if link in links else None
+        case _:
+            memory: str = getattr(event, "memory", "")
+            return memory if memory in memories else None
+
+
+def split_lines(data: bytes, memories: set[str], links: set[str]) -> tuple[list[bytes], list[bytes], set[str]]:
+    """Split complete lines into (kept, moved, memories that had a line moved). Bytes are kept
+    exactly; a line that does not decode is kept."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    decoded: Sequence[AnyEvent | UnknownEvent | None] | None = decode_lines(b"\n".join(lines) + b"\n") if lines else []
+    if decoded is None or len(decoded) != len(lines):
+        slow: list[AnyEvent | UnknownEvent | None] = []
+        for line in lines:
+            try:
+                slow.append(decode_line(line))
+            except LineError:
+                slow.append(None)
+        decoded = slow
+    kept: list[bytes] = []
+    moved: list[bytes] = []
+    moved_memories: set[str] = set()
+    for line, event in zip(lines, decoded, strict=True):
+        target = None if event is None else _moves(event, memories, links)
+        if target is None:
+            kept.append(line + b"\n")
+        else:
+            moved.append(line + b"\n")
+            if target:
+                moved_memories.add(target)
+    return kept, moved, moved_memories
+
+
+@dataclass
+class ArchiveResult:
+    segment: str = ""
+    """The new archive segment (relative to ``.eventmem/``), empty when nothing moved."""
+    memories: list[str] = field(default_factory=list)
+    events: int = 0
+    """Lines moved."""
+    rewritten: str = ""
+    """The live segment that was rewritten."""
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
+def _archive_name(store: Store, day: str) -> str:
+    prefix = f"{store.paths.writer_id()}.{store.paths.branch()}.{day}."
+    taken = set()
+    for path in store.paths.archive_dir.glob(prefix + "*.jsonl"):
+        number = path.name.removeprefix(prefix).removesuffix(".jsonl")
+        if number.isdigit():
+            taken.add(int(number))
+    n = 1
+    while n in taken:
+        n += 1
+    return f"{prefix}{n}.jsonl"
+
+
+def archive_memories(
+    store: Store,
+    select: Callable[[State], Iterable[str]],
+    *,
+    now: float,
+    by: str = "",
+) -> ArchiveResult:
+    """Move the history of the memories ``select`` picks (on the caught-up state, under the journal
+    lock) from this clone's segment for this branch into a new archive segment. Any memory may be
+    picked (a project-context policy may archive live ones): the state does not change."""
+    result = ArchiveResult()
+    paths = store.paths
+    segment_path = paths.journal_dir / paths.segment_name()
+    with store.lock:
+        if not segment_path.exists():
+            return result
+        with store.journal.lock.hold():
+            store.catch_up()
+            memories = set(select(store.state))
+            if not memories:
+                return result
+            links = {link for m in memories for link in store.state.adjacency.get(m, ())}
+            data = segment_path.read_bytes()
+            complete = data[: data.rfind(b"\n") + 1]  # a torn tail is crash debris: cut, as a writer would
+            kept, moved, moved_memories = split_lines(complete, memories, links)
+            if not moved:
+                return result
+            name = _archive_name(store, epoch_iso(now)[:10].replace("-", ""))
+            archive_path = paths.archive_dir / name
+            atomic_write(archive_path, b"".join(moved), durable=store.journal.durable)
+            event = MemoryArchived(
+                id=new_id(),
+                ts=epoch_iso(now),
+                by=by,
+                memories=tuple(sorted(moved_memories)),
+                segment=f"archive/{name}",
+                events=len(moved),
+            )
+            live = b"".join(kept) + encode_event(event)
+            atomic_write(segment_path, live, durable=store.journal.durable)
+            live_name = f"journal/{segment_path.name}"
+            store.adopt_segments([f"archive/{name}", live_name])
+            store.apply_local([event])
+            result = ArchiveResult(
+                segment=f"archive/{name}",
+                memories=list(event.memories),
+                events=len(moved),
+                rewritten=live_name,
+                bytes_before=len(data),
+                bytes_after=len(live),
+            )
+    store.save_snapshot(background=True)
+    return result
+
+
+def fold_until(events: Iterable[AnyEvent | UnknownEvent], until: str) -> State:
+    """The state as it was at ``until`` (ISO time): only events stamped at or before it."""
+    limit = normalize_ts(until)
+    state = State()
+    for event in events:
+        if normalize_ts(event.ts) <= limit:
+            state.apply(event)
+    return state
+
+
+# -- relationships ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One memory reached by a walk: how far, and by which link from which memory."""
+
+    memory: str
+    depth: int
+    via: str
+    """The link followed."""
+    source: str
+    target: str
+    relation: str
+    strength: float
+    context: str
+    direction: Literal["out", "in"]
+    """``out``: the link points away from the memory it was reached from."""
+    parent: str
+
+
+def walk(
+    start: str,
+    links_of: Callable[[str], Iterable[LinkRecord]],
+    *,
+    depth: int,
+    relations: Iterable[str] = (),
+    direction: Direction = "both",
+    keep: Callable[[str], bool] = lambda _m: True,
+    limit: int = 0,
+) -> list[Step]:
+    """Breadth-first walk from ``start`` along live links, nearest first (strongest first at the
+    same depth). ``keep`` says whether a memory may be reached (and walked through)."""
+    wanted = set(relations)
+    seen = {start}
+    frontier = [start]
+    out: list[Step] = []
+    for level in range(1, depth + 1):
+        steps: list[Step] = []
+        for memory in frontier:
+            for link in links_of(memory):
+                if not link.alive or (wanted and link.relation not in wanted):
+                    continue
+                if link.source == memory and direction != "in":
+                    other, way = link.target, "out"
+                elif link.target == memory and direction != "out":
+                    other, way = link.source, "in"
+                else:
+                    continue
+                if other in seen or not keep(other):
+                    continue
+                seen.add(other)
+                steps.append(
+                    Step(
+                        other,
+                        level,
+                        link.id,
+                        link.source,
+                        link.target,
+                        link.relation,
+                        link.strength,
+                        link.context,
+                        "out" if way == "out" else "in",
+                        memory,
+                    )
+                )
+        steps.sort(key=lambda s: (-s.strength, s.memory))
+        out.extend(steps)
+        if limit and len(out) >= limit:
+            return out[:limit]
+        frontier = [s.memory for s in steps]
+        if not frontier:
+            break
+    return out
+
+
+# -- the session-start context bundle ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLine:
+    record: MemoryRecord
+    scope: str
+    text: str
+
+
+def _line(record: MemoryRecord, scope: str) -> str:
+    head = f"{record.title}: {record.summary}" if record.title and record.summary else record.title or record.summary
+    head = " ".join(head.split())
+    where = ", global" if scope == "global" else ""
+    date = (record.updated_at or record.created_at)[:10]
+    return f"- {head} (importance {record.importance:g}, {date}{where}) `{record.id}`\n"
+
+
+def _heading(kind: str) -> str:
+    return f"\n## {kind.replace('_', ' ').capitalize()}\n"
+
+
+def context_bundle(
+    records: Iterable[tuple[MemoryRecord, str]],
+    *,
+    max_chars: int,
+    title: str,
+    per_kind: int = 0,
+) -> tuple[str, list[ContextLine], int]:
+    """The session-start bundle: for each type, alternately its most important and its most recent
+    memory, types taking turns, while the rendered markdown stays within ``max_chars``.
+
+    ``records`` are (memory, scope) pairs. Returns (markdown, the memories included, how many were
+    left out)."""
+    by_kind: dict[str, list[tuple[MemoryRecord, str]]] = {}
+    for record, scope in records:
+        by_kind.setdefault(record.kind, []).append((record, scope))
+    total = sum(len(v) for v in by_kind.values())
+    queues: dict[str, list[tuple[MemoryRecord, str]]] = {}
+    for kind, group in by_kind.items():
+        important = sorted(group, key=lambda rs: (rs[0].importance, rs[0].updated_stamp), reverse=True)
+        recent = sorted(group, key=lambda rs: rs[0].updated_stamp, reverse=True)
+        order: list[tuple[MemoryRecord, str]] = []
+        taken: set[str] = set()
+        for pair in _alternate(important, recent):
+            if pair[0].id not in taken:
+                taken.add(pair[0].id)
+                order.append(pair)
+        queues[kind] = order[:per_kind] if per_kind else order
+    kinds = [k for k in KINDS if k in queues] + sorted(k for k in queues if k not in KINDS)
+    header = f"# {title}\n"
+    used = len(header)
+    chosen: dict[str, list[ContextLine]] = {}
+    position = dict.fromkeys(kinds, 0)
+    active = list(kinds)
+    while active and used < max_chars:
+        still: list[str] = []
+        for kind in active:
+            queue = queues[kind]
+            while position[kind] < len(queue):
+                record, scope = queue[position[kind]]
+                position[kind] += 1
+                text = _line(record, scope)
+                cost = len(text) + (0 if kind in chosen else len(_heading(kind)))
+                if used + cost <= max_chars:
+                    chosen.setdefault(kind, []).append(ContextLine(record, scope, text))
+                    used += cost
+                    break
+            if position[kind] < len(queue):
+                still.append(kind)
+        active = still
+    parts = [header]
+    included: list[ContextLine] = []
+    for kind in kinds:
+        if kind in chosen:
+            parts.append(_heading(kind))
+            parts.extend(line.text for line in chosen[kind])
+            included.extend(chosen[kind])
+    return "".join(parts), included, total - len(included)
+
+
+Pair = tuple[MemoryRecord, str]
+
+
+def _alternate(a: list[Pair], b: list[Pair]) -> Iterator[Pair]:
+    for x, y in zip(a, b, strict=True):
+        yield x
+        yield y
