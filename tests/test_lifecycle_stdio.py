@@ -1,0 +1,80 @@
+"""The compaction scheduler of ``eventmem serve``, in a real subprocess over stdio.
+
+The server is told to compact often; a memory whose TTL ran out a day ago is then written into the
+journal by another process. The test waits for the server's own ``resources/updated`` pushes (no
+sleeping) until the journal holds the ``expired`` event the scheduler wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from eventmem.events import MemorySaved
+from eventmem.ids import new_id, to_iso
+from eventmem.journal import Journal
+from eventmem.project import ProjectPaths
+
+WAIT = 60.0  # a bound on the wait, far above what a loaded machine needs
+
+
+def expired_events(project: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((project / ".eventmem" / "journal").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event["type"] == "expired":
+                out.append(event)
+    return out
+
+
+def test_the_server_expires_memories_on_its_own_schedule(project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR", "SYSTEMROOT")}
+    env["EVENTMEM_ROOT"] = str(project)
+    env["EVENTMEM_COMPACT_INTERVAL_SECONDS"] = "0.2"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], env=env, cwd=project)
+    memory = MemorySaved(
+        id=new_id(),
+        ts=to_iso(datetime.now(UTC) - timedelta(days=1)),
+        by="another-process",
+        memory=new_id(),
+        content="Temporary: the staging cluster is being rebuilt.",
+        ttl_seconds=3600,
+    )
+    done = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification) and expired_events(project):
+            done.set()
+
+    async def main() -> None:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as client,
+        ):
+            await client.initialize()
+            with pytest.warns(MCPDeprecationWarning):
+                await client.subscribe_resource("memory://summary")
+            await client.call_tool("retrieve_context", {"query": "warm up"})  # the memory is loaded
+            Journal(ProjectPaths(project)).append([memory])
+            with anyio.fail_after(WAIT):
+                await done.wait()
+            found = await client.call_tool("recall_memories", {"query": "staging cluster rebuilt"})
+            assert found.structured_content is not None
+            assert found.structured_content["results"] == []
+
+    anyio.run(main)
+    (event,) = expired_events(project)
+    assert event["memory"] == memory.memory and event["by"] == "eventmem"
+    assert event["expires_at"] == to_iso(datetime.fromisoformat(memory.ts.replace("Z", "+00:00")) + timedelta(hours=1))
