@@ -2,17 +2,25 @@
 
 SQLite ships with Python, so this is a well-kept engine at no extra cost. The index lives in an
 in-memory database; a snapshot is its serialized bytes.
+
+FTS5 scores every document that matches any query word before it can cut the top ``k``, so a word
+found in most documents costs much and adds almost nothing (its BM25 weight is near zero). The index
+therefore keeps each word's document frequency and queries with the rarest words only: stop words
+are dropped, and common words join only while the total number of postings stays within a budget.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
+from eventmem.embedder import STOPWORDS
 
 __all__ = ["KeywordIndex", "fts_query"]
 
@@ -25,21 +33,59 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _RANK: Final = "bm25(docs, 4.0, 2.0, 1.0, 3.0)"
 
 
+MAX_QUERY_WORDS: Final = 16
+DF_SAMPLE: Final = 8
+"""Document frequencies are counted on every 8th slot (and scaled): cheap to keep, close enough to
+tell rare words from common ones."""
+MIN_POSTINGS_BUDGET: Final = 2000
+"""Postings a query may touch: at least this many, else 2% of the documents."""
+
+
 def fts_query(text: str) -> str:
     """A safe FTS5 query: every word quoted (no operators from user text), any word may match."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
     return " OR ".join(f'"{w}"' for w in words[:64])
 
 
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
 class KeywordIndex:
     def __init__(self, data: bytes | None = None) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.df: Counter[str] = Counter()
+        """Sampled slots (one in ``DF_SAMPLE``) each lower-cased word occurs in."""
+        self._present: set[int] = set()
         if data is not None:
             self._db.deserialize(data)
+            self._present = {int(r[0]) for r in self._db.execute("SELECT rowid FROM docs")}
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
+                self.df = Counter(dict(self._db.execute("SELECT term, n FROM df")))
+                self._db.execute("DROP TABLE df")
         self._db.execute(_SCHEMA)
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        return len(self._present)
+
+    def _forget(self, slots: list[int]) -> None:
+        """Delete rows, taking their words out of the document frequencies."""
+        present = [s for s in slots if s in self._present]
+        if not present:
+            return
+        sampled = [s for s in present if s % DF_SAMPLE == 0]
+        for start in range(0, len(sampled), 500):
+            chunk = sampled[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({marks})"
+            for row in self._db.execute(sql, chunk):
+                self.df.subtract(_words(" ".join(row)))
+        self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((s,) for s in present))
+        self._present.difference_update(present)
+
+    def frequency(self, word: str) -> int:
+        """Estimated number of documents holding ``word`` (exact form)."""
+        return self.df.get(word, 0) * DF_SAMPLE
 
     def upsert(self, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
         """Rows of (slot, title, summary, content, tags)."""
@@ -47,12 +93,35 @@ class KeywordIndex:
         if not rows:
             return
         self._db.execute("BEGIN")
-        self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((r[0],) for r in rows))
+        self._forget([r[0] for r in rows])
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
         self._db.execute("COMMIT")
+        for row in rows:
+            if row[0] % DF_SAMPLE == 0:
+                self.df.update(_words(" ".join(row[1:])))
+        self._present.update(r[0] for r in rows)
 
     def remove(self, slots: Iterable[int]) -> None:
-        self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((int(s),) for s in slots))
+        self._db.execute("BEGIN")
+        self._forget([int(s) for s in slots])
+        self._db.execute("COMMIT")
+
+    def query_words(self, text: str) -> list[str]:
+        """The words worth asking FTS5 for: no stop words, rarest first, within a postings budget."""
+        # a word's count is of its exact form; FTS5 also matches other forms of its stem
+        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+        content = [w for w in words if w not in STOPWORDS] or words
+        content.sort(key=lambda w: (self.frequency(w), w))
+        budget = max(MIN_POSTINGS_BUDGET, len(self._present) // 50)
+        chosen: list[str] = []
+        used = 0
+        for word in content[:MAX_QUERY_WORDS]:
+            count = self.frequency(word)
+            if chosen and used + count > budget:
+                break
+            chosen.append(word)
+            used += count
+        return chosen
 
     def _matches(self, match: str) -> Iterator[tuple[int, float]]:
         cursor = self._db.execute(f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r", [match])
@@ -61,7 +130,7 @@ class KeywordIndex:
 
     def search(self, text: str, k: int, allowed: npt.NDArray[np.bool_] | None = None) -> list[tuple[int, float]]:
         """Top ``k`` (slot, score) by BM25 among ``allowed`` slots; higher scores are better."""
-        match = fts_query(text)
+        match = " OR ".join(f'"{w}"' for w in self.query_words(text))
         if not match or k <= 0:
             return []
         if allowed is None:
@@ -79,4 +148,10 @@ class KeywordIndex:
         return out
 
     def serialize(self) -> bytes:
-        return bytes(self._db.serialize())
+        """The database with the document frequencies in a plain table beside the index."""
+        self._db.execute("CREATE TABLE df(term TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
+        try:
+            self._db.executemany("INSERT INTO df VALUES (?, ?)", ((t, n) for t, n in self.df.items() if n > 0))
+            return bytes(self._db.serialize())
+        finally:
+            self._db.execute("DROP TABLE df")
