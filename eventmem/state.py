@@ -204,15 +204,17 @@ class State(msgspec.Struct, kw_only=True):
                 return (record.id,)
             case LinkAdded():
                 link = self.link(event.link)
+                left: tuple[str, ...] = ()  # a link moved to other ends changes what its old ends see too
                 if stamp > link.added_stamp:
-                    for end in (link.source, link.target):
+                    left = tuple(end for end in (link.source, link.target) if end)
+                    for end in left:
                         self.adjacency.get(end, set()).discard(link.id)
                     link.source, link.target = event.source, event.target
                     self.adjacency.setdefault(link.source, set()).add(link.id)
                     self.adjacency.setdefault(link.target, set()).add(link.id)
                     link.relation, link.strength, link.context = event.relation, event.strength, event.context
                     link.added_stamp, link.added_by = stamp, event.by
-                return (event.source, event.target)
+                return (event.source, event.target, *left)
             case LinkRemoved():
                 link = self.link(event.link)
                 link.removed_stamp = max(link.removed_stamp, stamp)
