@@ -18,6 +18,13 @@ What is checked, and how bad each finding is (``report.ok`` is false only for er
 - **torn tails** (warning): bytes after the last newline of a segment, a write in progress or cut
   short by a crash; readers stop before them and the next writer cuts them off.
 - **unknown event types** (information): lines from a newer version, kept and counted.
+- **clock skew** (warning): an event stamped more than ``skew_seconds`` (5 minutes) after the
+  audit's own clock, or whose timestamp and the time inside its ULID event id disagree by more than
+  that. Last writer wins by timestamp, so a clock running ahead wins every edit until it is caught up.
+- **concurrent edits** (information): two writes to one field of one memory from different segments
+  where the later had not seen the earlier, or an edit lost under a concurrent delete; the fold
+  settles them deterministically. Defined in :mod:`eventmem.concurrency` (git history is used as
+  evidence of what a writer had seen when the project is a git working tree).
 
 The whole journal is read once; duplicates are confirmed by reading back just the lines involved,
 so memory use is one small entry per event id, not the events themselves.
@@ -25,12 +32,16 @@ so memory use is one small entry per event id, not the events themselves.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
 
 from eventmem.codec import LineError, UnknownEvent, decode_line
+from eventmem.concurrency import Collector, ConcurrentEdit
 from eventmem.events import (
+    AnyEvent,
     LinkAdded,
     LinkRemoved,
     MemoryDeleted,
@@ -40,11 +51,13 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
+from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.project import ProjectPaths
 
 __all__ = [
     "AuditReport",
+    "ClockSkew",
     "CorruptLine",
     "Counts",
     "DuplicateId",
@@ -95,6 +108,19 @@ class UnknownReference(msgspec.Struct, frozen=True, kw_only=True):
     offset: int
 
 
+class ClockSkew(msgspec.Struct, frozen=True, kw_only=True):
+    """An event whose timestamp is in the future, or far from the time inside its event id."""
+
+    event: str
+    ts: str
+    by: str
+    problem: Literal["future", "id_mismatch"]
+    seconds: float
+    """How far ahead of the audit's clock, or how far from the id's time."""
+    segment: str
+    offset: int
+
+
 class Counts(msgspec.Struct, kw_only=True):
     segments: int = 0
     bytes: int = 0
@@ -119,6 +145,8 @@ class AuditReport(msgspec.Struct, kw_only=True):
     torn_tails: list[TornTail]
     unknown_types: dict[str, int]
     """Events of types this version does not know, by type: kept, skipped by projectors."""
+    clock_skew: list[ClockSkew] = []
+    concurrent_edits: list[ConcurrentEdit] = []
 
     @property
     def errors(self) -> int:
@@ -128,11 +156,19 @@ class AuditReport(msgspec.Struct, kw_only=True):
     @property
     def warnings(self) -> int:
         duplicates = sum(1 for d in self.duplicate_ids if d.severity == "warning")
-        return len(self.torn_tails) + duplicates
+        return len(self.torn_tails) + duplicates + len(self.clock_skew)
 
 
-def audit(paths: ProjectPaths) -> AuditReport:
-    """Check every line of every segment (archive and journal) of the project at ``paths``."""
+def audit(
+    paths: ProjectPaths, *, now: float | None = None, skew_seconds: float = 300.0, use_git: bool = True
+) -> AuditReport:
+    """Check every line of every segment (archive and journal) of the project at ``paths``.
+
+    ``now`` is the audit's clock (default: the time of the call); ``use_git`` lets the concurrent
+    edit check consult git history when the project is a git working tree."""
+    now = time.time() if now is None else now
+    skewed: list[ClockSkew] = []
+    collector = Collector()
     segments = Journal(paths).segments()
     counts = Counts(segments=len(segments), bytes=sum(s.size for s in segments))
     corrupt: list[CorruptLine] = []
@@ -156,6 +192,8 @@ def audit(paths: ProjectPaths) -> AuditReport:
                 repeats.setdefault(event.id, [first_seen[event.id]]).append((index, offset))
             else:
                 first_seen[event.id] = (index, offset)
+                collector.add(event, segment.name, offset)
+                skewed.extend(_skew(event, segment.name, offset, now, skew_seconds))
             if isinstance(event, UnknownEvent):
                 unknown_types[event.type] = unknown_types.get(event.type, 0) + 1
                 continue
@@ -202,7 +240,63 @@ def audit(paths: ProjectPaths) -> AuditReport:
         unknown_references=unknown_refs,
         torn_tails=torn,
         unknown_types=dict(sorted(unknown_types.items())),
+        clock_skew=skewed,
+        concurrent_edits=collector.find(_reader(segments), git_root=paths.root if use_git else None),
     )
+
+
+_CROCKFORD = {char: value for value, char in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
+
+
+def _ulid_seconds(event_id: str) -> float | None:
+    """The time inside a ULID event id, or ``None`` when the id is not a ULID."""
+    if len(event_id) != 26:
+        return None
+    value = 0
+    for char in event_id[:10]:
+        digit = _CROCKFORD.get(char)
+        if digit is None:
+            return None
+        value = value * 32 + digit
+    return value / 1000.0
+
+
+def _skew(event: AnyEvent | UnknownEvent, segment: str, offset: int, now: float, limit: float) -> list[ClockSkew]:
+    try:
+        at = iso_to_epoch(event.ts)
+    except ValueError:
+        return []
+    problems: list[tuple[Literal["future", "id_mismatch"], float]] = []
+    if at - now > limit:
+        problems.append(("future", at - now))
+    minted = _ulid_seconds(event.id)
+    if minted is not None and abs(at - minted) > limit:
+        problems.append(("id_mismatch", abs(at - minted)))
+    by = "" if isinstance(event, UnknownEvent) else event.by
+    return [
+        ClockSkew(
+            event=event.id, ts=event.ts, by=by, problem=kind, seconds=round(far, 3), segment=segment, offset=offset
+        )
+        for kind, far in problems
+    ]
+
+
+def _reader(segments: Sequence[Segment]) -> Callable[[str, int], AnyEvent | UnknownEvent | None]:
+    """Reads back the event at (segment, offset), each segment's bytes read once."""
+    paths = {segment.name: segment.path for segment in segments}
+    cache: dict[str, bytes] = {}
+
+    def read(name: str, offset: int) -> AnyEvent | UnknownEvent | None:
+        data = cache.get(name)
+        if data is None:
+            data = cache[name] = paths[name].read_bytes()
+        end = data.find(b"\n", offset)
+        try:
+            return decode_line(data[offset : end if end >= 0 else len(data)])
+        except LineError:
+            return None
+
+    return read
 
 
 def _duplicate(event_id: str, places: list[tuple[int, int]], segments: list[Segment]) -> DuplicateId:

@@ -102,12 +102,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     (paths.archive_dir).mkdir(exist_ok=True)
     if not paths.config_file.exists():
         paths.config_file.write_text(config_template(), encoding="utf-8")
-    result = {"root": str(root.root), "root_source": root.source, "memory_dir": str(paths.base)}
+    result: dict[str, Any] = {"root": str(root.root), "root_source": root.source, "memory_dir": str(paths.base)}
+    if args.git_drivers:
+        from eventmem.gitdrivers import install
+
+        result["git"] = install(paths)
     if args.json:
         _print_json(result)
     else:
         print(f"eventmem memory ready in {paths.base} (root chosen by {root.source})")
         print("Commit .eventmem/ with your code; its cache/ is ignored.")
+        if args.git_drivers:
+            where = "this clone's .git/config" if result["git"]["git_config"] else "nowhere (not a git repository)"
+            print(f"git: diff=eventmem in .eventmem/.gitattributes; the driver is configured in {where}")
     return 0
 
 
@@ -226,6 +233,47 @@ def cmd_log(args: argparse.Namespace) -> int:
         for event in events:
             print(_describe(event))
     return 0 if events or not args.id else 1
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from eventmem.codec import LineError, UnknownEvent, decode_line
+    from eventmem.journaldiff import diff_files, diff_specs, render_text
+
+    if args.textconv:  # one sentence per line, so git's line diff reads as sentences
+        with open(args.textconv, "rb") as handle:
+            for line in handle:
+                try:
+                    event = decode_line(line.rstrip(b"\n"))
+                except LineError as exc:
+                    print(f"(not an event: {exc})")
+                    continue
+                if isinstance(event, UnknownEvent):
+                    print(f"{event.ts}  {event.type:<9} (event type from a newer eventmem, kept)")
+                else:
+                    print(_describe(msgspec.to_builtins(event)))
+        return 0
+    if args.git_driver:  # git's external diff: path old-file old-hex old-mode new-file new-hex new-mode
+        path, old_file, _, _, new_file, _, _ = args.git_driver
+        name = path.split(".eventmem/", 1)[-1]
+        diff = diff_files(old_file, new_file, name)
+    else:
+        diff = diff_specs(_root(args).root, args.old, args.new)
+    if args.json:
+        _print_json(diff)
+    else:
+        sys.stdout.write(render_text(diff))
+    return 0
+
+
+def cmd_pr_summary(args: argparse.Namespace) -> int:
+    from eventmem.journaldiff import pr_summary, render_markdown
+
+    diff, fork = pr_summary(_root(args).root, args.base, args.head)
+    if args.json:
+        _print_json({"base": args.base, "fork_point": fork, "diff": diff})
+    else:
+        sys.stdout.write(render_markdown(diff))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -384,7 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("serve", cmd_serve, "run the stdio MCP server for this project")
     p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
-    add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
+    p = add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
+    p.add_argument(
+        "--git-drivers",
+        action="store_true",
+        help="also mark segments diff=eventmem in .eventmem/.gitattributes and configure that diff driver",
+    )
     p = add("save", cmd_save, "save a memory ('-' reads the text from stdin)")
     p.add_argument("text")
     p.add_argument("--title")
@@ -433,6 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
     p.add_argument("dir", help="the directory, such as .ai")
     p.add_argument("--force", action="store_true", help="take a section from the file even if changed since")
+    p = add("diff", cmd_diff, "memory-level changes between two journals or git revisions")
+    p.add_argument("old", nargs="?", default="HEAD", help="a git revision or a path (default: HEAD)")
+    p.add_argument("new", nargs="?", default="WORKTREE", help="a git revision or a path (default: the working tree)")
+    p.add_argument("--textconv", metavar="FILE", help="print a segment one sentence per event (git textconv)")
+    p.add_argument("--git-driver", nargs=7, metavar="ARG", help="the seven arguments git gives a diff command")
+    p = add("pr-summary", cmd_pr_summary, "this branch's memory changes as markdown for a pull request")
+    p.add_argument("base", nargs="?", help="the branch the pull request targets (default: origin/HEAD, main, master)")
+    p.add_argument("--head", default="HEAD", help="the revision the pull request brings (default: HEAD)")
     return parser
 
 

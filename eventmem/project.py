@@ -25,6 +25,13 @@ __all__ = ["ProjectPaths", "RootChoice", "find_root", "global_root"]
 ROOT_ENV_VARS: Final = ("EVENTMEM_ROOT", "PROJECT_MEMORY_ROOT")
 ROOT_MARKERS: Final = (".eventmem", ".ai", "package.json", ".git")
 GITIGNORE: Final = "# derived or local to this clone: never committed\ncache/\nlocal/\njournal.lock\nwriter\n"
+#: Git's built-in union merge for segments: the fold is a set union, so keeping both sides' lines is
+#: always right. Each clone and branch appends to its own file, so merges do not need it, except
+#: when one branch's segment ends up on two diverging histories (a squash-merged branch that keeps
+#: writing, a rebase, a reset); nothing has to be installed for it to work.
+GITATTRIBUTES: Final = (
+    "# eventmem segments: every line is one event; merging is a set union\njournal/*.jsonl merge=union\n"
+)
 
 
 @dataclass(frozen=True)
@@ -162,8 +169,12 @@ class ProjectPaths:
         return f"{self.writer_id()}.{self.branch()}.jsonl"
 
     def ensure(self) -> None:
-        """Create ``.eventmem/`` with its ``.gitignore`` (first write, or ``eventmem init``)."""
+        """Create ``.eventmem/`` with its ``.gitignore`` and ``.gitattributes`` (first write, or
+        ``eventmem init``); a ``.gitattributes`` deleted afterwards stays deleted."""
         self.journal_dir.mkdir(parents=True, exist_ok=True)
         ignore = self.base / ".gitignore"
         if not ignore.exists():
             ignore.write_text(GITIGNORE, encoding="utf-8")
+            attributes = self.base / ".gitattributes"
+            if not attributes.exists():
+                attributes.write_text(GITATTRIBUTES, encoding="utf-8")

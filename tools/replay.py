@@ -3,6 +3,9 @@
 
     python tools/replay.py rebuild [--json]   drop .eventmem/cache/ and rebuild every projection
     python tools/replay.py audit [--json]     check every line of every segment; exit 1 if not ok
+    python tools/replay.py at WHEN [MEMORY]   the memory as of a time, an event id or a git revision
+    python tools/replay.py log MEMORY         the history of one memory: what changed, who, when
+    python tools/replay.py diff [OLD] [NEW]   memory-level changes between two journals or revisions
 
 The project is found like every eventmem entry point: ``--root``, else ``EVENTMEM_ROOT``, else the
 nearest ``.eventmem/`` or ``.git`` walking up from the working directory. Runs from any directory,
@@ -34,7 +37,10 @@ import msgspec
 
 from eventmem.audit import AuditReport, audit
 from eventmem.cli import ProgressBar
+from eventmem.concurrency import find_concurrent_edits
 from eventmem.errors import EventmemError
+from eventmem.history import as_of, memory_log, read_worktree, status_at
+from eventmem.journaldiff import diff_specs, render_text, show_value
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.service import open_service
 
@@ -133,6 +139,14 @@ def _render(report: AuditReport, root: RootChoice) -> Iterator[str]:
         )
     for kind, count in report.unknown_types.items():
         yield f"info     {count} event(s) of unknown type {kind!r} (from a newer version; kept, skipped)"
+    for skew in report.clock_skew:
+        what = "in the future" if skew.problem == "future" else "away from the time in its id"
+        yield (
+            f"warning  clock skew: event {skew.event} by {skew.by or '?'} "
+            f"is stamped {skew.ts}, {skew.seconds:.0f}s {what}: {skew.segment} at byte {skew.offset}"
+        )
+    for edit in report.concurrent_edits:
+        yield f"info     {_concurrent(edit)}"
     verdict = "ok" if report.ok else "PROBLEMS FOUND"
     yield f"{verdict}: {report.errors} error(s), {report.warnings} warning(s)"
 
@@ -148,6 +162,100 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for line in _render(report, root):
             print(line)
     return 0 if report.ok else 1
+
+
+# -- time travel, history, diff ---------------------------------------------------------------
+
+
+def _concurrent(edit: Any) -> str:
+    wins, loses = edit.wins, edit.loses
+    return (
+        f"concurrent edit of {edit.memory} {show_value(edit.title, 40)}, {edit.field}: "
+        f"{show_value(wins.value, 40)} ({wins.by or '?'}, {wins.ts}, {wins.segment}) wins over "
+        f"{show_value(loses.value, 40)} ({loses.by or '?'}, {loses.ts}, {loses.segment}); "
+        f"neither writer had seen the other's write (judged on {edit.evidence})"
+    )
+
+
+def _memory_view(record: Any, moment: Any) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "title": record.title,
+        "summary": record.summary,
+        "content": record.content,
+        "tags": list(record.tags),
+        "importance": record.importance,
+        "ttl_seconds": record.ttl_seconds,
+        "status": status_at(record, moment),
+        "created_at": record.created_at,
+        "created_by": record.created_by,
+        "updated_at": record.updated_at or record.created_at,
+        "updated_by": record.updated_by,
+    }
+
+
+def cmd_at(args: argparse.Namespace) -> int:
+    found = as_of(_root(args).root, args.when)
+    records = [r for r in found.state.memories.values() if r.exists]
+    views = sorted((_memory_view(r, found.moment) for r in records), key=lambda v: (v["created_at"], v["id"]))
+    if args.memory:
+        view = next((v for v in views if v["id"] == args.memory), None)
+        if args.json:
+            _print_json({"as_of": found.description, "memory": view})
+        elif view is None:
+            print(f"{args.memory} did not exist {found.description}")
+        else:
+            print(f"{view['id']} {found.description}: [{view['kind']}] {view['status']}")
+            for key in ("title", "summary", "tags", "importance", "ttl_seconds", "created_at", "updated_at"):
+                print(f"  {key + ':':<12} {view[key]}")
+            print(f"\n{view['content']}")
+        return 0 if view is not None else 1
+    shown = views if args.all else [v for v in views if v["status"] == "live"]
+    if args.json:
+        _print_json({"as_of": found.description, "memories": shown})
+        return 0
+    print(f"{found.description}: {sum(v['status'] == 'live' for v in views)} live memories of {len(views)}")
+    for view in shown:
+        name = show_value(view["title"] or view["summary"], 60)
+        print(f"{view['id']}  [{view['kind']}] {view['status']:<8} {name}")
+    return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    root = _root(args)
+    history = read_worktree(ProjectPaths(root.root))
+    lines = memory_log(history, args.memory)
+    concurrent = [e for e in find_concurrent_edits(history.entries, git_root=root.root) if e.memory == args.memory]
+    if args.json:
+        _print_json({"memory": args.memory, "events": lines, "concurrent_edits": concurrent})
+        return 0 if lines else 1
+    if not lines:
+        print(f"no history for {args.memory}")
+        return 1
+    print(f"history of {args.memory}: {len(lines)} event(s)")
+    for line in lines:
+        if line.type == "saved" and "kind" in line.changes:
+            name = line.changes.get("title") or line.changes.get("content") or [None, ""]
+            what = f"[{line.changes['kind'][1]}] {show_value(name[1])}"
+        else:
+            what = "; ".join(
+                f"{k} {show_value(old, 40)} → {show_value(new, 40)}" for k, (old, new) in line.changes.items()
+            )
+        note = f" ({line.note})" if line.note else ""
+        print(f"{line.ts}  {line.type:<9} by {line.by or '?':<12} {what}{note}   [{line.segment}]")
+    for edit in concurrent:
+        print(_concurrent(edit))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    diff = diff_specs(_root(args).root, args.old, args.new)
+    if args.json:
+        _print_json(diff)
+    else:
+        sys.stdout.write(render_text(diff))
+    return 0
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -167,6 +275,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
     add("audit", cmd_audit, "check every journal line; exit 1 when anything is wrong")
+    p = add("at", cmd_at, "the memory as of a time, an event id or a git revision (time travel)")
+    p.add_argument("when", help="a time (2026-01-05, 2026-01-05T10:02:00Z), an event id, or a git revision")
+    p.add_argument("memory", nargs="?", help="one memory's id (default: list every memory)")
+    p.add_argument("--all", action="store_true", help="list deleted and expired memories too")
+    p = add("log", cmd_log, "the history of one memory: each event, who, when, what it changed")
+    p.add_argument("memory")
+    p = add("diff", cmd_diff, "memory-level changes between two journals or git revisions")
+    p.add_argument("old", nargs="?", default="HEAD", help="a git revision or a path (default: HEAD)")
+    p.add_argument("new", nargs="?", default="WORKTREE", help="a git revision or a path (default: the working tree)")
     return parser
 
 

@@ -1,0 +1,346 @@
+"""What changed in the memory between two journals: added, changed (which fields), deleted,
+expired, restored, promoted, archived, and links added or removed.
+
+Both sides are folded and the folded memories compared field by field, so the answer does not
+depend on how the lines are laid out in segments (a merge, a compaction or a rebase that moves lines
+changes nothing here). Who did it and when comes from the events the new side has and the old side
+lacks. Rendered in words for people (:func:`render_text`), as markdown for a pull request
+description (:func:`render_markdown`), or as JSON (the Structs, through ``msgspec``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from eventmem.codec import UnknownEvent
+from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryPromoted, MemoryRestored, memory_ids
+from eventmem.history import History, decode_segment, default_base, load, merge_base, read_revision
+from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
+from eventmem.state import LinkRecord, MemoryRecord, State
+
+__all__ = [
+    "FieldChange",
+    "JournalDiff",
+    "LinkChange",
+    "MemoryChange",
+    "diff_files",
+    "diff_histories",
+    "diff_specs",
+    "pr_summary",
+    "render_markdown",
+    "render_text",
+]
+
+#: The order changes are listed in, and the heading each gets in a pull request summary.
+HEADINGS: Final = {
+    "added": "Added",
+    "changed": "Changed",
+    "promoted": "Promoted",
+    "deleted": "Deleted",
+    "expired": "Expired",
+    "restored": "Restored",
+    "archived": "Archived",
+    "removed": "Gone from the journal",
+}
+#: The events whose ``reason`` explains a change of that kind.
+_REASONED: Final[dict[str, type[MemoryDeleted | MemoryRestored | MemoryPromoted]]] = {
+    "deleted": MemoryDeleted,
+    "restored": MemoryRestored,
+    "promoted": MemoryPromoted,
+}
+_MARKS: Final = {"added": "+", "changed": "~", "removed": "!", "deleted": "-", "expired": "-"}
+
+
+class FieldChange(msgspec.Struct, kw_only=True):
+    field: str
+    old: Any
+    new: Any
+
+
+class MemoryChange(msgspec.Struct, kw_only=True):
+    """One memory that differs; ``changes`` lists every kind of change, the main one first."""
+
+    memory: str
+    changes: list[str]
+    kind: str
+    title: str
+    summary: str
+    fields: list[FieldChange] = []
+    """For ``changed``: each field that differs, old and new value."""
+    by: list[str] = []
+    """Who wrote the events behind the change (those the new side has and the old side lacks)."""
+    at: str = ""
+    """The time of the latest of those events."""
+    reasons: list[str] = []
+    partial: bool = False
+    """The memory's ``saved`` event is on neither side (a diff of one segment): old values unknown."""
+
+
+class LinkChange(msgspec.Struct, kw_only=True):
+    link: str
+    change: str
+    """``linked`` or ``unlinked``."""
+    source: str
+    target: str
+    relation: str
+
+
+class JournalDiff(msgspec.Struct, kw_only=True):
+    old: str
+    new: str
+    memories: list[MemoryChange]
+    links: list[LinkChange]
+    events_added: int
+    events_removed: int
+    unknown_added: dict[str, int]
+    """Events of types this version does not know, among those added: kept, not described."""
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(HEADINGS, 0)
+        for change in self.memories:
+            for kind in change.changes:
+                counts[kind] += 1
+        return {kind: n for kind, n in counts.items() if n}
+
+
+# -- computing ---------------------------------------------------------------------------------
+
+
+def _exists(record: MemoryRecord | None) -> bool:
+    return record is not None and record.exists
+
+
+def _changed_fields(old: MemoryRecord | None, new: MemoryRecord) -> list[FieldChange]:
+    fields: list[FieldChange] = []
+    for name in REGISTERS:
+        if _exists(old):
+            assert old is not None
+            if getattr(old, name) != getattr(new, name):
+                fields.append(FieldChange(field=name, old=getattr(old, name), new=getattr(new, name)))
+        elif name in new.stamps and (old is None or old.stamps.get(name) != new.stamps[name]):
+            # a partial journal (one segment) with updates to a memory saved elsewhere
+            known = old is not None and name in old.stamps
+            fields.append(FieldChange(field=name, old=getattr(old, name) if known else None, new=getattr(new, name)))
+    return fields
+
+
+def _memory_change(memory_id: str, old: MemoryRecord | None, new: MemoryRecord | None) -> MemoryChange | None:
+    if new is None or (not new.exists and _exists(old)):
+        assert old is not None
+        return _change(memory_id, ["removed"], old) if old.exists else None
+    changes: list[str] = []
+    fields: list[FieldChange] = []
+    if new.exists and not _exists(old):
+        changes.append("added")
+    else:
+        fields = _changed_fields(old, new)
+        promoted = new.promoted_stamp > (old.promoted_stamp if old else "")
+        if promoted:  # the promotion says it: no separate "ttl_seconds → none"
+            fields = [f for f in fields if not (f.field == "ttl_seconds" and f.new is None)]
+        if fields:
+            changes.append("changed")
+        if promoted:
+            changes.append("promoted")
+    before = old.status if old is not None and old.exists else "live"
+    if new.status != before:
+        changes.append("restored" if new.status == "live" else new.status)
+    if new.archived and not (old is not None and old.archived):
+        changes.append("archived")
+    if not changes:
+        return None
+    change = _change(memory_id, changes, new, fields)
+    change.partial = not new.exists
+    return change
+
+
+def _change(
+    memory_id: str, changes: list[str], record: MemoryRecord, fields: Iterable[FieldChange] = ()
+) -> MemoryChange:
+    return MemoryChange(
+        memory=memory_id,
+        changes=changes,
+        kind=record.kind,
+        title=record.title,
+        summary=record.summary or record.content[:120],
+        fields=list(fields),
+    )
+
+
+def _link_change(link_id: str, old: LinkRecord | None, new: LinkRecord) -> LinkChange | None:
+    was = old is not None and old.alive
+    if new.alive == was:
+        return None
+    change = "linked" if new.alive else "unlinked"
+    return LinkChange(link=link_id, change=change, source=new.source, target=new.target, relation=new.relation)
+
+
+def diff_states(old: State, new: State, *, old_name: str = "old", new_name: str = "new") -> JournalDiff:
+    """Memory-level differences between two folded states (no attribution)."""
+    memories: list[MemoryChange] = []
+    for memory_id in sorted(old.memories.keys() | new.memories.keys()):
+        change = _memory_change(memory_id, old.memories.get(memory_id), new.memories.get(memory_id))
+        if change is not None:
+            memories.append(change)
+    order = list(HEADINGS)
+    memories.sort(key=lambda c: (order.index(c.changes[0]), c.memory))
+    links = [
+        link
+        for link_id, record in sorted(new.links.items())
+        if (link := _link_change(link_id, old.links.get(link_id), record)) is not None
+    ]
+    return JournalDiff(
+        old=old_name,
+        new=new_name,
+        memories=memories,
+        links=links,
+        events_added=0,
+        events_removed=0,
+        unknown_added={},
+    )
+
+
+def diff_histories(old: History, new: History) -> JournalDiff:
+    """What ``new`` changed relative to ``old``, with who did it from the events ``new`` adds."""
+    diff = diff_states(old.fold(), new.fold(), old_name=old.source, new_name=new.source)
+    old_ids = old.ids()
+    added: dict[str, Any] = {}
+    for entry in new.entries:
+        if entry.event.id not in old_ids:
+            added.setdefault(entry.event.id, entry.event)
+    diff.events_added = len(added)
+    diff.events_removed = len(old_ids - new.ids())
+    ends = {event.link: (event.source, event.target) for event in added.values() if isinstance(event, LinkAdded)}
+    by_memory: dict[str, list[Any]] = {}
+    for event in sorted(added.values(), key=lambda e: (e.ts, e.id)):
+        if isinstance(event, UnknownEvent):
+            diff.unknown_added[event.type] = diff.unknown_added.get(event.type, 0) + 1
+            continue
+        touched = ends.get(event.link, ()) if isinstance(event, LinkRemoved) else memory_ids(event)
+        for memory_id in touched:
+            by_memory.setdefault(memory_id, []).append(event)
+    for change in diff.memories:
+        events = by_memory.get(change.memory, [])
+        change.by = sorted({event.by for event in events if event.by})
+        change.at = events[-1].ts if events else ""
+        explained = tuple(_REASONED[kind] for kind in change.changes if kind in _REASONED)
+        change.reasons = [reason for event in events if isinstance(event, explained) and (reason := event.reason)]
+    return diff
+
+
+def diff_specs(root: Path, old: str, new: str) -> JournalDiff:
+    """Diff two journals named like :func:`eventmem.history.load` names them (paths or revisions)."""
+    return diff_histories(load(root, old), load(root, new))
+
+
+def diff_files(old_path: str, new_path: str, name: str) -> JournalDiff:
+    """Diff two copies of one segment file (what git hands a diff driver; ``/dev/null`` is empty)."""
+
+    def read(path: str, label: str) -> History:
+        data = b"" if path == "/dev/null" else Path(path).read_bytes()
+        entries, problems = decode_segment(data, name)
+        return History(label, entries, problems)
+
+    return diff_histories(read(old_path, f"a/{name}"), read(new_path, f"b/{name}"))
+
+
+def pr_summary(root: Path, base: str | None = None, head: str = "HEAD") -> tuple[JournalDiff, str]:
+    """The memory changes of ``head`` since it forked from ``base``, and the fork point."""
+    fork = merge_base(root, base or default_base(root), head)
+    return diff_histories(read_revision(root, fork), read_revision(root, head)), fork
+
+
+# -- words -------------------------------------------------------------------------------------
+
+
+def show_value(value: Any, width: int = 60) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    if isinstance(value, str):
+        text = " ".join(value.split())
+        return '"' + (text if len(text) <= width else text[: width - 1] + "…") + '"'
+    return str(value)
+
+
+def _name(change: MemoryChange) -> str:
+    return show_value(change.title or change.summary, 50)
+
+
+def _what(change: MemoryChange) -> str:
+    """The change in words, after the memory's name."""
+    parts: list[str] = []
+    for kind in change.changes:
+        if kind == "added":
+            parts.append(f"[{change.kind}] {show_value(change.summary, 70)}" if change.title else f"[{change.kind}]")
+        elif kind == "changed":
+            parts.append(
+                "; ".join(
+                    f"{f.field} {'' if change.partial else show_value(f.old, 40) + ' '}→ {show_value(f.new, 40)}"
+                    for f in change.fields
+                )
+            )
+        elif kind != change.changes[0]:
+            parts.append(kind)
+    if change.reasons:
+        parts.append("(" + "; ".join(change.reasons) + ")")
+    return ", ".join(p for p in parts if p)
+
+
+def _totals(diff: JournalDiff) -> str:
+    counts = diff.counts()
+    text = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no memory changes"
+    who = sorted({name for change in diff.memories for name in change.by})
+    events = f"{diff.events_added} new event(s)" + (f" by {', '.join(who)}" if who else "")
+    if diff.events_removed:
+        events += f", {diff.events_removed} event(s) no longer present"
+    return f"{text}; {events}"
+
+
+def render_text(diff: JournalDiff) -> str:
+    """The diff in words, one memory per line."""
+    lines = [f"memory changes {diff.old} → {diff.new}: {_totals(diff)}"]
+    for change in diff.memories:
+        head = change.changes[0]
+        by = f"  — {', '.join(change.by)}" if change.by else ""
+        what = f": {text}" if (text := _what(change)) else ""
+        lines.append(f"{_MARKS.get(head, '*')} {head:<9} {change.memory}  {_name(change)}{what}{by}")
+    for link in diff.links:
+        mark = "+" if link.change == "linked" else "-"
+        lines.append(f"{mark} {link.change:<9} {link.source} -{link.relation}-> {link.target}")
+    for kind, count in diff.unknown_added.items():
+        lines.append(f"? {count} event(s) of unknown type {kind!r} (from a newer eventmem; kept)")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("`", "'")
+
+
+def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
+    """The diff as a section of a pull request description."""
+    out = [f"### {title}", ""]
+    if not diff.memories and not diff.links:
+        out.append("No memory changes.")
+        return "\n".join(out) + "\n"
+    out += [_md(_totals(diff)).capitalize() + ".", ""]
+    for kind, heading in HEADINGS.items():
+        group = [c for c in diff.memories if c.changes[0] == kind]
+        if not group:
+            continue
+        out.append(f"**{heading}**")
+        for change in group:
+            by = f" _({_md(', '.join(change.by))})_" if change.by else ""
+            what = _what(change)
+            name = _md(_name(change).strip('"'))
+            out.append(f"- **{name}** `{change.memory}`{' — ' if what else ''}{_md(what)}{by}")
+        out.append("")
+    if diff.links:
+        out.append("**Links**")
+        out += [f"- {link.change}: `{link.source}` {link.relation} → `{link.target}`" for link in diff.links]
+        out.append("")
+    return "\n".join(out)
