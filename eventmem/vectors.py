@@ -65,6 +65,8 @@ class VectorIndex:
             self._mark(slots, False)
 
     def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
+        if not (0 <= slot < len(self._present) and self._present[slot]):
+            return None  # (asking faiss for a missing id raises, which costs far more)
         try:
             return np.asarray(self._index.reconstruct(int(slot)), dtype=np.float32)
         except RuntimeError:
