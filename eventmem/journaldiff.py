@@ -327,7 +327,8 @@ def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
     if not diff.memories and not diff.links:
         out.append("No memory changes.")
         return "\n".join(out) + "\n"
-    out += [_md(_totals(diff)).capitalize() + ".", ""]
+    totals = _md(_totals(diff))
+    out += [totals[:1].upper() + totals[1:] + ".", ""]
     for kind, heading in HEADINGS.items():
         group = [c for c in diff.memories if c.changes[0] == kind]
         if not group:
