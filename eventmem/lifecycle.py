@@ -19,12 +19,13 @@ Planning is pure (state in, decisions out); the one function here that does IO i
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
 from eventmem.events import (
@@ -50,7 +51,6 @@ __all__ = [
     "archive_memories",
     "context_bundle",
     "dedup_key",
-    "fold_until",
     "latest_stamp",
     "plan_expiry",
     "split_lines",
@@ -249,21 +249,10 @@ def archive_memories(
     return result
 
 
-def fold_until(events: Iterable[AnyEvent | UnknownEvent], until: str) -> State:
-    """The state as it was at ``until`` (ISO time): only events stamped at or before it."""
-    limit = normalize_ts(until)
-    state = State()
-    for event in events:
-        if normalize_ts(event.ts) <= limit:
-            state.apply(event)
-    return state
-
-
 # -- relationships ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """One memory reached by a walk: how far, and by which link from which memory."""
 
     memory: str
@@ -302,6 +291,7 @@ def walk(
             for link in links_of(memory):
                 if not link.alive or (wanted and link.relation not in wanted):
                     continue
+                way: Literal["out", "in"]
                 if link.source == memory and direction != "in":
                     other, way = link.target, "out"
                 elif link.target == memory and direction != "out":
@@ -321,14 +311,15 @@ def walk(
                         link.relation,
                         link.strength,
                         link.context,
-                        "out" if way == "out" else "in",
+                        way,
                         memory,
                     )
                 )
+        if limit and len(out) + len(steps) >= limit:
+            out += heapq.nsmallest(limit - len(out), steps, key=lambda s: (-s.strength, s.memory))
+            return out
         steps.sort(key=lambda s: (-s.strength, s.memory))
         out.extend(steps)
-        if limit and len(out) >= limit:
-            return out[:limit]
         frontier = [s.memory for s in steps]
         if not frontier:
             break

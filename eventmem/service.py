@@ -7,6 +7,7 @@ here knows about MCP or the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -745,17 +746,31 @@ class MemoryService:
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
+        owners: dict[str, Store | None] = {}
 
         def links_of(memory: str) -> list[LinkRecord]:
             return [s.state.links[i] for s in stores for i in s.state.adjacency.get(memory, ())]
 
         def owner(memory: str) -> Store | None:
-            for s in stores:
-                if self._returnable(s, memory, now, superseded=include_superseded):
-                    return s
-            return None
+            if memory not in owners:
+                found = None
+                for s, ok in returnable:
+                    slot = s.slots.get(memory)
+                    if slot is not None and slot < len(ok) and ok[slot]:
+                        found = s
+                        break
+                owners[memory] = found
+            return owners[memory]
 
-        with self.project.lock:
+        with contextlib.ExitStack() as locks:
+            returnable: list[tuple[Store, npt.NDArray[np.bool_]]] = []
+            for s in stores:
+                locks.enter_context(s.lock)
+                n = len(s.slot_ids)
+                ok = s.columns.live[:n] & (s.columns.expires[:n] > now)
+                if not include_superseded:
+                    ok &= ~s.columns.superseded[:n]
+                returnable.append((s, ok))
             steps = walk(
                 root.id,
                 links_of,

@@ -955,15 +955,18 @@ def test_compaction_moves_the_history_of_long_dead_memories_into_an_archive_segm
     assert answers(project) == before
 
 
-def test_replay_up_to_a_time_before_the_compaction_gives_what_it_gave_before(project: Path) -> None:
-    from eventmem.codec import decode_line
-    from eventmem.lifecycle import fold_until
+def test_replay_at_a_time_or_a_revision_before_the_compaction_gives_what_it_gave_before(project: Path) -> None:
+    from conftest import git
+
+    from eventmem.history import as_of
 
     seeded = seed_archive(project)
+    git(project, "add", ".eventmem")
+    git(project, "commit", "-q", "-m", "memory before compaction")
     moments = [ago(days=d) for d in (44.5, 41, 39, 1.5, 0)]
 
-    def replay(until: str) -> dict[str, Any]:
-        state = fold_until((decode_line(line) for line in lines_of(project)), until)
+    def replay(when: str) -> dict[str, Any]:
+        state = as_of(project, when).state
         return {m: (r.status, r.content) for m, r in state.memories.items() if r.exists} | {
             "links": {lk: r.alive for lk, r in state.links.items()}
         }
@@ -975,6 +978,7 @@ def test_replay_up_to_a_time_before_the_compaction_gives_what_it_gave_before(pro
     finally:
         service.close()
     assert [replay(t) for t in moments] == before
+    assert replay("HEAD") == before[-1]  # the committed, uncompacted journal
     assert before[0][seeded["deleted"]] == ("live", "Use Jenkins for CI.")
     assert before[2][seeded["deleted"]][0] == "deleted"
 

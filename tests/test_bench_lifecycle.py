@@ -1,0 +1,42 @@
+"""Smoke test of the lifecycle benchmark: ``tools/bench_lifecycle.py --quick`` runs and prints every
+figure with its baseline. No timing is asserted: absolute numbers depend on the machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+
+@pytest.mark.slow
+def test_bench_lifecycle_quick_prints_every_figure_next_to_its_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "lifecycle.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench_lifecycle.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert json.loads(out.read_text(encoding="utf-8")) == data
+    compaction = data["compaction"]
+    assert compaction["events"] == 2000 and compaction["archived_memories"] > 0
+    for key in ("compact_s", "bare_rewrite_s", "ratio_to_bare_rewrite", "cold_rebuild_s"):
+        assert compaction[key] is not None, key
+    assert compaction["expiry"]["expired"] > 0 and compaction["expiry"]["ratio_to_bare_append"] is not None
+    related = data["related_depth3"]
+    assert related["links"] == 2000 and related["reached_p50"] > 0
+    assert {"related", "bare_dict_bfs", "link_table_scan_bfs", "ratio_to_bare_bfs"} <= related.keys()
+    recall = data["recall_filtered"]
+    for name in ("type", "tags", "min_importance", "created_after", "all_four"):
+        assert recall[f"recall_{name}"]["ratio_to_unfiltered"] is not None, name
+        assert recall[f"recall_{name}"]["matching"] < recall["memories"], name
+    assert recall["recall_all_four"]["ratio_to_bare_scan"] is not None
+    assert recall["search_listing_no_query"]["n"] > 0
