@@ -5,14 +5,24 @@ everything), a ``dim``, and ``embed`` for a batch. The default, :class:`HashingE
 word, word-pair and character n-gram features into a fixed-size vector (the "hashing trick"):
 deterministic, offline, a few thousand texts a second, and better than keywords alone at
 morphology and identifiers (``retrieveContext`` ~ ``retrieve_context`` ~ "retrieve the context").
+
+Version 2 (the default) adds a small semantic part: static word-piece vectors distilled once from
+the all-MiniLM-L6-v2 sentence model (``tools/distill_static.py``, shipped as a 4 MB int8 table),
+averaged over the text's word pieces. It knows that "billed twice" is near "duplicate charge" a
+little, at the cost of a table lookup: still numpy only, offline, deterministic.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
+import threading
+import unicodedata
 import zlib
 from collections import Counter
+from functools import lru_cache
+from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 import numpy as np
@@ -90,15 +100,120 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-class HashingEmbedder:
-    """Feature-hashed words, word pairs and character n-grams, L2-normalised (numpy only)."""
+DATA_DIR: Final = Path(__file__).parent / "data"
+STATIC_FILE: Final = DATA_DIR / "static-minilm-128.npz"
+TOKENIZER_FILE: Final = DATA_DIR / "all-MiniLM-L6-v2.tokenizer.json"
 
-    def __init__(self, dim: int = 384) -> None:
+
+class WordPiece:
+    """BERT's uncased tokenization (normalise, split on spaces and punctuation, greedy longest-match
+    word pieces) in plain Python: enough to look up the static vectors without the tokenizers
+    library. Ids match ``tokenizers`` on the same tokenizer.json."""
+
+    def __init__(self, path: Path = TOKENIZER_FILE) -> None:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        model = spec["model"]
+        self.vocab: dict[str, int] = model["vocab"]
+        self.prefix: str = model.get("continuing_subword_prefix", "##")
+        self.max_chars: int = model.get("max_input_chars_per_word", 100)
+        self.unknown = self.vocab.get(model.get("unk_token", "[UNK]"), 100)
+        self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
+
+    @staticmethod
+    def words(text: str) -> list[str]:
+        text = unicodedata.normalize("NFD", text.lower())
+        out: list[str] = []
+        current: list[str] = []
+        for char in text:
+            category = unicodedata.category(char)
+            if category == "Mn" or (category.startswith("C") and not char.isspace()) or char == "\ufffd":
+                continue  # accents (stripped as BERT uncased does) and control characters
+            if char.isspace():
+                if current:
+                    out.append("".join(current))
+                    current = []
+            elif category.startswith("P") or (char.isascii() and not char.isalnum()) or _is_cjk(char):
+                if current:
+                    out.append("".join(current))
+                    current = []
+                out.append(char)
+            else:
+                current.append(char)
+        if current:
+            out.append("".join(current))
+        return out
+
+    def _word_ids(self, word: str) -> tuple[int, ...]:
+        if len(word) > self.max_chars:
+            return (self.unknown,)
+        ids: list[int] = []
+        start = 0
+        while start < len(word):
+            end = len(word)
+            found = None
+            while start < end:
+                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
+                found = self.vocab.get(piece)
+                if found is not None:
+                    break
+                end -= 1
+            if found is None:
+                return (self.unknown,)
+            ids.append(found)
+            start = end
+        return tuple(ids)
+
+    def ids(self, text: str) -> list[int]:
+        return [i for word in self.words(text) for i in self.word_ids(word)]
+
+
+def _is_cjk(char: str) -> bool:
+    """CJK ideographs are words of their own in BERT's tokenization."""
+    code = ord(char)
+    return (
+        0x4E00 <= code <= 0x9FFF
+        or 0x3400 <= code <= 0x4DBF
+        or 0x20000 <= code <= 0x2A6DF
+        or 0x2A700 <= code <= 0x2CEAF
+        or 0xF900 <= code <= 0xFAFF
+        or 0x2F800 <= code <= 0x2FA1F
+    )
+
+
+class _Static:
+    """The distilled word-piece table, loaded once per process on first use."""
+
+    _lock = threading.Lock()
+    _loaded: tuple[WordPiece, npt.NDArray[np.float32]] | None = None
+
+    @classmethod
+    def get(cls) -> tuple[WordPiece, npt.NDArray[np.float32]]:
+        with cls._lock:
+            if cls._loaded is None:
+                with np.load(STATIC_FILE) as data:
+                    table = data["vectors"].astype(np.float32) * data["scale"][:, None]
+                cls._loaded = (WordPiece(), table.astype(np.float32))
+            return cls._loaded
+
+
+class HashingEmbedder:
+    """Feature-hashed words, word pairs and character n-grams, L2-normalised (numpy only); version 2
+    (the default) also averages static word-piece vectors distilled from MiniLM into a third of the
+    dimensions."""
+
+    STATIC_WEIGHT: Final = 1.5
+    """How much the semantic part weighs against the hashed part (each is unit length first)."""
+
+    def __init__(self, dim: int = 384, version: int = 2) -> None:
+        if version not in (1, 2):
+            raise ValueError(f"hashing embedder version {version} does not exist (1 or 2)")
         self._dim = dim
+        self.version = version
+        self._static_dim = min(128, dim // 3) if version == 2 else 0
 
     @property
     def model_id(self) -> str:
-        return f"hashing-v1-{self._dim}"
+        return f"hashing-v{self.version}-{self._dim}"
 
     @property
     def dim(self) -> int:
@@ -119,8 +234,36 @@ class HashingEmbedder:
         return feats
 
     def embed(self, texts: list[str]) -> Vectors:
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        dim = self._dim
+        if not self._static_dim:
+            return self._hashed(texts, self._dim)
+        hashed = self._hashed(texts, self._dim - self._static_dim)
+        semantic = self._semantic(texts) * self.STATIC_WEIGHT
+        out = np.hstack([hashed, semantic])
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        result: Vectors = (out / norms).astype(np.float32)
+        return result
+
+    def _semantic(self, texts: list[str]) -> Vectors:
+        """Mean of the text's content word pieces' static vectors, unit length (zero if none)."""
+        pieces, table = _Static.get()
+        out = np.zeros((len(texts), self._static_dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            ids = [
+                i
+                for word in pieces.words(text)
+                if word not in STOPWORDS and any(c.isalnum() for c in word)
+                for i in pieces.word_ids(word)
+            ]
+            if ids:
+                vector = table[ids, : self._static_dim].sum(axis=0)
+                norm = float(np.linalg.norm(vector))
+                if norm > 0:
+                    out[row] = vector / norm
+        return out
+
+    def _hashed(self, texts: list[str], dim: int) -> Vectors:
+        out = np.zeros((len(texts), dim), dtype=np.float32)
         for row, text in enumerate(texts):
             feats = self.features(text)
             if not feats:

