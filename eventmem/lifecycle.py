@@ -51,6 +51,7 @@ __all__ = [
     "archive_memories",
     "context_bundle",
     "dedup_key",
+    "due_for_expiry",
     "latest_stamp",
     "plan_expiry",
     "split_lines",
@@ -81,15 +82,19 @@ def epoch_iso(epoch: float) -> str:
     return to_iso(datetime.fromtimestamp(epoch, UTC))
 
 
-def plan_expiry(store: Store, now: float, *, by: str = "") -> list[MemoryExpired]:
-    """``expired`` events for the live memories of ``store`` whose TTL (usage included) ran out."""
+def due_for_expiry(store: Store, now: float) -> list[str]:
+    """Live memories whose expiry column says their TTL ran out (a cheap pre-check)."""
     n = len(store.slot_ids)
     cols = store.columns
     due = (cols.live[:n] & (cols.expires[:n] <= now)).nonzero()[0]
+    return [store.slot_ids[slot] for slot in due.tolist()]
+
+
+def plan_expiry(store: Store, now: float, *, by: str = "") -> list[MemoryExpired]:
+    """``expired`` events for the live memories of ``store`` whose TTL (usage included) ran out."""
     events: list[MemoryExpired] = []
     ts = epoch_iso(now)
-    for slot in due.tolist():
-        memory_id = store.slot_ids[slot]
+    for memory_id in due_for_expiry(store, now):
         record = store.state.visible(memory_id)
         if record is None:
             continue
@@ -118,7 +123,7 @@ def archive_candidates(state: State, before: float) -> list[str]:
     cutoff = normalize_ts(epoch_iso(before))
     out = []
     for memory_id, record in state.memories.items():
-        if not record.exists or record.status == "live":
+        if not (record.deleted_stamp or record.expired_stamp) or not record.exists or record.status == "live":
             continue
         if _tombstone(record)[: len(cutoff)] >= cutoff:
             continue

@@ -44,6 +44,7 @@ from eventmem.lifecycle import (
     archive_candidates,
     archive_memories,
     context_bundle,
+    due_for_expiry,
     epoch_iso,
     latest_stamp,
     plan_expiry,
@@ -963,7 +964,7 @@ class MemoryService:
         for store in self.stores():
             store.catch_up()
             with store.lock:
-                due = plan_expiry(store, now, by=by)
+                due = due_for_expiry(store, now)
             if due:
                 written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
                 report["expired"] += [getattr(e, "memory", "") for e in written]
@@ -987,11 +988,12 @@ class MemoryService:
             return [m for m in archive_candidates(state, cutoff) if checked.get(m) != latest_stamp(state.memories[m])]
 
         with store.lock:
-            if not select(store.state):
-                return None
+            candidates = select(store.state)
+        if not candidates:
+            return None
         result = archive_memories(store, select, now=now, by=by)
-        with store.lock:
-            for memory_id in select(store.state):
+        with store.lock:  # looked at: not again until something new happens to them
+            for memory_id in candidates:
                 checked[memory_id] = latest_stamp(store.state.memories[memory_id])
         if not result.segment:
             return None
