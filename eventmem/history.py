@@ -272,7 +272,10 @@ def as_of(root: Path, when: str, *, history: History | None = None) -> AsOf:
         limit = to_iso(moment)
         # every event id sorts below "~": all events of that very microsecond are included
         return AsOf(history.fold(limit + "~"), f"as of {limit}", moment)
-    revision = read_revision(root, when)
+    try:
+        revision = read_revision(root, when)
+    except HistoryError:
+        raise HistoryError(f"{when!r} is not a time, an event id of the journal, or a git revision") from None
     return AsOf(revision.fold(), f"as of revision {revision.source}", None)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from conftest import REPO, eventmem_command, git, reopen
 
 from eventmem.audit import audit
+from eventmem.codec import encode_event
 from eventmem.events import Event, MemoryExpired, MemoryPromoted, MemorySaved, MemoryUpdated
 from eventmem.history import as_of, load, memory_log, read_revision, read_worktree
 from eventmem.ids import new_id, now_iso
@@ -267,3 +268,42 @@ def test_a_diff_names_memories_that_a_rewritten_history_no_longer_holds(project:
     assert [c.changes for c in back.memories if c.memory == ids["added"]] == [["removed"]]
     assert back.events_removed == 5
     assert "Gone from the journal" in render_markdown(back)
+
+
+def test_without_git_the_journal_alone_says_which_writes_had_seen_which(tmp_path: Path) -> None:
+    # three segments in a folder that is not a git repository: the memory saved on main, edited on
+    # two branches that each read main's save (an update needs the memory), but not each other
+    plain = tmp_path / "plain"
+    memory, other = new_id(), new_id()
+    stamp = iter(f"2026-01-05T10:00:0{n}.000000Z" for n in range(10))
+    main = [
+        MemorySaved(id=new_id(), ts=next(stamp), memory=memory, title="Pool", content="pool of 20", by="ann"),
+        MemorySaved(id=new_id(), ts=next(stamp), memory=other, content="the queue is celery", by="ann"),
+    ]
+    alice = [MemoryUpdated(id=new_id(), ts=next(stamp), memory=memory, title="Pool (alice)", by="alice")]
+    bob = [
+        MemoryUpdated(id=new_id(), ts=next(stamp), memory=memory, title="Pool (bob)", by="bob"),
+        # bob then edits a memory that only main holds, *after* alice's edit: that proves nothing
+        MemoryUpdated(id=new_id(), ts=next(stamp), memory=other, content="the queue is redis", by="bob"),
+    ]
+    for name, events in (("w0.main.jsonl", main), ("w1.alice.jsonl", alice), ("w2.bob.jsonl", bob)):
+        path = ProjectPaths(plain).journal_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(encode_event(event) for event in events))
+    edits = audit(ProjectPaths(plain), use_git=False).concurrent_edits
+    assert [(e.memory, e.field, e.wins.by, e.loses.by, e.evidence) for e in edits] == [
+        (memory, "title", "bob", "alice", "journal")
+    ]
+    assert edits[0].wins.value == "Pool (bob)" and edits[0].loses.value == "Pool (alice)"
+    assert edits[0].loses.segment == "journal/w1.alice.jsonl"
+
+    # alice later edits a memory whose only save is on bob's segment: she had read bob's segment
+    # that far, so a later title of hers has seen bob's title
+    late = new_id()
+    with open(ProjectPaths(plain).journal_dir / "w2.bob.jsonl", "ab") as handle:
+        handle.write(encode_event(MemorySaved(id=new_id(), ts=next(stamp), memory=late, content="x", by="bob")))
+    with open(ProjectPaths(plain).journal_dir / "w1.alice.jsonl", "ab") as handle:
+        handle.write(encode_event(MemoryUpdated(id=new_id(), ts=next(stamp), memory=late, title="y", by="alice")))
+        handle.write(encode_event(MemoryUpdated(id=new_id(), ts=next(stamp), memory=memory, title="Pool", by="alice")))
+    edits = audit(ProjectPaths(plain), use_git=False).concurrent_edits
+    assert [(e.field, e.wins.by, e.loses.by) for e in edits] == [("title", "bob", "alice")]
