@@ -25,6 +25,9 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     importance_boost: float = 0.1
     """Added to a result's score per unit of importance above 0.5 (ranking, not filtering)."""
     recency_boost: float = 0.05
+    summarizer: Literal["extractive", "sampling"] = "extractive"
+    """How a memory saved without a summary gets one: ``extractive`` (offline), or ``sampling`` (ask
+    the MCP client's model when the client offers sampling; extractive otherwise)."""
     recency_half_life_days: float = 30.0
     durability: Literal["fsync", "flush"] = "fsync"
     """``fsync``: every acknowledged save is on disk. ``flush``: in the OS page cache only (a power
@@ -60,6 +63,7 @@ _TEMPLATE: Final = """\
 # durability = "fsync"          # "flush" is faster; a power cut may lose the last saves
 # max_memory_bytes = 65536
 # secrets = "scrub"             # or "refuse"
+# summarizer = "extractive"     # or "sampling": the MCP client's model writes summaries, if it can
 """
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from pydantic import Field
 
 from eventmem.mcp_app import (
@@ -17,6 +17,7 @@ from eventmem.mcp_app import (
     call,
     client_name,
 )
+from eventmem.sampling import SampledSummary, context_text_summary, summary_text
 
 __all__ = ["register"]
 
@@ -35,12 +36,14 @@ def register(server: MCPServer[App]) -> None:
     )
     def save_context(
         ctx: Context[App, Any],
+        sampled: Annotated[SampledSummary, Resolve(context_text_summary)],
         context_text: Annotated[str, Field(description="The full text to remember.")],
         summary: Annotated[str | None, Field(description="One or two sentences; optional.")] = None,
         tags: Annotated[list[str] | None, Field(description="A few lower-case tags.")] = None,
         kind: Annotated[str, Field(description=KIND_HELP)] = "general",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
+        summary = summary or summary_text(sampled)  # the caller's, else the client model's (if enabled)
         memory = call(lambda: service.save(context_text, summary=summary, tags=tags, kind=kind, by=client_name(ctx)))
         return {"status": "success", "id": memory.id, "summary": memory.summary}
 

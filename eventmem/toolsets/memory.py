@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Resolve
 from pydantic import Field
 
 from eventmem.mcp_app import (
@@ -23,6 +23,7 @@ from eventmem.mcp_app import (
     dump,
     make_filters,
 )
+from eventmem.sampling import SampledSummary, content_summary, summary_text
 
 __all__ = ["register"]
 
@@ -42,6 +43,7 @@ def register(server: MCPServer[App]) -> None:
     )
     def store_memory(
         ctx: Context[App, Any],
+        sampled: Annotated[SampledSummary, Resolve(content_summary)],
         content: Annotated[str, Field(description="The memory itself, complete enough to act on later.")],
         type: Annotated[str, Field(description=KIND_HELP)] = "general",
         title: Annotated[str, Field(description="A short title; optional.")] = "",
@@ -52,6 +54,7 @@ def register(server: MCPServer[App]) -> None:
         scope: Annotated[str, Field(description="'project' (default) or 'global'.")] = "project",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
+        summary = summary or summary_text(sampled)  # the caller's, else the client model's (if enabled)
         saved = call(
             lambda: service.save_result(
                 content,
