@@ -282,21 +282,9 @@ def _skew(event: AnyEvent | UnknownEvent, segment: str, offset: int, now: float,
 
 
 def _reader(segments: Sequence[Segment]) -> Callable[[str, int], AnyEvent | UnknownEvent | None]:
-    """Reads back the event at (segment, offset), each segment's bytes read once."""
-    paths = {segment.name: segment.path for segment in segments}
-    cache: dict[str, bytes] = {}
-
-    def read(name: str, offset: int) -> AnyEvent | UnknownEvent | None:
-        data = cache.get(name)
-        if data is None:
-            data = cache[name] = paths[name].read_bytes()
-        end = data.find(b"\n", offset)
-        try:
-            return decode_line(data[offset : end if end >= 0 else len(data)])
-        except LineError:
-            return None
-
-    return read
+    """Reads back the event at (segment name, offset), one line at a time."""
+    by_name = {segment.name: segment for segment in segments}
+    return lambda name, offset: _event_at(by_name[name], offset)
 
 
 def _duplicate(event_id: str, places: list[tuple[int, int]], segments: list[Segment]) -> DuplicateId:
@@ -311,7 +299,7 @@ def _duplicate(event_id: str, places: list[tuple[int, int]], segments: list[Segm
     )
 
 
-def _event_at(segment: Segment, offset: int) -> object:
+def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:
     try:
         with open(segment.path, "rb") as handle:
             handle.seek(offset)

@@ -172,13 +172,13 @@ class Collector:
         if record is None or record.status != "deleted":
             return
         tomb = max((w for w in ordered if isinstance(w.event, MemoryDeleted)), key=lambda w: w.stamp)
+        tomb.value = "deleted"
         latest_edit: dict[int, _W] = {}
         for w in ordered:
             if w.segment != tomb.segment and _writes(w.event):
                 latest_edit[w.segment] = w
         for edit in latest_edit.values():
             edit.value = dict(_writes(edit.event))
-            tomb.value = "deleted"
             earlier, later = (edit, tomb) if edit.stamp < tomb.stamp else (tomb, edit)
             yield memory, "status", earlier, later, title
 

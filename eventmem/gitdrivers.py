@@ -41,7 +41,8 @@ def install(paths: ProjectPaths) -> dict[str, Any]:
     if "merge=union" not in text:
         wanted += [line for line in GITATTRIBUTES.splitlines() if line and not line.startswith("#")]
     if wanted:
-        attributes.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(wanted) + "\n")
+        separator = "" if text.endswith("\n") or not text else "\n"
+        attributes.write_text(text + separator + "\n".join(wanted) + "\n", encoding="utf-8")
     config: dict[str, str] = {}
     if paths.git_dir() is not None:
         command = eventmem_command()

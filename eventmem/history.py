@@ -148,9 +148,9 @@ def _history(source: str, segments: Iterable[tuple[str, bytes]]) -> History:
     return history
 
 
-def read_worktree(paths: ProjectPaths) -> History:
+def read_worktree(paths: ProjectPaths, *, source: str = WORKTREE) -> History:
     """The journal as it is on disk now (journal and archive segments)."""
-    return _history(WORKTREE, ((s.name, s.path.read_bytes()) for s in Journal(paths).segments()))
+    return _history(source, ((s.name, s.path.read_bytes()) for s in Journal(paths).segments()))
 
 
 def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -213,7 +213,7 @@ def _read_path(path: Path) -> History:
         return _history(str(path), [(f"journal/{path.name}", path.read_bytes())])
     project = path if (path / ".eventmem").is_dir() else path.parent if path.name == ".eventmem" else None
     if project is not None:
-        return _history(str(path), ((s.name, s.path.read_bytes()) for s in Journal(ProjectPaths(project)).segments()))
+        return read_worktree(ProjectPaths(project), source=str(path))
     files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     return _history(str(path), ((f"{path.name}/{p.name}", p.read_bytes()) for p in files))
 
