@@ -1,0 +1,260 @@
+#!/usr/bin/env python
+"""Embedding benchmarks: throughput per provider, cold start per provider, and rebuilds.
+
+Prints one JSON object on stdout (progress on stderr). Texts are the benchmark's memories
+(``tests/eval/memories.jsonl``, 40-60 words each) made unique with a numbered suffix.
+
+- ``throughput``: texts embedded per second (wall and per CPU-second of this process) for each
+  provider: the built-in ``hashing`` (v2, and v1 for reference), ``onnx:minilm`` with 1 and 2
+  intra-op threads, and the HTTP providers (Ollama, OpenAI-compatible) against local stand-in servers
+  that answer with the MiniLM vectors, so their figure is MiniLM plus the HTTP round trips.
+- ``cold_start``: ``python -m eventmem serve`` spawned by a stdio MCP client on a project of
+  ``--cold-memories`` memories whose embedding cache and snapshot are warm (a restart): seconds to
+  ``initialize`` answered, to the first ``retrieve_context`` answered, and until that answer is no
+  longer keyword-only (the model is loaded). Also the same for a first start with an empty cache.
+- ``rebuild``: ``Store.rebuild()`` of ``--rebuild-memories`` memories (100k by default) with the
+  default embedder, with an empty and with a full embedding cache. With a full cache nothing is
+  embedded, so that figure holds for any 384-dimensional provider; for ONNX the empty-cache rebuild
+  is measured on ``--onnx-rebuild-memories`` and extrapolated from its rate.
+
+The machine's cores are shared: run it on a quiet machine, and quote CPU-second figures if not.
+
+Usage::
+
+    python tools/bench_embed.py                        # everything (about 10-15 minutes)
+    python tools/bench_embed.py --quick                # small sizes, for a smoke test
+    python tools/bench_embed.py --out bench-embed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from eventmem.codec import encode_event  # noqa: E402
+from eventmem.config import Config  # noqa: E402
+from eventmem.embedder import Embedder, HashingEmbedder  # noqa: E402
+from eventmem.events import MemorySaved  # noqa: E402
+from eventmem.ids import new_id, to_iso  # noqa: E402
+from eventmem.project import ProjectPaths  # noqa: E402
+from eventmem.providers import OllamaEmbedder, OnnxEmbedder, OpenAIEmbedder, onnx_available  # noqa: E402
+from eventmem.store import Store  # noqa: E402
+
+SEGMENT_EVENTS = 25_000
+QUERY = "how are invoice numbers allocated"
+
+
+def log(message: str) -> None:
+    print(f"[bench_embed {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def texts(count: int, seed: int = 0) -> list[str]:
+    base = [json.loads(line) for line in (ROOT / "tests/eval/memories.jsonl").read_text().splitlines() if line]
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        memory = base[i % len(base)]
+        out.append(f"{memory['title']}. {memory['content']} (note {i}, case {rng.randrange(10**6)})")
+    return out
+
+
+def measure(embedder: Embedder, sample: list[str], batch: int = 64) -> dict[str, Any]:
+    embedder.embed(sample[:2])  # load the model, warm caches
+    wall, cpu = time.perf_counter(), time.process_time()
+    for start in range(0, len(sample), batch):
+        embedder.embed(sample[start : start + batch])
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {
+        "texts": len(sample),
+        "texts_per_s": round(len(sample) / wall, 1),
+        "texts_per_cpu_s": round(len(sample) / cpu, 1) if cpu > 0 else None,
+        "seconds": round(wall, 2),
+    }
+
+
+def throughput(count: int, onnx_count: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sample = texts(count)
+    for label, embedder in (("hashing (v2, default)", HashingEmbedder()), ("hashing:v1", HashingEmbedder(version=1))):
+        log(f"throughput {label}")
+        out[label] = measure(embedder, sample)
+    if not onnx_available():
+        out["onnx:minilm"] = "not installed (pip install 'eventmem[onnx]')"
+        return out
+    small = texts(onnx_count, seed=1)
+    for threads in (1, 2):
+        log(f"throughput onnx threads={threads}")
+        out[f"onnx:minilm?threads={threads}"] = measure(OnnxEmbedder("minilm", threads=threads), small)
+    from embedding_standins import StandIn, serve
+
+    standin = StandIn(embedder=OnnxEmbedder("minilm"), models=("all-minilm", "minilm"))
+    with serve(standin) as running:
+        for label, http in (
+            ("ollama (stand-in serving MiniLM)", OllamaEmbedder("all-minilm", url=running.url, dim=384)),
+            ("openai (stand-in serving MiniLM)", OpenAIEmbedder("minilm", url=running.url + "/v1", dim=384)),
+        ):
+            log(f"throughput {label}")
+            result = measure(http, small)
+            result["note"] = "includes the stand-in's own MiniLM time in this process's CPU time"
+            out[label] = result
+    return out
+
+
+def populate(root: Path, count: int) -> None:
+    paths = ProjectPaths(root)
+    paths.ensure()
+    now = datetime.now(UTC)
+    body = texts(count, seed=2)
+    for first in range(0, count, SEGMENT_EVENTS):
+        lines = []
+        for i, text in enumerate(body[first : first + SEGMENT_EVENTS], start=first):
+            title, _, content = text.partition(". ")
+            event = MemorySaved(
+                id=new_id(),
+                ts=to_iso(now - timedelta(minutes=count - i)),
+                by="bench",
+                memory=new_id(),
+                title=title,
+                content=content,
+                summary=content[:200],
+                tags=("bench",),
+            )
+            lines.append(encode_event(event))
+        (paths.journal_dir / f"bench{first // SEGMENT_EVENTS:03d}.main.jsonl").write_bytes(b"".join(lines))
+
+
+def git_init(path: Path) -> None:
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+
+
+def rebuild(tmp: Path, count: int, embedder: Embedder, *, label: str) -> dict[str, Any]:
+    root = tmp / f"rebuild-{label.replace(':', '-')}-{count}"
+    git_init(root)
+    populate(root, count)
+    paths = ProjectPaths(root)
+    config = Config(durability="flush")
+    out: dict[str, Any] = {"memories": count, "embedder": embedder.model_id}
+    for state in ("empty_cache", "full_cache"):
+        if state == "empty_cache":
+            shutil.rmtree(paths.cache_dir / "embeddings", ignore_errors=True)
+        store = Store(paths, config, embedder)
+        log(f"rebuild {label} {count} with {state}")
+        wall, cpu = time.perf_counter(), time.process_time()
+        store.rebuild()
+        out[f"{state}_s"] = round(time.perf_counter() - wall, 2)
+        out[f"{state}_cpu_s"] = round(time.process_time() - cpu, 2)
+        store.close()
+    return out
+
+
+async def serve_timing(root: Path, env: dict[str, str], query: str, *, wait_ready: bool) -> dict[str, Any]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "eventmem", "serve", "--root", str(root)], env=env, cwd=str(root)
+    )
+    started = time.perf_counter()
+    out: dict[str, Any] = {}
+    async with Client(params, mode="legacy") as client:
+        out["initialize_s"] = round(time.perf_counter() - started, 3)
+        result = await client.call_tool("retrieve_context", {"query": query})
+        out["first_answer_s"] = round(time.perf_counter() - started, 3)
+        content = result.structured_content or {}
+        out["first_answer_keyword_only"] = any("keyword matches only" in w for w in content.get("warnings", []))
+        if wait_ready:
+            deadline = time.perf_counter() + 900
+            while time.perf_counter() < deadline:
+                content = (await client.call_tool("retrieve_context", {"query": query})).structured_content or {}
+                if not any("keyword matches only" in w for w in content.get("warnings", [])):
+                    break
+                await anyio.sleep(0.2)
+            out["vectors_ready_s"] = round(time.perf_counter() - started, 3)
+    return out
+
+
+def cold_start(tmp: Path, count: int, specs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in specs:
+        root = tmp / f"cold-{spec.replace(':', '-')}"
+        git_init(root)
+        populate(root, count)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_")}
+        env |= {"EVENTMEM_EMBEDDER": spec, "EVENTMEM_GLOBAL_DIR": str(tmp / f"global-{spec}"), "PYTHONPATH": str(ROOT)}
+        log(f"cold start {spec}: first start (nothing cached)")
+        first = anyio.run(lambda r=root, e=env: serve_timing(r, e, QUERY, wait_ready=True))
+        log(f"cold start {spec}: restart (cache and snapshot warm)")
+        warm = anyio.run(lambda r=root, e=env: serve_timing(r, e, QUERY, wait_ready=True))
+        out[spec] = {"memories": count, "first_start": first, "restart": warm}
+    return out
+
+
+def machine() -> dict[str, Any]:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in load] if load else None,
+        "platform": platform.platform(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--throughput-texts", type=int, default=5000)
+    parser.add_argument("--onnx-texts", type=int, default=512)
+    parser.add_argument("--cold-memories", type=int, default=2000)
+    parser.add_argument("--rebuild-memories", type=int, default=100_000)
+    parser.add_argument("--onnx-rebuild-memories", type=int, default=2000)
+    parser.add_argument("--skip", default="", help="comma-separated: throughput,cold_start,rebuild")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.throughput_texts, args.onnx_texts = 300, 64
+        args.cold_memories, args.rebuild_memories, args.onnx_rebuild_memories = 200, 2000, 100
+    skip = set(filter(None, args.skip.split(",")))
+    result: dict[str, Any] = {"machine": machine(), "started": datetime.now(UTC).isoformat(timespec="seconds")}
+    specs = ["hashing"] + (["onnx:minilm"] if onnx_available() else [])
+    with tempfile.TemporaryDirectory(prefix="eventmem-bench-embed-") as tmp_name:
+        tmp = Path(tmp_name)
+        if "throughput" not in skip:
+            result["throughput"] = throughput(args.throughput_texts, args.onnx_texts)
+        if "cold_start" not in skip:
+            result["cold_start"] = cold_start(tmp, args.cold_memories, specs)
+        if "rebuild" not in skip:
+            runs: dict[str, Any] = {"hashing": rebuild(tmp, args.rebuild_memories, HashingEmbedder(), label="hashing")}
+            if onnx_available():
+                onnx = rebuild(tmp, args.onnx_rebuild_memories, OnnxEmbedder("minilm"), label="onnx")
+                rate = args.onnx_rebuild_memories / onnx["empty_cache_s"]
+                onnx["extrapolated_empty_cache_s_for"] = {
+                    str(args.rebuild_memories): round(args.rebuild_memories / rate, 0)
+                }
+                runs["onnx:minilm"] = onnx
+            result["rebuild"] = runs
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
