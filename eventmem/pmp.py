@@ -8,8 +8,8 @@ resolve by last-writer-wins like any field. Four are *lists*, one memory per ent
 This module renders sections as ``.ai/``-style markdown, parses such markdown back into entries
 (``eventmem import pmp``), recognises placeholder text, and plans an optimization (create missing
 sections, flag placeholders, drop duplicate entries, tidy blank lines, archive old entries). The
-IO side (reading the fold, appending events, writing files, running git) is
-:mod:`eventmem.project_context`.
+IO side (reading the fold, appending events, writing files) is :mod:`eventmem.project_context`;
+the working tree's changes come from :mod:`eventmem.worktree`.
 
 Round trip: parsing what :func:`render_section` wrote gives back the same entries (the same
 :func:`entry_key`), so importing a rendered view changes nothing.
@@ -28,7 +28,6 @@ __all__ = [
     "SECTIONS",
     "Action",
     "Entry",
-    "GitFile",
     "ParsedSection",
     "Plan",
     "Section",
@@ -37,8 +36,6 @@ __all__ = [
     "import_id",
     "is_placeholder",
     "normalize_singleton",
-    "parse_numstat",
-    "parse_porcelain",
     "parse_section",
     "placeholder_text",
     "plan_optimization",
@@ -638,100 +635,3 @@ def plan_optimization(sections: Mapping[str, Sequence[Entry]], *, limit: int) ->
             for e, why in archived
         ]
     return Plan(tuple(actions), sizes, limit)
-
-
-# -- git output -------------------------------------------------------------------------------------
-
-
-@dataclass
-class GitFile:
-    path: str
-    status: str
-    """``added``, ``modified``, ``deleted``, ``renamed``, ``untracked``, ``conflicted``…"""
-    added: int | None = 0
-    """Lines added (``None`` for a binary file)."""
-    deleted: int | None = 0
-    renamed_from: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "status": self.status, "added": self.added, "deleted": self.deleted}
-        if self.renamed_from:
-            out["renamedFrom"] = self.renamed_from
-        return out
-
-
-_STATUS: Final = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied", "T": "modified"}
-
-
-def parse_porcelain(output: str) -> list[GitFile]:
-    """``git status --porcelain=v1 -z`` into files with a plain-word status."""
-    parts = output.split("\0")
-    files: list[GitFile] = []
-    i = 0
-    while i < len(parts):
-        item = parts[i]
-        i += 1
-        if len(item) < 4:
-            continue
-        xy, path = item[:2], item[3:]
-        renamed_from = ""
-        if "R" in xy or "C" in xy:
-            renamed_from = parts[i] if i < len(parts) else ""
-            i += 1
-        if xy == "??":
-            status = "untracked"
-        elif "U" in xy or xy in ("AA", "DD"):
-            status = "conflicted"
-        else:
-            code = xy[0] if xy[0] not in (" ", "?") else xy[1]
-            status = _STATUS.get(code, "modified")
-        files.append(GitFile(path, status, renamed_from=renamed_from))
-    return files
-
-
-def parse_numstat(output: str) -> dict[str, tuple[int | None, int | None]]:
-    """``git diff --numstat -z`` into lines added and deleted by path (``None`` for binary)."""
-    stats: dict[str, tuple[int | None, int | None]] = {}
-    parts = output.split("\0")
-    i = 0
-    while i < len(parts):
-        item = parts[i]
-        i += 1
-        fields = item.split("\t")
-        if len(fields) < 3:
-            continue
-        added, deleted, path = fields[0], fields[1], fields[2]
-        if not path:  # a rename: the next two parts are the old and the new path
-            path = parts[i + 1] if i + 1 < len(parts) else ""
-            i += 2
-        a = None if added == "-" else int(added)
-        d = None if deleted == "-" else int(deleted)
-        old = stats.get(path)
-        if old is not None and None not in old and a is not None and d is not None:
-            a, d = (old[0] or 0) + a, (old[1] or 0) + d
-        stats[path] = (a, d)
-    return stats
-
-
-def diff_summary(files: Sequence[GitFile], *, listed: int = 10) -> str:
-    """One line: ``3 files changed (+42 −7): src/a.py (+30 −2), README.md (new), …``."""
-    if not files:
-        return "No changes in the working tree."
-    added = sum(f.added or 0 for f in files)
-    deleted = sum(f.deleted or 0 for f in files)
-    parts = []
-    for f in files[:listed]:
-        if f.status == "untracked":
-            note = "new"
-        elif f.status == "deleted":
-            note = "deleted"
-        elif f.added is None:
-            note = "binary"
-        else:
-            note = f"+{f.added} −{f.deleted}"
-        if f.renamed_from:
-            note = f"renamed from {f.renamed_from}, {note}"
-        parts.append(f"{f.path} ({note})")
-    more = f", … and {len(files) - listed} more" if len(files) > listed else ""
-    noun = "file" if len(files) == 1 else "files"
-    return f"{len(files)} {noun} changed (+{added} −{deleted}): {', '.join(parts)}{more}"

@@ -3,7 +3,7 @@
 :class:`ProjectContext` is a thin layer over :class:`~eventmem.service.MemoryService`: every change
 is a command of the service (so an event on the journal), every read folds the journal first. The
 rendering, parsing and planning are pure functions in :mod:`eventmem.pmp`; what is here is the IO:
-reading the fold, appending, writing the view files, running git, reading an ``.ai/`` directory.
+reading the fold, appending, writing the view files, reading an ``.ai/`` directory.
 
 Size guard: a list section (decisions, recent changes, conversation summaries, todo) has a limit
 (``section_max_bytes``, 256 KB by default). A write that would take it over is *paused*: nothing is
@@ -17,9 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,20 +29,17 @@ from eventmem.errors import InvalidInput, LimitExceeded
 from eventmem.events import MemoryRestored
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import new_id, now_iso
+from eventmem.lifecycle import archive_memories
 from eventmem.pmp import (
     SECTIONS,
     Entry,
-    GitFile,
     Plan,
     Section,
     dedupe_key,
-    diff_summary,
     entry_key,
     import_id,
     is_placeholder,
     normalize_singleton,
-    parse_numstat,
-    parse_porcelain,
     parse_section,
     plan_optimization,
     render_entry,
@@ -56,6 +51,7 @@ from eventmem.pmp import (
 from eventmem.service import MemoryService
 from eventmem.state import State
 from eventmem.views import live_records
+from eventmem.worktree import changes
 
 __all__ = ["IMPORT_BY", "ProjectContext", "archive_entries"]
 
@@ -64,7 +60,6 @@ log = logging.getLogger("eventmem.project_context")
 IMPORT_BY: Final = "import:pmp"
 SECTION_IMPORTANCE: Final = 0.8
 VIEW_MEMO: Final = "ai-view.json"
-GIT_TIMEOUT: Final = 20.0
 _BY_KEY: Final = {section.key: section for section in SECTIONS}
 _LIST_KINDS: Final = {section.kind: section for section in SECTIONS if not section.singleton}
 _SINGLETON_IDS: Final = {section.memory_id: section for section in SECTIONS if section.singleton}
@@ -118,8 +113,6 @@ def archive_entries(service: MemoryService, ids: Sequence[str], *, reason: str, 
     view) and its history is then moved out of the live journal into ``archive/`` segments by the
     lifecycle's compaction, one segment per month the entries were created in. The one function the
     optimization's archiving goes through."""
-    from eventmem.lifecycle import archive_memories
-
     if not ids:
         return {"archived": 0, "segments": []}
     store = service.project
@@ -726,76 +719,21 @@ class ProjectContext:
     # -- git ------------------------------------------------------------------------------------
 
     def git_diff(self, *, write_to_recent_changes: bool = False) -> dict[str, Any]:
-        """Changed files and line counts of the working tree (staged, unstaged and untracked, against
-        ``HEAD``), excluding ``.eventmem/`` and the rendered view. Outside a git work tree (or
-        without git) a result saying why, not an error."""
-        root = self.paths.root
-        try:
-            inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-toplevel")
-        except FileNotFoundError:
-            return _unavailable("git is not installed (no `git` on PATH)")
-        except subprocess.TimeoutExpired:
-            return _unavailable("git did not answer in time")
-        lines = inside.stdout.split("\n")
-        if inside.returncode != 0 or not lines or lines[0].strip() != "true":
-            return _unavailable(f"{root} is not inside a git work tree")
-        top = Path(lines[1].strip()).resolve() if len(lines) > 1 else root
-        try:
-            prefix = root.resolve().relative_to(top).as_posix()
-        except ValueError:
-            prefix = ""
-        prefix = "" if prefix == "." else prefix + "/"
-        excluded = [prefix + ".eventmem/"]
+        """The working tree's changes (see :func:`eventmem.worktree.changes`), leaving out
+        ``.eventmem/`` and a tracked view; ``write_to_recent_changes`` appends the summary."""
+        excluded = [".eventmem/"]
         if self.view_tracked:
-            excluded.append(prefix + self.relative(self.view_dir()).rstrip("/") + "/")
-        has_head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0
-        status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
-        if status.returncode != 0:
-            return _unavailable(f"git status failed: {status.stderr.strip()[:200]}")
-        if has_head:
-            numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "-M", "HEAD", "--", ".").stdout)
-        else:
-            numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "--cached", "--", ".").stdout)
-            for path, counts in parse_numstat(_git(root, "diff", "--numstat", "-z", "--", ".").stdout).items():
-                old = numstat.get(path)
-                if old is None or None in old or None in counts:
-                    numstat[path] = counts
-                else:
-                    numstat[path] = ((old[0] or 0) + (counts[0] or 0), (old[1] or 0) + (counts[1] or 0))
-        files: list[GitFile] = []
-        for item in parse_porcelain(status.stdout):
-            if any(item.path.startswith(p) for p in excluded):
-                continue
-            if item.path in numstat:
-                item.added, item.deleted = numstat[item.path]
-            elif item.status == "untracked":
-                item.added, item.deleted = _count_lines(top / item.path), 0
-            files.append(item)
-        files.sort(key=lambda f: f.path)
-        branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() if has_head else self.paths.branch()
-        summary = diff_summary(files)
-        out: dict[str, Any] = {
-            "status": "success",
-            "available": True,
-            "branch": branch,
-            "files": [f.to_dict() for f in files],
-            "stats": {
-                "files": len(files),
-                "insertions": sum(f.added or 0 for f in files),
-                "deletions": sum(f.deleted or 0 for f in files),
-            },
-            "summary": summary,
-        }
-        if write_to_recent_changes:
-            if not files:
-                out["recentChangeId"] = None
-                out["note"] = "nothing to record: the working tree has no changes"
-                return out
-            entry = Entry("", "", _dated(summary))
-            if paused := self._guard({"recentChanges": [entry]}):
-                return out | paused | {"available": True}
-            out["recentChangeId"] = self._add(_BY_KEY["recentChanges"], entry)
-            self.render_view()
+            excluded.append(self.relative(self.view_dir()).rstrip("/") + "/")
+        out = {"status": "success"} | changes(self.paths.root, exclude=excluded, branch=self.paths.branch())
+        if not write_to_recent_changes or not out["available"]:
+            return out
+        if not out["files"]:
+            return out | {"recentChangeId": None, "note": "nothing to record: the working tree has no changes"}
+        entry = Entry("", "", _dated(out["summary"]))
+        if paused := self._guard({"recentChanges": [entry]}):
+            return out | paused
+        out["recentChangeId"] = self._add(_BY_KEY["recentChanges"], entry)
+        self.render_view()
         return out
 
     # -- optimization -------------------------------------------------------------------------
@@ -893,35 +831,3 @@ class ProjectContext:
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
-
-
-def _unavailable(reason: str) -> dict[str, Any]:
-    return {"status": "success", "available": False, "reason": reason, "files": [], "summary": ""}
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
-    return subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=GIT_TIMEOUT,
-        env=env,
-        check=False,
-    )
-
-
-def _count_lines(path: Path, limit: int = 2 << 20) -> int | None:
-    """Lines of an untracked file (``None`` for a binary or an unreadable one)."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(limit)
-    except OSError:
-        return None
-    if b"\0" in data:
-        return None
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)

@@ -1,4 +1,5 @@
-"""The project-memory protocol's pure side: rendering, parsing, placeholders, duplicates, the plan."""
+"""The project-memory protocol's pure side: rendering, parsing, placeholders, duplicates, the plan;
+and the parsing of git's output for the working-tree summary."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ from eventmem.pmp import (
     SECTIONS,
     Entry,
     dedupe_key,
-    diff_summary,
     entry_key,
     import_id,
     is_placeholder,
-    parse_numstat,
-    parse_porcelain,
     parse_section,
     plan_optimization,
     render_section,
     section_named,
     tidy,
 )
+from eventmem.worktree import diff_summary, parse_numstat, parse_porcelain
 
 DECISIONS = section_named("decisions")
 CHANGES = section_named("recentChanges")
