@@ -521,6 +521,44 @@ async def test_the_size_guard_pauses_a_write_and_the_same_write_succeeds_after_o
     assert len(decisions.encode()) <= 4000
 
 
+async def test_a_paused_conversation_summary_writes_none_of_its_parts(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTMEM_SECTION_MAX_BYTES", "3000")
+    change = "Reworked the ingest retries and their backoff schedule for the national feed " * 3
+    async with connect(project) as client:
+        while (await call(client, "update_context_section", section="recentChanges", content=change, mode="append"))[
+            "status"
+        ] == "success":
+            pass
+        before = journal_bytes(project)
+        paused = await call(
+            client,
+            "run_conversation_end_workflow",
+            summary="Reworked the retries.",
+            completed=True,
+            currentTask="Watch the feed.",
+            recentChanges=[change],
+            decisions=["Retry three times."],
+            includeGitDiff=False,
+        )
+        assert journal_bytes(project) == before
+        await call(client, "apply_memory_optimization")
+        done = await call(
+            client,
+            "record_conversation_summary",
+            summary="Reworked the retries.",
+            currentTask="Watch the feed.",
+            recentChanges=[change],
+            decisions=["Retry three times."],
+        )
+    assert paused["status"] == "paused" and paused["recorded"]["written"] is False
+    assert "apply_memory_optimization" in paused["message"]
+    assert paused["recorded"]["over"][0]["section"] == "recentChanges"
+    assert done["status"] == "success" and done["currentTaskUpdated"] is True
+    assert len(done["recentChangeIds"]) == 1 and len(done["decisionIds"]) == 1
+
+
 async def test_a_write_adding_more_than_a_quarter_of_the_section_limit_is_refused(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -844,6 +882,21 @@ async def test_a_tracked_view_is_rendered_into_ai_and_a_hand_edit_is_left_alone_
         todo + "- [ ] Added by a tool\n- [ ] Added by hand\n"
     )
     assert not (project / ".eventmem" / "cache" / "ai").exists()
+
+
+async def test_a_tracked_file_left_with_merge_conflict_markers_is_rendered_again(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTMEM_RENDER_AI_DIR", ".ai")
+    async with connect(project) as client:
+        await call(client, "update_current_task", task="Ours.")
+        (project / ".ai" / "current-task.md").write_text(
+            "# Current task\n\n<<<<<<< HEAD\nOurs.\n=======\nTheirs.\n>>>>>>> other\n", encoding="utf-8"
+        )
+        (project / ".ai" / "project.md").write_text("# Project\n\nEdited by hand.\n", encoding="utf-8")
+        await call(client, "add_decision", decision="Anything that renders the view.")
+    assert (project / ".ai" / "current-task.md").read_text(encoding="utf-8") == "# Current task\n\nOurs.\n"
+    assert (project / ".ai" / "project.md").read_text(encoding="utf-8") == "# Project\n\nEdited by hand.\n"
 
 
 # -- stdio ------------------------------------------------------------------------------------------------
