@@ -567,6 +567,8 @@ class Store:
                 self._vectors_done.notify_all()
             return
         if snapshot:
+            with self.lock:
+                self._forget_other_models()
             self.save_snapshot(background=True)
 
     def stop_vectors(self, timeout: float | None = 10.0) -> None:
@@ -793,9 +795,9 @@ class Store:
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop every projection and fold the whole journal again."""
         with self.lock:
-            self._forget_other_models()
             self._reset()
             count = self._catch_up_once(progress)
+            self._forget_other_models()
             self.save_snapshot()
             return count
 
@@ -805,14 +807,18 @@ class Store:
         With ``background_vectors`` a model-backed embedder loads and embeds in a worker thread
         while keyword search already answers (see :meth:`vector_status`)."""
         with self.lock:
-            self._forget_other_models()
             if background_vectors:
                 self.start_vectors()
             self.load_snapshot()
             self.catch_up()
+            self._forget_other_models()
 
     def _forget_other_models(self) -> None:
-        """After a change of embedder, drop the previous model's embedding cache (once)."""
+        """After a change of embedder, once every memory has its vector from the new model, drop the
+        previous model's embedding cache. Not before: a model that cannot be reached, or an override
+        in one command, must not cost the cache of the model that works."""
+        if self._pending or self._inflight or self._vector_error is not None:
+            return
         folder = self.paths.cache_dir / "embeddings"
         marker = folder / "model"
         current = self.embedder.model_id
@@ -823,7 +829,9 @@ class Store:
         if previous == current:
             return
         if previous:
-            log.warning("embedder changed from %s to %s: every memory is embedded again", previous, current)
+            log.warning(
+                "embedder changed from %s to %s: dropping the old embedding cache in %s", previous, current, folder
+            )
             for suffix in (".bin", ".lock"):
                 (folder / f"{sanitize(previous)}{suffix}").unlink(missing_ok=True)
         try:

@@ -240,3 +240,19 @@ def test_a_rebuild_with_a_large_backlog_reports_embedding_progress(project: Path
     store.close()
     assert progress[-1] == (301, 301)
     assert [d for d, _ in progress] == sorted(d for d, _ in progress)
+
+
+def test_a_new_model_that_cannot_embed_does_not_cost_the_old_models_cache(project: Path) -> None:
+    seed(project, 3)
+    cache = ProjectPaths(project).cache_dir / "embeddings"
+    old = cache / f"{sanitize(HashingEmbedder().model_id)}.bin"
+    broken = GatedEmbedder("unreachable-model", open_gate=True)
+    broken.fail_next = True
+    service = open_with(project, broken, background=False)
+    try:
+        assert service.vector_status() == "unavailable"
+        assert service.recall("blue-green deploys")  # keywords still answer
+    finally:
+        service.close()
+    assert old.exists()
+    assert (cache / "model").read_text() == HashingEmbedder().model_id
