@@ -66,10 +66,40 @@ eventmem is this project's memory, shared by every agent and teammate through gi
 At the start of a task, retrieve what is known (retrieve_context or recall_memories). When you make
 a decision, fix a bug, learn a convention or hit an error worth remembering, save it (save_context or
 store_memory) with a short summary and a few tags. Keep secrets out: they are scrubbed, and
-<private>…</private> spans are dropped.
-The project's shared context (project, architecture, current task, coding style, decisions, recent
-changes, conversation summaries, todo): bootstrap_project_context at the start of a session,
-update_current_task as the work moves on, record_conversation_summary at the end."""
+<private>…</private> spans are dropped."""
+
+
+def instructions_for(tools: set[str]) -> str:
+    """The server's instructions, naming only tools this server exposes."""
+
+    def named(*names: str) -> str:
+        return " or ".join(name for name in names if name in tools)
+
+    lines = ["eventmem is this project's memory, shared by every agent and teammate through git."]
+    if find := named("retrieve_context", "recall_memories", "search_memories"):
+        lines.append(f"At the start of a task, retrieve what is known ({find}).")
+    if save := named("save_context", "store_memory"):
+        lines.append(
+            "When you make a decision, fix a bug, learn a convention or hit an error worth remembering, "
+            f"save it ({save}) with a short summary and a few tags."
+        )
+    lines.append("Keep secrets out: they are scrubbed, and <private>…</private> spans are dropped.")
+    steps = [
+        f"{named(*group)} {when}"
+        for group, when in (
+            (("run_project_open_workflow", "bootstrap_project_context"), "at the start of a session"),
+            (("update_current_task",), "as the work moves on"),
+            (("run_conversation_end_workflow", "record_conversation_summary"), "at the end"),
+        )
+        if named(*group)
+    ]
+    if steps:
+        lines.append(
+            "The project's shared context (project, architecture, current task, coding style, decisions, "
+            "recent changes, conversation summaries, todo): " + ", ".join(steps) + "."
+        )
+    return "\n".join(lines)
+
 
 SUMMARY_URI = "memory://summary"
 MEMORY_URI = "memory://memories/{memory_id}"
@@ -205,6 +235,7 @@ def build_server(
     )
 
     register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
+    server._lowlevel_server.instructions = instructions_for({tool.name for tool in server._tool_manager.list_tools()})
 
     # -- resources and subscriptions -----------------------------------------------------------
 

@@ -154,6 +154,17 @@ async def test_families_and_profiles_are_chosen_by_flag_then_environment_then_co
     assert await tool_names(project, None) == PROTOCOL_TOOLS
 
 
+async def test_the_server_instructions_name_only_the_tools_it_exposes(project: Path) -> None:
+    async with connect(project, tools="project-context", mode="legacy") as client:
+        protocol = client.instructions or ""
+    async with connect(project, tools="context", mode="legacy") as client:
+        context = client.instructions or ""
+    assert "run_project_open_workflow or bootstrap_project_context" in protocol
+    assert "retrieve_context" not in protocol and "store_memory" not in protocol
+    assert "retrieve_context" in context and "save_context" in context
+    assert "bootstrap_project_context" not in context and "recall_memories" not in context
+
+
 def test_an_unknown_family_is_refused_with_the_names_to_choose_from() -> None:
     assert choose_families("core, project-context") == ("core", "project-context")
     assert choose_families("default") == ("core",)
