@@ -204,16 +204,36 @@ def diff_states(old: State, new: State, *, old_name: str = "old", new_name: str 
 
 
 def diff_histories(old: History, new: History) -> JournalDiff:
-    """What ``new`` changed relative to ``old``, with who did it from the events ``new`` adds."""
-    diff = diff_states(old.fold(), new.fold(), old_name=old.source, new_name=new.source)
-    old_ids = old.ids()
+    """What ``new`` changed relative to ``old``, with who did it from the events ``new`` adds.
+
+    Only the memories and links that some event on one side but not the other is about are folded:
+    a memory's record depends on the events about it alone, so no other memory can differ."""
+    old_ids, new_ids = old.ids(), new.ids()
+    differing = old_ids ^ new_ids
+    memories: set[str] = set()
+    links: set[str] = set()
+    ends: dict[str, tuple[str, str]] = {}
     added: dict[str, Any] = {}
-    for entry in new.entries:
-        if entry.event.id not in old_ids:
-            added.setdefault(entry.event.id, entry.event)
+    for side in (old, new):
+        for entry in side.entries:
+            event = entry.event
+            if isinstance(event, LinkAdded):
+                ends[event.link] = (event.source, event.target)
+            if event.id not in differing:
+                continue
+            if side is new:
+                added.setdefault(event.id, event)
+            if not isinstance(event, UnknownEvent):
+                memories.update(memory_ids(event))
+                if link := getattr(event, "link", ""):
+                    links.add(link)
+
+    def part(side: History) -> History:
+        return History(side.source, [e for e in side.entries if _about(e.event, memories, links)])
+
+    diff = diff_states(part(old).fold(), part(new).fold(), old_name=old.source, new_name=new.source)
     diff.events_added = len(added)
-    diff.events_removed = len(old_ids - new.ids())
-    ends = {event.link: (event.source, event.target) for event in added.values() if isinstance(event, LinkAdded)}
+    diff.events_removed = len(old_ids - new_ids)
     by_memory: dict[str, list[Any]] = {}
     for event in sorted(added.values(), key=lambda e: (e.ts, e.id)):
         if isinstance(event, UnknownEvent):
@@ -229,6 +249,12 @@ def diff_histories(old: History, new: History) -> JournalDiff:
         explained = tuple(_REASONED[kind] for kind in change.changes if kind in _REASONED)
         change.reasons = [reason for event in events if isinstance(event, explained) and (reason := event.reason)]
     return diff
+
+
+def _about(event: Any, memories: set[str], links: set[str]) -> bool:
+    if isinstance(event, UnknownEvent):
+        return False
+    return getattr(event, "link", "") in links or any(memory in memories for memory in memory_ids(event))
 
 
 def diff_specs(root: Path, old: str, new: str) -> JournalDiff:
