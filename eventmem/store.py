@@ -397,12 +397,24 @@ class Store:
             vectors, missing = self.embeddings.lookup(hashes)
         for start in range(0, len(missing), EMBED_BATCH):
             batch = missing[start : start + EMBED_BATCH]
-            fresh = self.embedder.embed([items[i][1] for i in batch])
+            fresh = self._embed_unique([items[i][1] for i in batch], [hashes[i] for i in batch])
             vectors[batch] = fresh
             self.embeddings.store([hashes[i] for i in batch], fresh)
             if self.embed_progress is not None and len(missing) > EMBED_BATCH:
                 self.embed_progress(start + len(batch), len(missing))
         self.vectors.upsert(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
+
+    def _embed_unique(self, texts: list[str], digests: list[bytes]) -> npt.NDArray[np.float32]:
+        """Vectors for ``texts``, embedding each distinct text (by content hash) once."""
+        first: dict[bytes, int] = {}
+        for position, digest in enumerate(digests):
+            first.setdefault(digest, position)
+        if len(first) == len(digests):
+            return self.embedder.embed(texts)
+        unique = list(first)
+        fresh = self.embedder.embed([texts[first[d]] for d in unique])
+        row = {digest: i for i, digest in enumerate(unique)}
+        return fresh[[row[d] for d in digests]]
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         try:
@@ -535,7 +547,7 @@ class Store:
                     self._inflight = len(batch)
                     total = done + len(batch) + len(self._pending)
                 try:
-                    fresh = self.embedder.embed([text for _, (text, _) in batch])
+                    fresh = self._embed_unique([text for _, (text, _) in batch], [d for _, (_, d) in batch])
                 except BaseException:
                     with self.lock:
                         self._inflight = 0
