@@ -145,7 +145,7 @@ def _memory_change(memory_id: str, old: MemoryRecord | None, new: MemoryRecord |
             changes.append("changed")
         if promoted:
             changes.append("promoted")
-    before = old.status if old is not None and old.exists else "live"
+    before = old.status if old is not None else "live"
     if new.status != before:
         changes.append("restored" if new.status == "live" else new.status)
     if new.archived and not (old is not None and old.archived):

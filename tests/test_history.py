@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from conftest import REPO, eventmem_command, git, reopen
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_property_merge_answers import event_sets
 
 from eventmem.audit import audit
 from eventmem.codec import encode_event
 from eventmem.events import Event, MemoryExpired, MemoryPromoted, MemorySaved, MemoryUpdated
-from eventmem.history import as_of, load, memory_log, read_revision, read_worktree
+from eventmem.history import Entry, History, as_of, load, memory_log, read_revision, read_worktree
 from eventmem.ids import new_id, now_iso
-from eventmem.journaldiff import diff_histories, render_markdown
+from eventmem.journaldiff import diff_histories, diff_states, render_markdown
 from eventmem.project import ProjectPaths
 
 GOLDEN = REPO / "tests" / "golden" / "journal_v1.jsonl"
@@ -307,3 +310,26 @@ def test_without_git_the_journal_alone_says_which_writes_had_seen_which(tmp_path
         handle.write(encode_event(MemoryUpdated(id=new_id(), ts=next(stamp), memory=memory, title="Pool", by="alice")))
     edits = audit(ProjectPaths(plain), use_git=False).concurrent_edits
     assert [(e.field, e.wins.by, e.loses.by) for e in edits] == [("title", "bob", "alice")]
+
+
+@settings(max_examples=100, deadline=None)
+@given(events=event_sets(), data=st.data())
+def test_a_diff_folding_only_the_memories_that_differ_equals_comparing_the_full_folds(
+    events: list[Any], data: st.DataObject
+) -> None:
+    # the diff folds only what differing events are about; any two subsets of a history must give
+    # exactly what comparing the two complete states gives
+    keep_old = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
+    keep_new = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
+    old = History(
+        "old", [Entry(e, "journal/a.jsonl", n) for n, (e, k) in enumerate(zip(events, keep_old, strict=True)) if k]
+    )
+    new = History(
+        "new", [Entry(e, "journal/b.jsonl", n) for n, (e, k) in enumerate(zip(events, keep_new, strict=True)) if k]
+    )
+    full = diff_states(old.fold(), new.fold(), old_name="old", new_name="new")
+    fast = diff_histories(old, new)
+    assert fast.links == full.links
+    assert [(c.memory, c.changes, c.fields, c.title, c.summary) for c in fast.memories] == [
+        (c.memory, c.changes, c.fields, c.title, c.summary) for c in full.memories
+    ]
