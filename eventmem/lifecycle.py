@@ -49,6 +49,7 @@ __all__ = [
     "Step",
     "archive_candidates",
     "archive_memories",
+    "archived_on",
     "context_bundle",
     "dedup_key",
     "due_for_expiry",
@@ -186,8 +187,20 @@ class ArchiveResult:
     bytes_after: int = 0
 
 
+def _archive_prefix(store: Store, day: str) -> str:
+    """``<writer>.<branch>.<yyyymmdd>.``: archive segments this clone wrote on this branch that day."""
+    return f"{store.paths.writer_id()}.{store.paths.branch()}.{day.replace('-', '')}."
+
+
+def archived_on(store: Store, day: str) -> bool:
+    """Whether this clone archived on this branch on ``day`` (``yyyy-mm-dd``)."""
+    if not store.paths.archive_dir.is_dir():
+        return False
+    return any(store.paths.archive_dir.glob(_archive_prefix(store, day) + "*.jsonl"))
+
+
 def _archive_name(store: Store, day: str) -> str:
-    prefix = f"{store.paths.writer_id()}.{store.paths.branch()}.{day}."
+    prefix = _archive_prefix(store, day)
     taken = set()
     for path in store.paths.archive_dir.glob(prefix + "*.jsonl"):
         number = path.name.removeprefix(prefix).removesuffix(".jsonl")
@@ -226,7 +239,7 @@ def archive_memories(
             kept, moved, moved_memories = split_lines(complete, memories, links)
             if not moved:
                 return result
-            name = _archive_name(store, epoch_iso(now)[:10].replace("-", ""))
+            name = _archive_name(store, epoch_iso(now)[:10])
             archive_path = paths.archive_dir / name
             atomic_write(archive_path, b"".join(moved), durable=store.journal.durable)
             event = MemoryArchived(

@@ -204,7 +204,7 @@ def build_server(
             interval = service.config.compact_interval_seconds if service is not None else 0
             while service is not None and interval > 0 and not stop.is_set():
                 try:
-                    await anyio.to_thread.run_sync(service.compact)
+                    await anyio.to_thread.run_sync(functools.partial(service.compact, archive="daily"))
                 except Exception:  # a full disk must not stop the server; try again next time
                     log.exception("compaction failed")
                 with anyio.move_on_after(interval):

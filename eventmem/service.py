@@ -43,6 +43,7 @@ from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.lifecycle import (
     archive_candidates,
     archive_memories,
+    archived_on,
     context_bundle,
     due_for_expiry,
     epoch_iso,
@@ -954,10 +955,14 @@ class MemoryService:
             "omitted": omitted,
         }
 
-    def compact(self, *, now: float | None = None, by: str = "eventmem", archive: bool = True) -> dict[str, Any]:
+    def compact(
+        self, *, now: float | None = None, by: str = "eventmem", archive: bool | Literal["daily"] = True
+    ) -> dict[str, Any]:
         """One compaction pass over every memory directory: ``expired`` events for memories whose
         TTL ran out, then (``archive``) the history of memories deleted or expired more than
         ``archive_after_days`` ago moved into an archive segment, then the usage stream shrunk.
+        ``archive="daily"`` (the server's scheduler) archives at most once a day per memory
+        directory: a rewrite makes every other process of the clone rebuild, so it is batched.
         Safe to run in several processes at once: decisions are re-checked under the journal lock."""
         now = time.time() if now is None else now
         report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
@@ -968,7 +973,7 @@ class MemoryService:
             if due:
                 written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
                 report["expired"] += [getattr(e, "memory", "") for e in written]
-            if archive:
+            if archive is True or (archive == "daily" and not archived_on(store, epoch_iso(now)[:10])):
                 result = self._archive_dead(store, now, by)
                 if result is not None:
                     report["archived"].append(result)

@@ -30,7 +30,7 @@ def test_bench_lifecycle_quick_prints_every_figure_next_to_its_baseline(tmp_path
     assert compaction["events"] == 2000 and compaction["archived_memories"] > 0
     for key in ("compact_s", "bare_rewrite_s", "ratio_to_bare_rewrite", "cold_rebuild_s"):
         assert compaction[key] is not None, key
-    assert compaction["expiry"]["expired"] > 0 and compaction["expiry"]["ratio_to_bare_append"] is not None
+    assert compaction["expiry"]["expired"] > 0 and compaction["expiry"]["ratio_to_store_append"] is not None
     related = data["related_depth3"]
     assert related["links"] == 2000 and related["reached_p50"] > 0
     assert {"related", "bare_dict_bfs", "link_table_scan_bfs", "ratio_to_bare_bfs"} <= related.keys()
@@ -38,5 +38,6 @@ def test_bench_lifecycle_quick_prints_every_figure_next_to_its_baseline(tmp_path
     for name in ("type", "tags", "min_importance", "created_after", "all_four"):
         assert recall[f"recall_{name}"]["ratio_to_unfiltered"] is not None, name
         assert recall[f"recall_{name}"]["matching"] < recall["memories"], name
-    assert recall["recall_all_four"]["ratio_to_bare_scan"] is not None
+    assert recall["recall_none"]["ratio_to_bare_full_scan"] is not None
+    assert {"bare_numpy_scan_full", "bare_numpy_scan_masked_all_four"} <= recall.keys()
     assert recall["search_listing_no_query"]["n"] > 0

@@ -983,6 +983,23 @@ def test_replay_at_a_time_or_a_revision_before_the_compaction_gives_what_it_gave
     assert before[2][seeded["deleted"]][0] == "deleted"
 
 
+def test_the_scheduler_archives_at_most_once_a_day_and_the_command_line_any_time(project: Path) -> None:
+    seed_archive(project)
+    service = reopen(project)
+    try:
+        first = service.compact(archive="daily")
+        late = MemorySaved(id=new_id(), ts=ago(days=50), memory=new_id(), content="Use Buildkite for CI.")
+        service.project.append([late, MemoryDeleted(id=new_id(), ts=ago(days=35), memory=late.memory)])
+        second = service.compact(archive="daily")
+        forced = service.compact()
+    finally:
+        service.close()
+    assert len(first["archived"]) == 1
+    assert second["archived"] == []  # already archived today: a rewrite makes other processes rebuild
+    assert forced["archived"][0]["memories"] == 1
+    assert forced["archived"][0]["segment"].endswith(".2.jsonl")
+
+
 def test_compaction_only_rewrites_this_clones_segment_for_this_branch(project: Path) -> None:
     seeded = seed_archive(project)
     journal = project / ".eventmem" / "journal"
