@@ -75,6 +75,7 @@ _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_a-zA-Z]+")
 _SUFFIXES: Final = ("ing", "ed", "es", "s", "ly")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
@@ -121,6 +122,8 @@ class WordPiece:
 
     @staticmethod
     def words(text: str) -> list[str]:
+        if text.isascii():  # the common case, in one regex: same result as the loop below
+            return _ASCII_WORD.findall(_ASCII_CONTROL.sub("", text.lower()))
         text = unicodedata.normalize("NFD", text.lower())
         out: list[str] = []
         current: list[str] = []
@@ -167,6 +170,12 @@ class WordPiece:
         return [i for word in self.words(text) for i in self.word_ids(word)]
 
 
+# For ASCII text BERT's basic tokenization is: drop control characters, split on white space, and
+# make every other non-alphanumeric character a word of its own.
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
+_ASCII_WORD = re.compile(r"[a-z0-9]+|[^a-z0-9\s]")
+
+
 def _is_cjk(char: str) -> bool:
     """CJK ideographs are words of their own in BERT's tokenization."""
     code = ord(char)
@@ -194,6 +203,19 @@ class _Static:
                     table = data["vectors"].astype(np.float32) * data["scale"][:, None]
                 cls._loaded = (WordPiece(), table.astype(np.float32))
             return cls._loaded
+
+
+@lru_cache(maxsize=65536)
+def _char_ngrams(word: str) -> tuple[str, ...]:
+    """The 3- and 4-grams of ``<word>`` (a word's own boundary marks included), in order."""
+    marked = f"<{word}>"
+    return tuple(marked[i : i + n] for n in (3, 4) for i in range(len(marked) - n + 1))
+
+
+@lru_cache(maxsize=262144)
+def _feature_code(feature: str) -> int:
+    """The feature's CRC-32 times two, plus one for a word or word-pair feature (``w:``/``b:``)."""
+    return zlib.crc32(feature.encode()) * 2 + (feature[1] == ":")
 
 
 class HashingEmbedder:
@@ -224,13 +246,9 @@ class HashingEmbedder:
         feats: Counter[str] = Counter()
         for word in words:
             feats["w:" + word] += 2
-            marked = f"<{word}>"
             if len(word) > 3:
-                for n in (3, 4):
-                    for i in range(len(marked) - n + 1):
-                        feats[marked[i : i + n]] += 1
-        for first, second in itertools.pairwise(words):
-            feats[f"b:{first} {second}"] += 1
+                feats.update(_char_ngrams(word))
+        feats.update(f"b:{first} {second}" for first, second in itertools.pairwise(words))
         return feats
 
     def embed(self, texts: list[str]) -> Vectors:
@@ -268,11 +286,11 @@ class HashingEmbedder:
             feats = self.features(text)
             if not feats:
                 continue
-            hashes = np.fromiter((zlib.crc32(f.encode()) for f in feats), dtype=np.uint32, count=len(feats))
+            codes = np.array([_feature_code(f) for f in feats], dtype=np.int64)
+            hashes = (codes >> 1).astype(np.uint32)
             weights = np.log1p(np.fromiter(feats.values(), dtype=np.float32, count=len(feats)))
             # word features weigh more than the many n-grams of the same word
-            kinds = np.fromiter((f[1] == ":" for f in feats), dtype=bool, count=len(feats))
-            weights = np.where(kinds, weights * 2.0, weights * 0.5).astype(np.float32)
+            weights = np.where(codes & 1, weights * 2.0, weights * 0.5).astype(np.float32)
             signs = np.where(hashes & 0x80000000, -1.0, 1.0).astype(np.float32)
             np.add.at(out[row], (hashes % dim).astype(np.intp), weights * signs)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
