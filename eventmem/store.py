@@ -831,6 +831,8 @@ class Store:
         in one command, must not cost the cache of the model that works."""
         if self._pending or self._inflight or self._vector_error is not None:
             return
+        if not self.paths.journal_dir.is_dir():
+            return  # no memory here yet: reading must not create .eventmem/
         folder = self.paths.cache_dir / "embeddings"
         marker = folder / "model"
         current = self.embedder.model_id

@@ -1,0 +1,37 @@
+"""Memory appears in a project only when something is saved, and only what belongs in git shows up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import eventmem_command, git
+
+from eventmem.project import RootChoice
+from eventmem.service import open_service
+
+
+def test_reading_a_project_without_memory_creates_nothing(project: Path) -> None:
+    service = open_service(RootChoice(project, "test"))
+    assert service.recall("anything") == []
+    service.stats()
+    service.close()
+    for args in (["search", "anything"], ["stats"], ["doctor"], ["log"]):
+        subprocess.run(eventmem_command(*args, "--root", str(project)), capture_output=True, check=False)
+    assert not (project / ".eventmem").exists()
+
+
+def test_after_the_first_save_git_sees_the_journal_and_its_gitignore_but_no_cache(project: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "eventmem", "save", "The first memory of this project", "--root", str(project)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (project / ".eventmem" / "cache").is_dir()  # derived state exists...
+    untracked = git(project, "status", "--porcelain", "--untracked-files=all").split("\n")
+    paths = sorted(line[3:] for line in untracked if line)
+    assert paths[:2] == [".eventmem/.gitattributes", ".eventmem/.gitignore"]
+    assert len(paths) == 3  # the cache is ignored
+    assert paths[2].startswith(".eventmem/journal/") and paths[2].endswith(".jsonl")
