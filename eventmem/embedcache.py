@@ -38,9 +38,28 @@ class EmbeddingCache:
         self._vectors = np.zeros((1024, dim), dtype=np.float32)
         self._count = 0
         self._offset = 0
+        self.skipped = False
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def skip_to_end(self) -> None:
+        """Start reading at the file's current end: a loaded snapshot already holds every vector the
+        cache had, so a new process need not read (and keep) the whole file for its first save."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        self._offset = max(self._offset, size - size % self._record.itemsize)
+        self.skipped = True
+
+    def rewind(self) -> None:
+        """Read the whole file again on the next miss (after :meth:`skip_to_end`, for a rebuild)."""
+        if self.skipped:
+            self._rows.clear()
+            self._count = 0
+            self._offset = 0
+            self.skipped = False
 
     def refresh(self) -> None:
         """Read records other processes appended since the last call."""

@@ -77,6 +77,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
     columns: bytes = b""
     """The filter columns of every slot (see :meth:`Columns.dump`): no per-memory work on load."""
+    dedup: dict[str, bytes] | None = None
+    """Each live memory's dedup key, so a new process's first save does not hash every memory."""
 
 
 @dataclass
@@ -176,6 +178,7 @@ class Store:
     # -- state --------------------------------------------------------------------------------
 
     def _reset(self) -> None:
+        self.embeddings.rewind()  # a rebuild needs every cached vector
         if hasattr(self, "_pending"):
             self._pending = {}
             self._generation += 1  # results the vector worker has in flight are for the old slots
@@ -600,23 +603,27 @@ class Store:
     def find_duplicate(self, text: str) -> list[str]:
         """Live memories whose content normalises to the same text (see :func:`dedup_key`)."""
         with self.lock:
-            if self._dedup_dirty is None:
-                self._dedup.clear()
-                self._dedup_of.clear()
-                dirty: Iterable[str] = list(self.state.memories)
-            else:
-                dirty = self._dedup_dirty
-            for memory_id in dirty:
-                old = self._dedup_of.pop(memory_id, None)
-                if old is not None:
-                    self._dedup[old].discard(memory_id)
-                record = self.state.visible(memory_id)
-                if record is not None:
-                    key = dedup_key(record.content)
-                    self._dedup_of[memory_id] = key
-                    self._dedup.setdefault(key, set()).add(memory_id)
-            self._dedup_dirty = set()
+            self._refresh_dedup()
             return sorted(self._dedup.get(dedup_key(text), ()))
+
+    def _refresh_dedup(self) -> None:
+        """Bring the dedup keys up to date (all of them the first time, then what changed)."""
+        if self._dedup_dirty is None:
+            self._dedup.clear()
+            self._dedup_of.clear()
+            dirty: Iterable[str] = list(self.state.memories)
+        else:
+            dirty = self._dedup_dirty
+        for memory_id in dirty:
+            old = self._dedup_of.pop(memory_id, None)
+            if old is not None:
+                self._dedup[old].discard(memory_id)
+            record = self.state.visible(memory_id)
+            if record is not None:
+                key = dedup_key(record.content)
+                self._dedup_of[memory_id] = key
+                self._dedup.setdefault(key, set()).add(memory_id)
+        self._dedup_dirty = set()
 
     def refresh_expiry(self, memory_id: str) -> None:
         """Recompute one memory's expiry column (after its usage changed)."""
@@ -691,6 +698,7 @@ class Store:
         with self.lock:
             if not self.cursors or self._pending or self._inflight:
                 return False  # (vectors still being made: a snapshot would lack them)
+            self._refresh_dedup()
             snapshot = Snapshot(
                 format=SNAPSHOT_FORMAT,
                 embedder=self.embedder.model_id,
@@ -702,6 +710,7 @@ class Store:
                 keywords=self.keywords.serialize(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
                 columns=self.columns.dump(len(self.slot_ids)),
+                dedup=self._dedup_of,
             )
             data = msgspec.msgpack.encode(snapshot)
             self.events_since_snapshot = 0
@@ -771,6 +780,12 @@ class Store:
                 name: msgspec.structs.replace(cursor, stat=_stat_after_load(segments[name], cursor.offset))
                 for name, cursor in snapshot.cursors.items()
             }
+            self.embeddings.skip_to_end()
+            if snapshot.dedup is not None:
+                self._dedup_of = snapshot.dedup
+                for memory_id, key in snapshot.dedup.items():
+                    self._dedup.setdefault(key, set()).add(memory_id)
+                self._dedup_dirty = set()
             if self.columns.load(snapshot.columns, len(self.slot_ids)):
                 self._restore_tags_and_expiry()
             else:
