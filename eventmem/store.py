@@ -171,8 +171,11 @@ class Store:
         self._vector_error: str | None = None
         self._vector_error_at = 0.0
         self._vector_worker: threading.Thread | None = None
+        self._last_vector_worker: threading.Thread | None = None
         self._vectors_stop = threading.Event()
         self._vectors_done = threading.Condition(self.lock)
+        self._model_recorded = False
+        """The embedder's model id is in ``cache/embeddings/model`` (see _forget_other_models)."""
         self._reset()
 
     # -- state --------------------------------------------------------------------------------
@@ -303,6 +306,8 @@ class Store:
             for event in events:
                 touched.update(self.state.apply(event))
             self._sync(touched)
+            if not self._model_recorded:  # the first save of a project that had no journal yet
+                self._forget_other_models()
 
     # -- keeping indexes in step with the fold ------------------------------------------------
 
@@ -524,7 +529,7 @@ class Store:
                 return
             self._vector_error = None
         worker = threading.Thread(target=self._vector_work, name="eventmem-vectors", daemon=True)
-        self._vector_worker = worker
+        self._vector_worker = self._last_vector_worker = worker
         worker.start()
 
     def _vector_work(self) -> None:
@@ -592,7 +597,7 @@ class Store:
         Not to be called with the lock held (the worker needs it to finish its batch)."""
         self._vectors_stop.set()
         with self.lock:
-            worker = self._vector_worker
+            worker = self._last_vector_worker  # (may still be finishing after it marked itself done)
         if worker is not None:
             worker.join(timeout)
 
@@ -856,6 +861,7 @@ class Store:
         except OSError:
             previous = ""
         if previous == current:
+            self._model_recorded = True
             return
         if previous:
             log.warning(
@@ -866,6 +872,7 @@ class Store:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write(marker, current.encode("utf-8"))
+            self._model_recorded = True
         except OSError as exc:
             log.warning("could not record the embedder in %s: %s", marker, exc)
 
