@@ -10,6 +10,7 @@ what another has embedded.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -75,37 +76,39 @@ class EmbeddingCache:
             return
         records = np.frombuffer(data[:usable], dtype=self._record)
         hashes = records["hash"].tobytes()
+        fresh: list[int] = []
+        rows = self._rows
         for i in range(len(records)):
             digest = hashes[i * HASH_BYTES : (i + 1) * HASH_BYTES]
-            if digest not in self._rows:
-                self._append(digest, records["vector"][i])
+            if digest not in rows:
+                rows[digest] = self._count + len(fresh)
+                fresh.append(i)
+        if fresh:
+            self._reserve(self._count + len(fresh))
+            self._vectors[self._count : self._count + len(fresh)] = records["vector"][fresh]
+            self._count += len(fresh)
         self._offset += usable
 
-    def _append(self, digest: bytes, vector: npt.NDArray[np.float32]) -> None:
-        if self._count == len(self._vectors):  # amortised growth: no copy of the whole cache per save
-            grown = np.zeros((len(self._vectors) * 2, self.dim), dtype=np.float32)
+    def _reserve(self, count: int) -> None:
+        if count > len(self._vectors):  # amortised growth: no copy of the whole cache per save
+            grown = np.zeros((max(count, len(self._vectors) * 2), self.dim), dtype=np.float32)
             grown[: self._count] = self._vectors[: self._count]
             self._vectors = grown
+
+    def _append(self, digest: bytes, vector: npt.NDArray[np.float32]) -> None:
+        self._reserve(self._count + 1)
         self._vectors[self._count] = vector
         self._rows[digest] = self._count
         self._count += 1
 
     def lookup(self, hashes: list[bytes]) -> tuple[npt.NDArray[np.float32], list[int]]:
         """Vectors for ``hashes`` (zeros where missing) and the positions that were missing."""
-        out = np.zeros((len(hashes), self.dim), dtype=np.float32)
-        missing: list[int] = []
-        rows: list[int] = []
-        where: list[int] = []
-        for position, digest in enumerate(hashes):
-            row = self._rows.get(digest)
-            if row is None:
-                missing.append(position)
-            else:
-                rows.append(row)
-                where.append(position)
-        if rows:
-            out[where] = self._vectors[rows]
-        return out, missing
+        found = np.fromiter(map(self._rows.get, hashes, itertools.repeat(-1)), dtype=np.int64, count=len(hashes))
+        missing_mask = found < 0
+        out = self._vectors[np.where(missing_mask, 0, found)] if len(self._vectors) else np.zeros((0, self.dim))
+        out = np.asarray(out, dtype=np.float32)
+        out[missing_mask] = 0.0
+        return out, np.flatnonzero(missing_mask).tolist()
 
     def store(self, hashes: list[bytes], vectors: npt.NDArray[np.float32]) -> None:
         """Append new vectors (best effort: the cache is derived, a failed write loses nothing)."""

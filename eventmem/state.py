@@ -162,7 +162,28 @@ class State(msgspec.Struct, kw_only=True):
         stamp = stamp_of(event.ts, event.id)
         match event:
             case MemorySaved():
-                record = self.memory(event.memory)
+                record = self.memories.get(event.memory)
+                if record is None:  # the common case, a new memory: every register is this event's
+                    record = self.memories[event.memory] = MemoryRecord(
+                        id=event.memory,
+                        exists=True,
+                        kind=event.kind,
+                        scope=event.scope,
+                        title=event.title,
+                        content=event.content,
+                        summary=event.summary,
+                        tags=event.tags,
+                        importance=event.importance,
+                        ttl_seconds=event.ttl_seconds,
+                        project=event.project,
+                        stamps=dict.fromkeys(_REGISTERS, stamp),
+                        created_stamp=stamp,
+                        created_by=event.by,
+                        updated_stamp=stamp,
+                        updated_by=event.by,
+                        events=1,
+                    )
+                    return (record.id,)
                 record.events += 1
                 if not record.exists or stamp < record.created_stamp:
                     record.created_stamp, record.created_by = stamp, event.by

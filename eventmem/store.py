@@ -369,11 +369,13 @@ class Store:
         cols.kind[slot] = _KIND_CODE.get(record.kind, -1)
         cols.scope[slot] = _SCOPE_CODE.get(record.scope, 0)
         cols.importance[slot] = record.importance
-        cols.created[slot] = iso_to_epoch(record.created_at)
-        cols.updated[slot] = iso_to_epoch(record.updated_at) if record.updated_stamp else cols.created[slot]
-        cols.expires[slot] = self.expires_epoch(memory_id, record)
-        cols.superseded[slot] = self._is_superseded(memory_id)
-        self._tag(slot, record.tags)
+        created = cols.created[slot] = iso_to_epoch(record.created_at)
+        same = not record.updated_stamp or record.updated_stamp == record.created_stamp
+        cols.updated[slot] = created if same else iso_to_epoch(record.updated_at)
+        cols.expires[slot] = math.inf if record.ttl_seconds is None else self.expires_epoch(memory_id, record)
+        cols.superseded[slot] = memory_id in self.state.adjacency and self._is_superseded(memory_id)
+        if record.tags or slot in self.slot_tags:
+            self._tag(slot, record.tags)
 
     def _untag(self, slot: int) -> None:
         for tag in self.slot_tags.pop(slot, ()):
