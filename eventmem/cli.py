@@ -497,12 +497,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def configure_logging() -> None:
+    """Logs go to stderr (stdout belongs to the MCP protocol and to --json), at EVENTMEM_LOG_LEVEL."""
     logging.basicConfig(
         level=os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").upper(),
         stream=sys.stderr,
         format="eventmem %(levelname)s %(name)s: %(message)s",
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import shutil
 import sys
 import time
@@ -36,7 +34,7 @@ except ImportError:  # run from a checkout without the package installed
 import msgspec
 
 from eventmem.audit import AuditReport, audit
-from eventmem.cli import ProgressBar
+from eventmem.cli import ProgressBar, configure_logging
 from eventmem.concurrency import find_concurrent_edits
 from eventmem.errors import EventmemError
 from eventmem.history import as_of, memory_log, read_worktree, status_at
@@ -288,11 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(
-        level=os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").upper(),
-        stream=sys.stderr,
-        format="eventmem %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging()
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
