@@ -94,7 +94,7 @@ def build_mask(store: Store, filters: Filters, now: float | None = None) -> npt.
         mask &= cols.updated[:n] < iso_to_epoch(filters.updated_before)
     for tag in filters.tags:
         tagged = np.zeros(n, bool)
-        slots = store.tag_slots.get(tag)
+        slots = store.tag_index().get(tag)
         if slots:
             tagged[np.fromiter(slots, np.int64, len(slots))] = True
         mask &= tagged

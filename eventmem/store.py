@@ -196,6 +196,8 @@ class Store:
         self.columns = Columns()
         self.tag_slots: dict[str, set[int]] = {}
         self.slot_tags: dict[int, tuple[str, ...]] = {}
+        self._tags_built = True
+        """False after a snapshot load: the tag sets are made on the first tag filter, not at start."""
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
         self.changed: set[str] = set()
@@ -377,11 +379,29 @@ class Store:
         if record.tags or slot in self.slot_tags:
             self._tag(slot, record.tags)
 
+    def tag_index(self) -> dict[str, set[int]]:
+        """Live slots by tag (built from the fold on first use after a snapshot load)."""
+        with self.lock:
+            if not self._tags_built:
+                self._tags_built = True
+                live = self.columns.live
+                memories = self.state.memories
+                for memory_id, slot in self.slots.items():
+                    if live[slot]:
+                        tags = memories[memory_id].tags
+                        if tags:
+                            self._tag(slot, tags)
+            return self.tag_slots
+
     def _untag(self, slot: int) -> None:
+        if not self._tags_built:
+            return
         for tag in self.slot_tags.pop(slot, ()):
             self.tag_slots.get(tag, set()).discard(slot)
 
     def _tag(self, slot: int, tags: tuple[str, ...]) -> None:
+        if not self._tags_built:
+            return
         self._untag(slot)
         self.slot_tags[slot] = tags
         for tag in tags:
@@ -802,17 +822,15 @@ class Store:
         return True
 
     def _restore_tags_and_expiry(self) -> None:
-        """After loading saved columns: the tag sets, and expiry (usage may have moved it)."""
+        """After loading saved columns: expiry (usage may have moved it); tag sets wait for use."""
+        self._tags_built = False
         cols = self.columns
         memories = self.state.memories
         for memory_id, slot in self.slots.items():
-            if not cols.live[slot]:
-                continue
-            record = memories[memory_id]
-            if record.tags:
-                self._tag(slot, record.tags)
-            if record.ttl_seconds is not None:
-                cols.expires[slot] = self.expires_epoch(memory_id, record)
+            if cols.live[slot]:
+                record = memories[memory_id]
+                if record.ttl_seconds is not None:
+                    cols.expires[slot] = self.expires_epoch(memory_id, record)
 
     def _rebuild_columns(self) -> None:
         """Recompute filter columns and tag sets from the fold (after loading a snapshot)."""

@@ -468,3 +468,19 @@ def test_a_superseded_memory_is_never_returned(service: MemoryService, project: 
         assert old.id in ids_of(later.recall("json module journal parser", limit=10))
     finally:
         later.close()
+
+
+def test_a_tag_filter_after_a_snapshot_load_sees_tags_saved_before_and_after_it(project: Path) -> None:
+    first = reopen(project)
+    tagged = first.save("The release checklist lives in docs/release.md", tags=["release"])
+    first.save("Unrelated note about the release of the cache", tags=["cache"])
+    first.project.save_snapshot()
+    first.close()
+    second = reopen(project)
+    assert second.project.load_snapshot()
+    later = second.save("Tag the release commit before pushing it", tags=["release"])
+    removed = second.save("A release note that is deleted", tags=["release"])
+    second.delete(removed.id)
+    hits = second.recall("release", limit=10, filters=Filters(tags=("release",)))
+    assert sorted(h.id for h in hits) == sorted([tagged.id, later.id])
+    second.close()
