@@ -13,14 +13,17 @@ snapshot whose version, embedder or digests do not match is ignored and rebuilt,
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import itertools
 import logging
 import math
+import mmap
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -761,15 +764,12 @@ class Store:
 
     def load_snapshot(self) -> bool:
         """Load the snapshot if it matches this version, embedder and journal; else leave it."""
-        path = self.paths.cache_dir / "snapshot.bin"
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return False
         started = time.perf_counter()
         try:
-            snapshot = msgspec.msgpack.decode(data, type=Snapshot)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            snapshot = _read_snapshot(self.paths.cache_dir / "snapshot.bin")
+        except OSError:
+            return False
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
             log.warning("ignoring unreadable snapshot: %s", exc)
             return False
         if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != self.embedder.model_id:
@@ -906,6 +906,19 @@ class Store:
             missing = not (self.paths.cache_dir / "snapshot.bin").exists()
             if self.events_since_snapshot and (missing or self.events_since_snapshot >= 200):
                 self.save_snapshot()
+
+
+def _read_snapshot(path: Path) -> Snapshot:
+    """Decode the snapshot straight from a memory map (no copy of the file), the cyclic GC paused:
+    it would otherwise scan the many young objects of the fold again and again."""
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return msgspec.msgpack.decode(mapped, type=Snapshot)
+        finally:
+            if enabled:
+                gc.enable()
 
 
 def _stat_after_load(segment: Segment, offset: int) -> tuple[int, int, int]:
