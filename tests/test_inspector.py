@@ -31,16 +31,15 @@ def inspector() -> str:
     pytest.skip("the MCP Inspector is not installed (.ci/run installs it with npm)")
 
 
-def call(project: Path, *args: str) -> dict[str, Any]:
+def run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR")}
     env["EVENTMEM_ROOT"] = str(project)
-    result = subprocess.run(
-        [inspector(), "--cli", sys.executable, "-m", "eventmem", "serve", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    command = [inspector(), "--cli", sys.executable, "-m", "eventmem", "serve", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def call(project: Path, *args: str) -> dict[str, Any]:
+    result = run(project, *args)
     assert result.stdout.strip(), result.stderr
     output: dict[str, Any] = json.loads(result.stdout)
     return output
@@ -68,16 +67,9 @@ def test_the_inspector_saves_retrieves_and_reads_the_summary(project: Path) -> N
 
 
 def test_the_inspector_sees_a_clear_tool_error_for_an_unknown_id(project: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR")}
-    env["EVENTMEM_ROOT"] = str(project)
-    result = subprocess.run(
-        [inspector(), "--cli", sys.executable, "-m", "eventmem", "serve", "--method", "tools/call"]
-        + ["--tool-name", "get_memory", "--tool-arg", "memory_id=nope"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    result = run(project, "--method", "tools/call", "--tool-name", "get_memory", "--tool-arg", "memory_id=nope")
+    # the Inspector prints the tool's result, then its own error line, and exits non-zero
     reply = json.loads(result.stdout.split("\n}\n")[0] + "\n}")
+    assert result.returncode != 0
     assert reply["isError"] is True
     assert "no memory with id 'nope'" in reply["content"][0]["text"]
