@@ -315,6 +315,7 @@ class MemoryService:
         scope: str = "project",
         by: str = "",
         memory_id: str | None = None,
+        content_field: str = "content",
     ) -> Memory:
         """Save a memory; a duplicate of a live one returns that one instead (see :meth:`save_result`)."""
         return self.save_result(
@@ -328,6 +329,7 @@ class MemoryService:
             scope=scope,
             by=by,
             memory_id=memory_id,
+            content_field=content_field,
         ).memory
 
     def save_result(
@@ -343,11 +345,13 @@ class MemoryService:
         scope: str = "project",
         by: str = "",
         memory_id: str | None = None,
+        content_field: str = "content",
     ) -> Saved:
         """Save a memory. Content that normalises to a live memory's content (case, spacing, end
         punctuation) returns that memory and counts an access, unless ``memory_id`` is given. A
-        memory with a TTL saved at least ``promote_importance`` important is promoted at once."""
-        content = self._clean_text(content, "content", required=True)
+        memory with a TTL saved at least ``promote_importance`` important is promoted at once.
+        ``content_field`` names the text in error messages (``context_text`` for ``save_context``)."""
+        content = self._clean_text(content, content_field, required=True)
         title = self._clean_text(title or "", "title", required=False)
         if len(title) > MAX_TITLE_CHARS:
             raise InvalidInput(f"title is longer than {MAX_TITLE_CHARS} characters")

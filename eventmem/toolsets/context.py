@@ -44,7 +44,11 @@ def register(server: MCPServer[App]) -> None:
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         summary = summary or summary_text(sampled)  # the caller's, else the client model's (if enabled)
-        memory = call(lambda: service.save(context_text, summary=summary, tags=tags, kind=kind, by=client_name(ctx)))
+        memory = call(
+            lambda: service.save(
+                context_text, summary=summary, tags=tags, kind=kind, by=client_name(ctx), content_field="context_text"
+            )
+        )
         return {"status": "success", "id": memory.id, "summary": memory.summary}
 
     @server.tool(
