@@ -33,6 +33,14 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "home").mkdir(exist_ok=True)
 
 
+@pytest.fixture(autouse=True)
+def repository_memory_untouched() -> Iterator[None]:
+    """No test may leave memory in the repository itself (a server started in the wrong root would)."""
+    before = (REPO / ".eventmem").exists()
+    yield
+    assert before or not (REPO / ".eventmem").exists(), "a test wrote .eventmem/ into the repository"
+
+
 def git(cwd: Path, *args: str) -> str:
     result = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return result.stdout

@@ -32,10 +32,14 @@ def inspector() -> str:
 
 
 def run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR")}
-    env["EVENTMEM_ROOT"] = str(project)
-    command = [inspector(), "--cli", sys.executable, "-m", "eventmem", "serve", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    # the Inspector starts the server with only the variables given by -e, in the --cwd given
+    server_env = [f"EVENTMEM_ROOT={project}", f"EVENTMEM_GLOBAL_DIR={os.environ['EVENTMEM_GLOBAL_DIR']}"]
+    command = [inspector(), "--cli", "--cwd", str(project)]
+    for assignment in server_env:
+        command += ["-e", assignment]
+    command += [sys.executable, "-m", "eventmem", "serve", *args]
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=project, timeout=120)
 
 
 def call(project: Path, *args: str) -> dict[str, Any]:
@@ -64,6 +68,8 @@ def test_the_inspector_saves_retrieves_and_reads_the_summary(project: Path) -> N
     assert found["structuredContent"]["results"][0]["id"] == memory_id
     summary = call(project, "--method", "resources/read", "--uri", "memory://summary")
     assert "staging deploy" in summary["contents"][0]["text"]
+    journal = "".join(p.read_text() for p in (project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert memory_id in journal and '"by":"inspector-cli"' in journal
 
 
 def test_the_inspector_sees_a_clear_tool_error_for_an_unknown_id(project: Path) -> None:
