@@ -3,12 +3,14 @@ user-wide global memory, and no environment variable from the developer's shell 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,6 +98,23 @@ def processes() -> Iterator[ProcessGroup]:
     group = ProcessGroup()
     yield group
     group.kill_all()
+
+
+def run_quick_benchmark(script: str, tmp_path: Path, timeout: float = 300) -> dict[str, Any]:
+    """Run ``tools/<script> --quick --out FILE`` and return its JSON (checked to equal the file's)."""
+    out = tmp_path / f"{script}.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / script), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout)
+    assert json.loads(out.read_text(encoding="utf-8")) == data
+    return data
 
 
 def eventmem_command(*args: str) -> list[str]:

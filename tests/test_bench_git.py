@@ -5,28 +5,15 @@ No timing is asserted: absolute numbers depend on the machine and its load.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import run_quick_benchmark
 
 
 @pytest.mark.slow
 def test_bench_git_quick_prints_every_figure_with_its_baseline_as_json(tmp_path: Path) -> None:
-    out = tmp_path / "bench-git.json"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "bench_git.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
-    assert json.loads(out.read_text(encoding="utf-8")) == data
+    data = run_quick_benchmark("bench_git.py", tmp_path)
     merge = data["merge_catch_up"]
     assert merge["arriving_events"] == 200
     assert {"git_merge_s", "catch_up_s", "baseline_same_events_without_git_s", "ratio_vs_without_git"} <= merge.keys()

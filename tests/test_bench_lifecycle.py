@@ -3,29 +3,15 @@ figure with its baseline. No timing is asserted: absolute numbers depend on the 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import run_quick_benchmark
 
 
 @pytest.mark.slow
 def test_bench_lifecycle_quick_prints_every_figure_next_to_its_baseline(tmp_path: Path) -> None:
-    out = tmp_path / "lifecycle.json"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "bench_lifecycle.py"), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
-    assert json.loads(out.read_text(encoding="utf-8")) == data
+    data = run_quick_benchmark("bench_lifecycle.py", tmp_path, timeout=600)
     compaction = data["compaction"]
     assert compaction["events"] == 2000 and compaction["archived_memories"] > 0
     for key in ("compact_s", "bare_rewrite_s", "ratio_to_bare_rewrite", "cold_rebuild_s"):
