@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from conftest import reopen
 from mcp import Client
-from mcp.types import CallToolResult, Implementation, TextContent
+from mcp.types import Implementation
+from mcp_client import call_tool, text_of
 
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryExpired, MemorySaved
 from eventmem.ids import new_id, to_iso
@@ -67,16 +68,8 @@ async def connect(project: Path, name: str = CLIENT.name) -> AsyncIterator[Clien
         yield client
 
 
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
-
-
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None and content["status"] == "success"
-    return content
+    return await call_tool(client, tool, arguments)
 
 
 async def call_error(client: Client, tool: str, **arguments: Any) -> str:

@@ -25,7 +25,8 @@ import pytest
 from conftest import eventmem_command, git, reopen
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import CallToolResult, Implementation, ResourceUpdatedNotification, TextContent
+from mcp.types import Implementation, ResourceUpdatedNotification
+from mcp_client import call_tool, text_of
 
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import PROFILES, build_server, choose_families
@@ -81,18 +82,9 @@ async def connect(
         yield client
 
 
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
-
-
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must not fail; returns its structured content."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    assert content["status"] in ("success", "paused"), content
-    return content
+    """Call a tool that must not fail (a paused write is not a failure); returns its structured content."""
+    return await call_tool(client, tool, arguments, statuses=("success", "paused"))
 
 
 async def call_error(client: Client, tool: str, **arguments: Any) -> str:
