@@ -133,7 +133,7 @@ class EmbeddingCache:
                     os.close(fd)
         except OSError:
             pass
-        self.refresh()
-        for digest, vector in new:  # still usable in this process if the write failed
+        # (no re-read here: records other processes wrote come in with the next refresh)
+        for digest, vector in new:  # usable in this process at once, even if the write failed
             if digest not in self._rows:
                 self._append(digest, vector)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from eventmem.config import Config
 from eventmem.embedcache import EmbeddingCache, content_hash
-from eventmem.embedder import Embedder, Loadable
+from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
@@ -425,7 +425,9 @@ class Store:
     def _embed_into_index(self, items: list[tuple[int, str, bytes]]) -> None:
         hashes = [h for _, _, h in items]
         vectors, missing = self.embeddings.lookup(hashes)
-        if missing:
+        # Another process may have embedded these already: read what it appended to the cache.
+        # For a save or two with the built-in embedder, embedding again is cheaper than reading.
+        if missing and (len(missing) > 8 or not isinstance(self.embedder, HashingEmbedder)):
             self.embeddings.refresh()
             vectors, missing = self.embeddings.lookup(hashes)
         for start in range(0, len(missing), EMBED_BATCH):
