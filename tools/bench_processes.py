@@ -70,22 +70,6 @@ QUICK_SIZES = (200,)
 STARTED = time.perf_counter()
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-INLINE_NOOP = """\
-from typing import Any
-from mcp.server import MCPServer
-server: MCPServer[Any] = MCPServer("noop", version="0", log_level="WARNING")
-_saved: list[str] = []
-@server.tool()
-def save(text: str) -> dict[str, Any]:
-    _saved.append(text)
-    return {"status": "success", "id": str(len(_saved))}
-@server.tool()
-def retrieve(query: str) -> dict[str, Any]:
-    return {"status": "success", "results": [{"id": str(i), "summary": t} for i, t in enumerate(_saved[-5:])]}
-if __name__ == "__main__":
-    server.run("stdio")
-"""
-
 
 def log(message: str) -> None:
     sys.stderr.write(f"[bench_processes {time.perf_counter() - STARTED:7.1f}s] {message}\n")
@@ -323,12 +307,7 @@ class Bench:
         self.errlog_path = tmp / "processes.stderr.log"
         self.errlog = open(self.errlog_path, "ab")  # closed in close()
         self.global_dir = tmp / "global"
-        if NOOP_SERVER.exists():
-            self.noop_script, self.noop_source = NOOP_SERVER, "tools/noop_server.py"
-        else:
-            self.noop_script = tmp / "noop_server.py"
-            self.noop_script.write_text(INLINE_NOOP, encoding="utf-8")
-            self.noop_source = "inline MCPServer script (tools/noop_server.py absent)"
+        self.noop_script, self.noop_source = NOOP_SERVER, "tools/noop_server.py"
 
     def close(self) -> None:
         self.errlog.close()
