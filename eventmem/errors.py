@@ -13,6 +13,7 @@ __all__ = [
     "JournalUnwritable",
     "LimitExceeded",
     "SecretRefused",
+    "SnapshotDamaged",
     "UnknownLink",
     "UnknownMemory",
 ]
@@ -67,3 +68,15 @@ class JournalUnwritable(EventmemError):
 
     Nothing was written: a partial line is cut back before this is raised.
     """
+
+
+class SnapshotDamaged(EventmemError):
+    """A memory in the loaded snapshot (derived cache) could not be decoded. The cache is dropped
+    and rebuilt from the journal on the next call; nothing is lost."""
+
+    def __init__(self, memory_id: str, reason: str) -> None:
+        super().__init__(
+            f"the memory cache was damaged (memory {memory_id}: {reason}); it is rebuilt from the journal, "
+            "please try again"
+        )
+        self.memory_id = memory_id

@@ -52,7 +52,7 @@ def _words(text: str) -> set[str]:
 
 
 class KeywordIndex:
-    def __init__(self, data: bytes | None = None) -> None:
+    def __init__(self, data: bytes | memoryview | None = None) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.df: Counter[str] = Counter()
         """Sampled slots (one in ``DF_SAMPLE``) each lower-cased word occurs in."""

@@ -118,12 +118,14 @@ def latest_stamp(record: MemoryRecord) -> str:
     return max(record.created_stamp, record.updated_stamp, _tombstone(record), record.restored_stamp)
 
 
-def archive_candidates(state: State, before: float) -> list[str]:
+def archive_candidates(state: State, before: float, among: Iterable[str] | None = None) -> list[str]:
     """Deleted or expired memories whose tombstone is older than ``before`` (epoch seconds) and
-    that gained events since they were last archived."""
+    that gained events since they were last archived; looked for ``among`` these ids if given."""
     cutoff = normalize_ts(epoch_iso(before))
     out = []
-    for memory_id, record in state.memories.items():
+    memories = state.memories
+    pairs = memories.items() if among is None else ((m, memories[m]) for m in among if m in memories)
+    for memory_id, record in pairs:
         if not (record.deleted_stamp or record.expired_stamp) or not record.exists or record.status == "live":
             continue
         if _tombstone(record)[: len(cutoff)] >= cutoff:

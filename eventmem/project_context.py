@@ -50,7 +50,7 @@ from eventmem.pmp import (
 )
 from eventmem.service import MemoryService
 from eventmem.state import State
-from eventmem.views import live_records
+from eventmem.views import live_slots
 from eventmem.worktree import changes
 
 __all__ = ["IMPORT_BY", "ProjectContext", "archive_entries"]
@@ -62,6 +62,7 @@ SECTION_IMPORTANCE: Final = 0.8
 VIEW_MEMO: Final = "ai-view.json"
 _BY_KEY: Final = {section.key: section for section in SECTIONS}
 _LIST_KINDS: Final = {section.kind: section for section in SECTIONS if not section.singleton}
+_SCAN_BATCH: Final = 256
 _SINGLETON_IDS: Final = {section.memory_id: section for section in SECTIONS if section.singleton}
 _LEADING_DATE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}\b")
 _DECISION_HINT = re.compile(
@@ -148,25 +149,35 @@ class ProjectContext:
     # -- reading ------------------------------------------------------------------------------
 
     def sections(self) -> dict[str, list[Entry]]:
-        """Every section's live entries, list entries in created order."""
+        """Every section's live entries, list entries in created order.
+
+        The store's lock is taken a batch of memories at a time, so that a large project's view is
+        read without holding up the calls that come in meanwhile."""
         self.store.catch_up()
         out: dict[str, list[tuple[str, Entry]]] = {section.key: [] for section in SECTIONS}
-        with self.store.lock:
-            for record in live_records(self.store):
-                singleton = _SINGLETON_IDS.get(record.id)
-                section = singleton or _LIST_KINDS.get(record.kind)
-                if section is None or (section.singleton and singleton is None):
-                    continue
-                entry = Entry(
-                    id=record.id,
-                    title=record.title if not section.singleton else "",
-                    content=record.content,
-                    summary=record.summary,
-                    created_at=record.created_at,
-                    updated_at=record.updated_at or record.created_at,
-                    updated_by=record.updated_by,
-                )
-                out[section.key].append((record.created_stamp, entry))
+        store = self.store
+        with store.lock:  # picked from the columns: only these memories are read (and decoded)
+            candidates = [store.slot_ids[slot] for slot in live_slots(store, kinds=_LIST_KINDS, ids=_SINGLETON_IDS)]
+        for start in range(0, len(candidates), _SCAN_BATCH):
+            with store.lock:
+                for memory_id in candidates[start : start + _SCAN_BATCH]:
+                    record = store.state.visible(memory_id)
+                    if record is None:
+                        continue
+                    singleton = _SINGLETON_IDS.get(record.id)
+                    section = singleton or _LIST_KINDS.get(record.kind)
+                    if section is None or (section.singleton and singleton is None):
+                        continue
+                    entry = Entry(
+                        id=record.id,
+                        title=record.title if not section.singleton else "",
+                        content=record.content,
+                        summary=record.summary,
+                        created_at=record.created_at,
+                        updated_at=record.updated_at or record.created_at,
+                        updated_by=record.updated_by,
+                    )
+                    out[section.key].append((record.created_stamp, entry))
         return {key: [entry for _, entry in sorted(items, key=lambda item: item[0])] for key, items in out.items()}
 
     @property

@@ -994,7 +994,9 @@ class MemoryService:
         checked = self._archive_checked.setdefault(str(store.paths.base), {})
 
         def select(state: State) -> list[str]:
-            return [m for m in archive_candidates(state, cutoff) if checked.get(m) != latest_stamp(state.memories[m])]
+            among = store.hidden_memories() if state is store.state else None  # the live are no candidates
+            found = archive_candidates(state, cutoff, among)
+            return [m for m in found if checked.get(m) != latest_stamp(state.memories[m])]
 
         with store.lock:
             candidates = select(store.state)

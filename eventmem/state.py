@@ -15,11 +15,14 @@ No IO here: :mod:`eventmem.store` feeds events in and keeps the indexes in step.
 
 from __future__ import annotations
 
-from typing import Literal
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from eventmem.codec import UnknownEvent
+from eventmem.errors import SnapshotDamaged
 from eventmem.events import (
     AnyEvent,
     LinkAdded,
@@ -34,7 +37,10 @@ from eventmem.events import (
 )
 from eventmem.ids import parse_iso, to_iso
 
-__all__ = ["LinkRecord", "MemoryRecord", "State", "Status", "stamp_of"]
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_values
+
+__all__ = ["LinkRecord", "MemoryRecord", "MemoryRecords", "State", "Status", "StoredState", "stamp_of"]
 
 Status = Literal["live", "deleted", "expired"]
 _TS_WIDTH = len("2026-01-01T00:00:00.000000Z")
@@ -110,6 +116,109 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
         self.stamps[field] = stamp
         setattr(self, field, value)
         return True
+
+
+_RECORD = msgspec.msgpack.Decoder(MemoryRecord)
+_MISSING: Any = object()
+
+
+class MemoryRecords(dict[str, MemoryRecord]):
+    """The fold's memories by id. Those of a loaded snapshot stay encoded until first asked for.
+
+    A cold start then decodes one small entry per memory instead of every record: a query reads its
+    top hits, a save its own memory. Each record is decoded once, under a lock, so two threads
+    never end up holding different copies of one memory; listing every value decodes the rest.
+    Fresh states (the fold from the journal) hold only records and pay nothing for this.
+    """
+
+    __slots__ = ("_encoded", "_lock", "damaged")
+
+    def __init__(self, encoded: Mapping[str, msgspec.Raw] | None = None) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._encoded = 0
+        self.damaged = False
+        """A record did not decode (see :class:`SnapshotDamaged`): the owner must rebuild."""
+        if encoded:
+            dict.update(self, encoded)
+            self._encoded = len(encoded)
+
+    @property
+    def encoded(self) -> int:
+        """How many records are still encoded."""
+        return self._encoded
+
+    def _decode(self, memory_id: str, value: object) -> MemoryRecord:
+        with self._lock:
+            current = dict.get(self, memory_id, _MISSING)
+            if isinstance(current, msgspec.Raw):
+                record = self._decode_one(memory_id, current)
+                dict.__setitem__(self, memory_id, record)
+                self._encoded -= 1
+                return record
+            if current is _MISSING:  # removed meanwhile: hand back what the caller found
+                return self._decode_one(memory_id, value) if isinstance(value, msgspec.Raw) else value  # type: ignore[return-value]
+            return current  # type: ignore[no-any-return]
+
+    def _decode_one(self, memory_id: str, raw: msgspec.Raw) -> MemoryRecord:
+        try:
+            record = _RECORD.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.damaged = True
+            raise SnapshotDamaged(memory_id, str(exc)) from exc
+        if record.id != memory_id:
+            self.damaged = True
+            raise SnapshotDamaged(memory_id, f"holds memory {record.id}")
+        return record
+
+    def decode_all(self) -> None:
+        if not self._encoded:
+            return
+        with self._lock:
+            for memory_id, value in list(dict.items(self)):
+                if isinstance(value, msgspec.Raw):
+                    dict.__setitem__(self, memory_id, self._decode_one(memory_id, value))
+                    self._encoded -= 1
+
+    def __getitem__(self, memory_id: str) -> MemoryRecord:
+        value = dict.__getitem__(self, memory_id)
+        if self._encoded and isinstance(value, msgspec.Raw):
+            return self._decode(memory_id, value)
+        return value
+
+    def get(self, memory_id: str, default: Any = None) -> Any:
+        value = dict.get(self, memory_id, _MISSING)
+        if value is _MISSING:
+            return default
+        if self._encoded and isinstance(value, msgspec.Raw):
+            return self._decode(memory_id, value)
+        return value
+
+    def pop(self, memory_id: str, default: Any = _MISSING) -> Any:
+        self.decode_all()
+        if default is _MISSING:
+            return dict.pop(self, memory_id)
+        return dict.pop(self, memory_id, default)
+
+    def values(self) -> dict_values[str, MemoryRecord]:
+        self.decode_all()
+        return dict.values(self)
+
+    def items(self) -> dict_items[str, MemoryRecord]:
+        self.decode_all()
+        return dict.items(self)
+
+    def copy(self) -> dict[str, MemoryRecord]:
+        self.decode_all()
+        return dict(dict.items(self))
+
+    def __eq__(self, other: object) -> bool:
+        self.decode_all()
+        if isinstance(other, MemoryRecords):
+            other.decode_all()
+        return dict.__eq__(self, other)
+
+    __hash__ = None
 
 
 class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
@@ -262,3 +371,22 @@ class State(msgspec.Struct, kw_only=True):
     def links_of(self, memory_id: str) -> list[LinkRecord]:
         links = (self.links[link_id] for link_id in self.adjacency.get(memory_id, ()))
         return sorted((link for link in links if link.alive), key=lambda link: link.added_stamp)
+
+
+class StoredState(msgspec.Struct, kw_only=True):
+    """How a snapshot holds a :class:`State`: the same fields, each memory left encoded."""
+
+    memories: dict[str, msgspec.Raw] = {}
+    links: dict[str, LinkRecord] = {}
+    seen: set[str] = set()
+    unknown: dict[str, int] = {}
+    adjacency: dict[str, set[str]] = {}
+
+    def state(self) -> State:
+        return State(
+            memories=MemoryRecords(self.memories),
+            links=self.links,
+            seen=self.seen,
+            unknown=self.unknown,
+            adjacency=self.adjacency,
+        )

@@ -41,7 +41,7 @@ from eventmem.keywords import KeywordIndex
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
-from eventmem.state import MemoryRecord, State
+from eventmem.state import MemoryRecord, MemoryRecords, State, StoredState
 from eventmem.usage import UsageLog
 from eventmem.vectors import VectorIndex
 
@@ -82,6 +82,23 @@ class Snapshot(msgspec.Struct, kw_only=True):
     """The filter columns of every slot (see :meth:`Columns.dump`): no per-memory work on load."""
     dedup: dict[str, bytes] | None = None
     """Each live memory's dedup key, so a new process's first save does not hash every memory."""
+
+
+class StoredSnapshot(msgspec.Struct, kw_only=True):
+    """How a snapshot is read back: as :class:`Snapshot`, but nothing is copied out of the file
+    that need not be (the memories stay encoded until used, the indexes are views of the file)."""
+
+    format: int
+    embedder: str
+    cursors: dict[str, Cursor]
+    state: StoredState
+    slot_ids: list[str]
+    slot_hashes: list[bytes]
+    vectors: memoryview
+    keywords: memoryview
+    problems: list[tuple[str, int, str]] = []
+    columns: bytes = b""
+    dedup: dict[str, bytes] | None = None
 
 
 @dataclass
@@ -228,9 +245,15 @@ class Store:
         Returns the number of events applied.
         """
         with self.lock:
-            applied = self._catch_up_once(progress)
+            memories = self.state.memories
+            if isinstance(memories, MemoryRecords) and memories.damaged:
+                log.error("the snapshot in %s was damaged: dropping it and rebuilding", self.paths.cache_dir)
+                (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
+                applied = -1
+            else:
+                applied = self._catch_up_once(progress)
             if applied < 0:
-                log.info("journal changed underneath (checkout, rebase or pull): rebuilding")
+                log.info("journal changed underneath (checkout, rebase or pull) or cache damaged: rebuilding")
                 self.rebuilds += 1
                 self._reset()
                 applied = self._catch_up_once(progress)
@@ -381,6 +404,20 @@ class Store:
         cols.superseded[slot] = memory_id in self.state.adjacency and self._is_superseded(memory_id)
         if record.tags or slot in self.slot_tags:
             self._tag(slot, record.tags)
+
+    def hidden_memories(self) -> list[str]:
+        """Memories the fold knows that are not live now (deleted, expired, or never saved): found
+        from the live column, without looking at (or decoding) the live ones. Call with the lock held."""
+        count = len(self.slot_ids)
+        hidden = [self.slot_ids[slot] for slot in np.flatnonzero(~self.columns.live[:count]).tolist()]
+        hidden += self.state.memories.keys() - self.slots.keys()
+        return hidden
+
+    def slots_of_kinds(self, kinds: Iterable[str]) -> npt.NDArray[np.bool_]:
+        """A mask over slots: those whose memory has one of these types (from the kind column)."""
+        count = len(self.slot_ids)
+        codes = [_KIND_CODE.get(kind, -1) for kind in kinds]
+        return np.isin(self.columns.kind[:count], np.asarray(codes, np.int16))
 
     def tag_index(self) -> dict[str, set[int]]:
         """Live slots by tag (built from the fold on first use after a snapshot load)."""
@@ -797,7 +834,7 @@ class Store:
             return False
         with self.lock:
             self._reset()
-            self.state = snapshot.state
+            self.state = snapshot.state.state()
             self.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
             self.vectors, self.keywords = vectors, keywords
             self.slot_ids = snapshot.slot_ids
@@ -824,15 +861,18 @@ class Store:
         return True
 
     def _restore_tags_and_expiry(self) -> None:
-        """After loading saved columns: expiry (usage may have moved it); tag sets wait for use."""
+        """After loading saved columns: expiry (usage may have moved it); tag sets wait for use.
+
+        Only memories with a TTL have a finite expiry, so only those are looked at (and decoded)."""
         self._tags_built = False
         cols = self.columns
+        count = len(self.slot_ids)
         memories = self.state.memories
-        for memory_id, slot in self.slots.items():
-            if cols.live[slot]:
-                record = memories[memory_id]
-                if record.ttl_seconds is not None:
-                    cols.expires[slot] = self.expires_epoch(memory_id, record)
+        for slot in np.flatnonzero(cols.live[:count] & np.isfinite(cols.expires[:count])).tolist():
+            memory_id = self.slot_ids[slot]
+            record = memories[memory_id]
+            if record.ttl_seconds is not None:
+                cols.expires[slot] = self.expires_epoch(memory_id, record)
 
     def _rebuild_columns(self) -> None:
         """Recompute filter columns and tag sets from the fold (after loading a snapshot)."""
@@ -910,17 +950,21 @@ class Store:
                 self.save_snapshot()
 
 
-def _read_snapshot(path: Path) -> Snapshot:
+def _read_snapshot(path: Path) -> StoredSnapshot:
     """Decode the snapshot straight from a memory map (no copy of the file), the cyclic GC paused:
-    it would otherwise scan the many young objects of the fold again and again."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return msgspec.msgpack.decode(mapped, type=Snapshot)
-        finally:
-            if enabled:
-                gc.enable()
+    it would otherwise scan the many young objects of the fold again and again.
+
+    The map is not closed here: the encoded memories point into it (it is read-only and the file is
+    only ever replaced by a rename, so the pages stay valid); it goes with the last of them."""
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return msgspec.msgpack.decode(mapped, type=StoredSnapshot)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _stat_after_load(segment: Segment, offset: int) -> tuple[int, int, int]:

@@ -114,7 +114,7 @@ class VectorIndex:
         return bytes(faiss.serialize_index(self._index))
 
     @classmethod
-    def deserialize(cls, data: bytes, dim: int) -> VectorIndex:
+    def deserialize(cls, data: bytes | memoryview, dim: int) -> VectorIndex:
         index = cls(dim)
         loaded: Any = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         if loaded.d != dim:

@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+import numpy as np
 
 from eventmem.events import KINDS
 from eventmem.service import MemoryService
 from eventmem.state import MemoryRecord
 from eventmem.store import Store
 
-__all__ = ["live_records", "render_summary"]
+__all__ = ["live_records", "live_slots", "render_summary"]
+
+
+def live_slots(
+    store: Store, now: float | None = None, *, kinds: Iterable[str] | None = None, ids: Iterable[str] = ()
+) -> list[int]:
+    """Slots of the memories that would be returned (live, not expired by time, not superseded),
+    in order; with ``kinds``, only memories of those types and those named in ``ids``. Read from the
+    filter columns: no memory is looked at. Call with the store's lock held."""
+    now = time.time() if now is None else now
+    cols = store.columns
+    count = len(store.slot_ids)
+    mask = cols.live[:count] & (cols.expires[:count] > now) & ~cols.superseded[:count]
+    if kinds is not None:
+        wanted = store.slots_of_kinds(kinds)
+        for memory_id in ids:
+            slot = store.slots.get(memory_id)
+            if slot is not None:
+                wanted[slot] = True
+        mask &= wanted
+    slots: list[int] = np.flatnonzero(mask).tolist()
+    return slots
 
 
 def live_records(store: Store, now: float | None = None) -> Iterator[MemoryRecord]:
-    """Memories that would be returned: live, not expired by time, not superseded."""
-    now = time.time() if now is None else now
-    cols = store.columns
-    for memory_id, slot in store.slots.items():
-        if cols.live[slot] and cols.expires[slot] > now and not cols.superseded[slot]:
-            yield store.state.memories[memory_id]
+    """The memories of :func:`live_slots`."""
+    memories = store.state.memories
+    for slot in live_slots(store, now):
+        yield memories[store.slot_ids[slot]]
 
 
 def render_summary(service: MemoryService, *, per_kind: int = 5) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,14 @@ import pytest
 from conftest import reopen
 
 from eventmem.codec import encode_event
-from eventmem.errors import InvalidInput
+from eventmem.errors import InvalidInput, SnapshotDamaged
 from eventmem.events import LinkAdded, MemorySaved
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService, open_service
-from eventmem.store import Snapshot
+from eventmem.state import MemoryRecords
+from eventmem.store import Snapshot, StoredSnapshot
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
 
@@ -484,3 +486,77 @@ def test_a_tag_filter_after_a_snapshot_load_sees_tags_saved_before_and_after_it(
     hits = second.recall("release", limit=10, filters=Filters(tags=("release",)))
     assert sorted(h.id for h in hits) == sorted([tagged.id, later.id])
     second.close()
+
+
+# -- memories of a loaded snapshot are decoded when first used ------------------------------------
+
+
+def stored_memories(service: MemoryService) -> MemoryRecords:
+    memories = service.project.state.memories
+    assert isinstance(memories, MemoryRecords)
+    return memories
+
+
+def test_a_loaded_snapshot_decodes_only_the_memories_a_call_reads(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    crowd(service, 60)
+    service.delete(ids[1])
+    before = answers(service)
+    service.close()
+    later, ok = loaded(project)
+    try:
+        assert ok
+        memories = stored_memories(later)
+        total = memories.encoded
+        assert total == len(ids) + 60
+        hits = later.recall("parser library choice", limit=3)
+        assert hits[0].id == ids[2]
+        assert 0 < total - memories.encoded <= 3 + 1  # the hits (and the query's own bookkeeping)
+        later.compact()  # the expiry and archive scans look at dead memories, not at live ones
+        assert total - memories.encoded <= 3 + 1 + 1
+        assert answers(later) == before == fresh_answers(project)
+    finally:
+        later.close()
+
+
+def test_two_threads_reading_one_encoded_memory_get_the_same_record(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    service.close()
+    later, ok = loaded(project)
+    try:
+        assert ok
+        memories = stored_memories(later)
+        with ThreadPoolExecutor(8) as pool:
+            records = list(pool.map(lambda _: memories[ids[0]], range(64)))
+        assert all(record is records[0] for record in records)
+        later.update(ids[0], importance=0.95)  # the fold changes the one record every reader holds
+        assert memories[ids[0]].importance == 0.95 and records[0].importance == 0.95
+    finally:
+        later.close()
+
+
+def test_a_memory_damaged_inside_a_snapshot_fails_one_call_clearly_then_everything_is_rebuilt(
+    service: MemoryService, project: Path
+) -> None:
+    ids = save_topics(service)
+    service.close()
+    reference = fresh_answers(project)
+    path = snapshot_file(project)
+    stored = msgspec.msgpack.decode(path.read_bytes(), type=StoredSnapshot)
+    stored.state.memories[ids[2]] = msgspec.Raw(msgspec.msgpack.encode({"id": ids[2], "importance": "high"}))
+    path.write_bytes(msgspec.msgpack.encode(stored))
+    later, ok = loaded(project)
+    try:
+        assert ok  # the damage is inside one memory: found when that memory is read
+        with pytest.raises(SnapshotDamaged, match="rebuilt from the journal"):
+            later.get(ids[2])
+        assert later.get(ids[2]).title == "Parser choice"
+        assert not path.exists()  # the damaged snapshot is dropped
+        assert answers(later) == reference
+    finally:
+        later.close()
+    again, ok = loaded(project)
+    try:
+        assert answers(again) == reference
+    finally:
+        again.close()
