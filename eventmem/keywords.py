@@ -59,7 +59,12 @@ class KeywordIndex:
         self._present: set[int] = set()
         if data is not None:
             self._db.deserialize(data)
-            self._present = {int(r[0]) for r in self._db.execute("SELECT rowid FROM docs")}
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'present'").fetchone():
+                (blob,) = self._db.execute("SELECT rowids FROM present").fetchone()
+                self._present = set(np.frombuffer(blob, dtype=np.int64).tolist())
+                self._db.execute("DROP TABLE present")
+            else:
+                self._present = {int(r[0]) for r in self._db.execute("SELECT rowid FROM docs")}
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
                 self.df = Counter(dict(self._db.execute("SELECT term, n FROM df")))
                 self._db.execute("DROP TABLE df")
@@ -148,10 +153,14 @@ class KeywordIndex:
         return out
 
     def serialize(self) -> bytes:
-        """The database with the document frequencies in a plain table beside the index."""
+        """The database with the document frequencies and the rows present in plain tables beside the index."""
         self._db.execute("CREATE TABLE df(term TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
+        self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
         try:
             self._db.executemany("INSERT INTO df VALUES (?, ?)", ((t, n) for t, n in self.df.items() if n > 0))
+            rowids = np.fromiter(self._present, dtype=np.int64, count=len(self._present))
+            self._db.execute("INSERT INTO present VALUES (?)", (rowids.tobytes(),))
             return bytes(self._db.serialize())
         finally:
             self._db.execute("DROP TABLE df")
+            self._db.execute("DROP TABLE present")

@@ -143,12 +143,14 @@ def hybrid_search(
             out.append(ScoredSlot(slot, score, vector_hits.get(slot, 0.0), keyword_hits.get(slot, 0.0)))
     else:
         top_keyword = max(keyword_hits.values(), default=0.0)
+        others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
+        if query_vector is not None:
+            others = store.vectors.similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
         for slot in vector_hits.keys() | keyword_hits.keys():
             cosine = vector_hits.get(slot)
-            if cosine is None and query_vector is not None:
-                vector = store.vectors.vector(slot)
-                cosine = float(vector @ query_vector) if vector is not None else 0.0
-            cosine = max(cosine or 0.0, 0.0)
+            if cosine is None:
+                cosine = others.get(slot, 0.0)
+            cosine = max(cosine, 0.0)
             keyword = keyword_hits.get(slot, 0.0) / top_keyword if top_keyword > 0 else 0.0
             weights = (config.vector_weight if use_vectors else 0.0) + (config.keyword_weight if use_keywords else 0.0)
             score = (config.vector_weight * cosine * use_vectors + config.keyword_weight * keyword * use_keywords) / (

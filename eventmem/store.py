@@ -224,6 +224,8 @@ class Store:
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
         self._dedup: dict[bytes, set[str]] = {}
+        self._dedup_unindexed = False
+        """``_dedup_of`` came from a snapshot and ``_dedup`` is not made from it yet."""
         self._dedup_of: dict[str, bytes] = {}
         self._dedup_dirty: set[str] | None = None
         """Memories to re-index for dedup; ``None``: index everything on the next lookup."""
@@ -683,6 +685,10 @@ class Store:
             dirty: Iterable[str] = list(self.state.memories)
         else:
             dirty = self._dedup_dirty
+        if self._dedup_unindexed:  # keys loaded with a snapshot: the reverse index is made on first use
+            self._dedup_unindexed = False
+            for memory_id, key in self._dedup_of.items():
+                self._dedup.setdefault(key, set()).add(memory_id)
         for memory_id in dirty:
             old = self._dedup_of.pop(memory_id, None)
             if old is not None:
@@ -815,23 +821,34 @@ class Store:
             log.info("ignoring snapshot made by another version or embedder")
             return False
         segments = {s.name: s for s in self.journal.segments()}
-        hashers: dict[str, hashlib.blake2b] = {}
         for name, cursor in snapshot.cursors.items():
             segment = segments.get(name)
             if segment is None or segment.size < cursor.offset:
                 log.info("ignoring stale snapshot: %s changed", name)
                 return False
-            hasher = _prefix_hasher(segment, cursor.offset)
-            if hasher.digest() != cursor.digest:
-                log.info("ignoring stale snapshot: %s was rewritten", name)
-                return False
-            hashers[name] = hasher
+        # the journal prefixes are hashed by a thread (hashing and reading release the GIL) while
+        # this one loads the indexes; a prefix that does not match means the snapshot is not used
+        hashers: dict[str, hashlib.blake2b] = {}
+        checker = threading.Thread(
+            target=lambda: hashers.update(
+                (name, _prefix_hasher(segments[name], cursor.offset)) for name, cursor in snapshot.cursors.items()
+            ),
+            name="eventmem-snapshot-check",
+        )
+        checker.start()
         try:
             vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
             keywords = KeywordIndex(snapshot.keywords)
         except Exception as exc:  # a damaged snapshot is never used
             log.warning("ignoring damaged snapshot: %s", exc)
             return False
+        finally:
+            checker.join()
+        for name, cursor in snapshot.cursors.items():
+            hasher = hashers.get(name)
+            if hasher is None or hasher.digest() != cursor.digest:
+                log.info("ignoring stale snapshot: %s was rewritten", name)
+                return False
         with self.lock:
             self._reset()
             self.state = snapshot.state.state()
@@ -849,8 +866,7 @@ class Store:
             self.embeddings.skip_to_end()
             if snapshot.dedup is not None:
                 self._dedup_of = snapshot.dedup
-                for memory_id, key in snapshot.dedup.items():
-                    self._dedup.setdefault(key, set()).add(memory_id)
+                self._dedup_unindexed = True
                 self._dedup_dirty = set()
             if self.columns.load(snapshot.columns, len(self.slot_ids)):
                 self._restore_tags_and_expiry()

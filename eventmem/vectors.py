@@ -75,6 +75,19 @@ class VectorIndex:
         except RuntimeError:
             return None
 
+    def similarities(self, slots: list[int], query: npt.NDArray[np.float32]) -> dict[int, float]:
+        """Inner product of ``query`` with the vectors of those ``slots`` that are in the index
+        (one call into FAISS for all of them)."""
+        if not slots:
+            return {}
+        wanted = np.asarray(slots, dtype=np.int64)
+        present = self._in_index(wanted[wanted >= 0])
+        if not len(present):
+            return {}
+        vectors = self._index.reconstruct_batch(present)
+        scores = vectors @ np.asarray(query, dtype=np.float32).reshape(-1)
+        return dict(zip(present.tolist(), scores.tolist(), strict=True))
+
     def search(
         self, query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
     ) -> tuple[Slots, npt.NDArray[np.float32]]:
