@@ -829,12 +829,15 @@ class Store:
         # the journal prefixes are hashed by a thread (hashing and reading release the GIL) while
         # this one loads the indexes; a prefix that does not match means the snapshot is not used
         hashers: dict[str, hashlib.blake2b] = {}
-        checker = threading.Thread(
-            target=lambda: hashers.update(
-                (name, _prefix_hasher(segments[name], cursor.offset)) for name, cursor in snapshot.cursors.items()
-            ),
-            name="eventmem-snapshot-check",
-        )
+
+        def check() -> None:
+            for name, cursor in snapshot.cursors.items():
+                try:
+                    hashers[name] = _prefix_hasher(segments[name], cursor.offset)
+                except OSError:  # gone meanwhile: no hasher, so the snapshot is not used
+                    return
+
+        checker = threading.Thread(target=check, name="eventmem-snapshot-check")
         checker.start()
         try:
             vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
