@@ -120,8 +120,8 @@ def hybrid_search(
     query_vector = None
     if use_vectors and len(store.vectors):
         query_vector = store.embed_query(text)
-        slots, scores = store.vectors.search(query_vector, depth, mask)
-        vector_hits = {int(s): float(v) for s, v in zip(slots, scores, strict=True)}
+        found, similarity = store.vectors.search(query_vector, depth, mask)
+        vector_hits = {int(s): float(v) for s, v in zip(found, similarity, strict=True)}
     keyword_hits: dict[int, float] = {}
     if use_keywords:
         keyword_hits = dict(store.keywords.search(text, depth, mask))
@@ -129,40 +129,39 @@ def hybrid_search(
         return []
     cols = store.columns
     now = time.time() if now is None else now
-    out: list[ScoredSlot] = []
+    candidates = list(vector_hits.keys() | keyword_hits.keys())
+    slots = np.asarray(candidates, dtype=np.int64)
     if config.fusion == "rrf":
         vector_rank = {s: r for r, s in enumerate(sorted(vector_hits, key=lambda s: -vector_hits[s]))}
         keyword_rank = {s: r for r, s in enumerate(sorted(keyword_hits, key=lambda s: -keyword_hits[s]))}
-        for slot in vector_hits.keys() | keyword_hits.keys():
-            score = 0.0
-            if slot in vector_rank:
-                score += config.vector_weight / (RRF_K + vector_rank[slot] + 1)
-            if slot in keyword_rank:
-                score += config.keyword_weight / (RRF_K + keyword_rank[slot] + 1)
-            score *= RRF_K + 1  # so that rank 1 in both lists scores 1.0
-            out.append(ScoredSlot(slot, score, vector_hits.get(slot, 0.0), keyword_hits.get(slot, 0.0)))
+        absent = math.inf  # 1 / inf = 0: a list that does not hold the slot adds nothing
+        by_vector = np.array([RRF_K + vector_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
+        by_keyword = np.array([RRF_K + keyword_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
+        scores = (config.vector_weight / by_vector + config.keyword_weight / by_keyword) * (RRF_K + 1)
+        vector_scores = np.array([vector_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
+        keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
     else:
         top_keyword = max(keyword_hits.values(), default=0.0)
         others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
         if query_vector is not None:
             others = store.vectors.similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
-        for slot in vector_hits.keys() | keyword_hits.keys():
-            cosine = vector_hits.get(slot)
-            if cosine is None:
-                cosine = others.get(slot, 0.0)
-            cosine = max(cosine, 0.0)
-            keyword = keyword_hits.get(slot, 0.0) / top_keyword if top_keyword > 0 else 0.0
-            weights = (config.vector_weight if use_vectors else 0.0) + (config.keyword_weight if use_keywords else 0.0)
-            score = (config.vector_weight * cosine * use_vectors + config.keyword_weight * keyword * use_keywords) / (
-                weights or 1.0
-            )
-            out.append(ScoredSlot(slot, score, cosine, keyword))
-    boosted = []
-    for hit in out:
-        boost = config.importance_boost * (float(cols.importance[hit.slot]) - 0.5)
-        if config.recency_boost:
-            age_days = max(now - float(cols.updated[hit.slot]), 0.0) / 86400.0
-            boost += config.recency_boost * math.pow(0.5, age_days / config.recency_half_life_days)
-        boosted.append(ScoredSlot(hit.slot, hit.score + boost, hit.vector_score, hit.keyword_score))
-    boosted.sort(key=lambda h: (-h.score, store.slot_ids[h.slot]))
-    return boosted[:limit]
+        cosines = [vector_hits[s] if s in vector_hits else others.get(s, 0.0) for s in candidates]
+        vector_scores = np.maximum(np.array(cosines, dtype=np.float64), 0.0)
+        keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
+        if top_keyword > 0:
+            keyword_scores = keyword_scores / top_keyword
+        else:
+            keyword_scores = np.zeros(len(candidates), dtype=np.float64)
+        weights = (config.vector_weight if use_vectors else 0.0) + (config.keyword_weight if use_keywords else 0.0)
+        scores = (
+            config.vector_weight * vector_scores * use_vectors + config.keyword_weight * keyword_scores * use_keywords
+        ) / (weights or 1.0)
+    boosts = config.importance_boost * (cols.importance[slots].astype(np.float64) - 0.5)
+    if config.recency_boost:
+        age_days = np.maximum(now - cols.updated[slots], 0.0) / 86400.0
+        boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
+    final = (scores + boosts).tolist()
+    ids = store.slot_ids
+    order = sorted(range(len(candidates)), key=lambda i: (-final[i], ids[candidates[i]]))[:limit]
+    v_list, k_list = vector_scores.tolist(), keyword_scores.tolist()
+    return [ScoredSlot(candidates[i], final[i], v_list[i], k_list[i]) for i in order]
