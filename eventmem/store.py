@@ -13,6 +13,7 @@ snapshot whose version, embedder or digests do not match is ignored and rebuilt,
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import itertools
@@ -35,7 +36,7 @@ from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
-from eventmem.ids import iso_to_epoch
+from eventmem.ids import iso_to_epoch, new_id
 from eventmem.journal import Journal, Segment, describe_os_error
 from eventmem.keywords import KeywordIndex
 from eventmem.lifecycle import dedup_key
@@ -49,7 +50,7 @@ __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 3  # 3: float16 vector index
+SNAPSHOT_FORMAT = 4  # 3: float16 vector index; 4: the vector index in its own file, mapped on load
 EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
@@ -82,6 +83,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     """The filter columns of every slot (see :meth:`Columns.dump`): no per-memory work on load."""
     dedup: dict[str, bytes] | None = None
     """Each live memory's dedup key, so a new process's first save does not hash every memory."""
+    vectors_file: str = ""
+    """The vector index's own file in the cache (``vectors`` is then empty): loaded as a read-only
+    map, so that a cold start does not copy it (see :meth:`VectorIndex.load`)."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -99,6 +103,7 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     problems: list[tuple[str, int, str]] = []
     columns: bytes = b""
     dedup: dict[str, bytes] | None = None
+    vectors_file: str = ""
 
 
 @dataclass
@@ -781,34 +786,48 @@ class Store:
                 state=self.state,
                 slot_ids=self.slot_ids,
                 slot_hashes=self.slot_hashes,
-                vectors=self.vectors.serialize(),
+                vectors=b"",
                 keywords=self.keywords.serialize(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
                 columns=self.columns.dump(len(self.slot_ids)),
                 dedup=self._dedup_of,
+                vectors_file=f"vectors-{new_id()}.faiss",
             )
+            vectors = self.vectors.serialize()
             data = msgspec.msgpack.encode(snapshot)
             self.events_since_snapshot = 0
+        write = functools.partial(self._write_snapshot, data, snapshot.vectors_file, vectors)
         if background:
-            thread = threading.Thread(target=self._write_snapshot, args=(data,), name="eventmem-snapshot")
+            thread = threading.Thread(target=write, name="eventmem-snapshot")
             thread.start()
             self._snapshot_thread = thread
             return True
-        return self._write_snapshot(data)
+        return write()
 
-    def _write_snapshot(self, data: bytes) -> bool:
+    def _write_snapshot(self, data: bytes, vectors_file: str, vectors: bytes) -> bool:
+        """The vector index first, then the snapshot that names it; older index files go, but for
+        the one the previous snapshot named (a process may be about to open it)."""
+        cache = self.paths.cache_dir
         try:
             with self._snapshot_lock.hold(blocking=False) as locked:
                 if not locked:
                     return False
-                atomic_write(self.paths.cache_dir / "snapshot.bin", data)
+                atomic_write(cache / vectors_file, vectors)
+                atomic_write(cache / "snapshot.bin", data)
+                files = sorted(cache.glob("vectors-*.faiss"), key=lambda path: path.stat().st_mtime_ns)
+                for stale in files[:-2]:
+                    if stale.name != vectors_file:
+                        stale.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("could not write snapshot: %s", exc)
             return False
         return True
 
-    def load_snapshot(self) -> bool:
-        """Load the snapshot if it matches this version, embedder and journal; else leave it."""
+    def load_snapshot(self, *, map_vectors: bool = False) -> bool:
+        """Load the snapshot if it matches this version, embedder and journal; else leave it.
+
+        ``map_vectors`` (a server): the vector index is mapped, not read, and copied into memory by
+        a background thread (see :meth:`VectorIndex.load`)."""
         started = time.perf_counter()
         try:
             snapshot = _read_snapshot(self.paths.cache_dir / "snapshot.bin")
@@ -840,7 +859,11 @@ class Store:
         checker = threading.Thread(target=check, name="eventmem-snapshot-check")
         checker.start()
         try:
-            vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
+            if snapshot.vectors_file:
+                path = self.paths.cache_dir / snapshot.vectors_file
+                vectors = VectorIndex.load(path, self.embedder.dim, mapped=map_vectors)
+            else:
+                vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
             keywords = KeywordIndex(snapshot.keywords)
         except Exception as exc:  # a damaged snapshot is never used
             log.warning("ignoring damaged snapshot: %s", exc)
@@ -922,7 +945,8 @@ class Store:
         with self.lock:
             if background_vectors:
                 self.start_vectors()
-            self.load_snapshot()
+            if self.load_snapshot(map_vectors=background_vectors) and self.vectors.mapped:
+                threading.Thread(target=self.vectors.own, name="eventmem-vectors-own", daemon=True).start()
             self.catch_up()
             self._forget_other_models()
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,10 @@ class VectorIndex:
         self._present = np.zeros(0, bool)
         """Slots in the index. ``IndexIDMap2.remove_ids`` rebuilds its whole id map, O(n), even when
         none of the ids is there: only slots that are present are removed (a new memory's never is)."""
+        self._mapped = False
+        """The codes are a read-only view of a file (see :meth:`load`): copied before any change."""
+        self._owning = threading.Lock()
+        self._path: Path | None = None
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -52,6 +58,7 @@ class VectorIndex:
     def upsert(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
         if len(slots) == 0:
             return
+        self.own()
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         present = self._in_index(slots)
         if len(present):
@@ -61,6 +68,7 @@ class VectorIndex:
 
     def remove(self, slots: Slots) -> None:
         if len(slots):
+            self.own()
             slots = np.ascontiguousarray(slots, dtype=np.int64)
             present = self._in_index(slots)
             if len(present):
@@ -125,6 +133,47 @@ class VectorIndex:
 
     def serialize(self) -> bytes:
         return bytes(faiss.serialize_index(self._index))
+
+    def write(self, path: Path) -> None:
+        """Write the index to ``path`` (for :meth:`load`)."""
+        faiss.write_index(self._index, str(path))
+
+    @classmethod
+    def load(cls, path: Path, dim: int, *, mapped: bool = True) -> VectorIndex:
+        """Open an index written by :meth:`write`. ``mapped``: without reading it; the codes stay in
+        the file, mapped read-only (FAISS's ``IO_FLAG_MMAP_IFC``), so a cold start does not copy
+        them, and the first change, or :meth:`own` from a background thread before that, reads
+        them into memory."""
+        index = cls(dim)
+        loaded: Any = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if mapped else 0)
+        if loaded.d != dim:
+            raise ValueError(f"vector index {path.name} has dimension {loaded.d}, expected {dim}")
+        index._index = loaded
+        index._mapped = mapped
+        index._path = path
+        index._mark(faiss.vector_to_array(loaded.id_map).astype(np.int64), True)
+        return index
+
+    @property
+    def mapped(self) -> bool:
+        return self._mapped
+
+    def own(self) -> None:
+        """Copy mapped codes into memory (a mapped index cannot change). Searches go on meanwhile:
+        the copy replaces the mapped index in one assignment."""
+        if not self._mapped:
+            return
+        with self._owning:
+            if self._mapped:
+                owned: Any
+                try:  # reading the file again is the cheapest copy
+                    owned = faiss.read_index(str(self._path))
+                    if owned.ntotal != self._index.ntotal:
+                        raise RuntimeError("replaced meanwhile")
+                except RuntimeError:
+                    owned = faiss.deserialize_index(faiss.serialize_index(self._index))
+                self._index = owned
+                self._mapped = False
 
     @classmethod
     def deserialize(cls, data: bytes | memoryview, dim: int) -> VectorIndex:

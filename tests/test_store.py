@@ -294,7 +294,12 @@ def corrupt_format(data: bytes) -> bytes:
 
 def corrupt_vectors(data: bytes) -> bytes:
     snapshot = msgspec.msgpack.decode(data, type=Snapshot)
-    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, vectors=b"not a faiss index"))
+    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, vectors_file="", vectors=b"not a faiss index"))
+
+
+def missing_vectors_file(data: bytes) -> bytes:
+    snapshot = msgspec.msgpack.decode(data, type=Snapshot)
+    return msgspec.msgpack.encode(msgspec.structs.replace(snapshot, vectors_file="vectors-gone.faiss"))
 
 
 def corrupt_empty(data: bytes) -> bytes:
@@ -302,7 +307,16 @@ def corrupt_empty(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "damage", [corrupt_random, corrupt_truncated, corrupt_embedder, corrupt_format, corrupt_vectors, corrupt_empty]
+    "damage",
+    [
+        corrupt_random,
+        corrupt_truncated,
+        corrupt_embedder,
+        corrupt_format,
+        corrupt_vectors,
+        missing_vectors_file,
+        corrupt_empty,
+    ],
 )
 def test_a_damaged_or_foreign_snapshot_is_ignored(service: MemoryService, project: Path, damage: Any) -> None:
     save_topics(service)
@@ -560,3 +574,50 @@ def test_a_memory_damaged_inside_a_snapshot_fails_one_call_clearly_then_everythi
         assert answers(again) == reference
     finally:
         again.close()
+
+
+def test_a_damaged_vector_index_file_makes_the_snapshot_ignored(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    service.close()
+    reference = fresh_answers(project)
+    snapshot = msgspec.msgpack.decode(snapshot_file(project).read_bytes(), type=Snapshot)
+    (project / ".eventmem" / "cache" / snapshot.vectors_file).write_bytes(b"not a faiss index" * 100)
+    for map_vectors in (False, True):
+        later = open_service(RootChoice(project, "test"), load=False)
+        try:
+            assert not later.project.load_snapshot(map_vectors=map_vectors)
+            later.catch_up()
+            assert answers(later) == reference
+        finally:
+            later.close()
+
+
+def test_a_mapped_vector_index_answers_at_once_and_is_copied_on_the_first_change(
+    service: MemoryService, project: Path
+) -> None:
+    ids = save_topics(service)
+    service.close()
+    reference = fresh_answers(project)
+    later = open_service(RootChoice(project, "test"), load=False)
+    try:
+        assert later.project.load_snapshot(map_vectors=True)
+        later.catch_up()
+        assert later.project.vectors.mapped
+        assert answers(later) == reference
+        later.delete(ids[0])
+        added = later.save("Mapped vector indexes are copied into memory before their first change.")
+        assert not later.project.vectors.mapped
+        assert added.id in ids_of(later.recall("mapped vector index copied"))
+        assert ids[0] not in ids_of(later.recall("database connection pool", limit=10))
+        assert answers(later) == fresh_answers(project)
+    finally:
+        later.close()
+
+
+def test_old_vector_index_files_are_pruned_but_the_previous_one_is_kept(service: MemoryService, project: Path) -> None:
+    for round_ in range(4):
+        service.save(f"Snapshot round {round_} writes one more vector index file.")
+        assert service.project.save_snapshot()
+    files = sorted((project / ".eventmem" / "cache").glob("vectors-*.faiss"))
+    current = msgspec.msgpack.decode(snapshot_file(project).read_bytes(), type=Snapshot).vectors_file
+    assert len(files) == 2 and current in {f.name for f in files}

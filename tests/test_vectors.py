@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -176,3 +179,35 @@ def test_upserting_vectors_of_the_wrong_dimension_is_refused() -> None:
     with pytest.raises((AssertionError, ValueError, RuntimeError)):
         index.upsert(np.asarray([0], np.int64), unit_rows(1, 0, dim=DIM + 1))
     assert len(index) == 0
+
+
+def test_a_mapped_index_searches_like_the_one_written_while_a_thread_copies_it_into_memory(tmp_path: Path) -> None:
+    index, vectors = filled(300)
+    index.remove(np.array([7, 8], dtype=np.int64))
+    path = tmp_path / "vectors.faiss"
+    index.write(path)
+    mapped = VectorIndex.load(path, DIM)
+    assert mapped.mapped and len(mapped) == len(index) == 298
+    expected = [index.search(vectors[i], 10) for i in range(0, 300, 7)]
+    copier = threading.Thread(target=mapped.own)
+    copier.start()
+    while True:  # searching before, during and after the copy gives the same answers
+        done = not copier.is_alive()
+        for i, (slots, scores) in zip(range(0, 300, 7), expected, strict=True):
+            got_slots, got_scores = mapped.search(vectors[i], 10)
+            assert list(got_slots) == list(slots)
+            assert np.allclose(got_scores, scores)
+        if done:
+            break
+    copier.join()
+    assert not mapped.mapped
+    mapped.upsert(np.array([7], dtype=np.int64), vectors[7:8])
+    assert mapped.search(vectors[7], 1)[0][0] == 7
+
+
+def test_a_vector_index_file_of_another_dimension_is_refused(tmp_path: Path) -> None:
+    index, _ = filled(5)
+    path = tmp_path / "vectors.faiss"
+    index.write(path)
+    with pytest.raises(ValueError, match="dimension"):
+        VectorIndex.load(path, DIM * 2)
