@@ -63,6 +63,9 @@ class App:
     error: BaseException | None = None
     subscriptions: dict[str, set[ServerSession]] = field(default_factory=dict)
     """Resource URIs clients subscribed to (``resources/subscribe``), with the sessions to tell."""
+    views_ready: bool = False
+    """The ``.ai`` view is kept current from now on (it is first rendered a little after start,
+    so that a large project's first calls are not slowed by it)."""
 
     def load(self) -> None:
         try:

@@ -103,6 +103,8 @@ def instructions_for(tools: set[str]) -> str:
 
 SUMMARY_URI = "memory://summary"
 MEMORY_URI = "memory://memories/{memory_id}"
+VIEW_START_DELAY_SECONDS = 2.0
+"""How long after start the ``.ai`` view is first brought up to date (see ``render_views_after_start``)."""
 
 
 def choose_families(spec: str | None) -> tuple[str, ...]:
@@ -172,7 +174,23 @@ def build_server(
         if not everything and not changed:
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
-        uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, service, everything, changed)
+        if app.views_ready:
+            uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, service, everything, changed)
+        await announce(app, uris, everything)
+
+    async def render_views_after_start(app: App, stop: anyio.Event) -> None:
+        """Bring the ``.ai`` view up to date a little after start (the journal may have moved while
+        no server ran), then keep it so on every change."""
+        with anyio.move_on_after(VIEW_START_DELAY_SECONDS):
+            await stop.wait()
+        service = app.service_
+        if stop.is_set() or service is None:
+            return
+        app.views_ready = True
+        uris = await anyio.to_thread.run_sync(project_context_tools.view_updates, service, True, set())
+        await announce(app, uris, False)
+
+    async def announce(app: App, uris: set[str], everything: bool) -> None:
         for uri in sorted(uris):
             await server._subscriptions.publish(ResourceUpdated(uri=uri))
         for uri, sessions in list(app.subscriptions.items()):
@@ -195,6 +213,7 @@ def build_server(
 
         async def watch() -> None:
             await anyio.to_thread.run_sync(app.ready.wait)
+            tasks.start_soon(render_views_after_start, app, stop)
             await watch_journal(root.root / ".eventmem", lambda: push_changes(app), stop)
 
         async def compact() -> None:

@@ -767,6 +767,19 @@ async def test_the_ai_files_are_resources_that_notify_subscribers_when_a_section
     assert "Something to start the journal." in decisions.contents[0].text  # type: ignore[union-attr]
 
 
+async def test_a_server_brings_the_ai_view_up_to_date_shortly_after_start(project: Path) -> None:
+    """A decision saved while no server ran (a pull, the CLI) reaches the view without any call."""
+    writer = reopen(project)
+    ProjectContext(writer).add_decision("Decided while no server was running.")
+    writer.close()
+    shutil.rmtree(project / ".eventmem" / "cache" / "ai", ignore_errors=True)
+    async with connect(project, mode="legacy"):
+        with anyio.fail_after(WAIT):
+            while not (project / ".eventmem" / "cache" / "ai" / "decisions.md").is_file():
+                await anyio.sleep(0.05)
+    assert "Decided while no server was running." in view(project, "decisions.md")
+
+
 # -- import and the tracked view ------------------------------------------------------------------------
 
 
