@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import msgspec
@@ -25,6 +26,15 @@ from eventmem.store import Store
 __all__ = ["Filters", "ScoredSlot", "build_mask", "hybrid_search"]
 
 RRF_K = 60
+PARALLEL_FROM = 20_000
+"""From this many vectors on, the keyword search runs in a worker thread beside the vector scan."""
+_KEYWORD_WORKER: list[ThreadPoolExecutor] = []
+
+
+def _keyword_worker() -> ThreadPoolExecutor:
+    if not _KEYWORD_WORKER:
+        _KEYWORD_WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventmem-keywords"))
+    return _KEYWORD_WORKER[0]
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):
@@ -118,12 +128,18 @@ def hybrid_search(
     depth = max(limit * 4, 50)
     vector_hits: dict[int, float] = {}
     query_vector = None
+    keywords: Future[list[tuple[int, float]]] | None = None
+    if use_keywords and use_vectors and len(store.vectors) >= PARALLEL_FROM:
+        # both indexes scan in C with the GIL released: on a second core, the keyword side is free
+        keywords = _keyword_worker().submit(store.keywords.search, text, depth, mask)
     if use_vectors and len(store.vectors):
         query_vector = store.embed_query(text)
         found, similarity = store.vectors.search(query_vector, depth, mask)
         vector_hits = {int(s): float(v) for s, v in zip(found, similarity, strict=True)}
     keyword_hits: dict[int, float] = {}
-    if use_keywords:
+    if keywords is not None:
+        keyword_hits = dict(keywords.result())
+    elif use_keywords:
         keyword_hits = dict(store.keywords.search(text, depth, mask))
     if not vector_hits and not keyword_hits:
         return []

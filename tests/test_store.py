@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import reopen
 
+from eventmem import query
 from eventmem.codec import encode_event
 from eventmem.errors import InvalidInput, SnapshotDamaged
 from eventmem.events import LinkAdded, MemorySaved
@@ -621,3 +622,13 @@ def test_old_vector_index_files_are_pruned_but_the_previous_one_is_kept(service:
     files = sorted((project / ".eventmem" / "cache").glob("vectors-*.faiss"))
     current = msgspec.msgpack.decode(snapshot_file(project).read_bytes(), type=Snapshot).vectors_file
     assert len(files) == 2 and current in {f.name for f in files}
+
+
+def test_a_large_store_searches_keywords_beside_the_vector_scan_with_the_same_answers(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_topics(service)
+    crowd(service, 40)
+    serial = answers(service)
+    monkeypatch.setattr(query, "PARALLEL_FROM", 1)
+    assert answers(service) == serial
