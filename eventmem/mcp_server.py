@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp.types as mcp_types
@@ -139,18 +139,34 @@ def configured_tools(root: RootChoice) -> str:
         return "" if "${" in value else value
 
 
+class _PickedTools:
+    """The server as a family's ``register`` sees it when only some of its tools are wanted: the
+    others are never built (building a tool's schemas is most of a server's start-up work)."""
+
+    def __init__(self, server: MCPServer[App], picks: set[str]) -> None:
+        self._server = server
+        self._picks = picks
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if (kwargs.get("name") or fn.__name__) in self._picks:
+                return self._server.tool(*args, **kwargs)(fn)
+            return fn
+
+        return decorator
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
 def register_tools(server: MCPServer[App], chosen: tuple[str, ...]) -> None:
     """Register the chosen families whole, and the tools the chosen profiles pick from the others."""
     for family, register in FAMILIES.items():
         picks = {tool for name in chosen if name in PROFILES for tool in PROFILES[name].get(family, ())}
-        if family not in chosen and not picks:
-            continue
-        before = {tool.name for tool in server._tool_manager.list_tools()}
-        register(server)
-        if family not in chosen:
-            added = {tool.name for tool in server._tool_manager.list_tools()} - before
-            for name in sorted(added - picks):
-                server.remove_tool(name)
+        if family in chosen:
+            register(server)
+        elif picks:
+            register(cast("MCPServer[App]", _PickedTools(server, picks)))
 
 
 def build_server(
