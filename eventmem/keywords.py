@@ -11,8 +11,10 @@ are dropped, and common words join only while the total number of postings stays
 
 from __future__ import annotations
 
+import queue
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Final
@@ -39,6 +41,10 @@ DF_SAMPLE: Final = 8
 tell rare words from common ones."""
 MIN_POSTINGS_BUDGET: Final = 2000
 """Postings a query may touch: at least this many, else 2% of the documents."""
+BULK_HASHSIZE: Final = 256 * 1024 * 1024
+"""FTS5's buffer of pending terms during a bulk load (a ceiling, not an allocation): the whole load
+is flushed as one segment instead of one per megabyte, then merged, which costs about twice as much."""
+DEFAULT_HASHSIZE: Final = 1024 * 1024
 
 
 def fts_query(text: str) -> str:
@@ -48,7 +54,7 @@ def fts_query(text: str) -> str:
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
+    return set(map(str.lower, _WORD.findall(text)))
 
 
 class KeywordIndex:
@@ -100,6 +106,13 @@ class KeywordIndex:
             if row[0] % DF_SAMPLE == 0:
                 self.df.update(_words(" ".join(row[1:])))
         self._present.update(r[0] for r in rows)
+
+    def bulk_load(self) -> BulkLoad:
+        """Fill an empty index from batches of rows, inserted by a thread while the caller goes on
+        (see :class:`BulkLoad`)."""
+        if self._present:
+            raise ValueError("bulk_load needs an empty keyword index")
+        return BulkLoad(self)
 
     def remove(self, slots: Iterable[int]) -> None:
         self._db.execute("BEGIN")
@@ -155,3 +168,67 @@ class KeywordIndex:
             return bytes(self._db.serialize())
         finally:
             self._db.execute("DROP TABLE df")
+
+
+Row = tuple[int, str, str, str, str]
+
+
+class BulkLoad:
+    """Rows for an empty :class:`KeywordIndex`, inserted in one transaction by a worker thread.
+
+    SQLite releases the GIL while it tokenizes and writes, so the inserts run beside the caller's
+    Python work on another core. :meth:`add` counts the document frequencies in the calling thread
+    and queues the rows; :meth:`finish` waits for the inserts. Nothing else may use the index in
+    between (the store holds its lock throughout). The index answers exactly as if the rows had
+    been given to :meth:`KeywordIndex.upsert`: only the layout of FTS5's segments differs."""
+
+    def __init__(self, index: KeywordIndex) -> None:
+        self._index = index
+        self._rows: queue.SimpleQueue[list[Row] | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._finished = False
+        self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
+        self._thread.start()
+
+    def _insert(self) -> None:
+        db = self._index._db
+        try:
+            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
+            db.execute("BEGIN")
+            try:
+                while (rows := self._rows.get()) is not None:
+                    db.executemany(
+                        "INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            finally:
+                db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [DEFAULT_HASHSIZE])
+        except BaseException as exc:  # handed to finish()
+            self._error = exc
+            while self._rows.get() is not None:  # let add() go on until finish()
+                pass
+
+    def add(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        df = self._index.df
+        for row in rows:
+            if row[0] % DF_SAMPLE == 0:
+                df.update(_words(" ".join(row[1:])))
+        self._index._present.update(r[0] for r in rows)
+        self._rows.put(rows)
+
+    def finish(self) -> None:
+        """Wait until every row is in; raises what the insert raised (the index is then empty)."""
+        if self._finished:
+            return
+        self._finished = True
+        self._rows.put(None)
+        self._thread.join()
+        if self._error is not None:
+            self._index._present.clear()
+            self._index.df.clear()
+            raise self._error

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -150,3 +152,73 @@ def test_an_empty_index_serializes_and_loads() -> None:
     copy = KeywordIndex(KeywordIndex().serialize())
     assert len(copy) == 0
     assert copy.search("anything", 5) == []
+
+
+# -- bulk load --------------------------------------------------------------------------------
+
+
+def varied_rows(count: int) -> list[tuple[int, str, str, str, str]]:
+    words = "cache database deploy parser queue redis tests lint schema retry worker token".split()
+    return [
+        row(
+            slot,
+            title=f"{words[slot % 12]} {words[(slot * 5) % 12]}",
+            content=" ".join(words[(slot * k) % 12] for k in range(1, 2 + slot % 9)),
+            summary=words[(slot * 7) % 12],
+            tags="ops" if slot % 3 else "",
+        )
+        for slot in range(count)
+    ]
+
+
+def hashsize(index: KeywordIndex) -> int:
+    return int(index._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone()[0])
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1000])
+def test_a_bulk_load_answers_exactly_as_upserts_do(batch: int) -> None:
+    rows = varied_rows(120)
+    expected = KeywordIndex()
+    expected.upsert(rows)
+    index = KeywordIndex()
+    bulk = index.bulk_load()
+    for start in range(0, len(rows), batch):
+        bulk.add(rows[start : start + batch])
+    bulk.finish()
+    bulk.finish()  # (a second call does nothing)
+    assert len(index) == len(expected) == 120
+    assert index.df == expected.df
+    assert hashsize(index) == 1024 * 1024  # the bulk setting does not outlive the load
+    mask = np.arange(200) % 2 == 0
+    queries = ["cache", "deploy redis", "worker token schema", "ops", "nothing here"]
+    for query in queries:
+        assert index.search(query, 10) == expected.search(query, 10)
+        assert index.search(query, 10, mask) == expected.search(query, 10, mask)
+    # later changes and a snapshot round trip behave as on an index filled by upserts
+    for target in (index, expected):
+        target.upsert([row(3, "retry", "a different text about retry")])
+        target.remove([5, 8])
+    loaded = KeywordIndex(index.serialize())
+    for query in queries:
+        assert loaded.search(query, 20) == index.search(query, 20) == expected.search(query, 20)
+
+
+def test_a_failed_bulk_load_raises_from_finish_and_leaves_an_empty_index() -> None:
+    index = KeywordIndex()
+    bulk = index.bulk_load()
+    bulk.add(varied_rows(10))
+    bulk.add([row(3, "again")])  # a slot twice: FTS5 refuses the second
+    bulk.add([row(20, "more")])
+    with pytest.raises(sqlite3.Error):
+        bulk.finish()
+    assert len(index) == 0 and not index.df
+    assert index.search("cache", 5) == []
+    index.upsert(varied_rows(10))
+    assert index.search("cache", 5)
+
+
+def test_a_bulk_load_needs_an_empty_index() -> None:
+    index = KeywordIndex()
+    index.upsert(varied_rows(2))
+    with pytest.raises(ValueError):
+        index.bulk_load()
