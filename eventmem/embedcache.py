@@ -81,8 +81,11 @@ class EmbeddingCache:
         if not rows:  # the first read: every record is kept, the first of equal hashes is used
             keys = [hashes[i : i + HASH_BYTES] for i in range(0, len(hashes), HASH_BYTES)]
             rows.update(zip(reversed(keys), range(start + len(keys) - 1, start - 1, -1), strict=True))
-            self._reserve(start + len(records))
-            self._vectors[start : start + len(records)] = records["vector"]
+            if start == 0:  # the vectors where they were read (read-only: _reserve copies on growth)
+                self._vectors = records["vector"]
+            else:
+                self._reserve(start + len(records))
+                self._vectors[start : start + len(records)] = records["vector"]
             self._count += len(records)
         else:
             fresh: list[int] = []
@@ -99,6 +102,7 @@ class EmbeddingCache:
 
     def _reserve(self, count: int) -> None:
         if count > len(self._vectors):  # amortised growth: no copy of the whole cache per save
+            # (also what makes the read-only view of the first read writable)
             grown = np.zeros((max(count, len(self._vectors) * 2), self.dim), dtype=np.float32)
             grown[: self._count] = self._vectors[: self._count]
             self._vectors = grown

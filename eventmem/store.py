@@ -849,8 +849,8 @@ class Store:
 
     def save_snapshot(self, *, background: bool = False) -> bool:
         """Write the derived state atomically with the offsets it covers (skipped if another
-        process is writing one right now). The state is encoded under the lock; with
-        ``background`` the file is written by a thread so that calls are not held up."""
+        process is writing one right now). The state is taken under the lock; with ``background``
+        the snapshot is encoded from copies and written by a thread so that calls are not held up."""
         with self.lock:
             if not self.cursors or self._pending or self._inflight:
                 return False  # (vectors still being made: a snapshot would lack them)
@@ -859,24 +859,23 @@ class Store:
             snapshot = Snapshot(
                 format=SNAPSHOT_FORMAT,
                 embedder=self.embedder.model_id,
-                cursors=self.cursors,
+                cursors=dict(self.cursors),
                 state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
-                slot_ids=self.slot_ids,
-                slot_hashes=self.slot_hashes,
+                slot_ids=list(self.slot_ids),
+                slot_hashes=list(self.slot_hashes),
                 vectors=self.vectors.serialize(),
                 keywords=self.keywords.serialize(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
                 columns=self.columns.dump(len(self.slot_ids)),
-                dedup=self._dedup_of,
+                dedup=dict(self._dedup_of),
             )
-            data = msgspec.msgpack.encode(snapshot)
             self.events_since_snapshot = 0
         if background:
-            thread = threading.Thread(target=self._write_snapshot, args=(data,), name="eventmem-snapshot")
+            thread = threading.Thread(target=self._write_snapshot, args=(snapshot,), name="eventmem-snapshot")
             thread.start()
             self._snapshot_thread = thread
             return True
-        return self._write_snapshot(data)
+        return self._write_snapshot(snapshot)
 
     def _encoded_state_for_snapshot(self) -> bytes:
         """The fold encoded: made ahead while the keyword index was being filled if the fold has not
@@ -887,11 +886,13 @@ class Store:
             return encoded[2]
         return msgspec.msgpack.encode(self.state)
 
-    def _write_snapshot(self, data: bytes) -> bool:
+    def _write_snapshot(self, snapshot: Snapshot) -> bool:
+        """Encode and write ``snapshot`` (made of copies: no lock is needed)."""
         try:
             with self._snapshot_lock.hold(blocking=False) as locked:
                 if not locked:
                     return False
+                data = msgspec.msgpack.encode(snapshot)
                 atomic_write(self.paths.cache_dir / "snapshot.bin", data)
         except OSError as exc:
             log.warning("could not write snapshot: %s", exc)
