@@ -11,7 +11,6 @@ are dropped, and common words join only while the total number of postings stays
 
 from __future__ import annotations
 
-import queue
 import re
 import sqlite3
 import threading
@@ -30,6 +29,8 @@ _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
     "title, summary, content, tags, tokenize='porter unicode61 remove_diacritics 2')"
 )
+Row = tuple[int, str, str, str, str]
+"""(slot, title, summary, content, tags)"""
 _WORD = re.compile(r"\w+", re.UNICODE)
 # BM25 column weights: a hit in the title or the tags says more than one in a long body.
 _RANK: Final = "bm25(docs, 4.0, 2.0, 1.0, 3.0)"
@@ -107,12 +108,12 @@ class KeywordIndex:
                 self.df.update(_words(" ".join(row[1:])))
         self._present.update(r[0] for r in rows)
 
-    def bulk_load(self) -> BulkLoad:
-        """Fill an empty index from batches of rows, inserted by a thread while the caller goes on
-        (see :class:`BulkLoad`)."""
+    def bulk_load(self, rows: list[Row]) -> BulkLoad:
+        """Fill an empty index with ``rows`` (slots in increasing order) from a thread while the
+        caller goes on; :meth:`BulkLoad.finish` waits for it (see :class:`BulkLoad`)."""
         if self._present:
             raise ValueError("bulk_load needs an empty keyword index")
-        return BulkLoad(self)
+        return BulkLoad(self, rows)
 
     def remove(self, slots: Iterable[int]) -> None:
         self._db.execute("BEGIN")
@@ -170,65 +171,72 @@ class KeywordIndex:
             self._db.execute("DROP TABLE df")
 
 
-Row = tuple[int, str, str, str, str]
-
-
 class BulkLoad:
-    """Rows for an empty :class:`KeywordIndex`, inserted in one transaction by a worker thread.
+    """Rows for an empty :class:`KeywordIndex`, indexed by a worker thread in one transaction.
 
-    SQLite releases the GIL while it tokenizes and writes, so the inserts run beside the caller's
-    Python work on another core. :meth:`add` counts the document frequencies in the calling thread
-    and queues the rows; :meth:`finish` waits for the inserts. Nothing else may use the index in
-    between (the store holds its lock throughout). The index answers exactly as if the rows had
-    been given to :meth:`KeywordIndex.upsert`: only the layout of FTS5's segments differs."""
+    The rows are first copied into a temporary table by the caller (about 2 us a row); the worker
+    then fills the FTS5 index from it with one ``INSERT ... SELECT``, a single call into SQLite
+    that runs without the GIL, beside the caller's Python work on another core. (``executemany``
+    from the worker would take the GIL back after every row, and wait for it while the caller
+    runs Python.) :meth:`finish` counts the document frequencies, then waits for the worker. Nothing
+    else may use the index in between (the store holds its lock throughout). The index answers
+    exactly as if the rows had been given to :meth:`KeywordIndex.upsert`."""
 
-    def __init__(self, index: KeywordIndex) -> None:
+    def __init__(self, index: KeywordIndex, rows: list[Row]) -> None:
         self._index = index
-        self._rows: queue.SimpleQueue[list[Row] | None] = queue.SimpleQueue()
+        self._rows = rows
         self._error: BaseException | None = None
         self._finished = False
+        db = index._db
+        db.execute("PRAGMA temp_store = MEMORY")
+        db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
+        db.execute("BEGIN")
+        try:
+            db.execute("CREATE TEMP TABLE bulk_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany("INSERT INTO temp.bulk_rows VALUES (?, ?, ?, ?, ?)", rows)
+        except BaseException:
+            self._end(commit=False)
+            raise
         self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
         self._thread.start()
 
     def _insert(self) -> None:
-        db = self._index._db
         try:
-            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
-            db.execute("BEGIN")
-            try:
-                while (rows := self._rows.get()) is not None:
-                    db.executemany(
-                        "INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows
-                    )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            finally:
-                db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [DEFAULT_HASHSIZE])
+            self._index._db.execute(
+                "INSERT INTO docs(rowid, title, summary, content, tags) "
+                "SELECT slot, title, summary, content, tags FROM temp.bulk_rows ORDER BY slot"
+            )
+            self._end(commit=True)
         except BaseException as exc:  # handed to finish()
             self._error = exc
-            while self._rows.get() is not None:  # let add() go on until finish()
-                pass
+            self._end(commit=False)
 
-    def add(self, rows: list[Row]) -> None:
-        if not rows:
-            return
-        df = self._index.df
-        for row in rows:
-            if row[0] % DF_SAMPLE == 0:
-                df.update(_words(" ".join(row[1:])))
-        self._index._present.update(r[0] for r in rows)
-        self._rows.put(rows)
+    def _end(self, *, commit: bool) -> None:
+        db = self._index._db
+        try:
+            if not commit:
+                db.execute("ROLLBACK")
+            else:
+                db.execute("DROP TABLE temp.bulk_rows")
+                db.execute("COMMIT")
+        finally:
+            if db.in_transaction:  # (a failed commit)
+                db.execute("ROLLBACK")
+            db.execute("DROP TABLE IF EXISTS temp.bulk_rows")
+            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [DEFAULT_HASHSIZE])
 
     def finish(self) -> None:
-        """Wait until every row is in; raises what the insert raised (the index is then empty)."""
+        """Count the document frequencies, wait until every row is in; raises what the insert
+        raised (the index is then empty)."""
         if self._finished:
             return
         self._finished = True
-        self._rows.put(None)
+        df = Counter[str]()
+        for row in self._rows:
+            if row[0] % DF_SAMPLE == 0:
+                df.update(_words(" ".join(row[1:])))
         self._thread.join()
         if self._error is not None:
-            self._index._present.clear()
-            self._index.df.clear()
             raise self._error
+        self._index.df = df
+        self._index._present = {r[0] for r in self._rows}

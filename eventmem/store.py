@@ -38,7 +38,7 @@ from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs
 from eventmem.journal import Journal, Segment, describe_os_error
-from eventmem.keywords import KeywordIndex
+from eventmem.keywords import BulkLoad, KeywordIndex
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
@@ -58,7 +58,6 @@ inside a call (a save reads its own vector at once); a larger backlog goes to th
 RETRY_UNAVAILABLE_SECONDS = 30.0
 BULK_KEYWORDS_MIN = 2000
 """From this many memories on, a rebuild fills the keyword index from a second thread."""
-BULK_KEYWORDS_BATCH = 4096
 GC_PAUSE_BYTES = 1 << 20
 """A catch-up that reads more than this runs with the cyclic GC paused."""
 HASH_AHEAD_BYTES = 1 << 20
@@ -412,7 +411,7 @@ class Store:
         slot_ids, slot_hashes = self.slot_ids, self.slot_hashes
         records: list[MemoryRecord] = []
         to_embed: list[tuple[int, str, bytes]] = []
-        bulk = self.keywords.bulk_load() if len(state.memories) >= BULK_KEYWORDS_MIN else None
+        bulk: BulkLoad | None = None
         try:
             rows: list[tuple[int, str, str, str, str]] = []
             blake2b = hashlib.blake2b
@@ -431,11 +430,8 @@ class Store:
                 slot_hashes.append(hasher.digest())
                 to_embed.append((slot, text, text_hash))
                 rows.append((slot, record.title, record.summary, record.content, tags))
-                if bulk is not None and len(rows) >= BULK_KEYWORDS_BATCH:
-                    bulk.add(rows)
-                    rows = []
-            if bulk is not None:
-                bulk.add(rows)
+            if len(rows) >= BULK_KEYWORDS_MIN:
+                bulk = self.keywords.bulk_load(rows)
             elif rows:
                 self.keywords.upsert(rows)
             self.slots = dict(zip(slot_ids, range(len(slot_ids)), strict=True))

@@ -165,12 +165,11 @@ def test_a_service_rebuilt_from_the_journal_gives_the_same_answers_as_the_live_o
 
 
 def bulk_everywhere() -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones: keyword index filled by a thread in
-    batches of three rows, digests made by a thread, the cyclic GC paused."""
+    """Small journals take the paths meant for large ones: keyword index filled by a thread,
+    digests made by a thread, the cyclic GC paused."""
     stack = contextlib.ExitStack()
     for name, value in (
         ("BULK_KEYWORDS_MIN", 0),
-        ("BULK_KEYWORDS_BATCH", 3),
         ("HASH_AHEAD_BYTES", 0),
         ("GC_PAUSE_BYTES", 0),
     ):

@@ -370,7 +370,6 @@ def bulk_everywhere() -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     for name, value in (
         ("BULK_KEYWORDS_MIN", 0),
-        ("BULK_KEYWORDS_BATCH", 2),
         ("HASH_AHEAD_BYTES", 0),
         ("GC_PAUSE_BYTES", 0),
     ):
