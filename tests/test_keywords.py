@@ -6,6 +6,8 @@ import sqlite3
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventmem.keywords import KeywordIndex, fts_query
 
@@ -218,3 +220,19 @@ def test_a_bulk_load_needs_an_empty_index() -> None:
     index.upsert(varied_rows(2))
     with pytest.raises(ValueError):
         index.bulk_load(varied_rows(2))
+
+
+texts = st.text(alphabet=st.sampled_from("aZ09_-.' \t\n!é\u00a0İßΣ中x"), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(texts, texts, texts, texts), min_size=1, max_size=40))
+def test_a_bulk_load_counts_the_document_frequencies_of_any_text_as_upserts_do(
+    fields: list[tuple[str, str, str, str]],
+) -> None:
+    rows = [(slot, *four) for slot, four in enumerate(fields)]
+    expected = KeywordIndex()
+    expected.upsert(rows)
+    index = KeywordIndex()
+    index.bulk_load(rows).finish()
+    assert index.df == expected.df
