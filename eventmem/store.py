@@ -238,15 +238,17 @@ class Store:
         Returns the number of events applied.
         """
         with self.lock:
-            applied = self._catch_up_once(progress)
-            if applied < 0:
-                log.info("journal changed underneath (checkout, rebase or pull): rebuilding")
-                self.rebuilds += 1
-                self._reset()
+            try:
                 applied = self._catch_up_once(progress)
-            if self.events_since_snapshot >= self._snapshot_due():
-                self.save_snapshot(background=True)
-            self._encoded_state = None  # (if no snapshot could be written)
+                if applied < 0:
+                    log.info("journal changed underneath (checkout, rebase or pull): rebuilding")
+                    self.rebuilds += 1
+                    self._reset()
+                    applied = self._catch_up_once(progress)
+                if self.events_since_snapshot >= self._snapshot_due():
+                    self.save_snapshot(background=True)
+            finally:
+                self._encoded_state = None  # (if no snapshot used it)
             for memory_id in self.usage.refresh():
                 self.refresh_expiry(memory_id)
             return max(applied, 0)
@@ -984,10 +986,12 @@ class Store:
         returns, and :meth:`wait_snapshot` (or :meth:`close`) waits for the file."""
         with self.lock:
             self._reset()
-            count = self._catch_up_once(progress)
-            self._forget_other_models()
-            self.save_snapshot(background=not wait)
-            self._encoded_state = None
+            try:
+                count = self._catch_up_once(progress)
+                self._forget_other_models()
+                self.save_snapshot(background=not wait)
+            finally:
+                self._encoded_state = None
             return count
 
     def wait_snapshot(self) -> None:
