@@ -442,7 +442,7 @@ class Store:
                 self._embed_or_defer(to_embed)
             if self._dedup_dirty is None:  # (wanted by the snapshot: made while the keywords go in)
                 self._index_dedup(records)
-            if snapshot_due and bulk is not None:
+            if snapshot_due and bulk is not None and not self._pending and not self._inflight:
                 self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
         finally:
             if bulk is not None:
