@@ -244,14 +244,12 @@ class BulkLoad:
     def _end(self, *, commit: bool) -> None:
         db = self._index._db
         try:
-            if not commit:
-                db.execute("ROLLBACK")
-            else:
+            if commit:
                 for table in _BULK_TABLES:
                     db.execute(f"DROP TABLE temp.{table}")
                 db.execute("COMMIT")
         finally:
-            if db.in_transaction:  # (a failed commit)
+            if db.in_transaction:  # (no commit, or a failed one; some errors roll back on their own)
                 db.execute("ROLLBACK")
             for table in _BULK_TABLES:
                 db.execute(f"DROP TABLE IF EXISTS temp.{table}")

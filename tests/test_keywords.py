@@ -236,3 +236,34 @@ def test_a_bulk_load_counts_the_document_frequencies_of_any_text_as_upserts_do(
     index = KeywordIndex()
     index.bulk_load(rows).finish()
     assert index.df == expected.df
+
+
+class FailingFill:
+    """A connection whose FTS5 fill from the staged rows fails (as an out-of-memory error would)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if "FROM temp.bulk_rows" in sql:
+            raise sqlite3.OperationalError("injected")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_empty_index() -> None:
+    index = KeywordIndex()
+    real = index._db
+    index._db = FailingFill(real)  # type: ignore[assignment]
+    bulk = index.bulk_load(varied_rows(30))
+    with pytest.raises(sqlite3.OperationalError, match="injected"):
+        bulk.finish()
+    index._db = real
+    assert len(index) == 0 and not index.df
+    assert not real.in_transaction and hashsize(index) == 1024 * 1024
+    assert real.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    assert index.search("cache", 5) == []
+    index.upsert(varied_rows(10))
+    assert index.search("cache", 5)
