@@ -327,15 +327,17 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     embedding = ProgressBar(f"embedding with {service.project.embedder.model_id}")
     service.project.embed_progress = embedding
     started = time.perf_counter()
-    count = service.project.rebuild(progress=bar)
+    count = service.project.rebuild(progress=bar, wait=False)
+    ready = time.perf_counter() - started
     bar.close()
     embedding.close()
+    service.project.wait_snapshot()  # (written by a thread while the bars closed)
     elapsed = time.perf_counter() - started
-    result = {"status": "success", "events": count, "seconds": round(elapsed, 3)}
+    result = {"status": "success", "events": count, "seconds": round(elapsed, 3), "ready_seconds": round(ready, 3)}
     if args.json:
         _print_json(result)
     else:
-        print(f"rebuilt from {count} events in {elapsed:.2f}s")
+        print(f"rebuilt from {count} events in {elapsed:.2f}s (answers ready after {ready:.2f}s, then the snapshot)")
     return 0
 
 

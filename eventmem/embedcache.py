@@ -74,23 +74,35 @@ class EmbeddingCache:
         usable = len(data) - len(data) % size
         if usable == 0:
             return
-        records = np.frombuffer(data[:usable], dtype=self._record)
+        records = np.frombuffer(data, dtype=self._record, count=usable // size)
         hashes = records["hash"].tobytes()
-        fresh: list[int] = []
         rows = self._rows
-        for i in range(len(records)):
-            digest = hashes[i * HASH_BYTES : (i + 1) * HASH_BYTES]
-            if digest not in rows:
-                rows[digest] = self._count + len(fresh)
-                fresh.append(i)
-        if fresh:
-            self._reserve(self._count + len(fresh))
-            self._vectors[self._count : self._count + len(fresh)] = records["vector"][fresh]
-            self._count += len(fresh)
+        start = self._count
+        if not rows:  # the first read: every record is kept, the first of equal hashes is used
+            keys = [hashes[i : i + HASH_BYTES] for i in range(0, len(hashes), HASH_BYTES)]
+            rows.update(zip(reversed(keys), range(start + len(keys) - 1, start - 1, -1), strict=True))
+            if start == 0:  # the vectors where they were read (read-only: _reserve copies on growth)
+                self._vectors = records["vector"]
+            else:
+                self._reserve(start + len(records))
+                self._vectors[start : start + len(records)] = records["vector"]
+            self._count += len(records)
+        else:
+            fresh: list[int] = []
+            for i in range(len(records)):
+                digest = hashes[i * HASH_BYTES : (i + 1) * HASH_BYTES]
+                if digest not in rows:
+                    rows[digest] = start + len(fresh)
+                    fresh.append(i)
+            if fresh:
+                self._reserve(start + len(fresh))
+                self._vectors[start : start + len(fresh)] = records["vector"][fresh]
+                self._count += len(fresh)
         self._offset += usable
 
     def _reserve(self, count: int) -> None:
         if count > len(self._vectors):  # amortised growth: no copy of the whole cache per save
+            # (also what makes the read-only view of the first read writable)
             grown = np.zeros((max(count, len(self._vectors) * 2), self.dim), dtype=np.float32)
             grown[: self._count] = self._vectors[: self._count]
             self._vectors = grown

@@ -12,7 +12,10 @@ import threading
 import time
 from datetime import UTC, date, datetime
 
-__all__ = ["new_id", "now_iso", "parse_iso", "to_iso"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["isos_to_epochs", "new_id", "now_iso", "parse_iso", "to_iso"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _lock = threading.Lock()
@@ -72,3 +75,47 @@ def iso_to_epoch(text: str) -> float:
         except ValueError:
             pass
     return parse_iso(text).timestamp()
+
+
+_DIGITS = np.array([i for i in range(26) if i not in (4, 7, 10, 13, 16, 19)])
+_SEPARATORS = np.array([ord(c) for c in "--T::."], np.uint32)
+_MONTH_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
+
+
+def isos_to_epochs(texts: list[str]) -> npt.NDArray[np.float64]:
+    """:func:`iso_to_epoch` of many times at once, with the same results to the last bit.
+
+    The journal's fixed-width form is read with numpy (digits, then days from the civil date);
+    any other text goes through :func:`iso_to_epoch` on its own, and raises as it does."""
+    count = len(texts)
+    form = [len(t) == 27 and t[26] == "Z" for t in texts]
+    chars = np.array([t[:26] if ok else "0000-00-00T00:00:00.000000" for t, ok in zip(texts, form, strict=True)])
+    codes = chars.astype("U26").view(np.uint32).reshape(count, 26).astype(np.int64)
+    digits = codes[:, _DIGITS] - ord("0")
+    good = np.array(form, bool) & ((digits >= 0) & (digits <= 9)).all(axis=1)
+    good &= (codes[:, [4, 7, 10, 13, 16, 19]] == _SEPARATORS).all(axis=1)
+    digits = np.where(good[:, None], digits, 0)
+
+    def number(first: int, width: int) -> npt.NDArray[np.int64]:
+        value = np.zeros(count, np.int64)
+        for column in range(first, first + width):
+            value = value * 10 + digits[:, column]
+        return value
+
+    year, month, day = number(0, 4), number(4, 2), number(6, 2)
+    hour, minute, second, micro = number(8, 2), number(10, 2), number(12, 2), number(14, 6)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    valid_month = (month >= 1) & (month <= 12)
+    month_days = _MONTH_DAYS[np.where(valid_month, month, 0)] + (leap & (month == 2))
+    good &= (year >= 1) & valid_month & (day >= 1) & (day <= month_days)
+    # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
+    shifted = year - (month <= 2)
+    era = shifted // 400
+    of_era = shifted - era * 400
+    of_year = (153 * np.where(month > 2, month - 3, month + 9) + 2) // 5 + day - 1
+    days = era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
+    whole = days * 86400 + hour * 3600 + minute * 60 + second
+    out: npt.NDArray[np.float64] = whole.astype(np.float64) + micro / 1_000_000
+    for i in np.flatnonzero(~good).tolist():
+        out[i] = iso_to_epoch(texts[i])
+    return out

@@ -25,20 +25,21 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from eventmem.config import Config
-from eventmem.embedcache import EmbeddingCache, content_hash
+from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
-from eventmem.ids import iso_to_epoch, new_id
+from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
 from eventmem.journal import Journal, Segment, describe_os_error
-from eventmem.keywords import KeywordIndex
+from eventmem.keywords import BulkLoad, KeywordIndex
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
@@ -56,6 +57,12 @@ INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
 inside a call (a save reads its own vector at once); a larger backlog goes to the vector worker."""
 RETRY_UNAVAILABLE_SECONDS = 30.0
+BULK_KEYWORDS_MIN = 2000
+"""From this many memories on, a rebuild fills the keyword index from a second thread."""
+GC_PAUSE_BYTES = 1 << 20
+"""A catch-up that reads more than this runs with the cyclic GC paused."""
+HASH_AHEAD_BYTES = 1 << 20
+"""A catch-up that reads more than this digests the segments in a second thread."""
 Progress = Callable[[int, int], None]
 
 
@@ -234,6 +241,9 @@ class Store:
         self._dedup_of: dict[str, bytes] = {}
         self._dedup_dirty: set[str] | None = None
         """Memories to re-index for dedup; ``None``: index everything on the next lookup."""
+        self._encoded_state: tuple[State, int, bytes] | None = None
+        """The fold encoded ahead of a snapshot, while the keyword index was being filled (see
+        :meth:`_encoded_state_for_snapshot`)."""
 
     def _slot(self, memory_id: str) -> int:
         slot = self.slots.get(memory_id)
@@ -253,19 +263,21 @@ class Store:
         """
         with self.lock:
             memories = self.state.memories
-            if isinstance(memories, MemoryRecords) and memories.damaged:
+            damaged = isinstance(memories, MemoryRecords) and memories.damaged
+            if damaged:
                 log.error("the snapshot in %s was damaged: dropping it and rebuilding", self.paths.cache_dir)
                 (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
-                applied = -1
-            else:
-                applied = self._catch_up_once(progress)
-            if applied < 0:
-                log.info("journal changed underneath (checkout, rebase or pull) or cache damaged: rebuilding")
-                self.rebuilds += 1
-                self._reset()
-                applied = self._catch_up_once(progress)
-            if self.events_since_snapshot >= self._snapshot_due():
-                self.save_snapshot(background=True)
+            try:
+                applied = -1 if damaged else self._catch_up_once(progress)
+                if applied < 0:
+                    log.info("journal changed underneath (checkout, rebase or pull) or cache damaged: rebuilding")
+                    self.rebuilds += 1
+                    self._reset()
+                    applied = self._catch_up_once(progress)
+                if self.events_since_snapshot >= self._snapshot_due():
+                    self.save_snapshot(background=True)
+            finally:
+                self._encoded_state = None  # (if no snapshot used it)
             for memory_id in self.usage.refresh():
                 self.refresh_expiry(memory_id)
             return max(applied, 0)
@@ -299,38 +311,58 @@ class Store:
                     return -1
             work.append((segment, cursor))
         total = sum(s.size - c.offset for s, c in work)
+        if total < GC_PAUSE_BYTES:
+            return self._apply_work(work, total, progress)
+        # the fold makes many objects that live on: the cyclic GC would scan them again and again
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._apply_work(work, total, progress)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _apply_work(self, work: list[tuple[Segment, Cursor]], total: int, progress: Progress | None) -> int:
         done = 0
         touched: set[str] = set()
         count = 0
-        for segment, cursor in work:
-            result = self.journal.scan(segment.path, cursor.offset, name=segment.name)
-            for problem in result.corrupt:
-                if (problem.path, problem.offset) not in self.problems:
-                    log.error("%s", problem)
-                    self.problems[(problem.path, problem.offset)] = problem
-            for event in result.events:
-                touched.update(self.state.apply(event))
-            count += len(result.events)
-            hasher = self._hashers.get(segment.name)
-            if hasher is None:
-                hasher = hashlib.blake2b(digest_size=16)
-                if cursor.offset:
-                    hasher = _prefix_hasher(segment, cursor.offset)
-            if result.end > cursor.offset:
-                with open(segment.path, "rb") as handle:
-                    handle.seek(cursor.offset)
-                    hasher.update(handle.read(result.end - cursor.offset))
-            self._hashers[segment.name] = hasher
-            self.cursors[segment.name] = Cursor(
-                offset=result.end,
-                digest=hasher.digest(),
-                stat=(segment.size, segment.mtime_ns, segment.inode),
-            )
-            done += segment.size - cursor.offset
-            if progress is not None:
-                progress(done, total)
+        # a large catch-up digests the segments in a thread (hashlib works without the GIL)
+        ahead = (
+            _HashAhead([(s, c.offset, self._hashers.get(s.name)) for s, c in work])
+            if total >= HASH_AHEAD_BYTES
+            else None
+        )
+        try:
+            for index, (segment, cursor) in enumerate(work):
+                result = self.journal.scan(segment.path, cursor.offset, name=segment.name)
+                for problem in result.corrupt:
+                    if (problem.path, problem.offset) not in self.problems:
+                        log.error("%s", problem)
+                        self.problems[(problem.path, problem.offset)] = problem
+                apply, touch = self.state.apply, touched.update
+                for event in result.events:
+                    touch(apply(event))
+                count += len(result.events)
+                hasher = ahead.hasher(index, result.end) if ahead is not None else None
+                if hasher is None:
+                    hasher = _hasher_from(self._hashers.get(segment.name), segment, cursor.offset, result.end)
+                self._hashers[segment.name] = hasher
+                self.cursors[segment.name] = Cursor(
+                    offset=result.end,
+                    digest=hasher.digest(),
+                    stat=(segment.size, segment.mtime_ns, segment.inode),
+                )
+                done += segment.size - cursor.offset
+                if progress is not None:
+                    progress(done, total)
+        finally:
+            if ahead is not None:
+                ahead.stop()
         if touched:
-            self._sync(touched)
+            if self.slot_ids:
+                self._sync(touched)
+            else:
+                self._sync_all(touched, snapshot_due=self.events_since_snapshot + count >= self._snapshot_due())
         self.events_since_snapshot += count
         return count
 
@@ -397,6 +429,95 @@ class Store:
             self.keywords.upsert(keyword_rows)
         if to_embed:
             self._embed_or_defer(to_embed)
+
+    def _sync_all(self, touched: set[str], *, snapshot_due: bool = False) -> None:
+        """:meth:`_sync` for a store with no slot yet (a rebuild, a start without a snapshot): every
+        visible memory gets a slot in the fold's order, with the same columns, hashes, keyword rows
+        and vectors as :meth:`_sync` would give it, made in bulk. The keyword index is filled by a
+        thread (SQLite works without the GIL) while this one makes the columns and vectors."""
+        state = self.state
+        self.changed.update(touched)
+        if self._dedup_dirty is not None:
+            self._dedup_dirty.update(touched)
+        slot_ids, slot_hashes = self.slot_ids, self.slot_hashes
+        records: list[MemoryRecord] = []
+        to_embed: list[tuple[int, str, bytes]] = []
+        bulk: BulkLoad | None = None
+        try:
+            rows: list[tuple[int, str, str, str, str]] = []
+            blake2b = hashlib.blake2b
+            for memory_id, record in state.memories.items():
+                if not record.exists or ((record.deleted_stamp or record.expired_stamp) and record.status != "live"):
+                    continue
+                slot = len(slot_ids)
+                slot_ids.append(memory_id)
+                records.append(record)
+                tags = " ".join(record.tags)
+                text = "\n".join([part for part in (record.title, record.content, tags) if part])  # embed_text
+                # content_hash(text), then content_hash(text + "\x00" + summary) from the same state
+                hasher = blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
+                text_hash = hasher.digest()
+                hasher.update(b"\x00" + record.summary.encode("utf-8"))
+                slot_hashes.append(hasher.digest())
+                to_embed.append((slot, text, text_hash))
+                rows.append((slot, record.title, record.summary, record.content, tags))
+            if len(rows) >= BULK_KEYWORDS_MIN:
+                bulk = self.keywords.bulk_load(rows)
+            elif rows:
+                self.keywords.upsert(rows)
+            self.slots = dict(zip(slot_ids, range(len(slot_ids)), strict=True))
+            self._fill_columns(records)
+            if to_embed:
+                self._embed_or_defer(to_embed)
+            if self._dedup_dirty is None:  # (wanted by the snapshot: made while the keywords go in)
+                self._index_dedup(records)
+            if snapshot_due and bulk is not None and not self._pending and not self._inflight:
+                self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
+        finally:
+            if bulk is not None:
+                bulk.finish()
+
+    def _index_dedup(self, records: list[MemoryRecord]) -> None:
+        """The dedup keys of every visible memory, which ``records`` are."""
+        self._dedup_of = dict(zip((r.id for r in records), map(dedup_key, (r.content for r in records)), strict=True))
+        groups: dict[bytes, set[str]] = {}
+        for memory_id, key in self._dedup_of.items():
+            group = groups.get(key)
+            if group is None:
+                groups[key] = {memory_id}
+            else:
+                group.add(memory_id)
+        self._dedup = groups
+        self._dedup_dirty = set()
+
+    def _fill_columns(self, records: list[MemoryRecord]) -> None:
+        """:meth:`_set_columns` of slots ``0..len(records)`` at once (columns freshly made)."""
+        count = len(records)
+        cols = self.columns
+        cols.grow(count)
+        kind_code, scope_code = _KIND_CODE.get, _SCOPE_CODE.get
+        cols.live[:count] = True
+        cols.kind[:count] = [kind_code(r.kind, -1) for r in records]
+        cols.scope[:count] = [scope_code(r.scope, 0) for r in records]
+        cols.importance[:count] = [r.importance for r in records]
+        cols.created[:count] = created = isos_to_epochs([r.created_at for r in records])
+        updated = [i for i, r in enumerate(records) if r.updated_stamp and r.updated_stamp != r.created_stamp]
+        cols.updated[:count] = created
+        if updated:
+            cols.updated[updated] = isos_to_epochs([records[i].updated_at for i in updated])
+        cols.expires[:count] = math.inf
+        cols.superseded[:count] = False
+        adjacency = self.state.adjacency
+        for slot in [i for i, r in enumerate(records) if r.ttl_seconds is not None or r.id in adjacency]:
+            record = records[slot]
+            if record.ttl_seconds is not None:
+                cols.expires[slot] = self.expires_epoch(record.id, record)
+            if record.id in adjacency:
+                cols.superseded[slot] = self._is_superseded(record.id)
+        # tag sets are made on the first tag filter, as after a snapshot load
+        self._tags_built = False
+        self.tag_slots.clear()
+        self.slot_tags.clear()
 
     def _set_columns(self, slot: int, memory_id: str, record: MemoryRecord) -> None:
         cols = self.columns
@@ -773,30 +894,30 @@ class Store:
 
     def save_snapshot(self, *, background: bool = False) -> bool:
         """Write the derived state atomically with the offsets it covers (skipped if another
-        process is writing one right now). The state is encoded under the lock; with
-        ``background`` the file is written by a thread so that calls are not held up."""
+        process is writing one right now). The state is taken under the lock; with ``background``
+        the snapshot is encoded from copies and written by a thread so that calls are not held up."""
         with self.lock:
             if not self.cursors or self._pending or self._inflight:
                 return False  # (vectors still being made: a snapshot would lack them)
             self._refresh_dedup()
+            state = self._encoded_state_for_snapshot()
             snapshot = Snapshot(
                 format=SNAPSHOT_FORMAT,
                 embedder=self.embedder.model_id,
-                cursors=self.cursors,
-                state=self.state,
-                slot_ids=self.slot_ids,
-                slot_hashes=self.slot_hashes,
+                cursors=dict(self.cursors),
+                state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
+                slot_ids=list(self.slot_ids),
+                slot_hashes=list(self.slot_hashes),
                 vectors=b"",
                 keywords=self.keywords.serialize(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
                 columns=self.columns.dump(len(self.slot_ids)),
-                dedup=self._dedup_of,
+                dedup=dict(self._dedup_of),
                 vectors_file=f"vectors-{new_id()}.faiss",
             )
             vectors = self.vectors.serialize()
-            data = msgspec.msgpack.encode(snapshot)
             self.events_since_snapshot = 0
-        write = functools.partial(self._write_snapshot, data, snapshot.vectors_file, vectors)
+        write = functools.partial(self._write_snapshot, snapshot, vectors)
         if background:
             thread = threading.Thread(target=write, name="eventmem-snapshot")
             thread.start()
@@ -804,19 +925,30 @@ class Store:
             return True
         return write()
 
-    def _write_snapshot(self, data: bytes, vectors_file: str, vectors: bytes) -> bool:
-        """The vector index first, then the snapshot that names it; older index files go, but for
-        the one the previous snapshot named (a process may be about to open it)."""
+    def _encoded_state_for_snapshot(self) -> bytes:
+        """The fold encoded: made ahead while the keyword index was being filled if the fold has not
+        changed since (every change adds an event id to ``seen``: the same object with as many ids
+        is the same state)."""
+        encoded, self._encoded_state = self._encoded_state, None
+        if encoded is not None and encoded[0] is self.state and encoded[1] == len(self.state.seen):
+            return encoded[2]
+        return msgspec.msgpack.encode(self.state)
+
+    def _write_snapshot(self, snapshot: Snapshot, vectors: bytes) -> bool:
+        """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
+        first, then the snapshot that names it; older index files go, but for the one the previous
+        snapshot named (a process may be about to open it)."""
         cache = self.paths.cache_dir
         try:
             with self._snapshot_lock.hold(blocking=False) as locked:
                 if not locked:
                     return False
-                atomic_write(cache / vectors_file, vectors)
+                data = msgspec.msgpack.encode(snapshot)
+                atomic_write(cache / snapshot.vectors_file, vectors)
                 atomic_write(cache / "snapshot.bin", data)
                 files = sorted(cache.glob("vectors-*.faiss"), key=lambda path: path.stat().st_mtime_ns)
                 for stale in files[:-2]:
-                    if stale.name != vectors_file:
+                    if stale.name != snapshot.vectors_file:
                         stale.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("could not write snapshot: %s", exc)
@@ -928,14 +1060,26 @@ class Store:
 
     # -- whole rebuild ------------------------------------------------------------------------
 
-    def rebuild(self, progress: Progress | None = None) -> int:
-        """Drop every projection and fold the whole journal again."""
+    def rebuild(self, progress: Progress | None = None, *, wait: bool = True) -> int:
+        """Drop every projection and fold the whole journal again, then write a snapshot.
+
+        With ``wait=False`` the snapshot file is written by a thread: answers are ready when this
+        returns, and :meth:`wait_snapshot` (or :meth:`close`) waits for the file."""
         with self.lock:
             self._reset()
-            count = self._catch_up_once(progress)
-            self._forget_other_models()
-            self.save_snapshot()
+            try:
+                count = self._catch_up_once(progress)
+                self._forget_other_models()
+                self.save_snapshot(background=not wait)
+            finally:
+                self._encoded_state = None
             return count
+
+    def wait_snapshot(self) -> None:
+        """Wait until a snapshot being written in the background is on disk."""
+        thread = self._snapshot_thread
+        if thread is not None:
+            thread.join()
 
     def open(self, *, background_vectors: bool = False) -> None:
         """Cold start: the snapshot if it is valid, then the tail of the journal.
@@ -983,9 +1127,7 @@ class Store:
 
     def close(self) -> None:
         self.stop_vectors()
-        thread = self._snapshot_thread
-        if thread is not None:
-            thread.join()
+        self.wait_snapshot()
         with self.lock:
             # a short-lived process (one CLI command) leaves a small tail for the next start to read
             missing = not (self.paths.cache_dir / "snapshot.bin").exists()
@@ -1016,6 +1158,52 @@ def _stat_after_load(segment: Segment, offset: int) -> tuple[int, int, int]:
     if segment.size == offset:
         return (segment.size, segment.mtime_ns, segment.inode)
     return (offset, -1, segment.inode)
+
+
+def _hasher_from(hasher: hashlib.blake2b | None, segment: Segment, start: int, end: int) -> hashlib.blake2b:
+    """A segment's digest state at ``end``: ``hasher`` (at ``start``, or made from the prefix) fed
+    the bytes in between. ``hasher`` itself is left as it was."""
+    hasher = hasher.copy() if hasher is not None else _prefix_hasher(segment, start)
+    if end > start:
+        with open(segment.path, "rb") as handle:
+            handle.seek(start)
+            hasher.update(handle.read(end - start))
+    return hasher
+
+
+class _HashAhead:
+    """Digests segments from their cursor to their size in a thread, while the caller decodes and
+    folds them; a segment whose complete lines end elsewhere (a torn tail, bytes appended since
+    the stat) is left to the caller."""
+
+    def __init__(self, items: list[tuple[Segment, int, hashlib.blake2b | None]]) -> None:
+        self._items = items
+        self._done = [threading.Event() for _ in items]
+        self._hashers: list[hashlib.blake2b | None] = [None] * len(items)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eventmem-digests", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for index, (segment, start, hasher) in enumerate(self._items):
+            try:
+                if not self._stop.is_set():
+                    self._hashers[index] = _hasher_from(hasher, segment, start, segment.size)
+            except OSError:
+                pass  # the caller reads it again, and reports what goes wrong
+            finally:
+                self._done[index].set()
+
+    def hasher(self, index: int, end: int) -> hashlib.blake2b | None:
+        """The digest state of item ``index`` at byte ``end``, or ``None`` if it was made for
+        another length (or could not be made)."""
+        self._done[index].wait()
+        segment = self._items[index][0]
+        return self._hashers[index] if end == segment.size else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _prefix_hasher(segment: Segment, length: int) -> hashlib.blake2b:

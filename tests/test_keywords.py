@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventmem.keywords import KeywordIndex, fts_query
 
@@ -150,3 +154,116 @@ def test_an_empty_index_serializes_and_loads() -> None:
     copy = KeywordIndex(KeywordIndex().serialize())
     assert len(copy) == 0
     assert copy.search("anything", 5) == []
+
+
+# -- bulk load --------------------------------------------------------------------------------
+
+
+def varied_rows(count: int) -> list[tuple[int, str, str, str, str]]:
+    words = "cache database deploy parser queue redis tests lint schema retry worker token".split()
+    return [
+        row(
+            slot,
+            title=f"{words[slot % 12]} {words[(slot * 5) % 12]}",
+            content=" ".join(words[(slot * k) % 12] for k in range(1, 2 + slot % 9)),
+            summary=words[(slot * 7) % 12],
+            tags="ops" if slot % 3 else "",
+        )
+        for slot in range(count)
+    ]
+
+
+def hashsize(index: KeywordIndex) -> int:
+    return int(index._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone()[0])
+
+
+@pytest.mark.parametrize("count", [0, 1, 120])
+def test_a_bulk_load_answers_exactly_as_upserts_do(count: int) -> None:
+    rows = varied_rows(count)
+    expected = KeywordIndex()
+    expected.upsert(rows)
+    index = KeywordIndex()
+    bulk = index.bulk_load(rows)
+    bulk.finish()
+    bulk.finish()  # (a second call does nothing)
+    assert len(index) == len(expected) == count
+    assert index.df == expected.df
+    assert hashsize(index) == 1024 * 1024  # the bulk setting does not outlive the load
+    assert index._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    mask = np.arange(200) % 2 == 0
+    queries = ["cache", "deploy redis", "worker token schema", "ops", "nothing here"]
+    for query in queries:
+        assert index.search(query, 10) == expected.search(query, 10)
+        assert index.search(query, 10, mask) == expected.search(query, 10, mask)
+    # later changes and a snapshot round trip behave as on an index filled by upserts
+    for target in (index, expected):
+        target.upsert([row(3, "retry", "a different text about retry")])
+        target.remove([5, 8])
+    loaded = KeywordIndex(index.serialize())
+    for query in queries:
+        assert loaded.search(query, 20) == index.search(query, 20) == expected.search(query, 20)
+
+
+def test_a_failed_bulk_load_raises_and_leaves_an_empty_index() -> None:
+    index = KeywordIndex()
+    with pytest.raises(sqlite3.IntegrityError):
+        index.bulk_load([*varied_rows(10), row(3, "again")])  # a slot twice
+    assert len(index) == 0 and not index.df
+    assert hashsize(index) == 1024 * 1024
+    assert index.search("cache", 5) == []
+    index.upsert(varied_rows(10))
+    assert index.search("cache", 5)
+
+
+def test_a_bulk_load_needs_an_empty_index() -> None:
+    index = KeywordIndex()
+    index.upsert(varied_rows(2))
+    with pytest.raises(ValueError):
+        index.bulk_load(varied_rows(2))
+
+
+texts = st.text(alphabet=st.sampled_from("aZ09_-.' \t\n!é\u00a0İßΣ中x"), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(texts, texts, texts, texts), min_size=1, max_size=40))
+def test_a_bulk_load_counts_the_document_frequencies_of_any_text_as_upserts_do(
+    fields: list[tuple[str, str, str, str]],
+) -> None:
+    rows = [(slot, *four) for slot, four in enumerate(fields)]
+    expected = KeywordIndex()
+    expected.upsert(rows)
+    index = KeywordIndex()
+    index.bulk_load(rows).finish()
+    assert index.df == expected.df
+
+
+class FailingFill:
+    """A connection whose FTS5 fill from the staged rows fails (as an out-of-memory error would)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if "FROM temp.bulk_rows" in sql:
+            raise sqlite3.OperationalError("injected")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_empty_index() -> None:
+    index = KeywordIndex()
+    real = index._db
+    index._db = FailingFill(real)  # type: ignore[assignment]
+    bulk = index.bulk_load(varied_rows(30))
+    with pytest.raises(sqlite3.OperationalError, match="injected"):
+        bulk.finish()
+    index._db = real
+    assert len(index) == 0 and not index.df
+    assert not real.in_transaction and hashsize(index) == 1024 * 1024
+    assert real.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    assert index.search("cache", 5) == []
+    index.upsert(varied_rows(10))
+    assert index.search("cache", 5)

@@ -6,27 +6,31 @@ folds the journal from scratch (no snapshot), the reference every other path mus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import msgspec
 import numpy as np
 import pytest
 from conftest import reopen
 
+import eventmem.store as store_module
 from eventmem import query
 from eventmem.codec import encode_event
+from eventmem.embedcache import EmbeddingCache
 from eventmem.errors import InvalidInput, SnapshotDamaged
 from eventmem.events import LinkAdded, MemorySaved
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService, open_service
-from eventmem.state import MemoryRecords
+from eventmem.state import MemoryRecords, State
 from eventmem.store import Snapshot, StoredSnapshot
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
@@ -375,6 +379,77 @@ def test_deleting_the_whole_cache_gives_the_same_answers(service: MemoryService,
         assert answers(later) == before
     finally:
         later.close()
+
+
+def bulk_everywhere() -> contextlib.ExitStack:
+    """Small journals take the paths meant for large ones (see store.BULK_KEYWORDS_MIN)."""
+    stack = contextlib.ExitStack()
+    for name, value in (
+        ("BULK_KEYWORDS_MIN", 0),
+        ("HASH_AHEAD_BYTES", 0),
+        ("GC_PAUSE_BYTES", 0),
+    ):
+        stack.enter_context(mock.patch.object(store_module, name, value))
+    stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
+    return stack
+
+
+def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service: MemoryService, project: Path) -> None:
+    ids = save_topics(service)
+    service.update(ids[2], content="We chose msgspec for the parser.", tags=["parser"])
+    service.delete(ids[3])
+    before = answers(service)
+    store = service.project
+    encode = msgspec.msgpack.encode
+    with bulk_everywhere(), mock.patch.object(store_module.msgspec.msgpack, "encode", side_effect=encode) as spy:
+        store.rebuild(wait=False)
+        assert answers(service) == before  # (while the snapshot may still be written)
+        store.wait_snapshot()
+    encoded = [call.args[0] for call in spy.call_args_list]
+    assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
+    assert isinstance(encoded[1].state, msgspec.Raw)
+    snapshot = store_module._read_snapshot(snapshot_file(project))
+    assert snapshot.state.state() == store.state
+    assert snapshot.slot_ids == store.slot_ids and snapshot.slot_hashes == store.slot_hashes
+    assert snapshot.dedup == store._dedup_of and len(store._dedup_of) == len(ids) - 1
+    assert snapshot.columns == store.columns.dump(len(store.slot_ids))
+    service.close()
+    later, ok = loaded(project)
+    try:
+        assert ok
+        assert answers(later) == before == fresh_answers(project)
+    finally:
+        later.close()
+
+
+def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryService, project: Path) -> None:
+    save_topics(service)
+    store = service.project
+    with bulk_everywhere():
+        store.rebuild()
+    store._encoded_state = (store.state, len(store.state.seen), b"stale")
+    added = service.save("A memory saved after the fold was encoded.", title="Late").id
+    assert store.save_snapshot()
+    snapshot = store_module._read_snapshot(snapshot_file(project))
+    assert added in snapshot.state.memories
+    assert snapshot.state.state() == store.state
+
+
+def test_the_first_read_of_the_embedding_cache_keeps_the_first_of_equal_hashes(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings", "model", 4)
+    first, second, other = np.full(4, 1.0, np.float32), np.full(4, 2.0, np.float32), np.full(4, 3.0, np.float32)
+    cache.store([b"a" * 16, b"b" * 16], np.stack([first, other]))
+    EmbeddingCache(tmp_path / "embeddings", "model", 4).store([b"a" * 16], second[None])  # another process
+    reader = EmbeddingCache(tmp_path / "embeddings", "model", 4)
+    reader.refresh()
+    vectors, missing = reader.lookup([b"b" * 16, b"a" * 16, b"c" * 16])
+    assert missing == [2] and len(reader) == 2
+    assert vectors[0].tolist() == other.tolist() and vectors[1].tolist() == first.tolist()
+    cache.store([b"c" * 16, b"a" * 16], np.stack([other, second]))  # later records: read on the next refresh
+    reader.refresh()
+    vectors, missing = reader.lookup([b"c" * 16, b"a" * 16])
+    assert missing == [] and len(reader) == 3
+    assert vectors[0].tolist() == other.tolist() and vectors[1].tolist() == first.tolist()
 
 
 # -- filters apply before the top-k cut -----------------------------------------------------------
