@@ -370,6 +370,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "unknown_event_types": dict(store.state.unknown),
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
+            "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
             "embedder": store.embedder.model_id,
             "cached_embeddings": len(store.embeddings),
         },
@@ -387,7 +388,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
         for item in torn:
             print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
-        print(f"cache:       snapshot {report['cache']['snapshot_bytes']} bytes, embedder {store.embedder.model_id}")
+        cache = report["cache"]
+        print(
+            f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
+            f"bytes, embedder {store.embedder.model_id}"
+        )
         print("healthy" if report["healthy"] else "PROBLEMS FOUND: run `python tools/replay.py audit`")
     return 0 if report["healthy"] else 1
 
