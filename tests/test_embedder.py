@@ -27,7 +27,8 @@ def test_vectors_are_unit_length_float32_rows_of_dimension_384() -> None:
 
 
 def test_the_model_id_is_stable_and_names_the_version_and_dimension() -> None:
-    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v2-384"
+    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v3-384"
+    assert HashingEmbedder(version=2).model_id == "hashing-v2-384"
     assert HashingEmbedder(version=1).model_id == "hashing-v1-384"
     assert HashingEmbedder().dim == 384
     small = HashingEmbedder(dim=64)

@@ -4,8 +4,8 @@ Correctness first: no expired, superseded or other-project memory is ever return
 configuration. Then quality: the default hybrid must beat keyword-only search, and a semantic hybrid
 must beat the default on paraphrased questions. The issue asked for the default hybrid to beat
 keyword-only recall@5 by 10% relative; on this benchmark it does not (keyword-only is strong here,
-0.88, and even the MiniLM hybrid gains about 9%), so the test guards the gain that is measured (see
-the README's table), not the target.
+0.88, and even the MiniLM hybrid gains about 9%): the built-in embedder's version 3 gains about 6%,
+so the test guards the gain that is measured (see the README's table), not the target.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_the_default_config_is_what_the_benchmark_measures_as_default_hybrid() -
 def test_the_default_hybrid_beats_keyword_only_recall_at_5(default_report: dict[str, Any]) -> None:
     keyword = by_name(default_report, "keyword")
     hybrid = by_name(default_report, "hashing hybrid linear")
-    assert hybrid["recall@5"] >= keyword["recall@5"] * 1.02
+    assert hybrid["recall@5"] >= keyword["recall@5"] * 1.05
     assert hybrid["recall@10"] > keyword["recall@10"]
     assert hybrid["mrr"] > keyword["mrr"]
 

@@ -1,5 +1,5 @@
-"""Version 2 of the built-in embedder: hashed n-grams plus static word-piece vectors distilled from
-MiniLM, tokenized in plain Python exactly as the tokenizers library does."""
+"""Versions 2 and 3 of the built-in embedder: hashed n-grams plus static word-piece vectors distilled
+from MiniLM, tokenized in plain Python exactly as the tokenizers library does."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from eventmem.embedder import STATIC_FILE, TOKENIZER_FILE, HashingEmbedder, WordPiece
+from eventmem.embedder import STATIC_FILE, STATIC_FILES, TOKENIZER_FILE, HashingEmbedder, WordPiece
 from eventmem.providers import make_embedder_from_spec
 
 TEXTS = [
@@ -33,13 +33,22 @@ def test_word_pieces_match_the_tokenizers_library() -> None:
         assert ours.ids(text) == reference.encode(text, add_special_tokens=False).ids, text
 
 
-def test_the_distilled_table_ships_with_the_package() -> None:
-    with np.load(STATIC_FILE) as data:
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_distilled_tables_ship_with_the_package(version: int) -> None:
+    with np.load(STATIC_FILES[version]) as data:
         assert data["vectors"].shape == (30522, 128) and data["vectors"].dtype == np.int8
         assert data["scale"].shape == (30522,)
+    assert STATIC_FILE == STATIC_FILES[3]
 
 
-def test_paraphrases_come_closer_than_with_the_purely_lexical_version() -> None:
+def test_the_version_3_table_records_how_it_was_fitted() -> None:
+    with np.load(STATIC_FILES[3]) as data:
+        assert int(data["sentences"]) > 50_000
+        assert len(str(data["corpus_sha256"])) == len(str(data["source_sha256"])) == 64
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_paraphrases_come_closer_than_with_the_purely_lexical_version(version: int) -> None:
     pairs = [
         ("customer says they were billed twice", "refund a duplicate charge for the same payment"),
         ("which teammate is responsible for payments", "Payments and Stripe are owned by Marco"),
@@ -48,27 +57,30 @@ def test_paraphrases_come_closer_than_with_the_purely_lexical_version() -> None:
     for version_gain in [
         float(v2[0] @ v2[1]) - float(v1[0] @ v1[1])
         for v1, v2 in (
-            (HashingEmbedder(version=1).embed(list(pair)), HashingEmbedder(version=2).embed(list(pair)))
+            (HashingEmbedder(version=1).embed(list(pair)), HashingEmbedder(version=version).embed(list(pair)))
             for pair in pairs
         )
     ]:
         assert version_gain > 0.05
 
 
-def test_version_2_keeps_identifier_forms_close() -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_versions_2_and_3_keep_identifier_forms_close(version: int) -> None:
     forms = ["retrieveContext", "retrieve_context", "retrieve the context"]
-    vectors = HashingEmbedder().embed([*forms, "the weather in Paris was sunny all afternoon"])
+    vectors = HashingEmbedder(version=version).embed([*forms, "the weather in Paris was sunny all afternoon"])
     for i in range(3):
         for j in range(3):
             if i != j:
                 assert float(vectors[i] @ vectors[j]) > float(vectors[i] @ vectors[3]) + 0.3
 
 
-def test_the_spec_chooses_the_version_and_the_default_is_2() -> None:
-    assert make_embedder_from_spec("hashing").model_id == "hashing-v2-384"
+def test_the_spec_chooses_the_version_and_the_default_is_3() -> None:
+    assert make_embedder_from_spec("hashing").model_id == "hashing-v3-384"
+    assert make_embedder_from_spec("hashing:v3").model_id == "hashing-v3-384"
+    assert make_embedder_from_spec("hashing:v2").model_id == "hashing-v2-384"
     assert make_embedder_from_spec("hashing:v1").model_id == "hashing-v1-384"
-    with pytest.raises(ValueError, match="version 3"):
-        HashingEmbedder(version=3)
+    with pytest.raises(ValueError, match="version 4"):
+        HashingEmbedder(version=4)
 
 
 def test_small_dimensions_still_split_between_hashed_and_static_parts() -> None:

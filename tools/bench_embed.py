@@ -5,7 +5,7 @@ Prints one JSON object on stdout (progress on stderr). Texts are the benchmark's
 (``tests/eval/memories.jsonl``, 40-60 words each) made unique with a numbered suffix.
 
 - ``throughput``: texts embedded per second (wall and per CPU-second of this process) for each
-  provider: the built-in ``hashing`` (v2, and v1 for reference), ``onnx:minilm`` with 1 and 2
+  provider: the built-in ``hashing`` (v3, and v2 and v1 for reference), ``onnx:minilm`` with 1 and 2
   intra-op threads, and the HTTP providers (Ollama, OpenAI-compatible) against local stand-in servers
   that answer with the MiniLM vectors, so their figure is MiniLM plus the HTTP round trips.
 - ``cold_start``: ``python -m eventmem serve`` spawned by a stdio MCP client on a project of
@@ -92,7 +92,12 @@ def measure(embedder: Embedder, sample: list[str], batch: int = 64) -> dict[str,
 def throughput(count: int, onnx_count: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     sample = texts(count)
-    for label, embedder in (("hashing (v2, default)", HashingEmbedder()), ("hashing:v1", HashingEmbedder(version=1))):
+    builtin = (
+        ("hashing (v3, default)", HashingEmbedder()),
+        ("hashing:v2", HashingEmbedder(version=2)),
+        ("hashing:v1", HashingEmbedder(version=1)),
+    )
+    for label, embedder in builtin:
         log(f"throughput {label}")
         out[label] = measure(embedder, sample)
     if not onnx_available():
