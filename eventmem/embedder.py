@@ -282,6 +282,11 @@ class HashingEmbedder:
         result: Vectors = (out / norms).astype(np.float32)
         return result
 
+    def warm(self) -> None:
+        """Load the word-piece table now (it is otherwise loaded by the first text embedded)."""
+        if self._static_dim:
+            _Static.get(self.version)
+
     def _semantic(self, texts: list[str]) -> Vectors:
         """Mean of the text's content word pieces' static vectors, unit length (zero if none)."""
         pieces, table = _Static.get(self.version)

@@ -1127,6 +1127,8 @@ def open_service(
     paths = ProjectPaths(root.root)
     config = load_config(paths.config_file, environ)
     embedder = make_embedder(config)
+    if load and isinstance(embedder, HashingEmbedder):  # its table loads beside the snapshot
+        threading.Thread(target=embedder.warm, name="eventmem-embedder-warm", daemon=True).start()
     project = Store(paths, config, embedder)
     global_store = None
     global_dir = global_root(environ)
