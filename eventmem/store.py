@@ -57,6 +57,8 @@ INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
 inside a call (a save reads its own vector at once); a larger backlog goes to the vector worker."""
 RETRY_UNAVAILABLE_SECONDS = 30.0
+OWN_VECTORS_AFTER_SECONDS = 1.0
+"""A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 BULK_KEYWORDS_MIN = 2000
 """From this many memories on, a rebuild fills the keyword index from a second thread."""
 GC_PAUSE_BYTES = 1 << 20
@@ -109,7 +111,8 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     keywords: memoryview
     problems: list[tuple[str, int, str]] = []
     columns: bytes = b""
-    dedup: dict[str, bytes] | None = None
+    dedup: msgspec.Raw = msgspec.Raw(b"\xc0")
+    """(Decoded on first use: a first query does not need it.)"""
     vectors_file: str = ""
 
 
@@ -239,6 +242,7 @@ class Store:
         self._dedup_unindexed = False
         """``_dedup_of`` came from a snapshot and ``_dedup`` is not made from it yet."""
         self._dedup_of: dict[str, bytes] = {}
+        self._dedup_encoded: msgspec.Raw | None = None
         self._dedup_dirty: set[str] | None = None
         """Memories to re-index for dedup; ``None``: index everything on the next lookup."""
         self._encoded_state: tuple[State, int, bytes] | None = None
@@ -805,16 +809,23 @@ class Store:
 
     def _refresh_dedup(self) -> None:
         """Bring the dedup keys up to date (all of them the first time, then what changed)."""
+        if self._dedup_unindexed:  # keys loaded with a snapshot: decoded and indexed on first use
+            self._dedup_unindexed = False
+            encoded, self._dedup_encoded = self._dedup_encoded, None
+            try:
+                if encoded is not None:
+                    self._dedup_of = msgspec.msgpack.decode(encoded, type=dict[str, bytes])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self._dedup_dirty = None  # (damaged: made again from the memories)
+            else:
+                for memory_id, key in self._dedup_of.items():
+                    self._dedup.setdefault(key, set()).add(memory_id)
         if self._dedup_dirty is None:
             self._dedup.clear()
             self._dedup_of.clear()
             dirty: Iterable[str] = list(self.state.memories)
         else:
             dirty = self._dedup_dirty
-        if self._dedup_unindexed:  # keys loaded with a snapshot: the reverse index is made on first use
-            self._dedup_unindexed = False
-            for memory_id, key in self._dedup_of.items():
-                self._dedup.setdefault(key, set()).add(memory_id)
         for memory_id in dirty:
             old = self._dedup_of.pop(memory_id, None)
             if old is not None:
@@ -977,14 +988,17 @@ class Store:
             if segment is None or segment.size < cursor.offset:
                 log.info("ignoring stale snapshot: %s changed", name)
                 return False
-        # the journal prefixes are hashed by a thread (hashing and reading release the GIL) while
-        # this one loads the indexes; a prefix that does not match means the snapshot is not used
+        # A segment that was only appended to since (same file, not older, not smaller: the rule
+        # every catch-up goes by) needs no check. The others' prefixes are hashed by a thread
+        # (hashing and reading release the GIL) while this one loads the indexes; a prefix that
+        # does not match means the snapshot is not used.
+        suspect = [name for name, cursor in snapshot.cursors.items() if not _only_appended(segments[name], cursor)]
         hashers: dict[str, hashlib.blake2b] = {}
 
         def check() -> None:
-            for name, cursor in snapshot.cursors.items():
+            for name in suspect:
                 try:
-                    hashers[name] = _prefix_hasher(segments[name], cursor.offset)
+                    hashers[name] = _prefix_hasher(segments[name], snapshot.cursors[name].offset)
                 except OSError:  # gone meanwhile: no hasher, so the snapshot is not used
                     return
 
@@ -1002,9 +1016,9 @@ class Store:
             return False
         finally:
             checker.join()
-        for name, cursor in snapshot.cursors.items():
+        for name in suspect:
             hasher = hashers.get(name)
-            if hasher is None or hasher.digest() != cursor.digest:
+            if hasher is None or hasher.digest() != snapshot.cursors[name].digest:
                 log.info("ignoring stale snapshot: %s was rewritten", name)
                 return False
         with self.lock:
@@ -1022,8 +1036,8 @@ class Store:
                 for name, cursor in snapshot.cursors.items()
             }
             self.embeddings.skip_to_end()
-            if snapshot.dedup is not None:
-                self._dedup_of = snapshot.dedup
+            if bytes(snapshot.dedup) != b"\xc0":  # (nil: a snapshot made before dedup keys were kept)
+                self._dedup_encoded = snapshot.dedup
                 self._dedup_unindexed = True
                 self._dedup_dirty = set()
             if self.columns.load(snapshot.columns, len(self.slot_ids)):
@@ -1031,8 +1045,28 @@ class Store:
             else:
                 self._rebuild_columns()
             self._hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
+        trusted = [name for name in snapshot.cursors if name not in hashers]
+        if trusted:  # their digests go on from here later: made now, beside the first calls
+            threading.Thread(target=self._make_hashers, args=(trusted,), name="eventmem-digests", daemon=True).start()
         log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
         return True
+
+    def _make_hashers(self, names: list[str]) -> None:
+        """Hash the applied prefix of these segments, for catch-ups to go on from (one that comes
+        first hashes it itself)."""
+        for name in names:
+            with self.lock:
+                cursor = self.cursors.get(name)
+                segment = next((s for s in self.journal.segments() if s.name == name), None)
+            if cursor is None or segment is None or name in self._hashers:
+                continue
+            try:
+                hasher = _prefix_hasher(segment, cursor.offset)
+            except OSError:
+                continue
+            with self.lock:
+                if name not in self._hashers and self.cursors.get(name) == cursor:
+                    self._hashers[name] = hasher
 
     def _restore_tags_and_expiry(self) -> None:
         """After loading saved columns: expiry (usage may have moved it); tag sets wait for use.
@@ -1090,7 +1124,10 @@ class Store:
             if background_vectors:
                 self.start_vectors()
             if self.load_snapshot(map_vectors=background_vectors) and self.vectors.mapped:
-                threading.Thread(target=self.vectors.own, name="eventmem-vectors-own", daemon=True).start()
+                # (a moment later: the first calls of a session come first)
+                copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.vectors.own)
+                copier.name, copier.daemon = "eventmem-vectors-own", True
+                copier.start()
             self.catch_up()
             self._forget_other_models()
 
@@ -1150,6 +1187,14 @@ def _read_snapshot(path: Path) -> StoredSnapshot:
     finally:
         if enabled:
             gc.enable()
+
+
+def _only_appended(segment: Segment, cursor: Cursor) -> bool:
+    """The segment is the file the cursor last read, only grown since (or untouched)."""
+    size, mtime_ns, inode = cursor.stat
+    if segment.inode != inode or segment.mtime_ns < mtime_ns:
+        return False
+    return segment.size > size or (segment.size == size and segment.mtime_ns == mtime_ns)
 
 
 def _stat_after_load(segment: Segment, offset: int) -> tuple[int, int, int]:

@@ -411,7 +411,8 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     snapshot = store_module._read_snapshot(snapshot_file(project))
     assert snapshot.state.state() == store.state
     assert snapshot.slot_ids == store.slot_ids and snapshot.slot_hashes == store.slot_hashes
-    assert snapshot.dedup == store._dedup_of and len(store._dedup_of) == len(ids) - 1
+    dedup = msgspec.msgpack.decode(snapshot.dedup, type=dict[str, bytes])
+    assert dedup == store._dedup_of and len(store._dedup_of) == len(ids) - 1
     assert snapshot.columns == store.columns.dump(len(store.slot_ids))
     service.close()
     later, ok = loaded(project)
@@ -707,3 +708,24 @@ def test_a_large_store_searches_keywords_beside_the_vector_scan_with_the_same_an
     serial = answers(service)
     monkeypatch.setattr(query, "PARALLEL_FROM", 1)
     assert answers(service) == serial
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_duplicate_saved_after_a_snapshot_load_is_recognised(
+    service: MemoryService, project: Path, damaged: bool
+) -> None:
+    ids = save_topics(service)
+    service.close()
+    if damaged:  # the dedup keys only: made again from the memories
+        path = snapshot_file(project)
+        stored = msgspec.msgpack.decode(path.read_bytes(), type=StoredSnapshot)
+        path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(stored, dedup=msgspec.Raw(b"\x81\xa1x\x05"))))
+    later, ok = loaded(project)
+    try:
+        assert ok
+        again = later.save_result(TOPICS[3][1], title="Flaky tests again")
+        assert again.deduplicated and again.memory.id == ids[3]
+        fresh = later.save_result("A new memory after the load.", title="New")
+        assert not fresh.deduplicated and fresh.memory.id not in ids
+    finally:
+        later.close()
