@@ -25,6 +25,10 @@ def test_bench_quick_prints_every_figure_as_json(tmp_path: Path) -> None:
         for figure in ("save", "retrieve"):
             assert {"eventmem_p50_ms", "eventmem_p95_ms", "noop_p50_ms", "ratio", "target"} <= rt[figure].keys()
         assert {"p50_ms", "p95_ms"} <= rt["eventmem"]["save_context"].keys()
+        same_signature = rt["noop_same_signature"]
+        calls = rt["eventmem"]["save_context"]["n"]
+        assert same_signature["save_context"]["n"] == same_signature["retrieve_context"]["n"] == calls
+        assert same_signature["save_ratio"] > 0 and same_signature["retrieve_ratio"] > 0
         recall = data["recall_in_process"][size]
         assert {"recall", "recall_filtered_type", "numpy_scan_baseline", "save", "ratio", "target"} <= recall.keys()
         assert {"query", "ratio", "target", "extrapolated"} <= data["naive_sqlite_blob"][size].keys()

@@ -376,59 +376,58 @@ async def round_trips(
         first_call_s = time.perf_counter() - started
         noop = await connect(stack, servers.noop(project.root), servers.errlog)
         samples: dict[str, list[float]] = {}
-        done: list[tuple[float, float]] = []
+        done: list[tuple[float, ...]] = []
 
-        async def pair(
-            i: int, em_call: Callable[[], Awaitable[float]], noop_call: Callable[[], Awaitable[float]]
-        ) -> None:
-            """The same call to both servers; which one goes first alternates."""
-            if i % 2 == 0:
-                a = await em_call()
-                b = await noop_call()
-            else:
-                b = await noop_call()
-                a = await em_call()
-            done.append((a, b))
+        async def rotate(i: int, *calls: Callable[[], Awaitable[float]]) -> None:
+            """The same call to each server; which one goes first rotates."""
+            times = [0.0] * len(calls)
+            for k in range(len(calls)):
+                j = (i + k) % len(calls)
+                times[j] = await calls[j]()
+            done.append(tuple(times))
+
+        def saves(text: str, tags: list[str]) -> list[Callable[[], Awaitable[float]]]:
+            return [
+                lambda: call(em, "save_context", {"context_text": text, "tags": tags}),
+                lambda: call(noop, "save", {"text": text}),
+                lambda: call(noop, "save_context", {"context_text": text, "tags": tags}),
+            ]
+
+        def retrieves(query: str) -> list[Callable[[], Awaitable[float]]]:
+            return [
+                lambda: call(em, "retrieve_context", {"query": query}),
+                lambda: call(noop, "retrieve", {"query": query}),
+                lambda: call(noop, "retrieve_context", {"query": query}),
+            ]
 
         for i in range(warmup):
-            text, query = corpus.text(), corpus.queries(1)[0]
-            await pair(
-                i,
-                lambda t=text: call(em, "save_context", {"context_text": t, "tags": ["bench", "warmup"]}),
-                lambda t=text: call(noop, "save", {"text": t}),
-            )
-            await pair(
-                i,
-                lambda q=query: call(em, "retrieve_context", {"query": q}),
-                lambda q=query: call(noop, "retrieve", {"query": q}),
-            )
+            await rotate(i, *saves(corpus.text(), ["bench", "warmup"]))
+            await rotate(i, *retrieves(corpus.queries(1)[0]))
         done.clear()
         for i in range(iterations):
-            text = corpus.text()
-            tags = sorted(corpus.rng.sample(TAGS, 2))
-            await pair(
-                i,
-                lambda t=text, g=tags: call(em, "save_context", {"context_text": t, "tags": g}),
-                lambda t=text: call(noop, "save", {"text": t}),
-            )
-        samples["em_save"] = [a for a, _ in done]
-        samples["noop_save"] = [b for _, b in done]
+            await rotate(i, *saves(corpus.text(), sorted(corpus.rng.sample(TAGS, 2))))
+        samples["em_save"], samples["noop_save"], samples["sig_save"] = (list(x) for x in zip(*done, strict=True))
         done.clear()
         for i, query in enumerate(corpus.queries(iterations)):
-            await pair(
-                i,
-                lambda q=query: call(em, "retrieve_context", {"query": q}),
-                lambda q=query: call(noop, "retrieve", {"query": q}),
-            )
-        samples["em_retrieve"] = [a for a, _ in done]
-        samples["noop_retrieve"] = [b for _, b in done]
+            await rotate(i, *retrieves(query))
+        samples["em_retrieve"], samples["noop_retrieve"], samples["sig_retrieve"] = (
+            list(x) for x in zip(*done, strict=True)
+        )
     em_save, noop_save = stats(samples["em_save"]), stats(samples["noop_save"])
     em_ret, noop_ret = stats(samples["em_retrieve"]), stats(samples["noop_retrieve"])
+    sig_save, sig_ret = stats(samples["sig_save"]), stats(samples["sig_retrieve"])
     save_ratio = ratio(em_save["p50_ms"], noop_save["p50_ms"])
     retrieve_ratio = ratio(em_ret["p50_ms"], noop_ret["p50_ms"])
     return {
         "eventmem": {"save_context": em_save, "retrieve_context": em_ret},
         "noop": {"save": noop_save, "retrieve": noop_ret},
+        "noop_same_signature": {
+            "save_context": sig_save,
+            "retrieve_context": sig_ret,
+            "is": "the no-op server's tools with eventmem's parameters: what the SDK spends on the signature",
+            "save_ratio": ratio(em_save["p50_ms"], sig_save["p50_ms"]),
+            "retrieve_ratio": ratio(em_ret["p50_ms"], sig_ret["p50_ms"]),
+        },
         "spawn_to_first_retrieve_s": round(first_call_s, 3),
         "save": {
             "eventmem_p50_ms": em_save["p50_ms"],
