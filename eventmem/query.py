@@ -28,6 +28,8 @@ __all__ = ["Filters", "ScoredSlot", "build_mask", "hybrid_search"]
 RRF_K = 60
 PARALLEL_FROM = 20_000
 """From this many vectors on, the keyword search runs in a worker thread beside the vector scan."""
+FEW_KEYWORD_MATCHES = 3
+"""When the keyword index matches at most this many memories, its evidence weighs like the vectors'."""
 _KEYWORD_WORKER: list[ThreadPoolExecutor] = []
 
 
@@ -168,9 +170,14 @@ def hybrid_search(
             keyword_scores = keyword_scores / top_keyword
         else:
             keyword_scores = np.zeros(len(candidates), dtype=np.float64)
-        weights = (config.vector_weight if use_vectors else 0.0) + (config.keyword_weight if use_keywords else 0.0)
+        keyword_weight = config.keyword_weight
+        if use_vectors and 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES:
+            # the query's words occur in only these few memories (an identifier, an error code, a
+            # ticket number): exact evidence that a vector of a made-up word cannot give
+            keyword_weight = max(keyword_weight, config.vector_weight)
+        weights = (config.vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
         scores = (
-            config.vector_weight * vector_scores * use_vectors + config.keyword_weight * keyword_scores * use_keywords
+            config.vector_weight * vector_scores * use_vectors + keyword_weight * keyword_scores * use_keywords
         ) / (weights or 1.0)
     boosts = config.importance_boost * (cols.importance[slots].astype(np.float64) - 0.5)
     if config.recency_boost:

@@ -729,3 +729,20 @@ def test_a_duplicate_saved_after_a_snapshot_load_is_recognised(
         assert not fresh.deduplicated and fresh.memory.id not in ids
     finally:
         later.close()
+
+
+def test_a_made_up_identifier_finds_the_one_memory_that_holds_it_first(service: MemoryService) -> None:
+    """An error code or ticket number means nothing to an embedder; the few exact keyword matches
+    must then count as much as the vectors (a long memory dilutes the identifier's own features)."""
+    rng = np.random.default_rng(7)
+    words = [w for _, text in TOPICS for w in text.lower().rstrip(".").split()] + [
+        f"src/{a}/{b}.py" for a in ("cache", "layout", "billing") for b in ("flag", "retry", "io")
+    ]
+    saved: dict[str, str] = {}
+    for i in range(30):
+        token = f"qzx{i}marker{rng.integers(10**6)}"
+        body = list(rng.choice(words, size=45))
+        body.insert(20, f"the {token} flag is on")
+        saved[token] = service.save(" ".join(body), title=f"note {i}").id
+    for token, memory_id in saved.items():
+        assert service.recall(token, limit=1)[0].id == memory_id, token
