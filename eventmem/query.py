@@ -29,7 +29,8 @@ RRF_K = 60
 PARALLEL_FROM = 20_000
 """From this many vectors on, the keyword search runs in a worker thread beside the vector scan."""
 FEW_KEYWORD_MATCHES = 3
-"""When the keyword index matches at most this many memories, its evidence weighs like the vectors'."""
+"""When the keyword index matches at most this many memories (and they are at most a twentieth of
+those searched), its evidence weighs like the vectors'."""
 _KEYWORD_WORKER: list[ThreadPoolExecutor] = []
 
 
@@ -171,9 +172,10 @@ def hybrid_search(
         else:
             keyword_scores = np.zeros(len(candidates), dtype=np.float64)
         keyword_weight = config.keyword_weight
-        if use_vectors and 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES:
-            # the query's words occur in only these few memories (an identifier, an error code, a
-            # ticket number): exact evidence that a vector of a made-up word cannot give
+        matches = len(keyword_hits)
+        if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= int(mask.sum()):
+            # the query's words occur in only these few of many memories (an identifier, an error
+            # code, a ticket number): exact evidence that a vector of a made-up word cannot give
             keyword_weight = max(keyword_weight, config.vector_weight)
         weights = (config.vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
         scores = (
