@@ -8,6 +8,7 @@ reciprocal rank, then nudged by importance and recency.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,13 +32,11 @@ PARALLEL_FROM = 20_000
 FEW_KEYWORD_MATCHES = 3
 """When the keyword index matches at most this many memories (and they are at most a twentieth of
 those searched), its evidence weighs like the vectors'."""
-_KEYWORD_WORKER: list[ThreadPoolExecutor] = []
 
 
+@functools.cache
 def _keyword_worker() -> ThreadPoolExecutor:
-    if not _KEYWORD_WORKER:
-        _KEYWORD_WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventmem-keywords"))
-    return _KEYWORD_WORKER[0]
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventmem-keywords")
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):

@@ -84,7 +84,6 @@ class Snapshot(msgspec.Struct, kw_only=True):
     state: State
     slot_ids: list[str]
     slot_hashes: list[bytes]
-    vectors: bytes
     keywords: bytes
     problems: list[tuple[str, int, str]] = []
     """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
@@ -93,8 +92,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     dedup: dict[str, bytes] | None = None
     """Each live memory's dedup key, so a new process's first save does not hash every memory."""
     vectors_file: str = ""
-    """The vector index's own file in the cache (``vectors`` is then empty): loaded as a read-only
-    map, so that a cold start does not copy it (see :meth:`VectorIndex.load`)."""
+    """The vector index's own file in the cache: loaded as a read-only map, so that a cold start
+    does not copy it (see :meth:`VectorIndex.load`)."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -107,7 +106,6 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     state: StoredState
     slot_ids: list[str]
     slot_hashes: list[bytes]
-    vectors: memoryview
     keywords: memoryview
     problems: list[tuple[str, int, str]] = []
     columns: bytes = b""
@@ -457,7 +455,7 @@ class Store:
                 slot_ids.append(memory_id)
                 records.append(record)
                 tags = " ".join(record.tags)
-                text = "\n".join([part for part in (record.title, record.content, tags) if part])  # embed_text
+                text = embed_text(record)
                 # content_hash(text), then content_hash(text + "\x00" + summary) from the same state
                 hasher = blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
                 text_hash = hasher.digest()
@@ -821,12 +819,10 @@ class Store:
                 for memory_id, key in self._dedup_of.items():
                     self._dedup.setdefault(key, set()).add(memory_id)
         if self._dedup_dirty is None:
-            self._dedup.clear()
-            self._dedup_of.clear()
-            dirty: Iterable[str] = list(self.state.memories)
-        else:
-            dirty = self._dedup_dirty
-        for memory_id in dirty:
+            state = self.state
+            self._index_dedup([r for m in state.memories if (r := state.visible(m)) is not None])
+            return
+        for memory_id in self._dedup_dirty:
             old = self._dedup_of.pop(memory_id, None)
             if old is not None:
                 self._dedup[old].discard(memory_id)
@@ -919,7 +915,6 @@ class Store:
                 state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
                 slot_ids=list(self.slot_ids),
                 slot_hashes=list(self.slot_hashes),
-                vectors=b"",
                 keywords=self.keywords.serialize(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
                 columns=self.columns.dump(len(self.slot_ids)),
@@ -1005,11 +1000,10 @@ class Store:
         checker = threading.Thread(target=check, name="eventmem-snapshot-check")
         checker.start()
         try:
-            if snapshot.vectors_file:
-                path = self.paths.cache_dir / snapshot.vectors_file
-                vectors = VectorIndex.load(path, self.embedder.dim, mapped=map_vectors)
-            else:
-                vectors = VectorIndex.deserialize(snapshot.vectors, self.embedder.dim)
+            if not snapshot.vectors_file:
+                raise ValueError("it names no vector index file")
+            path = self.paths.cache_dir / snapshot.vectors_file
+            vectors = VectorIndex.load(path, self.embedder.dim, mapped=map_vectors)
             keywords = KeywordIndex(snapshot.keywords)
         except Exception as exc:  # a damaged snapshot is never used
             log.warning("ignoring damaged snapshot: %s", exc)
@@ -1054,10 +1048,12 @@ class Store:
     def _make_hashers(self, names: list[str]) -> None:
         """Hash the applied prefix of these segments, for catch-ups to go on from (one that comes
         first hashes it itself)."""
+        with self.lock:
+            segments = {s.name: s for s in self.journal.segments()}
         for name in names:
             with self.lock:
                 cursor = self.cursors.get(name)
-                segment = next((s for s in self.journal.segments() if s.name == name), None)
+            segment = segments.get(name)
             if cursor is None or segment is None or name in self._hashers:
                 continue
             try:
