@@ -180,12 +180,16 @@ def build_server(
 
     running = _RUNNING
 
-    async def push_changes(app: App) -> None:
-        """Catch up with the journal and tell subscribed clients which resources changed."""
+    async def push_changes(app: App, paths: set[str] | None) -> None:
+        """Catch up with the journal and tell subscribed clients which resources changed.
+
+        Segments this process has already applied (its own appends) need no catch-up: a stat tells,
+        and the call that is likely running meanwhile is not slowed by a second thread."""
         service = app.service_
         if service is None:
             return
-        await anyio.to_thread.run_sync(service.catch_up)
+        if paths is None or not service.project.is_current(paths):
+            await anyio.to_thread.run_sync(service.catch_up)
         everything, changed = service.project.drain_changes()
         if not everything and not changed:
             return
@@ -230,7 +234,7 @@ def build_server(
         async def watch() -> None:
             await anyio.to_thread.run_sync(app.ready.wait)
             tasks.start_soon(render_views_after_start, app, stop)
-            await watch_journal(root.root / ".eventmem", lambda: push_changes(app), stop)
+            await watch_journal(root.root / ".eventmem", functools.partial(push_changes, app), stop)
 
         async def compact() -> None:
             """Expire and archive every ``compact_interval_seconds`` (0 turns it off), from the start."""

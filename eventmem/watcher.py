@@ -32,12 +32,13 @@ def _is_segment(change: Change, path: str) -> bool:
 
 async def watch_journal(
     base: Path,
-    on_change: Callable[[], Awaitable[None]],
+    on_change: Callable[[set[str] | None], Awaitable[None]],
     stop: anyio.Event,
     *,
     wait_for_creation: float = 1.0,
 ) -> None:
-    """Call ``on_change`` after segments under ``base`` (``.eventmem/``) change, until ``stop``.
+    """Call ``on_change`` with the changed segments' paths after segments under ``base``
+    (``.eventmem/``) change, until ``stop`` (``None``: anything may have changed).
 
     ``base`` may not exist yet (memory is created on the first write): it is looked for every
     ``wait_for_creation`` seconds, a ``stat`` each time, until it appears.
@@ -47,9 +48,9 @@ async def watch_journal(
             with anyio.move_on_after(wait_for_creation):
                 await stop.wait()
             continue
-        await on_change()  # whatever was written before the watch began
+        await on_change(None)  # whatever was written before the watch began
         try:
-            async for _changes in awatch(
+            async for changes in awatch(
                 base,
                 watch_filter=_is_segment,
                 debounce=DEBOUNCE_MS,
@@ -58,7 +59,7 @@ async def watch_journal(
                 poll_delay_ms=POLL_DELAY_MS,
                 rust_timeout=1000,
             ):
-                await on_change()
+                await on_change({path for _change, path in changes})
         except (FileNotFoundError, RuntimeError) as exc:  # the folder was removed under us
             log.info("watch on %s ended (%s); watching again", base, exc)
             with anyio.move_on_after(wait_for_creation):

@@ -111,6 +111,27 @@ def test_a_save_in_one_process_is_seen_by_the_next_call_of_another(service: Memo
         other.close()
 
 
+def test_a_process_own_writes_leave_it_current_and_another_process_writes_do_not(
+    service: MemoryService, project: Path
+) -> None:
+    """What the watcher asks before catching up: its own appends need no catch-up."""
+    other = reopen(project)
+    try:
+        saved = service.save(TOPICS[0][1], title=TOPICS[0][0])
+        segments = [str(path) for path in (project / ".eventmem" / "journal").glob("*.jsonl")]
+        assert service.project.is_current(segments)
+        service.update(saved.id, content="The database connection pool is capped at 50 connections.")
+        service.delete(saved.id)
+        assert service.project.is_current(segments)
+        other.save(TOPICS[1][1], title=TOPICS[1][0])
+        assert not service.project.is_current(segments)
+        service.project.catch_up()
+        assert service.project.is_current(segments)
+        assert not service.project.is_current([str(project / ".eventmem" / "journal" / "gone.main.jsonl")])
+    finally:
+        other.close()
+
+
 def test_both_processes_give_the_same_answers_as_a_fresh_fold(service: MemoryService, project: Path) -> None:
     other = reopen(project)
     try:
