@@ -42,6 +42,19 @@ class Segment:
     inode: int
 
 
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one append went: enough for a reader to move its cursor past it without reading it."""
+
+    name: str
+    """The segment, relative to ``.eventmem/``."""
+    start: int
+    """The segment's size before the append (after any torn tail was cut)."""
+    data: bytes
+    stat: tuple[int, int, int]
+    """(size, mtime_ns, inode) of the segment just after the append."""
+
+
 @dataclass(slots=True)
 class ScanResult:
     events: list[Decoded] = field(default_factory=list)
@@ -135,9 +148,14 @@ class Journal:
         segment is cut back to where it was) and :class:`LimitExceeded` when the segment is full.
         ``locked``: the caller already holds :attr:`lock` (taking it again would wait forever).
         """
+        appended = self.append_located(events, locked=locked)
+        return appended.name if appended is not None else ""
+
+    def append_located(self, events: Sequence[Event], *, locked: bool = False) -> Appended | None:
+        """:meth:`append`, telling where the lines went (``None`` when there was nothing to write)."""
         data = b"".join(encode_event(event) for event in events)
         if not data:
-            return ""
+            return None
         try:
             self.paths.ensure()
             segment = self.paths.journal_dir / self.paths.segment_name()
@@ -148,7 +166,7 @@ class Journal:
         except OSError as exc:
             raise JournalUnwritable(describe_os_error(exc)) from exc
 
-    def _append_locked(self, segment: Path, data: bytes) -> str:
+    def _append_locked(self, segment: Path, data: bytes) -> Appended:
         created = not segment.exists()
         fd = os.open(segment, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -166,6 +184,7 @@ class Journal:
                     view = view[written:]
                 if self.durable:
                     os.fsync(fd)
+                after = os.fstat(fd)
             except OSError:
                 try:  # leave nothing half-written behind
                     os.ftruncate(fd, size)
@@ -176,7 +195,8 @@ class Journal:
             os.close(fd)
         if created and self.durable:
             fsync_dir(segment.parent)
-        return f"journal/{segment.name}"
+        stat = (after.st_size, after.st_mtime_ns, after.st_ino)
+        return Appended(f"{segment.parent.name}/{segment.name}", size, data, stat)
 
     def repair(self) -> list[str]:
         """Cut torn tails off every segment of this journal (under the lock). Returns what was cut."""

@@ -39,8 +39,8 @@ from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
-from eventmem.journal import Journal, Segment, describe_os_error
-from eventmem.keywords import BulkLoad, KeywordIndex
+from eventmem.journal import Appended, Journal, Segment, describe_os_error
+from eventmem.keywords import BulkLoad, KeywordIndex, Row
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
@@ -62,11 +62,17 @@ OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 BULK_KEYWORDS_MIN = 2000
 """From this many memories on, a rebuild fills the keyword index from a second thread."""
+INDEX_AFTER_SECONDS = 0.001
+"""With ``defer_index`` (a server), the texts of this process's own changes reach the keyword and
+vector indexes this long after the change is acknowledged, from a thread, or at the start of the next
+call, whichever comes first: the reply goes out once the event is durable and folded."""
 GC_PAUSE_BYTES = 1 << 20
 """A catch-up that reads more than this runs with the cyclic GC paused."""
 HASH_AHEAD_BYTES = 1 << 20
 """A catch-up that reads more than this digests the segments in a second thread."""
 Progress = Callable[[int, int], None]
+EmbedItem = tuple[int, str, bytes]
+"""(slot, text to embed, the text's content hash)"""
 
 
 class Cursor(msgspec.Struct, kw_only=True):
@@ -210,6 +216,12 @@ class Store:
         self._vectors_done = threading.Condition(self.lock)
         self._model_recorded = False
         """The embedder's model id is in ``cache/embeddings/model`` (see _forget_other_models)."""
+        self.defer_index = False
+        """Index the texts of local changes after the reply (see INDEX_AFTER_SECONDS and flush_index)."""
+        self._index_due = threading.Event()
+        self._index_stop = threading.Event()
+        self._indexer: threading.Thread | None = None
+        self._index_failed = False
         self._reset()
 
     # -- state --------------------------------------------------------------------------------
@@ -234,6 +246,8 @@ class Store:
         """False after a snapshot load: the tag sets are made on the first tag filter, not at start."""
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
+        self._index_work: list[tuple[list[Row], list[EmbedItem]]] = []
+        """Keyword rows and texts to embed of local changes, in order, not in the indexes yet."""
         self.changed: set[str] = set()
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
@@ -259,17 +273,22 @@ class Store:
 
     # -- catching up --------------------------------------------------------------------------
 
-    def catch_up(self, progress: Progress | None = None) -> int:
+    def catch_up(self, progress: Progress | None = None, *, flush: bool = True) -> int:
         """Apply everything appended since the last call; rebuild if a segment changed under us.
+        First (unless ``flush`` is false) the deferred texts of local changes are indexed.
 
         Returns the number of events applied.
         """
         with self.lock:
+            if flush:
+                self._flush_index_or_mark()
             memories = self.state.memories
             damaged = isinstance(memories, MemoryRecords) and memories.damaged
             if damaged:
                 log.error("the snapshot in %s was damaged: dropping it and rebuilding", self.paths.cache_dir)
                 (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
+            damaged = damaged or self._index_failed
+            self._index_failed = False
             try:
                 applied = -1 if damaged else self._catch_up_once(progress)
                 if applied < 0:
@@ -392,7 +411,7 @@ class Store:
             touched: set[str] = set()
             for event in events:
                 touched.update(self.state.apply(event))
-            self._sync(touched)
+            self._sync(touched, defer_index=self.defer_index)
             if not self._model_recorded:  # the first save of a project that had no journal yet
                 self._forget_other_models()
 
@@ -405,7 +424,49 @@ class Store:
             self.changed_all, self.changed = False, set()
             return everything, changed
 
-    def _sync(self, touched: set[str]) -> None:
+    def flush_index(self) -> None:
+        """Put the deferred texts of local changes into the keyword and vector indexes (in order)."""
+        with self.lock:
+            work, self._index_work = self._index_work, []
+            for rows, items in work:
+                if rows:
+                    self.keywords.upsert(rows)
+                if items:
+                    self._embed_or_defer(items)
+
+    def _flush_index_or_mark(self) -> None:
+        """:meth:`flush_index`; if it fails the indexes may lack a text, so the next catch-up
+        rebuilds them from the journal (the events themselves are durable and folded)."""
+        if not self._index_work:
+            return
+        try:
+            self.flush_index()
+        except Exception:
+            log.exception("could not index a change: the indexes will be rebuilt from the journal")
+            self._index_failed = True
+
+    def _index_later(self) -> None:
+        """The indexer thread: flushes deferred texts a moment after they were deferred."""
+        while True:
+            self._index_due.wait()
+            if self._index_stop.is_set():
+                return
+            time.sleep(INDEX_AFTER_SECONDS)
+            self._index_due.clear()
+            with self.lock:
+                self._flush_index_or_mark()
+
+    def _defer_index(self, rows: list[Row], items: list[EmbedItem]) -> None:
+        self._index_work.append((rows, items))
+        if self._indexer is None:
+            self._indexer = threading.Thread(target=self._index_later, name="eventmem-index", daemon=True)
+            self._indexer.start()
+        self._index_due.set()
+
+    def _sync(self, touched: set[str], *, defer_index: bool = False) -> None:
+        """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
+        ``defer_index`` the new texts reach the keyword and vector indexes later (flush_index)."""
+        self._flush_index_or_mark()  # earlier texts first: the indexes take changes in order
         state = self.state
         self.changed.update(touched)
         if self._dedup_dirty is not None:
@@ -416,8 +477,8 @@ class Store:
                 if link.relation == "supersedes":
                     touched.add(link.target)
         removed: list[int] = []
-        to_embed: list[tuple[int, str, bytes]] = []
-        keyword_rows: list[tuple[int, str, str, str, str]] = []
+        to_embed: list[EmbedItem] = []
+        keyword_rows: list[Row] = []
         cols = self.columns
         for memory_id in touched:
             record = state.visible(memory_id)
@@ -445,6 +506,9 @@ class Store:
             slots = np.asarray(removed, np.int64)
             self.vectors.remove(slots)
             self.keywords.remove(removed)
+        if defer_index and (keyword_rows or to_embed):
+            self._defer_index(keyword_rows, to_embed)
+            return
         if keyword_rows:
             self.keywords.upsert(keyword_rows)
         if to_embed:
@@ -461,7 +525,7 @@ class Store:
             self._dedup_dirty.update(touched)
         slot_ids, slot_hashes = self.slot_ids, self.slot_hashes
         records: list[MemoryRecord] = []
-        to_embed: list[tuple[int, str, bytes]] = []
+        to_embed: list[EmbedItem] = []
         bulk: BulkLoad | None = None
         try:
             rows: list[tuple[int, str, str, str, str]] = []
@@ -607,7 +671,7 @@ class Store:
         base = iso_to_epoch(record.ttl_set_at) + record.ttl_seconds
         return base + self.usage_extension(memory_id, record)
 
-    def _embed_into_index(self, items: list[tuple[int, str, bytes]]) -> None:
+    def _embed_into_index(self, items: list[EmbedItem]) -> None:
         hashes = [h for _, _, h in items]
         vectors, missing = self.embeddings.lookup(hashes)
         # Another process may have embedded these already: read what it appended to the cache.
@@ -657,6 +721,7 @@ class Store:
     def vector_status(self) -> str:
         """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
         with self.lock:
+            self._flush_index_or_mark()  # (of every change made so far)
             if self._vector_error is not None and self.background_vectors:
                 self._ensure_worker()  # tries again once RETRY_UNAVAILABLE_SECONDS have passed
             if self._vector_error is not None:
@@ -699,7 +764,7 @@ class Store:
         self._vector_error = str(exc)
         self._vector_error_at = time.monotonic()
 
-    def _embed_or_defer(self, items: list[tuple[int, str, bytes]]) -> None:
+    def _embed_or_defer(self, items: list[EmbedItem]) -> None:
         if not self.background_vectors or not isinstance(self.embedder, Loadable):
             self._embed_inline(items)
             return
@@ -724,7 +789,7 @@ class Store:
             self._pending[slot] = (text, digest)
         self._ensure_worker()
 
-    def _embed_inline(self, items: list[tuple[int, str, bytes]]) -> None:
+    def _embed_inline(self, items: list[EmbedItem]) -> None:
         try:
             self._embed_into_index(items)
         except ProviderError as exc:
@@ -882,12 +947,37 @@ class Store:
                     self.catch_up()
                     events = plan()
                     if events:
-                        self.journal.append(events, locked=True)
+                        appended = self.journal.append_located(events, locked=True)
                         self.apply_local(events)
-                        self.catch_up()  # the cursor covers what was just written (no-op events)
+                        # the cursor covers what was just written; the texts of these events are
+                        # indexed after the reply (see defer_index)
+                        if appended is None or not self._cursor_past(appended, len(events)):
+                            self.catch_up(flush=False)
             except OSError as exc:
                 raise JournalUnwritable(describe_os_error(exc)) from exc
             return events
+
+    def _cursor_past(self, appended: Appended, count: int) -> bool:
+        """Move the cursor of the segment just appended to past the append, from the bytes written
+        (no read), when it stood exactly where the append began; else leave it to a catch-up."""
+        cursor = self.cursors.get(appended.name)
+        hasher = self._hashers.get(appended.name)
+        if (
+            cursor is None
+            or hasher is None
+            or cursor.offset != appended.start
+            or cursor.stat[2] != appended.stat[2]
+            or appended.stat[0] != appended.start + len(appended.data)
+        ):
+            return False
+        hasher = hasher.copy()
+        hasher.update(appended.data)
+        self._hashers[appended.name] = hasher
+        self.cursors[appended.name] = Cursor(offset=appended.stat[0], digest=hasher.digest(), stat=appended.stat)
+        self.events_since_snapshot += count
+        if self.events_since_snapshot >= self._snapshot_due():
+            self.save_snapshot(background=True)
+        return True
 
     def adopt_segments(self, names: Iterable[str]) -> None:
         """Take the current bytes of segments this process just rewrote as applied, without a rebuild.
@@ -922,7 +1012,8 @@ class Store:
         process is writing one right now). The state is taken under the lock; with ``background``
         the snapshot is encoded from copies and written by a thread so that calls are not held up."""
         with self.lock:
-            if not self.cursors or self._pending or self._inflight:
+            self._flush_index_or_mark()
+            if not self.cursors or self._pending or self._inflight or self._index_failed:
                 return False  # (vectors still being made: a snapshot would lack them)
             self._refresh_dedup()
             state = self._encoded_state_for_snapshot()
@@ -1132,9 +1223,11 @@ class Store:
     def open(self, *, background_vectors: bool = False) -> None:
         """Cold start: the snapshot if it is valid, then the tail of the journal.
 
-        With ``background_vectors`` a model-backed embedder loads and embeds in a worker thread
-        while keyword search already answers (see :meth:`vector_status`)."""
+        With ``background_vectors`` (a server) a model-backed embedder loads and embeds in a worker
+        thread while keyword search already answers (see :meth:`vector_status`), and the texts of
+        local changes are indexed just after the reply (see ``defer_index``)."""
         with self.lock:
+            self.defer_index = background_vectors
             if background_vectors:
                 self.start_vectors()
             if self.load_snapshot(map_vectors=background_vectors) and self.vectors.mapped:
@@ -1177,6 +1270,8 @@ class Store:
             log.warning("could not record the embedder in %s: %s", marker, exc)
 
     def close(self) -> None:
+        self._index_stop.set()
+        self._index_due.set()
         self.stop_vectors()
         self.wait_snapshot()
         with self.lock:

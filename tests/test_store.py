@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -130,6 +132,73 @@ def test_a_process_own_writes_leave_it_current_and_another_process_writes_do_not
         assert not service.project.is_current([str(project / ".eventmem" / "journal" / "gone.main.jsonl")])
     finally:
         other.close()
+
+
+def test_the_cursor_moved_past_an_own_append_equals_one_read_from_the_file(
+    service: MemoryService, project: Path
+) -> None:
+    for title, content in TOPICS[:3]:
+        service.save(content, title=title)
+    other = reopen(project)
+    try:
+        assert other.project.cursors == service.project.cursors
+        other.save(TOPICS[3][1], title=TOPICS[3][0])  # another process's append: read, not assumed
+        service.save(TOPICS[4][1], title=TOPICS[4][0])
+        other.project.catch_up()
+        assert other.project.cursors == service.project.cursors
+        assert service.project.rebuilds == other.project.rebuilds == 0
+    finally:
+        other.close()
+
+
+@pytest.fixture
+def server_mode(project: Path) -> Any:
+    """A service opened as the MCP server opens it: texts of local changes are indexed after the reply."""
+    svc = open_service(RootChoice(project, "test"), background_vectors=True)
+    assert svc.project.defer_index
+    yield svc
+    svc.close()
+
+
+def test_a_save_acknowledged_before_its_text_is_indexed_is_found_by_the_next_call(server_mode: MemoryService) -> None:
+    store = server_mode.project
+    with mock.patch.object(store_module, "INDEX_AFTER_SECONDS", 60.0):  # the indexer thread waits
+        saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
+        assert store._index_work  # acknowledged, folded, not yet in the keyword or vector index
+        assert server_mode.get(saved.id).content == TOPICS[0][1]
+        (hit,) = server_mode.recall("database connection pool")
+        assert hit.id == saved.id
+        assert not store._index_work
+
+
+def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
+    server_mode: MemoryService, project: Path
+) -> None:
+    ids = save_topics(server_mode)
+    server_mode.update(ids[1], content="Deploy to staging from main with make deploy.")
+    server_mode.delete(ids[2])  # deleted while its text may still wait to be indexed
+    server_mode.save(TOPICS[2][1] + " Again.", title=TOPICS[2][0])
+    deadline = time.monotonic() + 10
+    while server_mode.project._index_work and time.monotonic() < deadline:
+        time.sleep(0.01)  # the indexer thread, not a call, indexes them
+    assert not server_mode.project._index_work
+    assert answers(server_mode) == fresh_answers(project)
+
+
+def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
+    server_mode: MemoryService, project: Path
+) -> None:
+    store = server_mode.project
+    with (
+        mock.patch.object(store_module, "INDEX_AFTER_SECONDS", 60.0),
+        mock.patch.object(store.keywords, "upsert", side_effect=sqlite3.OperationalError("disk I/O error")),
+    ):
+        saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
+        store.catch_up()  # the flush fails: logged, and the indexes are rebuilt from the journal
+    assert store.rebuilds == 1
+    (hit,) = server_mode.recall("database connection pool")
+    assert hit.id == saved.id
+    assert answers(server_mode) == fresh_answers(project)
 
 
 def test_both_processes_give_the_same_answers_as_a_fresh_fold(service: MemoryService, project: Path) -> None:
