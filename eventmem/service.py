@@ -583,12 +583,15 @@ class MemoryService:
     # -- lifecycle: usage, promotion, relationships, search, context, compaction --------------
 
     def record_access(self, store: Store, memory_ids: Sequence[str]) -> None:
-        """Count accesses in the local usage stream (one write), extend TTLs, promote the often used.
+        """Count accesses in the local usage stream (one write), extend TTLs, promote the often used;
+        in a server, just after the reply (see :meth:`Store.defer`): the next call sees them.
 
         Never fails the read it comes from: a promotion that cannot be written is logged."""
-        if not memory_ids:
-            return
-        store.usage.record(memory_ids, now_iso())
+        if memory_ids:
+            store.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
+
+    def _record_access_now(self, store: Store, memory_ids: Sequence[str], ts: str) -> None:
+        store.usage.record(memory_ids, ts)
         with store.lock:
             for memory_id in store.usage.refresh():
                 store.refresh_expiry(memory_id)

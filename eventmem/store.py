@@ -62,10 +62,11 @@ OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 BULK_KEYWORDS_MIN = 2000
 """From this many memories on, a rebuild fills the keyword index from a second thread."""
-INDEX_AFTER_SECONDS = 0.001
-"""With ``defer_index`` (a server), the texts of this process's own changes reach the keyword and
-vector indexes this long after the change is acknowledged, from a thread, or at the start of the next
-call, whichever comes first: the reply goes out once the event is durable and folded."""
+AFTER_REPLY_SECONDS = 0.001
+"""With ``defer_after_reply`` (a server), work that a reply need not wait for (the texts of this
+process's own changes into the keyword and vector indexes, access counts) runs this long after the
+call, from a thread, or at the start of the next call, whichever comes first: a save is answered once
+its event is durable and folded."""
 GC_PAUSE_BYTES = 1 << 20
 """A catch-up that reads more than this runs with the cyclic GC paused."""
 HASH_AHEAD_BYTES = 1 << 20
@@ -216,12 +217,12 @@ class Store:
         self._vectors_done = threading.Condition(self.lock)
         self._model_recorded = False
         """The embedder's model id is in ``cache/embeddings/model`` (see _forget_other_models)."""
-        self.defer_index = False
-        """Index the texts of local changes after the reply (see INDEX_AFTER_SECONDS and flush_index)."""
-        self._index_due = threading.Event()
-        self._index_stop = threading.Event()
-        self._indexer: threading.Thread | None = None
-        self._index_failed = False
+        self.defer_after_reply = False
+        """Index the texts of local changes after the reply (see AFTER_REPLY_SECONDS and :meth:`defer`)."""
+        self._deferred_due = threading.Event()
+        self._deferred_stop = threading.Event()
+        self._after_reply: threading.Thread | None = None
+        self._deferred_failed = False
         self._reset()
 
     # -- state --------------------------------------------------------------------------------
@@ -246,8 +247,8 @@ class Store:
         """False after a snapshot load: the tag sets are made on the first tag filter, not at start."""
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
-        self._index_work: list[tuple[list[Row], list[EmbedItem]]] = []
-        """Keyword rows and texts to embed of local changes, in order, not in the indexes yet."""
+        self._deferred: list[Callable[[], None]] = []
+        """Work deferred until after the reply (see :meth:`defer`), in order."""
         self.changed: set[str] = set()
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
@@ -281,14 +282,14 @@ class Store:
         """
         with self.lock:
             if flush:
-                self._flush_index_or_mark()
+                self._run_deferred()
             memories = self.state.memories
             damaged = isinstance(memories, MemoryRecords) and memories.damaged
             if damaged:
                 log.error("the snapshot in %s was damaged: dropping it and rebuilding", self.paths.cache_dir)
                 (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
-            damaged = damaged or self._index_failed
-            self._index_failed = False
+            damaged = damaged or self._deferred_failed
+            self._deferred_failed = False
             try:
                 applied = -1 if damaged else self._catch_up_once(progress)
                 if applied < 0:
@@ -411,7 +412,7 @@ class Store:
             touched: set[str] = set()
             for event in events:
                 touched.update(self.state.apply(event))
-            self._sync(touched, defer_index=self.defer_index)
+            self._sync(touched, defer_index=self.defer_after_reply)
             if not self._model_recorded:  # the first save of a project that had no journal yet
                 self._forget_other_models()
 
@@ -424,49 +425,54 @@ class Store:
             self.changed_all, self.changed = False, set()
             return everything, changed
 
-    def flush_index(self) -> None:
-        """Put the deferred texts of local changes into the keyword and vector indexes (in order)."""
+    def defer(self, work: Callable[[], None]) -> None:
+        """Run ``work`` under the lock just after the reply: from a thread a moment later, or at the
+        start of the next call (catch-up), whichever comes first; in order with other deferred work.
+        Without ``defer_after_reply`` (one command, a library user) it runs now."""
         with self.lock:
-            work, self._index_work = self._index_work, []
-            for rows, items in work:
-                if rows:
-                    self.keywords.upsert(rows)
-                if items:
-                    self._embed_or_defer(items)
-
-    def _flush_index_or_mark(self) -> None:
-        """:meth:`flush_index`; if it fails the indexes may lack a text, so the next catch-up
-        rebuilds them from the journal (the events themselves are durable and folded)."""
-        if not self._index_work:
-            return
-        try:
-            self.flush_index()
-        except Exception:
-            log.exception("could not index a change: the indexes will be rebuilt from the journal")
-            self._index_failed = True
-
-    def _index_later(self) -> None:
-        """The indexer thread: flushes deferred texts a moment after they were deferred."""
-        while True:
-            self._index_due.wait()
-            if self._index_stop.is_set():
+            if not self.defer_after_reply:
+                work()
                 return
-            time.sleep(INDEX_AFTER_SECONDS)
-            self._index_due.clear()
-            with self.lock:
-                self._flush_index_or_mark()
+            self._deferred.append(work)
+            if self._after_reply is None:
+                self._after_reply = threading.Thread(target=self._run_later, name="eventmem-after-reply", daemon=True)
+                self._after_reply.start()
+            self._deferred_due.set()
 
-    def _defer_index(self, rows: list[Row], items: list[EmbedItem]) -> None:
-        self._index_work.append((rows, items))
-        if self._indexer is None:
-            self._indexer = threading.Thread(target=self._index_later, name="eventmem-index", daemon=True)
-            self._indexer.start()
-        self._index_due.set()
+    def _run_deferred(self) -> None:
+        """Run the deferred work (caller holds the lock). If some fails the indexes may lack a text,
+        so the next catch-up rebuilds them from the journal (the events are durable and folded)."""
+        while self._deferred:
+            work, self._deferred = self._deferred, []
+            for index, item in enumerate(work):
+                try:
+                    item()
+                except Exception:
+                    log.exception("deferred work failed: the indexes will be rebuilt from the journal")
+                    self._deferred_failed = True
+                    self._deferred = work[index + 1 :] + self._deferred
+
+    def _run_later(self) -> None:
+        """The after-reply thread: runs deferred work a moment after it was deferred."""
+        while True:
+            self._deferred_due.wait()
+            if self._deferred_stop.is_set():
+                return
+            time.sleep(AFTER_REPLY_SECONDS)
+            self._deferred_due.clear()
+            with self.lock:
+                self._run_deferred()
+
+    def _index_texts(self, rows: list[Row], items: list[EmbedItem]) -> None:
+        if rows:
+            self.keywords.upsert(rows)
+        if items:
+            self._embed_or_defer(items)
 
     def _sync(self, touched: set[str], *, defer_index: bool = False) -> None:
         """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
-        ``defer_index`` the new texts reach the keyword and vector indexes later (flush_index)."""
-        self._flush_index_or_mark()  # earlier texts first: the indexes take changes in order
+        ``defer_index`` the new texts reach the keyword and vector indexes after the reply (:meth:`defer`)."""
+        self._run_deferred()  # earlier texts first: the indexes take changes in order
         state = self.state
         self.changed.update(touched)
         if self._dedup_dirty is not None:
@@ -507,12 +513,9 @@ class Store:
             self.vectors.remove(slots)
             self.keywords.remove(removed)
         if defer_index and (keyword_rows or to_embed):
-            self._defer_index(keyword_rows, to_embed)
-            return
-        if keyword_rows:
-            self.keywords.upsert(keyword_rows)
-        if to_embed:
-            self._embed_or_defer(to_embed)
+            self.defer(functools.partial(self._index_texts, keyword_rows, to_embed))
+        else:
+            self._index_texts(keyword_rows, to_embed)
 
     def _sync_all(self, touched: set[str], *, snapshot_due: bool = False) -> None:
         """:meth:`_sync` for a store with no slot yet (a rebuild, a start without a snapshot): every
@@ -721,7 +724,7 @@ class Store:
     def vector_status(self) -> str:
         """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
         with self.lock:
-            self._flush_index_or_mark()  # (of every change made so far)
+            self._run_deferred()  # (of every change made so far)
             if self._vector_error is not None and self.background_vectors:
                 self._ensure_worker()  # tries again once RETRY_UNAVAILABLE_SECONDS have passed
             if self._vector_error is not None:
@@ -950,7 +953,7 @@ class Store:
                         appended = self.journal.append_located(events, locked=True)
                         self.apply_local(events)
                         # the cursor covers what was just written; the texts of these events are
-                        # indexed after the reply (see defer_index)
+                        # indexed after the reply (see defer_after_reply)
                         if appended is None or not self._cursor_past(appended, len(events)):
                             self.catch_up(flush=False)
             except OSError as exc:
@@ -1012,8 +1015,8 @@ class Store:
         process is writing one right now). The state is taken under the lock; with ``background``
         the snapshot is encoded from copies and written by a thread so that calls are not held up."""
         with self.lock:
-            self._flush_index_or_mark()
-            if not self.cursors or self._pending or self._inflight or self._index_failed:
+            self._run_deferred()
+            if not self.cursors or self._pending or self._inflight or self._deferred_failed:
                 return False  # (vectors still being made: a snapshot would lack them)
             self._refresh_dedup()
             state = self._encoded_state_for_snapshot()
@@ -1225,9 +1228,9 @@ class Store:
 
         With ``background_vectors`` (a server) a model-backed embedder loads and embeds in a worker
         thread while keyword search already answers (see :meth:`vector_status`), and the texts of
-        local changes are indexed just after the reply (see ``defer_index``)."""
+        local changes are indexed just after the reply (see ``defer_after_reply``)."""
         with self.lock:
-            self.defer_index = background_vectors
+            self.defer_after_reply = background_vectors
             if background_vectors:
                 self.start_vectors()
             if self.load_snapshot(map_vectors=background_vectors) and self.vectors.mapped:
@@ -1270,8 +1273,10 @@ class Store:
             log.warning("could not record the embedder in %s: %s", marker, exc)
 
     def close(self) -> None:
-        self._index_stop.set()
-        self._index_due.set()
+        self._deferred_stop.set()
+        self._deferred_due.set()
+        with self.lock:
+            self._run_deferred()  # (access counts must not be lost)
         self.stop_vectors()
         self.wait_snapshot()
         with self.lock:

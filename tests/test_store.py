@@ -155,20 +155,20 @@ def test_the_cursor_moved_past_an_own_append_equals_one_read_from_the_file(
 def server_mode(project: Path) -> Any:
     """A service opened as the MCP server opens it: texts of local changes are indexed after the reply."""
     svc = open_service(RootChoice(project, "test"), background_vectors=True)
-    assert svc.project.defer_index
+    assert svc.project.defer_after_reply
     yield svc
     svc.close()
 
 
 def test_a_save_acknowledged_before_its_text_is_indexed_is_found_by_the_next_call(server_mode: MemoryService) -> None:
     store = server_mode.project
-    with mock.patch.object(store_module, "INDEX_AFTER_SECONDS", 60.0):  # the indexer thread waits
+    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):  # the indexer thread waits
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
-        assert store._index_work  # acknowledged, folded, not yet in the keyword or vector index
+        assert store._deferred  # acknowledged, folded, not yet in the keyword or vector index
         assert server_mode.get(saved.id).content == TOPICS[0][1]
         (hit,) = server_mode.recall("database connection pool")
         assert hit.id == saved.id
-        assert not store._index_work
+        assert not store._deferred
 
 
 def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
@@ -179,10 +179,26 @@ def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
     server_mode.delete(ids[2])  # deleted while its text may still wait to be indexed
     server_mode.save(TOPICS[2][1] + " Again.", title=TOPICS[2][0])
     deadline = time.monotonic() + 10
-    while server_mode.project._index_work and time.monotonic() < deadline:
+    while server_mode.project._deferred and time.monotonic() < deadline:
         time.sleep(0.01)  # the indexer thread, not a call, indexes them
-    assert not server_mode.project._index_work
+    assert not server_mode.project._deferred
     assert answers(server_mode) == fresh_answers(project)
+
+
+def test_accesses_counted_after_the_reply_are_seen_by_the_next_call_and_kept_at_close(project: Path) -> None:
+    svc = open_service(RootChoice(project, "test"), background_vectors=True)
+    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
+        saved = svc.save(TOPICS[0][1], title=TOPICS[0][0])
+        svc.recall("database connection pool", access=True)
+        assert not svc.project.usage.path.exists()  # not written yet: the reply went first
+        assert svc.get(saved.id).access_count == 1
+        svc.recall("database connection pool", access=True)
+        svc.close()  # the second access is written before the process goes
+    other = reopen(project)
+    try:
+        assert other.get(saved.id).access_count == 2
+    finally:
+        other.close()
 
 
 def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
@@ -190,7 +206,7 @@ def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
 ) -> None:
     store = server_mode.project
     with (
-        mock.patch.object(store_module, "INDEX_AFTER_SECONDS", 60.0),
+        mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0),
         mock.patch.object(store.keywords, "upsert", side_effect=sqlite3.OperationalError("disk I/O error")),
     ):
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
