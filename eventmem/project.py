@@ -13,6 +13,7 @@ Layout (tracked unless said otherwise)::
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -84,37 +85,41 @@ def sanitize(name: str) -> str:
     return _UNSAFE.sub("-", name).strip("-")[:60] or "default"
 
 
+_WRITER_IDS: dict[Path, str] = {}
+"""Writer ids read in this process, by file (a clone's id never changes)."""
+
+
 @dataclass(frozen=True)
 class ProjectPaths:
     """Every path eventmem uses inside one project (or the global memory)."""
 
     root: Path
 
-    @property
+    @functools.cached_property
     def base(self) -> Path:
         return self.root / ".eventmem"
 
-    @property
+    @functools.cached_property
     def journal_dir(self) -> Path:
         return self.base / "journal"
 
-    @property
+    @functools.cached_property
     def archive_dir(self) -> Path:
         return self.base / "archive"
 
-    @property
+    @functools.cached_property
     def cache_dir(self) -> Path:
         return self.base / "cache"
 
-    @property
+    @functools.cached_property
     def local_dir(self) -> Path:
         return self.base / "local"
 
-    @property
+    @functools.cached_property
     def config_file(self) -> Path:
         return self.base / "config.toml"
 
-    @property
+    @functools.cached_property
     def lock_file(self) -> Path:
         return self.base / "journal.lock"
 
@@ -144,9 +149,17 @@ class ProjectPaths:
         return "detached"
 
     def writer_id(self) -> str:
-        """This clone's writer id: random, created once, kept inside ``.git/`` (never committed)."""
+        """This clone's writer id: random, created once, kept inside ``.git/`` (never committed);
+        read once per process."""
         git_dir = self.git_dir()
         path = (git_dir / "eventmem-writer") if git_dir is not None else (self.base / "writer")
+        known = _WRITER_IDS.get(path)
+        if known is None:
+            known = _WRITER_IDS[path] = self._read_or_make_writer_id(path)
+        return known
+
+    @staticmethod
+    def _read_or_make_writer_id(path: Path) -> str:
         try:
             value = path.read_text(encoding="utf-8").strip()
             if value:

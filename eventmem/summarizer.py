@@ -45,10 +45,12 @@ class ExtractiveSummarizer:
         sentences = [" ".join(s.split()) for s in _SENTENCE.split(text) if s and s.strip()]
         if len(sentences) <= 1:
             return _clip(flat, self.max_chars)
-        freq = Counter(w for w in tokens(text) if w not in STOPWORDS and len(w) > 2)
+        # (sentences are cut at white space only, so their words are the text's words)
+        words_of = [tokens(sentence) for sentence in sentences]
+        freq = Counter(w for words in words_of for w in words if w not in STOPWORDS and len(w) > 2)
         scored = []
-        for index, sentence in enumerate(sentences):
-            words = [w for w in tokens(sentence) if w in freq]
+        for index, sentence_words in enumerate(words_of):
+            words = [w for w in sentence_words if w in freq]
             score = sum(freq[w] for w in words) / (len(words) ** 0.5 or 1.0)
             scored.append((score + (0.5 if index == 0 else 0.0) * max(freq.values(), default=1), index))
         chosen: list[int] = []
