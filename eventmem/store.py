@@ -6,6 +6,10 @@ process starts afterwards. A segment that shrank, vanished or was rewritten (git
 pull) is detected by its prefix digest, and everything is rebuilt: the fold is commutative, so a
 rebuild gives the same answers as the incremental path.
 
+In a server (``defer_after_reply``) a save is answered once its event is appended and folded: the
+texts of this process's own changes reach the keyword and vector indexes just after the reply (see
+:meth:`Store.defer`), and in any case before the next call reads them.
+
 Derived state (fold, FAISS index, FTS5 index) is snapshotted to ``cache/snapshot.bin`` together with
 the byte offset and prefix digest of every segment it covers, and loaded on the next start; a
 snapshot whose version, embedder or digests do not match is ignored and rebuilt, never used.
@@ -276,7 +280,8 @@ class Store:
 
     def catch_up(self, progress: Progress | None = None, *, flush: bool = True) -> int:
         """Apply everything appended since the last call; rebuild if a segment changed under us.
-        First (unless ``flush`` is false) the deferred texts of local changes are indexed.
+        First (unless ``flush`` is false) the work deferred until after the reply runs (see
+        :meth:`defer`).
 
         Returns the number of events applied.
         """
@@ -451,6 +456,7 @@ class Store:
                     log.exception("deferred work failed: the indexes will be rebuilt from the journal")
                     self._deferred_failed = True
                     self._deferred = work[index + 1 :] + self._deferred
+                    break
 
     def _run_later(self) -> None:
         """The after-reply thread: runs deferred work a moment after it was deferred."""

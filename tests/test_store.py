@@ -201,6 +201,23 @@ def test_accesses_counted_after_the_reply_are_seen_by_the_next_call_and_kept_at_
         other.close()
 
 
+def test_deferred_work_runs_once_in_order_past_a_failing_item(server_mode: MemoryService) -> None:
+    store = server_mode.project
+    ran: list[int] = []
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
+    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
+        store.defer(lambda: ran.append(1))
+        store.defer(fail)
+        store.defer(lambda: ran.append(3))
+        store.defer(lambda: ran.append(4))
+        store.catch_up()
+    assert ran == [1, 3, 4]
+    assert store.rebuilds == 1  # a failed item may have been an index update: rebuilt from the journal
+
+
 def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
     server_mode: MemoryService, project: Path
 ) -> None:
