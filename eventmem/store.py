@@ -302,8 +302,7 @@ class Store:
                     self.rebuilds += 1
                     self._reset()
                     applied = self._catch_up_once(progress)
-                if self.events_since_snapshot >= self._snapshot_due():
-                    self.save_snapshot(background=True)
+                self._snapshot_if_due()
             finally:
                 self._encoded_state = None  # (if no snapshot used it)
             for memory_id in self.usage.refresh():
@@ -331,6 +330,10 @@ class Store:
         """Events to fold before the next snapshot: at least the configured count, and a tenth of
         the journal, so that snapshot writes stay a small share of the work as memory grows."""
         return max(self.config.snapshot_every_events, len(self.state.seen) // 10)
+
+    def _snapshot_if_due(self) -> None:
+        if self.events_since_snapshot >= self._snapshot_due():
+            self.save_snapshot(background=True)
 
     def _catch_up_once(self, progress: Progress | None) -> int:
         segments = self.journal.segments()
@@ -573,14 +576,7 @@ class Store:
     def _index_dedup(self, records: list[MemoryRecord]) -> None:
         """The dedup keys of every visible memory, which ``records`` are."""
         self._dedup_of = dict(zip((r.id for r in records), map(dedup_key, (r.content for r in records)), strict=True))
-        groups: dict[bytes, set[str]] = {}
-        for memory_id, key in self._dedup_of.items():
-            group = groups.get(key)
-            if group is None:
-                groups[key] = {memory_id}
-            else:
-                group.add(memory_id)
-        self._dedup = groups
+        self._dedup = _by_dedup_key(self._dedup_of)
         self._dedup_dirty = set()
 
     def _fill_columns(self, records: list[MemoryRecord]) -> None:
@@ -908,8 +904,7 @@ class Store:
             except (msgspec.DecodeError, msgspec.ValidationError):
                 self._dedup_dirty = None  # (damaged: made again from the memories)
             else:
-                for memory_id, key in self._dedup_of.items():
-                    self._dedup.setdefault(key, set()).add(memory_id)
+                self._dedup = _by_dedup_key(self._dedup_of)  # (empty until now)
         if self._dedup_dirty is None:
             state = self.state
             self._index_dedup([r for m in state.memories if (r := state.visible(m)) is not None])
@@ -984,8 +979,7 @@ class Store:
         self._hashers[appended.name] = hasher
         self.cursors[appended.name] = Cursor(offset=appended.stat[0], digest=hasher.digest(), stat=appended.stat)
         self.events_since_snapshot += count
-        if self.events_since_snapshot >= self._snapshot_due():
-            self.save_snapshot(background=True)
+        self._snapshot_if_due()
         return True
 
     def adopt_segments(self, names: Iterable[str]) -> None:
@@ -1307,6 +1301,18 @@ def _read_snapshot(path: Path) -> StoredSnapshot:
     finally:
         if enabled:
             gc.enable()
+
+
+def _by_dedup_key(keys: dict[str, bytes]) -> dict[bytes, set[str]]:
+    """Memory ids grouped by their dedup key."""
+    groups: dict[bytes, set[str]] = {}
+    for memory_id, key in keys.items():
+        group = groups.get(key)
+        if group is None:
+            groups[key] = {memory_id}
+        else:
+            group.add(memory_id)
+    return groups
 
 
 def _only_appended(segment: Segment, cursor: Cursor) -> bool:
