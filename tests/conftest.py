@@ -3,6 +3,7 @@ user-wide global memory, and no environment variable from the developer's shell 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,9 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
+import eventmem.store as store_module
 from eventmem.project import RootChoice
 from eventmem.service import MemoryService, open_service
 
@@ -62,6 +65,22 @@ def service(project: Path) -> Iterator[MemoryService]:
     svc = open_service(RootChoice(project, "test"))
     yield svc
     svc.close()
+
+
+def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.ExitStack:
+    """Small journals take the paths meant for large ones (see store.BULK_KEYWORDS_MIN): the
+    keyword index filled by a thread, digests made by a thread, the cyclic GC paused; and, if asked,
+    a snapshot due at every catch-up."""
+    stack = contextlib.ExitStack()
+    for name, value in (
+        ("BULK_KEYWORDS_MIN", 0),
+        ("HASH_AHEAD_BYTES", 0),
+        ("GC_PAUSE_BYTES", 0),
+    ):
+        stack.enter_context(mock.patch.object(store_module, name, value))
+    if snapshot_every_catch_up:
+        stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
+    return stack
 
 
 def reopen(project: Path) -> MemoryService:

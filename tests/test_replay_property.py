@@ -10,14 +10,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import msgspec
 import pytest
+from conftest import bulk_everywhere
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import eventmem.store as store_module
 from eventmem.errors import UnknownMemory
 from eventmem.project import RootChoice
 from eventmem.query import Filters
@@ -130,6 +129,29 @@ def answers(service: MemoryService, ids: list[str]) -> dict[str, Any]:
     return {"memories": memories, "recalls": recalls, "stats": service.stats()}
 
 
+def live_answers(root: Path, ops: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any]]:
+    """Run ``ops`` on a service opened at ``root``; its memory ids and answers (it is then closed,
+    which writes a snapshot)."""
+    live = open_at(root)
+    try:
+        ids = run(live, ops)
+        return ids, answers(live, ids)
+    finally:
+        live.close()
+
+
+def answers_at(
+    root: Path, ids: list[str], opening: contextlib.AbstractContextManager[Any] | None = None
+) -> dict[str, Any]:
+    """The answers of a service opened afresh at ``root`` (opened within ``opening``), then closed."""
+    with opening or contextlib.nullcontext():
+        service = open_at(root)
+    try:
+        return answers(service, ids)
+    finally:
+        service.close()
+
+
 def drop_caches(root: Path) -> None:
     for base in (root / "project", root / "global-memory"):
         shutil.rmtree(base / ".eventmem" / "cache", ignore_errors=True)
@@ -142,39 +164,10 @@ def test_a_service_rebuilt_from_the_journal_gives_the_same_answers_as_the_live_o
         root = Path(tmp)
         (root / "project").mkdir()
         subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root / "project", check=True)
-
-        live = open_at(root)
-        try:
-            ids = run(live, ops)
-            expected = answers(live, ids)
-        finally:
-            live.close()
-
+        ids, expected = live_answers(root, ops)
         drop_caches(root)
-        rebuilt = open_at(root)
-        try:
-            assert answers(rebuilt, ids) == expected
-        finally:
-            rebuilt.close()  # writes a snapshot of the rebuilt state
-
-        from_snapshot = open_at(root)
-        try:
-            assert answers(from_snapshot, ids) == expected
-        finally:
-            from_snapshot.close()
-
-
-def bulk_everywhere() -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones: keyword index filled by a thread,
-    digests made by a thread, the cyclic GC paused."""
-    stack = contextlib.ExitStack()
-    for name, value in (
-        ("BULK_KEYWORDS_MIN", 0),
-        ("HASH_AHEAD_BYTES", 0),
-        ("GC_PAUSE_BYTES", 0),
-    ):
-        stack.enter_context(mock.patch.object(store_module, name, value))
-    return stack
+        assert answers_at(root, ids) == expected  # rebuilt; closing writes a snapshot of it
+        assert answers_at(root, ids) == expected  # from that snapshot
 
 
 @pytest.mark.parametrize("bulk", [False, True])
@@ -196,11 +189,7 @@ def test_store_rebuild_in_place_gives_the_same_answers(bulk: bool, ops: list[dic
                 store.wait_snapshot()
         finally:
             service.close()
-        from_snapshot = open_at(root)
-        try:
-            assert answers(from_snapshot, ids) == expected
-        finally:
-            from_snapshot.close()
+        assert answers_at(root, ids) == expected  # from the snapshot the rebuild wrote
 
 
 @settings(max_examples=20, deadline=None)
@@ -209,16 +198,6 @@ def test_a_start_without_snapshot_on_the_bulk_paths_gives_the_same_answers(ops: 
     with tempfile.TemporaryDirectory(prefix="eventmem-replay-") as tmp:
         root = Path(tmp)
         (root / "project").mkdir()
-        live = open_at(root)
-        try:
-            ids = run(live, ops)
-            expected = answers(live, ids)
-        finally:
-            live.close()
+        ids, expected = live_answers(root, ops)
         drop_caches(root)
-        with bulk_everywhere():
-            rebuilt = open_at(root)
-        try:
-            assert answers(rebuilt, ids) == expected
-        finally:
-            rebuilt.close()
+        assert answers_at(root, ids, opening=bulk_everywhere()) == expected

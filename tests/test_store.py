@@ -6,7 +6,6 @@ folds the journal from scratch (no snapshot), the reference every other path mus
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sqlite3
@@ -20,7 +19,7 @@ from unittest import mock
 import msgspec
 import numpy as np
 import pytest
-from conftest import reopen
+from conftest import bulk_everywhere, reopen
 
 import eventmem.store as store_module
 from eventmem import query
@@ -504,19 +503,6 @@ def test_deleting_the_whole_cache_gives_the_same_answers(service: MemoryService,
         later.close()
 
 
-def bulk_everywhere() -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones (see store.BULK_KEYWORDS_MIN)."""
-    stack = contextlib.ExitStack()
-    for name, value in (
-        ("BULK_KEYWORDS_MIN", 0),
-        ("HASH_AHEAD_BYTES", 0),
-        ("GC_PAUSE_BYTES", 0),
-    ):
-        stack.enter_context(mock.patch.object(store_module, name, value))
-    stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
-    return stack
-
-
 def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service: MemoryService, project: Path) -> None:
     ids = save_topics(service)
     service.update(ids[2], content="We chose msgspec for the parser.", tags=["parser"])
@@ -524,7 +510,10 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     before = answers(service)
     store = service.project
     encode = msgspec.msgpack.encode
-    with bulk_everywhere(), mock.patch.object(store_module.msgspec.msgpack, "encode", side_effect=encode) as spy:
+    with (
+        bulk_everywhere(snapshot_every_catch_up=True),
+        mock.patch.object(store_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
+    ):
         store.rebuild(wait=False)
         assert answers(service) == before  # (while the snapshot may still be written)
         store.wait_snapshot()
@@ -549,7 +538,7 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
 def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryService, project: Path) -> None:
     save_topics(service)
     store = service.project
-    with bulk_everywhere():
+    with bulk_everywhere(snapshot_every_catch_up=True):
         store.rebuild()
     store._encoded_state = (store.state, len(store.state.seen), b"stale")
     added = service.save("A memory saved after the fold was encoded.", title="Late").id
