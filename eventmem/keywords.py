@@ -46,6 +46,9 @@ BULK_HASHSIZE: Final = 256 * 1024 * 1024
 """FTS5's buffer of pending terms during a bulk load (a ceiling, not an allocation): the whole load
 is flushed as one segment instead of one per megabyte, then merged, which costs about twice as much."""
 DEFAULT_HASHSIZE: Final = 1024 * 1024
+MAX_BARRED_FOR_LIMIT: Final = 1000
+"""A filtered search asks SQLite for its best ``k`` + (slots the filter bars) rows when at most this
+many are barred (deleted, expired, superseded or filtered out), else streams rows in rank order."""
 
 
 def fts_query(text: str) -> str:
@@ -154,11 +157,21 @@ class KeywordIndex:
             return []
         if allowed is None:
             rows = self._db.execute(
-                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k]
+                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k + barred]
             ).fetchall()
             return [(int(slot), -float(rank)) for slot, rank in rows]
-        out: list[tuple[int, float]] = []
         limit = len(allowed)
+        barred = limit - int(np.count_nonzero(allowed))
+        if barred <= MAX_BARRED_FOR_LIMIT:
+            # the best k + barred rows hold the best k allowed ones (if there are k): SQLite keeps
+            # only those in its sorter, and Python looks at no other row
+            rows = self._db.execute(
+                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k + barred]
+            ).fetchall()
+            out = [(int(slot), -float(rank)) for slot, rank in rows if slot < limit and allowed[slot]][:k]
+            if len(out) >= k or len(rows) < k + barred:
+                return out
+        out = []
         for slot, rank in self._matches(match):  # filter before the cut, streaming in rank order
             if slot < limit and allowed[slot]:
                 out.append((int(slot), -float(rank)))

@@ -118,6 +118,37 @@ def test_the_allowed_mask_filters_before_the_cut() -> None:
     assert slots(index.search("deploy", 3, allowed)) == slots(hits)[:3]
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    barred=st.sets(st.integers(0, 119), max_size=120),
+    k=st.integers(1, 30),
+    query=st.sampled_from(["deploy", "deploy notes", "cache key", "notes item7 deploy", "nothing"]),
+)
+def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(
+    barred: set[int], k: int, query: str
+) -> None:
+    """With few slots barred, SQLite is asked for its best k + barred rows only; with many, the
+    matches stream in rank order. Both give the best k allowed matches."""
+    import eventmem.keywords as keywords
+
+    index = KeywordIndex()
+    words = ["deploy", "notes", "cache", "key"]
+    index.upsert(
+        [row(s, words[s % 4] * (1 + s % 3), f"{FILLER} {words[(s * 7) % 4]} item{s % 10}") for s in range(120)]
+    )
+    allowed = np.ones(120, bool)
+    allowed[sorted(barred)] = False
+    limited = index.search(query, k, allowed)
+    saved = keywords.MAX_BARRED_FOR_LIMIT
+    keywords.MAX_BARRED_FOR_LIMIT = -1
+    try:
+        streamed = index.search(query, k, allowed)
+    finally:
+        keywords.MAX_BARRED_FOR_LIMIT = saved
+    assert limited == streamed
+    assert all(allowed[slot] for slot, _ in limited)
+
+
 def test_the_allowed_mask_excludes_slots_past_its_end() -> None:
     index = KeywordIndex()
     index.upsert([row(slot, "deploy") for slot in range(10)])
