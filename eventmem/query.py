@@ -134,7 +134,7 @@ def hybrid_search(
     keywords: Future[list[tuple[int, float]]] | None = None
     if use_keywords and use_vectors and len(store.vectors) >= PARALLEL_FROM:
         # both indexes scan in C with the GIL released: on a second core, the keyword side is free
-        keywords = _keyword_worker().submit(store.keywords.search, text, depth, mask)
+        keywords = _keyword_worker().submit(store.keywords.search, text, depth, mask, beside_vectors=True)
     if use_vectors and len(store.vectors):
         query_vector = store.embed_query(text)
         found, similarity = store.vectors.search(query_vector, depth, mask)
@@ -143,7 +143,7 @@ def hybrid_search(
     if keywords is not None:
         keyword_hits = dict(keywords.result())
     elif use_keywords:
-        keyword_hits = dict(store.keywords.search(text, depth, mask))
+        keyword_hits = dict(store.keywords.search(text, depth, mask, beside_vectors=query_vector is not None))
     if not vector_hits and not keyword_hits:
         return []
     cols = store.columns

@@ -124,9 +124,7 @@ def test_the_allowed_mask_filters_before_the_cut() -> None:
     k=st.integers(1, 30),
     query=st.sampled_from(["deploy", "deploy notes", "cache key", "notes item7 deploy", "nothing"]),
 )
-def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(
-    barred: set[int], k: int, query: str
-) -> None:
+def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(barred: set[int], k: int, query: str) -> None:
     """With few slots barred, SQLite is asked for its best k + barred rows only; with many, the
     matches stream in rank order. Both give the best k allowed matches."""
     import eventmem.keywords as keywords
@@ -298,3 +296,13 @@ def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_e
     assert index.search("cache", 5) == []
     index.upsert(varied_rows(10))
     assert index.search("cache", 5)
+
+
+def test_beside_vectors_a_common_word_is_left_to_the_vectors_while_a_keyword_only_query_keeps_it() -> None:
+    index = KeywordIndex()
+    index.upsert([row(s, "", f"{FILLER} common item{s}" if s % 2 else FILLER) for s in range(1200)])
+    index.upsert([row(2000 + s, "rare") for s in range(3)])
+    assert index.query_words("rare common") == ["rare", "common"]
+    assert index.query_words("rare common", beside_vectors=True) == ["rare"]
+    assert index.query_words("common", beside_vectors=True) == ["common"]  # the rarest word is always asked
+    assert {slot for slot, _ in index.search("rare common", 10, beside_vectors=True)} == {2000, 2001, 2002}
