@@ -300,7 +300,7 @@ def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_e
 
 def test_beside_vectors_a_common_word_is_left_to_the_vectors_while_a_keyword_only_query_keeps_it() -> None:
     index = KeywordIndex()
-    index.upsert([row(s, "", f"{FILLER} common item{s}" if s % 2 else FILLER) for s in range(1200)])
+    index.upsert([row(s, "", f"{FILLER} common item{s}" if s % 2 == 0 else FILLER) for s in range(1200)])
     index.upsert([row(2000 + s, "rare") for s in range(3)])
     assert index.query_words("rare common") == ["rare", "common"]
     assert index.query_words("rare common", beside_vectors=True) == ["rare"]
