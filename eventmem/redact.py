@@ -50,10 +50,61 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 )
 
 
+NEEDLES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "private-key": (("PRIVATE KEY",),),
+    "aws-access-key": (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),),
+    "aws-secret-key": (("aws",), ("secret",)),
+    "github-token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),),
+    "gitlab-token": (("glpat-",),),
+    "slack-token": (("xox",),),
+    "anthropic-key": (("sk-ant-",),),
+    "openai-key": (("sk-",),),
+    "google-api-key": (("AIza",),),
+    "stripe-key": (("k_live_", "k_test_"),),
+    "jwt": (("eyJ",),),
+    "url-password": (("://",),),
+    "password": (
+        (
+            "password",
+            "passwd",
+            "pwd",
+            "secret",
+            "apikey",
+            "api_key",
+            "accesstoken",
+            "access_token",
+            "authtoken",
+            "auth_token",
+        ),
+    ),
+}
+"""What each pattern cannot match without: every group must have a string in the text (lower-cased
+for the patterns that ignore case). For ASCII text, a pattern whose needles are missing is not run:
+most texts hold none of them, and one ``in`` costs far less than a regular expression's scan."""
+_IGNORING_CASE: Final = frozenset({"aws-secret-key", "url-password", "password"})
+
+
+def _may_match(kind: str, text: str, lower: str) -> bool:
+    haystack = lower if kind in _IGNORING_CASE else text
+    return all(any(needle in haystack for needle in group) for group in NEEDLES[kind])
+
+
+def _found(text: str) -> list[str]:
+    if not text.isascii():  # (case folding beyond ASCII can match a needle's letters otherwise)
+        return [kind for kind, pattern in PATTERNS if pattern.search(text)]
+    lower = text.lower()
+    return [kind for kind, pattern in PATTERNS if _may_match(kind, text, lower) and pattern.search(text)]
+
+
+def _without_private(text: str) -> str:
+    if text.isascii() and "<private" not in text.lower():
+        return text
+    return PRIVATE.sub("", text)
+
+
 def find_secrets(text: str) -> list[str]:
     """Kinds of secrets found in ``text`` (after private spans are dropped)."""
-    text = PRIVATE.sub("", text)
-    return [kind for kind, pattern in PATTERNS if pattern.search(text)]
+    return _found(_without_private(text))
 
 
 def _replace(kind: str, match: re.Match[str]) -> str:
@@ -66,8 +117,8 @@ def _replace(kind: str, match: re.Match[str]) -> str:
 
 def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
     """``text`` without private spans and secrets; raises :class:`SecretRefused` if ``refuse``."""
-    text = PRIVATE.sub("", text)
-    found = [kind for kind, pattern in PATTERNS if pattern.search(text)]
+    text = _without_private(text)
+    found = _found(text)
     if not found:
         return text
     if refuse:

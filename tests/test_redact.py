@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventmem.errors import SecretRefused
 from eventmem.project import RootChoice
@@ -209,3 +211,60 @@ def test_refuse_mode_writes_nothing_to_the_journal(project: Path, monkeypatch: p
         assert not journal_dir.exists() or all(p.stat().st_size == 0 for p in journal_dir.glob("*.jsonl"))
     finally:
         service.close()
+
+
+FRAGMENTS = [
+    "Deploy the api.",
+    "password=",
+    "PASSWORD: ",
+    "Pwd=",
+    "secret_key=",
+    "SECRET=",
+    "secret: ",
+    "AWS_SECRET_ACCESS_KEY=",
+    "aws_secret_key: ",
+    "Api_Key=",
+    "AUTH_TOKEN=",
+    "https://user:",
+    "HTTPS://root:",
+    "@db.example.com/app ",
+    "AK" + "IA",
+    "gh" + "p_",
+    "github" + "_pat_",
+    "gl" + "pat-",
+    "xo" + "xb-",
+    "sk" + "-ant-",
+    "sk" + "-proj-",
+    "AI" + "za",
+    "sk_" + "live_",
+    "rk_" + "test_",
+    "ey" + "J",
+    ".ey" + "J",
+    "-----BEGIN RSA PRIVATE " + "KEY-----",
+    "-----END RSA PRIVATE " + "KEY-----",
+    "<PRIVATE>",
+    "</private>",
+    ALNUM,
+    ALNUM[:24],
+    "_-",
+    " ",
+    "\n",
+    "ſecret=",
+    "é",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=12))
+def test_skipping_a_pattern_whose_needles_are_missing_changes_no_answer(pieces: list[str]) -> None:
+    from eventmem import redact
+
+    text = "".join(pieces)
+    without_private = redact.PRIVATE.sub("", text)
+    expected = [kind for kind, pattern in redact.PATTERNS if pattern.search(without_private)]
+    assert find_secrets(text) == expected
+    scrubbed = without_private
+    if expected:
+        for kind, pattern in redact.PATTERNS:
+            scrubbed = pattern.sub(lambda m, kind=kind: redact._replace(kind, m), scrubbed)
+    assert scrub(text) == scrubbed
