@@ -13,6 +13,7 @@ import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 
 import msgspec
 import numpy as np
@@ -138,7 +139,7 @@ def hybrid_search(
     if use_vectors and len(store.vectors):
         query_vector = store.embed_query(text)
         found, similarity = store.vectors.search(query_vector, depth, mask)
-        vector_hits = {int(s): float(v) for s, v in zip(found, similarity, strict=True)}
+        vector_hits = dict(zip(found.tolist(), similarity.tolist(), strict=True))
     keyword_hits: dict[int, float] = {}
     if keywords is not None:
         keyword_hits = dict(keywords.result())
@@ -164,9 +165,11 @@ def hybrid_search(
         others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
         if query_vector is not None:
             others = store.vectors.similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
-        cosines = [vector_hits[s] if s in vector_hits else others.get(s, 0.0) for s in candidates]
-        vector_scores = np.maximum(np.array(cosines, dtype=np.float64), 0.0)
-        keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
+        cosine = vector_hits.get
+        other = others.get
+        cosines = np.fromiter((cosine(s) or other(s, 0.0) for s in candidates), np.float64, len(candidates))
+        vector_scores = np.maximum(cosines, 0.0)
+        keyword_scores = np.fromiter(map(keyword_hits.get, candidates, repeat(0.0)), np.float64, len(candidates))
         if top_keyword > 0:
             keyword_scores = keyword_scores / top_keyword
         else:
@@ -185,8 +188,15 @@ def hybrid_search(
     if config.recency_boost:
         age_days = np.maximum(now - cols.updated[slots], 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
-    final = (scores + boosts).tolist()
+    totals = scores + boosts
+    if len(candidates) > limit:
+        # only candidates scoring at least the limit-th best can be in the answer (ties included)
+        cut = np.partition(totals, len(totals) - limit)[len(totals) - limit]
+        kept = np.flatnonzero(totals >= cut).tolist()
+    else:
+        kept = list(range(len(candidates)))
+    final = totals.tolist()
     ids = store.slot_ids
-    order = sorted(range(len(candidates)), key=lambda i: (-final[i], ids[candidates[i]]))[:limit]
+    order = sorted(kept, key=lambda i: (-final[i], ids[candidates[i]]))[:limit]
     v_list, k_list = vector_scores.tolist(), keyword_scores.tolist()
     return [ScoredSlot(candidates[i], final[i], v_list[i], k_list[i]) for i in order]
