@@ -92,16 +92,17 @@ def tokens(text: str) -> list[str]:
     ``src/retrieveContext.py`` gives ``src/retrievecontext.py``, ``src``, ``retrieve``,
     ``context``, ``py``.
     """
-    out: list[str] = []
-    for raw in _TOKEN.findall(text):
-        parts = _PARTS.findall(raw)
-        whole = raw.lower()
-        if len(parts) > 1:
-            out.append(whole)
-            out.extend(p.lower() for p in parts)
-        else:
-            out.append(whole)
-    return out
+    return [token for raw in _TOKEN.findall(text) for token in _word_tokens(raw)]
+
+
+@lru_cache(maxsize=65536)
+def _word_tokens(raw: str) -> tuple[str, ...]:
+    """One raw token's lower-cased form, then its parts if it has several."""
+    parts = _PARTS.findall(raw)
+    whole = raw.lower()
+    if len(parts) > 1:
+        return (whole, *(p.lower() for p in parts))
+    return (whole,)
 
 
 DATA_DIR: Final = Path(__file__).parent / "data"

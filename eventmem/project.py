@@ -184,8 +184,10 @@ class ProjectPaths:
     def ensure(self) -> None:
         """Create ``.eventmem/`` with its ``.gitignore`` and ``.gitattributes`` (first write, or
         ``eventmem init``); a ``.gitattributes`` deleted afterwards stays deleted."""
-        self.journal_dir.mkdir(parents=True, exist_ok=True)
         ignore = self.base / ".gitignore"
+        if os.path.isdir(self.journal_dir) and os.path.exists(ignore):
+            return  # (every write asks: two stats, where mkdir would raise and catch each time)
+        self.journal_dir.mkdir(parents=True, exist_ok=True)
         if not ignore.exists():
             ignore.write_text(GITIGNORE, encoding="utf-8")
             attributes = self.base / ".gitattributes"
