@@ -87,7 +87,7 @@ async def _summarize(ctx: Context[Any, Any], text: str, summary: str | None) -> 
     app = app_of(ctx)
     if not _wanted(ctx, text, summary):
         return None
-    service = await anyio.to_thread.run_sync(lambda: app.service)
+    service = app.service_ if app.service_ is not None else await anyio.to_thread.run_sync(lambda: app.service)
     if service.config.summarizer != "sampling":
         return None
     try:
