@@ -384,6 +384,27 @@ def test_each_event_is_one_line_ending_in_a_newline(project: Path) -> None:
     assert [decode_line(line[:-1]) for line in lines] == events
 
 
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_durable_append_syncs_its_segment_before_it_returns_and_a_flush_one_does_not(
+    project: Path, monkeypatch: pytest.MonkeyPatch, durable: bool
+) -> None:
+    journal = journal_of(project, durable=durable)
+    synced: list[tuple[int, int]] = []  # (inode, size) of the file each sync was asked for
+
+    def sync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.append((st.st_ino, st.st_size))
+
+    patch_journal_os(monkeypatch, fdatasync=sync, fsync=sync)
+    name = journal.append([saved(0)])
+    journal.append([saved(1), saved(2)])
+    st = segment_path(journal, name).stat()
+    if durable:
+        assert len(synced) == 2 and synced[-1] == (st.st_ino, st.st_size)  # after the whole write
+    else:
+        assert synced == []
+
+
 def test_appending_nothing_writes_nothing(project: Path) -> None:
     journal = journal_of(project)
     assert journal.append([]) == ""
