@@ -6,10 +6,10 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["FileLock", "atomic_write", "fsync_dir"]
+__all__ = ["FileLock", "atomic_replace", "atomic_write", "fsync_dir"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -27,14 +27,24 @@ def atomic_write(path: Path, data: bytes | memoryview, *, durable: bool = True) 
     Temp file in the same directory, fsync, rename, fsync the directory; the temp file is removed
     if anything fails.
     """
+    atomic_replace(path, lambda tmp: tmp.write_bytes(data), durable=durable)
+
+
+def atomic_replace(path: Path, write: Callable[[Path], object], *, durable: bool = True) -> None:
+    """:func:`atomic_write` of the file that ``write`` writes at the temp path it is given (for
+    writers that take a file name, such as FAISS's)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
+        write(tmp)
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, path)
         if durable:
             fsync_dir(path.parent)

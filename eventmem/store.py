@@ -41,7 +41,7 @@ from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
-from eventmem.files import FileLock, atomic_write
+from eventmem.files import FileLock, atomic_replace, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
 from eventmem.journal import Appended, Journal, Segment, describe_os_error
 from eventmem.keywords import BulkLoad, KeywordIndex, Row
@@ -1033,7 +1033,7 @@ class Store:
                 dedup=dict(self._dedup_of),
                 vectors_file=f"vectors-{new_id()}.faiss",
             )
-            vectors = self.vectors.serialize()
+            vectors = self.vectors.copy()
             self.events_since_snapshot = 0
         write = functools.partial(self._write_snapshot, snapshot, vectors)
         if background:
@@ -1052,7 +1052,7 @@ class Store:
             return encoded[2]
         return msgspec.msgpack.encode(self.state)
 
-    def _write_snapshot(self, snapshot: Snapshot, vectors: bytes) -> bool:
+    def _write_snapshot(self, snapshot: Snapshot, vectors: VectorIndex) -> bool:
         """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
         first, then the snapshot that names it; older index files go, but for the one the previous
         snapshot named (a process may be about to open it)."""
@@ -1062,7 +1062,7 @@ class Store:
                 if not locked:
                     return False
                 data = msgspec.msgpack.encode(snapshot)
-                atomic_write(cache / snapshot.vectors_file, vectors)
+                atomic_replace(cache / snapshot.vectors_file, vectors.write)
                 atomic_write(cache / "snapshot.bin", data)
                 files = sorted(cache.glob("vectors-*.faiss"), key=lambda path: path.stat().st_mtime_ns)
                 for stale in files[:-2]:

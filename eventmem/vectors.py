@@ -134,6 +134,14 @@ class VectorIndex:
     def serialize(self) -> bytes:
         return bytes(faiss.serialize_index(self._index))
 
+    def copy(self) -> VectorIndex:
+        """An independent copy held in memory (a memory copy of the codes: a fraction of
+        :meth:`serialize`'s time), to be written by another thread while this one changes."""
+        copy = VectorIndex(self.dim)
+        copy._index = faiss.clone_index(self._index)
+        copy._present = self._present.copy()
+        return copy
+
     def write(self, path: Path) -> None:
         """Write the index to ``path`` (for :meth:`load`)."""
         faiss.write_index(self._index, str(path))

@@ -156,6 +156,31 @@ def test_serialize_and_deserialize_give_the_same_answers() -> None:
     assert copy.vector(10) is None
 
 
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_copy_answers_like_its_original_and_keeps_its_answers_while_the_original_changes(
+    tmp_path: Path, mapped: bool
+) -> None:
+    index, vectors = filled(200, seed=13)
+    index.remove(np.asarray([3, 4], np.int64))
+    if mapped:  # (a server's index, mapped from the snapshot's file)
+        index.write(tmp_path / "vectors.faiss")
+        index = VectorIndex.load(tmp_path / "vectors.faiss", DIM)
+    queries = unit_rows(5, 14)
+    before = [index.search(query, 10) for query in queries]
+    copy = index.copy()
+    index.remove(np.asarray([int(before[0][0][0])], np.int64))
+    index.upsert(np.asarray([5], np.int64), -vectors[5:6])
+    for query, (slots, scores) in zip(queries, before, strict=True):
+        got_slots, got_scores = copy.search(query, 10)
+        np.testing.assert_array_equal(got_slots, slots)
+        np.testing.assert_allclose(got_scores, scores)
+    assert copy.vector(3) is None and len(copy) == 198
+    copy.write(tmp_path / "copy.faiss")
+    np.testing.assert_array_equal(
+        VectorIndex.load(tmp_path / "copy.faiss", DIM).search(queries[1], 10)[0], before[1][0]
+    )
+
+
 def test_upserting_into_a_deserialized_index_replaces_instead_of_duplicating() -> None:
     index, vectors = filled(30, seed=12)
     copy = VectorIndex.deserialize(index.serialize(), DIM)

@@ -1,0 +1,37 @@
+"""Atomic replacement of derived files: readers see the old file or the new one, never a mix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventmem.files import atomic_replace, atomic_write
+
+
+def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "snapshot.bin"
+    atomic_write(path, b"old")
+    atomic_write(path, b"new")
+    assert path.read_bytes() == b"new"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["snapshot.bin"]
+
+
+def test_a_writer_that_fails_half_way_leaves_the_old_file_whole_and_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "vectors.faiss"
+    atomic_write(path, b"old index")
+
+    def write(tmp: Path) -> None:
+        tmp.write_bytes(b"half of a new")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        atomic_replace(path, write)
+    assert path.read_bytes() == b"old index"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["vectors.faiss"]
+
+
+def test_a_writer_that_writes_by_name_is_replaced_in_one_step(tmp_path: Path) -> None:
+    path = tmp_path / "index.bin"
+    atomic_replace(path, lambda tmp: tmp.write_bytes(b"by name"), durable=False)
+    assert path.read_bytes() == b"by name"
