@@ -87,3 +87,18 @@ def test_a_semantic_hybrid_beats_the_default_hybrid_on_paraphrased_questions(def
     default = by_name(default_report, "hashing hybrid linear")["by_category"]["paraphrase"]
     assert semantic["violations"] == 0
     assert semantic["recall@5"] > default["recall@5"] + 0.1
+
+
+def test_among_thousands_of_unrelated_memories_the_default_hybrid_still_finds_what_it_found_alone(
+    default_report: dict[str, Any],
+) -> None:
+    """A larger memory brings near misses for the vectors and, beside them, a keyword search cut to
+    the query's rarer words (its postings budget binds there): the answers must hold. (On this
+    benchmark they hold even with the rarest word alone, so this guards scale, not the budget's
+    exact value; README "Retrieval quality" has the figures at 1k, 10k and 40k.)"""
+    crowded = tool.run(tool.Dataset.load(), ["hashing"], vector=False, keyword=False, extra=3000)
+    assert crowded["distractors"] == 3000
+    alone, among = by_name(default_report, "hashing hybrid linear"), by_name(crowded, "hashing hybrid linear")
+    assert among["violations"] == 0
+    assert among["recall@5"] >= alone["recall@5"] - 0.01
+    assert among["mrr"] >= alone["mrr"] - 0.02

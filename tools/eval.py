@@ -23,6 +23,9 @@ Queries are split in two halves by id (odd ids: ``dev``, even: ``test``); ``--gr
 weights and boosts on ``dev`` only and reports the chosen setting on both halves, so a default picked
 from it is not simply fitted to the questions it is judged on.
 
+``--distractors N`` adds N unrelated memories (``tools/bench.py``'s synthetic coding notes) to the
+main project, to see how the answers hold in a larger memory.
+
 Usage::
 
     python tools/eval.py                         # hashing (default) and onnx:minilm when installed
@@ -31,6 +34,7 @@ Usage::
                                                  #   stand-in servers serving the MiniLM vectors
     python tools/eval.py --grid                  # fusion/boost grid on the dev split
     python tools/eval.py --json out.json
+    python tools/eval.py --embedders hashing --distractors 10000
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -133,9 +138,36 @@ def events_for(memories: list[dict[str, Any]], now: datetime) -> list[AnyEvent]:
     return events
 
 
+def distractors(count: int, now: datetime) -> list[AnyEvent]:
+    """``count`` unrelated memories for the main project: ``tools/bench.py``'s synthetic coding notes
+    (a Zipf-distributed vocabulary of coding words and identifiers), saved over the past year."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench import Corpus
+
+    rng = random.Random(count)
+    events: list[AnyEvent] = []
+    for title, content, tags, kind, importance in Corpus(seed=count).memories(count):
+        events.append(
+            MemorySaved(
+                id=new_id(),
+                ts=to_iso(now - timedelta(days=rng.random() * 365)),
+                by="eval",
+                memory=new_id(),
+                kind=kind,
+                title=title,
+                content=content,
+                summary=content.split(". ", 1)[0],
+                tags=tags,
+                importance=importance,
+            )
+        )
+    return events
+
+
 @contextlib.contextmanager
-def projects(data: Dataset) -> Iterator[tuple[Path, dict[str, str]]]:
-    """Temporary git repositories holding the journals; yields the main one and the environment."""
+def projects(data: Dataset, extra: int = 0) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Temporary git repositories holding the journals; yields the main one and the environment.
+    ``extra``: that many unrelated memories join the main project (see :func:`distractors`)."""
     with tempfile.TemporaryDirectory(prefix="eventmem-eval-") as tmp:
         base = Path(tmp)
         env = {"EVENTMEM_GLOBAL_DIR": str(base / "global"), "EVENTMEM_DURABILITY": "flush"}
@@ -144,7 +176,8 @@ def projects(data: Dataset) -> Iterator[tuple[Path, dict[str, str]]]:
             root = base / name
             git_init(root)
             service = open_service(RootChoice(root, "eval"), environ=env | {"EVENTMEM_EMBEDDER": "hashing"})
-            service.project.append(events_for([m for m in data.memories if m["project"] == name], now))
+            events = events_for([m for m in data.memories if m["project"] == name], now)
+            service.project.append(events + (distractors(extra, now) if name == MAIN and extra else []))
             service.close()
         yield base / MAIN, env
 
@@ -279,11 +312,12 @@ def run(
     split: str | None = None,
     vector: bool = True,
     keyword: bool = True,
+    extra: int = 0,
 ) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     builds: dict[str, float] = {}
     grids: dict[str, list[dict[str, Any]]] = {}
-    with projects(data) as (root, env):
+    with projects(data, extra) as (root, env):
         for embedder in embedders:
             service, seconds = open_with(root, env, embedder)
             builds[embedder] = round(seconds, 3)
@@ -299,6 +333,7 @@ def run(
             results += run_standins(root, env, data, builds, split)
     return {
         "memories": len(data.memories),
+        "distractors": extra,
         "queries": len(data.queries),
         "split": split or "all",
         "default_config": {
@@ -350,12 +385,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", action="store_true", help="search fusion settings on the dev split")
     parser.add_argument("--split", choices=("dev", "test"), help="only this half of the queries")
     parser.add_argument("--json", type=Path, help="also write the full results here")
+    parser.add_argument(
+        "--distractors", type=int, default=0, metavar="N", help="add N unrelated memories to the main project"
+    )
     args = parser.parse_args(argv)
     embedders = args.embedders.split(",") if args.embedders else available_embedders()
     data = Dataset.load()
-    report = run(data, embedders, standins=args.standins, with_grid=args.grid, split=args.split)
+    report = run(data, embedders, standins=args.standins, with_grid=args.grid, split=args.split, extra=args.distractors)
     defaults = report["default_config"]
-    print(f"{report['memories']} memories, {report['queries']} queries ({report['split']})")
+    among = f" among {report['distractors']} unrelated ones" if report["distractors"] else ""
+    print(f"{report['memories']} memories{among}, {report['queries']} queries ({report['split']})")
     print(
         f"hybrid linear = {defaults['vector_weight']}/{defaults['keyword_weight']}, importance boost "
         f"{defaults['importance_boost']}, recency boost {defaults['recency_boost']} (the defaults)\n"
