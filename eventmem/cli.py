@@ -21,6 +21,7 @@ import msgspec
 from eventmem import __version__
 from eventmem.config import config_template
 from eventmem.errors import EventmemError
+from eventmem.events import KINDS
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
 
@@ -118,6 +119,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+TAGS_HELP = "repeat it, or separate tags with commas"
+TYPE_HELP = ", ".join(KINDS)
+
+
+def _listed(values: list[str] | None) -> list[str] | None:
+    """Repeated options, each of which may also hold comma-separated values, as one list."""
+    if values is None:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
 def cmd_save(args: argparse.Namespace) -> int:
     text = args.text if args.text != "-" else sys.stdin.read()
     service = _open(args)
@@ -125,7 +137,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         text,
         title=args.title or "",
         summary=args.summary,
-        tags=args.tag,
+        tags=_listed(args.tag),
         kind=args.type,
         importance=args.importance,
         ttl_seconds=args.ttl,
@@ -143,8 +155,8 @@ def cmd_save(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     service = _open(args)
     filters = Filters(
-        kinds=tuple(args.type or ()),
-        tags=tuple(args.tag or ()),
+        kinds=tuple(_listed(args.type) or ()),
+        tags=tuple(_listed(args.tag) or ()),
         scope=args.scope,
         min_importance=args.min_importance,
     )
@@ -182,7 +194,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         content=args.content,
         title=args.title,
         summary=args.summary,
-        tags=args.tag,
+        tags=_listed(args.tag),
         kind=args.type,
         importance=args.importance,
         ttl_seconds=ttl,
@@ -449,8 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--title")
     p.add_argument("--summary")
-    p.add_argument("--tag", action="append", help="repeat for several tags")
-    p.add_argument("--type", default="general")
+    p.add_argument("--tag", "--tags", dest="tag", action="append", help=TAGS_HELP)
+    p.add_argument("--type", "--kind", dest="type", default="general", help=TYPE_HELP)
     p.add_argument("--importance", type=float, default=0.5)
     p.add_argument("--ttl", type=int, help="seconds until it expires")
     p.add_argument("--scope", default="project", choices=["project", "global"])
@@ -458,8 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("search", cmd_search, "hybrid search of the memory")
     p.add_argument("query", nargs="+")
     p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--type", action="append")
-    p.add_argument("--tag", action="append")
+    p.add_argument("--type", "--kind", dest="type", action="append", help="only these types (" + TYPE_HELP + ")")
+    p.add_argument("--tag", "--tags", dest="tag", action="append", help="only memories with every tag given")
     p.add_argument("--scope", choices=["project", "global", "all"])
     p.add_argument("--min-importance", type=float)
     p.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
@@ -470,8 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--content")
     p.add_argument("--title")
     p.add_argument("--summary")
-    p.add_argument("--tag", action="append")
-    p.add_argument("--type")
+    p.add_argument("--tag", "--tags", dest="tag", action="append", help="the new tags: " + TAGS_HELP)
+    p.add_argument("--type", "--kind", dest="type", help=TYPE_HELP)
     p.add_argument("--importance", type=float)
     p.add_argument("--ttl", type=int, help="seconds; 0 makes it long-term")
     p.add_argument("--by")

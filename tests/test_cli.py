@@ -144,6 +144,20 @@ def test_search_filters_by_type_tag_and_importance_before_the_cut(project: Path)
     assert frontend["id"] not in search_ids(project, "postgres", "--tag", "db")
 
 
+def test_tags_and_types_may_be_given_with_commas_and_under_the_tools_names(project: Path) -> None:
+    """``--tags a,b`` and ``--kind`` (the MCP tools' names) work like ``--tag a --tag b`` and ``--type``."""
+    decision = save(project, "We chose FTS5 for keyword search.", "--tags", "search, decision", "--kind", "decision")
+    assert decision["tags"] == ["search", "decision"] and decision["kind"] == "decision"
+    fix = save(
+        project, "Fix: set polling on NFS for the watcher.", "--tag", "nfs,watcher", "--tag", "fs", "--type", "fix"
+    )
+    assert fix["tags"] == ["nfs", "watcher", "fs"] and fix["kind"] == "fix"
+    assert search_ids(project, "search", "--kind", "fix,decision") == [decision["id"], fix["id"]]
+    assert search_ids(project, "nfs", "--tags", "nfs,fs") == [fix["id"]]
+    updated = ok_json(project, "update", decision["id"], "--tags", "db,search")["memory"]
+    assert updated["tags"] == ["db", "search"]
+
+
 def test_search_modes_keyword_and_vector_each_find_the_memory(project: Path) -> None:
     target = save(project, "The frontend uses pnpm workspaces for its packages")
     save(project, "Backups run nightly at two in the morning")
