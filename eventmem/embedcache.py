@@ -117,7 +117,9 @@ class EmbeddingCache:
         """Vectors for ``hashes`` (zeros where missing) and the positions that were missing."""
         found = np.fromiter(map(self._rows.get, hashes, itertools.repeat(-1)), dtype=np.int64, count=len(hashes))
         missing_mask = found < 0
-        out = self._vectors[np.where(missing_mask, 0, found)] if len(self._vectors) else np.zeros((0, self.dim))
+        if missing_mask.all():  # (zeros are mapped lazily; a gather would copy row 0 for every hash)
+            return np.zeros((len(hashes), self.dim), dtype=np.float32), list(range(len(hashes)))
+        out = self._vectors[np.where(missing_mask, 0, found)]
         out = np.asarray(out, dtype=np.float32)
         out[missing_mask] = 0.0
         return out, np.flatnonzero(missing_mask).tolist()
