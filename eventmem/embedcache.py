@@ -36,7 +36,7 @@ class EmbeddingCache:
         self._lock = FileLock(folder / f"{sanitize(model_id)}.lock")
         self._record = np.dtype([("hash", f"V{HASH_BYTES}"), ("vector", np.float32, (dim,))])
         self._rows: dict[bytes, int] = {}
-        self._vectors = np.zeros((1024, dim), dtype=np.float32)
+        self._vectors: npt.NDArray[np.float32] = np.zeros((1024, dim), dtype=np.float32)
         self._count = 0
         self._offset = 0
         self.skipped = False

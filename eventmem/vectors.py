@@ -45,8 +45,9 @@ class VectorIndex:
         return int(self._index.ntotal)
 
     def _mark(self, slots: Slots, value: bool) -> None:
-        if len(slots) and int(slots.max()) >= len(self._present):
-            grown = np.zeros(max(int(slots.max()) + 1, 2 * len(self._present)), bool)
+        top = int(np.max(slots)) if len(slots) else -1
+        if top >= len(self._present):
+            grown = np.zeros(max(top + 1, 2 * len(self._present)), np.bool_)
             grown[: len(self._present)] = self._present
             self._present = grown
         self._present[slots] = value
