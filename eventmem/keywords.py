@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Final
@@ -69,6 +70,9 @@ def _words(text: str) -> set[str]:
 class KeywordIndex:
     def __init__(self, data: bytes | memoryview | None = None) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        # closed when the index is dropped (a rebuild replaces it): Python 3.13 warns of a connection
+        # that is collected open
+        weakref.finalize(self, self._db.close)
         self.df: Counter[str] = Counter()
         """Sampled slots (one in ``DF_SAMPLE``) each lower-cased word occurs in."""
         self._present: set[int] = set()
