@@ -165,9 +165,8 @@ def hybrid_search(
         others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
         if query_vector is not None:
             others = store.vectors.similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
-        cosine = vector_hits.get
-        other = others.get
-        cosines = np.fromiter((cosine(s) or other(s, 0.0) for s in candidates), np.float64, len(candidates))
+        cosine_of = others | vector_hits  # (disjoint: others holds only slots the scan did not reach)
+        cosines = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, len(candidates))
         vector_scores = np.maximum(cosines, 0.0)
         keyword_scores = np.fromiter(map(keyword_hits.get, candidates, repeat(0.0)), np.float64, len(candidates))
         if top_keyword > 0:
