@@ -393,7 +393,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         print(f"root:        {report['root']}  (chosen by {report['root_source']})")
         print(f"memory dir:  {report['memory_dir']}{'' if report['memory_dir_exists'] else '  (not created yet)'}")
-        print(f"writer:      {report['writer']} on branch {report['branch']}")
+        writer = report["writer"] or "(none yet: given on the first save)"
+        print(f"writer:      {writer} on branch {report['branch']}")
         for seg in report["segments"]:
             print(f"segment:     {seg['name']} ({seg['bytes']} bytes)")
         for problem in report["corrupt_lines"]:

@@ -295,6 +295,17 @@ def test_doctor_reports_the_root_and_why_it_was_chosen(project: Path, tmp_path: 
     assert by_env.stdout.rstrip().endswith("healthy")
 
 
+def test_doctor_in_a_project_with_no_memory_yet_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q", str(fresh)], check=True)
+    result = eventmem(fresh, "doctor")
+    assert result.returncode == 0, result.stderr
+    assert "(not created yet)" in result.stdout
+    assert "writer:      (none yet: given on the first save) on branch" in result.stdout
+    assert not (fresh / ".eventmem").exists()
+
+
 def test_doctor_exits_1_and_names_the_corrupt_line_even_when_a_snapshot_covers_it(project: Path) -> None:
     save(project, "A memory before the damage")
     segment = only_segment(project)
