@@ -26,7 +26,7 @@ from eventmem.events import AnyEvent, Event
 from eventmem.files import FileLock, fsync_dir
 from eventmem.project import ProjectPaths
 
-__all__ = ["Journal", "ScanResult", "Segment"]
+__all__ = ["Appended", "Journal", "ScanResult", "Segment", "name_of_segment"]
 
 Decoded = AnyEvent | UnknownEvent
 
@@ -91,7 +91,7 @@ class Journal:
                     st = entry.stat()
                 except FileNotFoundError:
                     continue
-                name = f"{folder.name}/{entry.name}"
+                name = name_of_segment(entry.path)
                 found.append(Segment(name, Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino))
         found.sort(key=lambda s: s.name)
         return found
@@ -196,7 +196,7 @@ class Journal:
         if created and self.durable:
             fsync_dir(segment.parent)
         stat = (after.st_size, after.st_mtime_ns, after.st_ino)
-        return Appended(f"{segment.parent.name}/{segment.name}", size, data, stat)
+        return Appended(name_of_segment(segment), size, data, stat)
 
     def repair(self) -> list[str]:
         """Cut torn tails off every segment of this journal (under the lock). Returns what was cut."""
@@ -212,6 +212,12 @@ class Journal:
                 finally:
                     os.close(fd)
         return repaired
+
+
+def name_of_segment(path: str | os.PathLike[str]) -> str:
+    """A segment's name as cursors and snapshots know it: its folder and file (``journal/x.main.jsonl``)."""
+    folder, file = os.path.split(os.fspath(path))
+    return f"{os.path.basename(folder)}/{file}"
 
 
 def _sync_data(fd: int) -> None:

@@ -43,7 +43,7 @@ from eventmem.errors import JournalCorrupt, JournalUnwritable
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_replace, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
-from eventmem.journal import Appended, Journal, Segment, describe_os_error
+from eventmem.journal import Appended, Journal, Segment, describe_os_error, name_of_segment
 from eventmem.keywords import BulkLoad, KeywordIndex, Row
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
@@ -316,8 +316,7 @@ class Store:
         the watcher sees like anyone else's) cost it a stat each instead of a catch-up."""
         cursors = self.cursors
         for path in paths:
-            folder, name = os.path.split(path)
-            cursor = cursors.get(f"{os.path.basename(folder)}/{name}")
+            cursor = cursors.get(name_of_segment(path))
             try:
                 st = os.stat(path)
             except OSError:
@@ -350,11 +349,7 @@ class Store:
                 continue
             elif segment.size < cursor.offset:
                 return -1
-            elif (
-                cursor.stat[2] != segment.inode
-                or segment.mtime_ns < cursor.stat[1]
-                or segment.size <= cursor.stat[0]  # touched but not grown: rewritten in place?
-            ):
+            elif not _only_appended(segment, cursor):  # (touched but not grown: rewritten in place?)
                 if _prefix_digest(segment, cursor.offset) != cursor.digest:
                     return -1
             work.append((segment, cursor))
