@@ -163,6 +163,13 @@ class KeywordIndex:
         while batch := cursor.fetchmany(256):
             yield from batch
 
+    def _best(self, match: str, count: int) -> list[tuple[int, float]]:
+        """The ``count`` best matching rows, (slot, rank), best first."""
+        rows: list[tuple[int, float]] = self._db.execute(
+            f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, count]
+        ).fetchall()
+        return rows
+
     def search(
         self, text: str, k: int, allowed: npt.NDArray[np.bool_] | None = None, *, beside_vectors: bool = False
     ) -> list[tuple[int, float]]:
@@ -172,18 +179,13 @@ class KeywordIndex:
         if not match or k <= 0:
             return []
         if allowed is None:
-            rows = self._db.execute(
-                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k]
-            ).fetchall()
-            return [(int(slot), -float(rank)) for slot, rank in rows]
+            return [(int(slot), -float(rank)) for slot, rank in self._best(match, k)]
         limit = len(allowed)
         barred = limit - int(np.count_nonzero(allowed))
         if barred <= MAX_BARRED_FOR_LIMIT:
             # the best k + barred rows hold the best k allowed ones (if there are k): SQLite keeps
             # only those in its sorter, and Python looks at no other row
-            rows = self._db.execute(
-                f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, k + barred]
-            ).fetchall()
+            rows = self._best(match, k + barred)
             out = [(int(slot), -float(rank)) for slot, rank in rows if slot < limit and allowed[slot]][:k]
             if len(out) >= k or len(rows) < k + barred:
                 return out
