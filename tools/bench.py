@@ -238,6 +238,24 @@ class Corpus:
         return out
 
 
+def saved_event(memory: tuple[str, str, tuple[str, ...], str, float], ts: str, by: str) -> MemorySaved:
+    """The ``saved`` event of one of :meth:`Corpus.memories`; its summary is its first sentence."""
+    title, content, tags, kind, importance = memory
+    summary = content.split(". ", 1)[0]
+    return MemorySaved(
+        id=new_id(),
+        ts=ts,
+        by=by,
+        memory=new_id(),
+        kind=kind,
+        title=title,
+        content=content,
+        summary=summary if len(summary) <= 240 else summary[:239] + "…",
+        tags=tags,
+        importance=importance,
+    )
+
+
 # -- projects ----------------------------------------------------------------------------------------
 
 
@@ -264,22 +282,10 @@ class Project:
         memories = corpus.memories(count)
         for first in range(0, count, SEGMENT_EVENTS):
             lines = []
-            for title, content, tags, kind, importance in memories[first : first + SEGMENT_EVENTS]:
+            for memory in memories[first : first + SEGMENT_EVENTS]:
                 moment = datetime.fromtimestamp(now - rng.random() * 180 * 86400, UTC)
-                summary = content.split(". ", 1)[0]
-                event = MemorySaved(
-                    id=new_id(),
-                    ts=to_iso(moment),
-                    by=rng.choice(("claude-code", "cursor", "cli", "codex")),
-                    memory=new_id(),
-                    kind=kind,
-                    title=title,
-                    content=content,
-                    summary=summary if len(summary) <= 240 else summary[:239] + "…",
-                    tags=tags,
-                    importance=importance,
-                )
-                self.records.append((event.memory, title, content, tags))
+                event = saved_event(memory, to_iso(moment), rng.choice(("claude-code", "cursor", "cli", "codex")))
+                self.records.append((event.memory, event.title, event.content, event.tags))
                 lines.append(encode_event(event))
             data = b"".join(lines)
             (self.paths.journal_dir / f"seed{segments:02d}.main.jsonl").write_bytes(data)

@@ -142,26 +142,13 @@ def distractors(count: int, now: datetime) -> list[AnyEvent]:
     """``count`` unrelated memories for the main project: ``tools/bench.py``'s synthetic coding notes
     (a Zipf-distributed vocabulary of coding words and identifiers), saved over the past year."""
     sys.path.insert(0, str(ROOT / "tools"))
-    from bench import Corpus
+    from bench import Corpus, saved_event
 
     rng = random.Random(count)
-    events: list[AnyEvent] = []
-    for title, content, tags, kind, importance in Corpus(seed=count).memories(count):
-        events.append(
-            MemorySaved(
-                id=new_id(),
-                ts=to_iso(now - timedelta(days=rng.random() * 365)),
-                by="eval",
-                memory=new_id(),
-                kind=kind,
-                title=title,
-                content=content,
-                summary=content.split(". ", 1)[0],
-                tags=tags,
-                importance=importance,
-            )
-        )
-    return events
+    return [
+        saved_event(memory, to_iso(now - timedelta(days=rng.random() * 365)), "eval")
+        for memory in Corpus(seed=count).memories(count)
+    ]
 
 
 @contextlib.contextmanager
