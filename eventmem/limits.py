@@ -1,0 +1,109 @@
+"""One table of limits for every field, enforced the same way everywhere.
+
+The MCP tools (their schemas show ``maxLength``, ``minimum`` and ``maximum``), the CLI, the service
+and the journal decoder read their bounds from here, so a value a tool would refuse is also what a
+merged journal line is reported for. The README's limits table is generated from :data:`LIMITS` and
+a test fails when the two drift. No IO here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "CONTENT_BYTES_CEILING",
+    "LIMITS",
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
+    "MAX_TTL_SECONDS",
+    "Limit",
+    "limit",
+]
+
+Unit = Literal["characters", "bytes", "items", "number", "whole number"]
+
+CONTENT_BYTES_CEILING: Final = 1_048_576
+"""``max_memory_bytes`` may be raised up to this; the decoder accepts content up to it."""
+MAX_TTL_SECONDS: Final = 100 * 365 * 86_400
+"""A TTL is at most 100 years, so no expiry can pass the year 9999 from any accepted timestamp."""
+MAX_LINE_BYTES: Final = 8 * 1_048_576
+"""A journal line longer than this is reported and skipped without being read whole (the largest
+event the tools can write, with every character JSON-escaped, stays below it)."""
+MAX_NESTING: Final = 8
+"""How deep a journal line's JSON may nest; events nest at most 3 levels."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """The accepted range of one field: a length for text and lists, a value for numbers."""
+
+    name: str
+    unit: Unit
+    low: float
+    high: float
+    where: str
+    """Which tools, commands and events the field appears in (for the README table)."""
+    note: str = ""
+
+    def describe(self) -> str:
+        low, high = _show(self.low), _show(self.high)
+        if self.unit in ("number", "whole number"):
+            return f"a {self.unit} from {low} to {high}"
+        if self.low:
+            return f"{low} to {high} {self.unit}"
+        return f"at most {high} {self.unit}"
+
+
+def _show(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+LIMITS: Final[dict[str, Limit]] = {
+    entry.name: entry
+    for entry in (
+        Limit(
+            "content",
+            "bytes",
+            1,
+            65_536,
+            "store_memory, save_context, update_memory, sections; saved/updated events",
+            f"the `max_memory_bytes` setting, up to {CONTENT_BYTES_CEILING:,}; must hold a visible character",
+        ),
+        Limit("title", "characters", 0, 200, "store_memory, update_memory; saved/updated events"),
+        Limit("summary", "characters", 0, 1_000, "store_memory, update_memory; saved/updated events"),
+        Limit("tags", "items", 0, 32, "every tool and command taking tags; saved/updated events"),
+        Limit("tag", "characters", 1, 64, "each tag; lower-cased, spaces become -"),
+        Limit("importance", "number", 0, 1, "store_memory, update_memory; saved/updated events"),
+        Limit(
+            "ttl_seconds",
+            "whole number",
+            1,
+            MAX_TTL_SECONDS,
+            "store_memory, update_memory, `--ttl`; saved/updated events",
+            "100 years; null (or absent) is long-term",
+        ),
+        Limit("reason", "characters", 0, 2_000, "delete, restore, promote, supersede, unlink; their events"),
+        Limit("context", "characters", 0, 2_000, "link_memories; linked events"),
+        Limit("relation", "characters", 1, 64, "link_memories; linked events", "lower_snake_case"),
+        Limit("strength", "number", 0, 1, "link_memories; linked events"),
+        Limit("query", "characters", 0, 4_000, "recall_memories, search_memories, retrieve_context, `search`"),
+        Limit("limit", "whole number", 1, 100, "recall_memories, search_memories, retrieve_context, `search`"),
+        Limit("related_limit", "whole number", 1, 500, "get_related_memories"),
+        Limit("depth", "whole number", 1, 5, "get_related_memories"),
+        Limit("max_chars", "whole number", 200, 200_000, "get_context"),
+        Limit("per_type", "whole number", 0, 100, "get_context"),
+        Limit("log_limit", "whole number", 1, 10_000, "`log`, memory_history"),
+        Limit("memory_id", "characters", 1, 128, "every tool taking an id; every event", "letters, digits and `:_.-`"),
+        Limit("by", "characters", 0, 128, "who wrote an event (client name, `cli`, an import)"),
+        Limit("event_id", "characters", 1, 64, "every event"),
+        Limit("project", "characters", 0, 200, "a global memory's project; project filters"),
+        Limit("archived_memories", "items", 1, 100_000, "archived events"),
+        Limit("segment", "characters", 1, 255, "archived events"),
+    )
+}
+
+
+def limit(name: str) -> Limit:
+    """The limit of one field (a ``KeyError`` names a field the table lacks: a programming error)."""
+    return LIMITS[name]
