@@ -133,7 +133,7 @@ def _listed(values: list[str] | None) -> list[str] | None:
 def cmd_save(args: argparse.Namespace) -> int:
     text = args.text if args.text != "-" else sys.stdin.read()
     service = _open(args)
-    memory = service.save(
+    saved = service.save_result(
         text,
         title=args.title or "",
         summary=args.summary,
@@ -144,8 +144,11 @@ def cmd_save(args: argparse.Namespace) -> int:
         scope=args.scope,
         by=args.by or os.environ.get("USER", "cli"),
     )
+    memory = saved.memory
     if args.json:
-        _print_json({"status": "success", "memory": memory})
+        _print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
+    elif saved.section:
+        print(f"updated the project-context section {saved.section} ({memory.id}): {memory.summary}")
     else:
         print(f"saved {memory.id}: {memory.summary}")
     service.close()
@@ -214,6 +217,18 @@ def cmd_delete(args: argparse.Namespace) -> int:
         _print_json({"status": "success", "id": memory.id, "deleted": True})
     else:
         print(f"deleted {memory.id}: {memory.summary}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    service = _open(args)
+    memory, restored = service.restore(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
+    if args.json:
+        _print_json({"status": "success", "memory": memory, "restored": restored})
+    elif restored:
+        print(f"restored {memory.id}: {memory.summary}")
+    else:
+        print(f"{memory.id} is live: nothing to restore")
     return 0
 
 
@@ -311,12 +326,28 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from eventmem.ids import iso_to_epoch
 
-    now = iso_to_epoch(args.now) if args.now else None
+    now: float | None = None
+    if args.now:
+        try:
+            now = iso_to_epoch(args.now)
+        except (ValueError, OverflowError, OSError):
+            print(f"eventmem: --now {args.now!r} is not a time: give an ISO-8601 date or time", file=sys.stderr)
+            return 2
+        if now > time.time() and not args.dry_run:
+            print(
+                f"eventmem: --now {args.now} is later than the clock: compacting then would write events stamped "
+                "in the future into the journal; add --dry-run to see what would happen",
+                file=sys.stderr,
+            )
+            return 2
     service = _open(args)
     try:
-        report = service.compact(now=now, by=args.by or os.environ.get("USER", "cli"), archive=not args.no_archive)
+        by = args.by or os.environ.get("USER", "cli")
+        report = service.compact(now=now, by=by, archive=not args.no_archive, dry_run=args.dry_run)
     finally:
         service.close()
+    if args.dry_run:
+        return _show_compact_preview(args, report)
     if args.json:
         _print_json({"status": "success", **report})
     else:
@@ -328,6 +359,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
             )
         if not report["archived"]:
             print("nothing to archive")
+    return 0
+
+
+def _show_compact_preview(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    if args.json:
+        _print_json({"status": "success", **report})
+        return 0
+    print(f"dry run at {report['now']}: nothing written")
+    print(f"would expire {len(report['would_expire'])}: {' '.join(report['would_expire']) or '-'}")
+    print(f"would archive the history of {len(report['would_archive'])}: {' '.join(report['would_archive']) or '-'}")
     return 0
 
 
@@ -492,13 +533,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--reason")
     p.add_argument("--by")
+    p = add("restore", cmd_restore, "bring back a deleted or expired memory (and the links its delete removed)")
+    p.add_argument("id")
+    p.add_argument("--reason")
+    p.add_argument("--by")
     p = add("log", cmd_log, "history of one memory, or of all")
     p.add_argument("id", nargs="?")
     p.add_argument("--limit", type=int, default=200)
     add("stats", cmd_stats, "counts by type, status and tag")
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
     p = add("compact", cmd_compact, "expire memories past their TTL and archive old deleted/expired history")
-    p.add_argument("--now", help="the time to compact at (ISO-8601; default: now)")
+    p.add_argument("--now", help="the time to compact at (ISO-8601; default: now; a later time needs --dry-run)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be expired and archived; write nothing")
     p.add_argument("--no-archive", action="store_true", help="only write expiry events")
     p.add_argument("--by", help="who is compacting (default: $USER)")
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")

@@ -12,6 +12,7 @@ __all__ = [
     "JournalCorrupt",
     "JournalUnwritable",
     "LimitExceeded",
+    "MemoryGone",
     "SecretRefused",
     "SnapshotDamaged",
     "UnknownLink",
@@ -34,6 +35,32 @@ class UnknownMemory(InvalidInput, KeyError):
 
     def __str__(self) -> str:
         return f"no memory with id {self.memory_id!r}; use retrieve_context or recall_memories to find the right id"
+
+
+class MemoryGone(UnknownMemory):
+    """A memory that exists but is deleted or expired: what happened, when, by whom, why, and how
+    to bring it back. An :class:`UnknownMemory`, so callers that only care that it is not there
+    catch it as before."""
+
+    def __init__(self, memory_id: str, status: str, at: str, *, by: str = "", reason: str = "") -> None:
+        super().__init__(memory_id)
+        self.status = status
+        self.at = at
+        self.by = by
+        self.reason = reason
+
+    def __str__(self) -> str:
+        if self.status == "expired":
+            noted = f"; recorded by {self.by}" if self.by else ""
+            what = f"expired at {self.at} ({self.reason or 'its TTL ran out'}{noted})"
+        else:
+            who = f" by {self.by}" if self.by else ""
+            why = f" (reason: {self.reason})" if self.reason else ""
+            what = f"was {self.status} at {self.at}{who}{why}"
+        return (
+            f"memory {self.memory_id!r} {what} and is no longer returned; its history is kept: restore it "
+            f"with restore_memory or `eventmem restore {self.memory_id}`"
+        )
 
 
 class UnknownLink(InvalidInput, KeyError):

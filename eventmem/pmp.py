@@ -43,6 +43,7 @@ __all__ = [
     "render_section",
     "section_bytes",
     "section_named",
+    "singleton_of_kind",
     "summarize_section",
     "tidy",
 ]
@@ -171,6 +172,12 @@ def section_named(name: str) -> Section | None:
     """The section a name means: ``currentTask``, ``current_task``, ``current-task(.md)``, ``Current task``."""
     clean = name.strip().lower()
     return _BY_NAME.get(clean) or _BY_NAME.get(clean.replace(" ", "_")) or _BY_NAME.get(clean.replace("_", "-"))
+
+
+def singleton_of_kind(kind: str) -> Section | None:
+    """The singleton section whose memory has this kind (``current_task`` → currentTask), if any."""
+    clean = kind.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(kind, str) else ""
+    return next((section for section in SECTIONS if section.singleton and section.kind == clean), None)
 
 
 @dataclass(frozen=True)

@@ -294,6 +294,42 @@ class ProjectContext:
     def file_of(self, section: Section) -> str:
         return self.relative(self.view_dir() / section.file)
 
+    def _adopt_current(self) -> None:
+        """Before a write to a tracked view: a file that holds what the journal renders now is
+        eventmem's, whatever the memo says (a fresh clone, or a cleared cache, has no memo), so the
+        write's render replaces it. A file that differs is still left alone."""
+        if not self.view_tracked or not self.paths.journal_dir.is_dir():
+            return
+        directory = self.view_dir()
+        self.paths.cache_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
+            memo = self._load_memo()
+            before = dict(memo)
+            for name, text in self._texts(self.sections()).items():
+                data = text.encode("utf-8")
+                try:
+                    if (directory / name).read_bytes() == data:
+                        memo[name] = _sha(data)
+                except OSError:
+                    continue
+            if memo != before:
+                self._save_memo(memo)
+
+    def _rendered(self, section: Section) -> dict[str, Any]:
+        """Render the view after a write and say whether ``section``'s file now holds it."""
+        view = self.render_view()
+        if section.file not in view["skipped"]:
+            return {"file": self.file_of(section), "fileWritten": True}
+        return {
+            "file": self.file_of(section),
+            "fileWritten": False,
+            "fileNote": (
+                f"{self.file_of(section)} was left alone: it was edited by hand since eventmem last wrote it. "
+                f"The change is saved; run `eventmem import pmp {view['dir']}` to take the hand edit in (then the "
+                "file is rendered again), or delete the file to have it rendered from memory."
+            ),
+        }
+
     # -- writing ------------------------------------------------------------------------------
 
     def _write_singleton(self, section: Section, content: str, *, mode: Mode = "replace") -> tuple[str, str]:
@@ -491,8 +527,8 @@ class ProjectContext:
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content must not be empty")
         if section.singleton:
+            self._adopt_current()
             previous, text = self._write_singleton(section, content, mode=mode)
-            self.render_view()
             return {
                 "status": "success",
                 "section": section.key,
@@ -500,8 +536,7 @@ class ProjectContext:
                 "content": text,
                 "previous": previous,
                 "memoryId": section.memory_id,
-                "file": self.file_of(section),
-            }
+            } | self._rendered(section)
         if mode == "replace":
             raise InvalidInput(
                 f"{section.key} is a list: entries are added with mode='append'; to change one entry, "
@@ -514,15 +549,9 @@ class ProjectContext:
         entry = Entry("", (title or "").strip(), _dated(content) if section.key == "recentChanges" else content.strip())
         if paused := self._guard({section.key: [entry]}):
             return paused
+        self._adopt_current()
         memory_id = self._add(section, entry)
-        self.render_view()
-        return {
-            "status": "success",
-            "section": section.key,
-            "mode": mode,
-            "id": memory_id,
-            "file": self.file_of(section),
-        }
+        return {"status": "success", "section": section.key, "mode": mode, "id": memory_id} | self._rendered(section)
 
     def update_current_task(self, task: str, *, mode: Mode = "replace") -> dict[str, Any]:
         if not isinstance(task, str) or not task.strip():
@@ -533,22 +562,20 @@ class ProjectContext:
             "currentTask": out["content"],
             "previous": out["previous"],
             "memoryId": out["memoryId"],
-            "file": out["file"],
-        }
+        } | {key: out[key] for key in ("file", "fileWritten", "fileNote") if key in out}
 
     def add_decision(self, decision: str, *, title: str | None = None, rationale: str | None = None) -> dict[str, Any]:
         entry = self._decision_entry(decision, title=title, rationale=rationale)
         if paused := self._guard({"decisions": [entry]}):
             return paused
+        self._adopt_current()
         memory_id = self._add(_BY_KEY["decisions"], entry)
-        self.render_view()
         return {
             "status": "success",
             "id": memory_id,
             "title": entry.title,
             "content": entry.content,
-            "file": self.file_of(_BY_KEY["decisions"]),
-        }
+        } | self._rendered(_BY_KEY["decisions"])
 
     def record_conversation_summary(
         self,
@@ -573,6 +600,7 @@ class ProjectContext:
         pending = {"conversationSummary": [entry], "recentChanges": changes, "decisions": decided}
         if paused := self._guard(pending):
             return paused
+        self._adopt_current()
         summary_id = self._add(_BY_KEY["conversationSummary"], entry)
         task_updated = False
         if task is not None:

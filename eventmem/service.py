@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from eventmem import tombstones
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config, load_config
 from eventmem.embedder import Embedder, HashingEmbedder
@@ -51,6 +52,7 @@ from eventmem.lifecycle import (
     plan_expiry,
     walk,
 )
+from eventmem.pmp import Section, singleton_of_kind
 from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
@@ -102,6 +104,9 @@ class Saved(msgspec.Struct, kw_only=True):
 
     memory: Memory
     deduplicated: bool = False
+    section: str = ""
+    """For a singleton type (project, architecture, current_task, coding_style): the project-context
+    section the save wrote (``currentTask``); its memory is the section's, with its well-known id."""
 
 
 class Link(msgspec.Struct, kw_only=True):
@@ -271,12 +276,18 @@ class MemoryService:
             if record is not None:
                 expires = store.expires_epoch(memory_id, record)
                 if expires <= time.time():
-                    raise InvalidInput(
-                        f"memory {memory_id!r} expired at {epoch_iso(expires)} and is no longer returned "
-                        "(its history is kept in the journal)"
-                    )
+                    raise tombstones.expired_error(record, epoch_iso(expires))
                 return store, record
-        raise UnknownMemory(memory_id)
+        raise self._gone_or_unknown(memory_id)
+
+    def _gone_or_unknown(self, memory_id: str) -> UnknownMemory:
+        """For an id no live memory has: what happened to it (deleted or expired), else unknown."""
+        for store in self.stores():
+            with store.lock:
+                record = store.state.memories.get(memory_id)
+            if record is not None and record.exists and record.status != "live":
+                return tombstones.gone(store, record)
+        return UnknownMemory(memory_id)
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -350,7 +361,12 @@ class MemoryService:
         """Save a memory. Content that normalises to a live memory's content (case, spacing, end
         punctuation) returns that memory and counts an access, unless ``memory_id`` is given. A
         memory with a TTL saved at least ``promote_importance`` important is promoted at once.
-        ``content_field`` names the text in error messages (``context_text`` for ``save_context``)."""
+        ``content_field`` names the text in error messages (``context_text`` for ``save_context``).
+        A singleton type (project, architecture, current_task, coding_style) in project scope writes
+        that project-context section instead (see :meth:`_save_section`)."""
+        section = singleton_of_kind(kind) if memory_id is None and scope == "project" else None
+        if section is not None:
+            return self._save_section(section, content, ttl_seconds=ttl_seconds, by=by, content_field=content_field)
         content = self._clean_text(content, content_field, required=True)
         title = self._clean_text(title or "", "title", required=False)
         if len(title) > MAX_TITLE_CHARS:
@@ -390,6 +406,24 @@ class MemoryService:
             self.record_access(store, duplicates[:1])
             return Saved(memory=memory, deduplicated=True)
         return Saved(memory=self.view(store, store.state.memories[event.memory]))
+
+    def _save_section(
+        self, section: Section, content: str, *, ttl_seconds: int | None, by: str, content_field: str
+    ) -> Saved:
+        """Replace a singleton section's text (the same memory, ``section:…``, that the project-context
+        tools write) and render the ``.ai`` view, so a save of that type never makes a second one."""
+        from eventmem.project_context import ProjectContext  # built on this service
+
+        if ttl_seconds is not None:
+            raise InvalidInput(
+                f"a {section.kind} memory is the project's {section.key} section, which is long-term: leave "
+                "ttl_seconds out"
+            )
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInput(f"{content_field} must not be empty")
+        ProjectContext(self, by=by).write_section(section.key, content)
+        record = self.project.state.memories[section.memory_id]
+        return Saved(memory=self.view(self.project, record), section=section.key)
 
     def _promotion_at_save(self, event: MemorySaved) -> list[AnyEvent]:
         if event.ttl_seconds is None or event.importance < self.config.promote_importance:
@@ -468,6 +502,44 @@ class MemoryService:
                 other.append_planned(functools.partial(unlinks, other))
         view.status = "deleted"
         return view
+
+    def restore(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
+        """Bring back a deleted or expired memory: a ``restored`` event, a fresh TTL if its TTL ran
+        out, and the links its delete removed (see :func:`eventmem.tombstones.restore_events`), in
+        one append per store. Returns (memory, whether it changed); a live memory is left as it is."""
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("memory id must be a non-empty string")
+        memory_id = memory_id.strip()
+        reason = self._clean_text(reason or "", "reason", required=False)[:500]
+        store = self._owner(memory_id)
+        ts = now_iso()
+        planned: list[tuple[Store, AnyEvent]] = []
+
+        def plan() -> list[AnyEvent]:
+            planned.clear()
+            now = time.time()
+            record = store.state.memories[memory_id]
+            if record.status == "live" and store.expires_epoch(record.id, record) > now:
+                return []
+            found = tombstones.restore_events(store, record, ts=ts, by=by, reason=reason, now=now, stores=self.stores())
+            planned.extend(found)
+            return [event for where, event in planned if where is store]
+
+        written = store.append_planned(plan)
+        for other in self.stores():  # a link between a project and a global memory lives in the project journal
+            if other is not store and (links := [event for where, event in planned if where is other]):
+                other.append(links)
+        return self.view(store, store.state.memories[memory_id]), bool(written)
+
+    def _owner(self, memory_id: str) -> Store:
+        """The store holding a memory, live or not; :class:`UnknownMemory` if none was ever saved."""
+        for store in self.stores():
+            store.catch_up()
+            with store.lock:
+                record = store.state.memories.get(memory_id)
+            if record is not None and record.exists:
+                return store
+        raise UnknownMemory(memory_id)
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -963,15 +1035,33 @@ class MemoryService:
         }
 
     def compact(
-        self, *, now: float | None = None, by: str = "eventmem", archive: bool | Literal["daily"] = True
+        self,
+        *,
+        now: float | None = None,
+        by: str = "eventmem",
+        archive: bool | Literal["daily"] = True,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """One compaction pass over every memory directory: ``expired`` events for memories whose
         TTL ran out, then (``archive``) the history of memories deleted or expired more than
         ``archive_after_days`` ago moved into an archive segment, then the usage stream shrunk.
         ``archive="daily"`` (the server's scheduler) archives at most once a day per memory
         directory: a rewrite makes every other process of the clone rebuild, so it is batched.
-        Safe to run in several processes at once: decisions are re-checked under the journal lock."""
-        now = time.time() if now is None else now
+        Safe to run in several processes at once: decisions are re-checked under the journal lock.
+
+        ``now`` later than the clock is refused (its events would be stamped in the future, in a
+        tracked journal) unless ``dry_run``, which only says what would be expired and archived."""
+        clock = time.time()
+        now = clock if now is None else now
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise InvalidInput(f"now must be a time, not {now!r}")
+        if dry_run:
+            return self._compact_preview(now, archive=archive is not False)
+        if now > clock:
+            raise InvalidInput(
+                f"cannot compact at {epoch_iso(now)}, later than the clock ({epoch_iso(clock)}): its events would "
+                "be stamped in the future; only a dry run may look ahead (eventmem compact --now … --dry-run)"
+            )
         report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
         for store in self.stores():
             store.catch_up()
@@ -986,6 +1076,19 @@ class MemoryService:
                     report["archived"].append(result)
             if store.usage.compact(store.state.memories, ts=epoch_iso(now)):
                 report["usage_compacted"].append(str(store.usage.path))
+        return report
+
+    def _compact_preview(self, now: float, *, archive: bool) -> dict[str, Any]:
+        """What a compaction at ``now`` would do, writing nothing: the memories it would expire and
+        those whose history it would archive (already deleted or expired long enough before ``now``)."""
+        cutoff = now - self.config.archive_after_days * 86400.0
+        report: dict[str, Any] = {"dry_run": True, "now": epoch_iso(now), "would_expire": [], "would_archive": []}
+        for store in self.stores():
+            store.catch_up()
+            with store.lock:
+                report["would_expire"] += [event.memory for event in plan_expiry(store, now)]
+                if archive:
+                    report["would_archive"] += archive_candidates(store.state, cutoff, store.hidden_memories())
         return report
 
     @staticmethod

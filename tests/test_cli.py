@@ -213,7 +213,8 @@ def test_delete_hides_the_memory_from_show_and_search_but_keeps_its_history(proj
     assert data == {"status": "success", "id": memory["id"], "deleted": True}
     shown = eventmem(project, "show", memory["id"])
     assert shown.returncode != 0
-    assert "no memory with id" in shown.stderr
+    assert f"memory '{memory['id']}' was deleted at " in shown.stderr  # not "no memory": it says what happened
+    assert "(reason: we switched to spaces)" in shown.stderr and f"eventmem restore {memory['id']}" in shown.stderr
     assert memory["id"] not in search_ids(project, "tabs indentation")
     history = ok_json(project, "log", memory["id"])
     assert [event["type"] for event in history] == ["saved", "deleted"]

@@ -369,8 +369,8 @@ async def test_an_access_keeps_a_memory_from_expiring_at_its_original_time(proje
     service = reopen(project)
     try:
         now = datetime.now(UTC).timestamp()
-        assert service.compact(now=now + 3600 + 60)["expired"] == []
-        assert service.compact(now=now + 3600 + 1800 + 60)["expired"] == [memory.memory]
+        assert service.compact(now=now + 3600 + 60, dry_run=True)["would_expire"] == []
+        assert service.compact(now=now + 3600 + 1800 + 60, dry_run=True)["would_expire"] == [memory.memory]
     finally:
         service.close()
 
@@ -1079,9 +1079,9 @@ def test_the_archive_mechanism_can_archive_live_memories_for_other_policies(proj
 
 def test_eventmem_compact_on_the_command_line_reports_what_it_did(project: Path) -> None:
     seeded = seed_archive(project)
-    later = to_iso(datetime.now(UTC) + timedelta(days=1))
+    earlier = to_iso(datetime.now(UTC) - timedelta(minutes=1))  # a time later than the clock needs --dry-run
     result = subprocess.run(
-        [sys.executable, "-m", "eventmem", "compact", "--now", later, "--json", "--root", str(project)],
+        [sys.executable, "-m", "eventmem", "compact", "--now", earlier, "--json", "--root", str(project)],
         capture_output=True,
         text=True,
         timeout=120,

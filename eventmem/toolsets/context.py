@@ -18,6 +18,7 @@ from eventmem.mcp_app import (
     client_name,
 )
 from eventmem.sampling import SampledSummary, context_text_summary, summary_text
+from eventmem.toolsets.memory import section_note
 
 __all__ = ["register"]
 
@@ -44,12 +45,15 @@ def register(server: MCPServer[App]) -> None:
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         summary = summary or summary_text(sampled)  # the caller's, else the client model's (if enabled)
-        memory = call(
-            lambda: service.save(
+        saved = call(
+            lambda: service.save_result(
                 context_text, summary=summary, tags=tags, kind=kind, by=client_name(ctx), content_field="context_text"
             )
         )
-        return {"status": "success", "id": memory.id, "summary": memory.summary}
+        out: dict[str, Any] = {"status": "success", "id": saved.memory.id, "summary": saved.memory.summary}
+        if saved.section:
+            out |= section_note(saved.section, saved.memory.id)
+        return out
 
     @server.tool(
         title="Retrieve context",

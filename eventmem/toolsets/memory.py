@@ -25,7 +25,18 @@ from eventmem.mcp_app import (
 )
 from eventmem.sampling import SampledSummary, content_summary, summary_text
 
-__all__ = ["register"]
+__all__ = ["register", "section_note"]
+
+
+def section_note(section: str, memory_id: str) -> dict[str, Any]:
+    """What a save of a singleton type answers besides the memory: the section it wrote instead."""
+    return {
+        "section": section,
+        "message": (
+            f"this type is the project-context section {section}: its one memory ({memory_id}) was updated, "
+            "no second one was made"
+        ),
+    }
 
 
 def register(server: MCPServer[App]) -> None:
@@ -71,6 +82,8 @@ def register(server: MCPServer[App]) -> None:
         out: dict[str, Any] = {"status": "success", "memory": dump(saved.memory)}
         if saved.deduplicated:
             out["deduplicated"] = True
+        if saved.section:
+            out |= section_note(saved.section, saved.memory.id)
         return out
 
     @server.tool(
@@ -172,6 +185,27 @@ def register(server: MCPServer[App]) -> None:
         service = app_of(ctx).service
         memory = call(lambda: service.delete(memory_id, reason=reason, by=client_name(ctx)))
         return {"status": "success", "id": memory.id, "deleted": True}
+
+    @server.tool(
+        title="Restore memory",
+        description=(
+            "Bring back a deleted or expired memory: it is returned again, with its history. A memory whose "
+            "TTL had run out gets a fresh one (promote_memory makes it long-term); the links its delete "
+            "removed come back. Restoring a live memory changes nothing."
+        ),
+        annotations=CHANGING,
+    )
+    def restore_memory(
+        ctx: Context[App, Any],
+        memory_id: Annotated[str, Field(description="The memory's id.")],
+        reason: Annotated[str, Field(description="Why; kept in the history.")] = "",
+    ) -> dict[str, Any]:
+        service = app_of(ctx).service
+        memory, restored = call(lambda: service.restore(memory_id, reason=reason, by=client_name(ctx)))
+        out: dict[str, Any] = {"status": "success", "memory": dump(memory), "restored": restored}
+        if not restored:
+            out["message"] = f"memory {memory.id} is live: nothing to restore"
+        return out
 
     # -- lifecycle: search, relationships, context, promotion, supersede --------------------------
 
