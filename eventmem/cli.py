@@ -20,7 +20,7 @@ import msgspec
 
 from eventmem import __version__
 from eventmem.config import config_template
-from eventmem.errors import EventmemError
+from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
@@ -331,15 +331,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
         try:
             now = iso_to_epoch(args.now)
         except (ValueError, OverflowError, OSError):
-            print(f"eventmem: --now {args.now!r} is not a time: give an ISO-8601 date or time", file=sys.stderr)
-            return 2
+            raise InvalidInput(f"--now {args.now!r} is not a time: give an ISO-8601 date or time") from None
         if now > time.time() and not args.dry_run:
-            print(
-                f"eventmem: --now {args.now} is later than the clock: compacting then would write events stamped "
-                "in the future into the journal; add --dry-run to see what would happen",
-                file=sys.stderr,
+            raise InvalidInput(
+                f"--now {args.now} is later than the clock: compacting then would write events stamped in the "
+                "future into the journal; add --dry-run to see what would happen"
             )
-            return 2
     service = _open(args)
     try:
         by = args.by or os.environ.get("USER", "cli")
