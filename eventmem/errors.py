@@ -50,17 +50,24 @@ class MemoryGone(UnknownMemory):
         self.reason = reason
 
     def __str__(self) -> str:
+        by, reason = _one_line(self.by), _one_line(self.reason)
         if self.status == "expired":
-            noted = f"; recorded by {self.by}" if self.by else ""
-            what = f"expired at {self.at} ({self.reason or 'its TTL ran out'}{noted})"
+            noted = f"; recorded by {by}" if by else ""
+            what = f"expired at {self.at} ({reason or 'its TTL ran out'}{noted})"
         else:
-            who = f" by {self.by}" if self.by else ""
-            why = f" (reason: {self.reason})" if self.reason else ""
+            who = f" by {by}" if by else ""
+            why = f" (reason: {reason})" if reason else ""
             what = f"was {self.status} at {self.at}{who}{why}"
         return (
             f"memory {self.memory_id!r} {what} and is no longer returned; its history is kept: restore it "
             f"with restore_memory or `eventmem restore {self.memory_id}`"
         )
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """Journal text (someone else's input) fit for a one-line message: printable, spaces collapsed, cut."""
+    clean = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
 
 
 class UnknownLink(InvalidInput, KeyError):

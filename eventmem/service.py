@@ -52,6 +52,7 @@ from eventmem.lifecycle import (
     plan_expiry,
     walk,
 )
+from eventmem.limits import LIMITS
 from eventmem.pmp import Section, singleton_of_kind
 from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.providers import ProviderError
@@ -510,7 +511,9 @@ class MemoryService:
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
         memory_id = memory_id.strip()
-        reason = self._clean_text(reason or "", "reason", required=False)[:500]
+        reason = self._clean_text(reason or "", "reason", required=False)
+        if len(reason) > (most := int(LIMITS["reason"].high)):
+            raise InvalidInput(f"reason is longer than {most} characters; a sentence is enough")
         store = self._owner(memory_id)
         ts = now_iso()
         planned: list[tuple[Store, AnyEvent]] = []

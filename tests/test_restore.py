@@ -14,7 +14,7 @@ from test_cli import eventmem, ok_json, save, search_ids
 from test_lifecycle import ago, old_memory, write_events
 from test_mcp_stdio import CLIENT, assert_clean_stderr, call, call_error, journal_files, serve, server_env
 
-from eventmem.events import MemoryExpired
+from eventmem.events import MemoryDeleted, MemoryExpired
 from eventmem.ids import new_id
 
 pytestmark = pytest.mark.anyio
@@ -169,3 +169,15 @@ async def test_every_id_taking_tool_says_when_a_memory_expired_and_how_to_restor
     shown = eventmem(project, "show", unnoticed.memory)
     assert shown.returncode == 2 and f"eventmem restore {unnoticed.memory}" in shown.stderr
     assert_clean_stderr(errlog)
+
+
+def test_a_long_many_line_reason_in_a_merged_journal_is_explained_on_one_line(project: Path) -> None:
+    saved = old_memory("The release branch is cut on Fridays.", days=3, ttl=None)
+    reason = "first line\nsecond line\tafter a tab\r\n" + "x" * 1500
+    write_events(project, [saved, MemoryDeleted(id=new_id(), ts=ago(days=1), memory=saved.memory, reason=reason)])
+    shown = eventmem(project, "show", saved.memory)
+    assert shown.returncode == 2 and shown.stderr.count("\n") == 1
+    assert "(reason: first line second line after a tab xxx" in shown.stderr
+    assert "x…) and is no longer returned" in shown.stderr and len(shown.stderr) < 600
+    assert f"eventmem restore {saved.memory}" in shown.stderr
+    assert ok_json(project, "restore", saved.memory)["restored"] is True
