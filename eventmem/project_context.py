@@ -300,7 +300,12 @@ class ProjectContext:
         write's render replaces it. A file that differs is still left alone."""
         if not self.view_tracked or not self.paths.journal_dir.is_dir():
             return
-        directory = self.view_dir()
+        try:
+            self._adopt_matching(self.view_dir())
+        except (InvalidInput, OSError) as exc:  # the write goes on; its answer says why the view was not rendered
+            log.warning("could not look at the .ai view before a write: %s", exc)
+
+    def _adopt_matching(self, directory: Path) -> None:
         self.paths.cache_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
             memo = self._load_memo()
@@ -316,8 +321,16 @@ class ProjectContext:
                 self._save_memo(memo)
 
     def _rendered(self, section: Section) -> dict[str, Any]:
-        """Render the view after a write and say whether ``section``'s file now holds it."""
-        view = self.render_view()
+        """Render the view after a write and say whether ``section``'s file now holds it. The write
+        is in the journal either way: a view that cannot be written is reported, not raised."""
+        try:
+            view = self.render_view()
+        except (InvalidInput, OSError) as exc:
+            return {
+                "file": section.file,
+                "fileWritten": False,
+                "fileNote": f"the change is saved, but the .ai view was not rendered: {exc}",
+            }
         if section.file not in view["skipped"]:
             return {"file": self.file_of(section), "fileWritten": True}
         return {

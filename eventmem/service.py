@@ -470,6 +470,7 @@ class MemoryService:
             changes["tags"] = _normalize_tags(tags)
         if kind is not None:
             changes["kind"] = _check_kind(kind)
+            _refuse_second_singleton(record.id, changes["kind"])
         if importance is not None:
             changes["importance"] = _check_importance(importance)
         if ttl_seconds != "unchanged":
@@ -729,6 +730,7 @@ class MemoryService:
         scope from the old one unless given) and a ``supersedes`` link from it to the old one, in one
         append. The old memory stays in the history and is no longer returned by default."""
         store, old = self._find(old_id)
+        _refuse_second_singleton("", old.kind if kind is None else _check_kind(kind))
         content = self._clean_text(content, "content", required=True)
         new_title = old.title if title is None else self._clean_text(title, "title", required=False)
         if len(new_title) > MAX_TITLE_CHARS:
@@ -1204,6 +1206,16 @@ class MemoryService:
     def close(self) -> None:
         for store in self.stores():
             store.close()
+
+
+def _refuse_second_singleton(memory_id: str, kind: str) -> None:
+    """A singleton type belongs to one memory, its section's: no other memory may take it on."""
+    section = singleton_of_kind(kind)
+    if section is not None and memory_id != section.memory_id:
+        raise InvalidInput(
+            f"type {kind} is the project-context section {section.key}, one memory ({section.memory_id}): "
+            f"change it with store_memory type {kind} or update_context_section, not by making another one"
+        )
 
 
 def _link_touches(store: Store, event: AnyEvent, memory_id: str) -> bool:

@@ -94,6 +94,19 @@ def test_a_singleton_save_after_the_section_was_deleted_brings_the_section_back(
     assert live_of_kind(project, "project") == ["section:project"]
 
 
+async def test_no_other_memory_may_take_on_a_singleton_type(project: Path, tmp_path: Path) -> None:
+    errlog = tmp_path / "stderr.log"
+    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
+        await session.initialize()
+        await call(session, "update_current_task", task="Write the CSV export.")
+        note = (await call(session, "store_memory", content="Exports are streamed."))["memory"]["id"]
+        changed = await call_error(session, "update_memory", memory_id=note, type="current_task")
+        assert "is the project-context section currentTask, one memory (section:current-task)" in changed
+        replaced = await call_error(session, "supersede", memory_id="section:current-task", content="Another task.")
+        assert "section:current-task" in replaced
+    assert live_of_kind(project, "current_task") == ["section:current-task"]
+
+
 # -- the tracked .ai view ----------------------------------------------------------------------------------
 
 
@@ -144,6 +157,22 @@ async def test_a_hand_edited_tracked_file_is_left_alone_and_the_answer_says_why_
         assert (await call(session, "get_current_task"))["currentTask"] == "Stream the CSV rows."
     assert (ai / "current-task.md").read_text(encoding="utf-8") == "# Current task\n\nWritten by hand.\n"
     assert (ai / "decisions.md").read_text(encoding="utf-8") == "# Decisions\n\n## 2026-01-01 — By hand\n\nKept.\n"
+
+
+async def test_a_view_folder_outside_the_project_is_not_written_and_the_answer_says_why(
+    project: Path, tmp_path: Path
+) -> None:
+    env = server_env(EVENTMEM_TOOLS="all", EVENTMEM_RENDER_AI_DIR="../outside")
+    errlog = tmp_path / "stderr.log"
+    async with serve(project, env, errlog) as session:
+        await session.initialize()
+        for _ in range(2):  # the first write makes the journal, the second finds it
+            task = await call(session, "update_current_task", task="Stream the CSV rows.")
+            assert task["fileWritten"] is False
+            assert "the change is saved, but the .ai view was not rendered: render_ai_dir must be" in task["fileNote"]
+    assert ok_json(project, "show", "section:current-task")["memory"]["content"] == "Stream the CSV rows."
+    assert not (project.parent / "outside").exists()
+    assert_clean_stderr(errlog)
 
 
 # -- compact --now -----------------------------------------------------------------------------------------
