@@ -173,7 +173,7 @@ def register(server: MCPServer[App]) -> None:
         title="Delete memory",
         description=(
             "Delete a memory that is wrong or no longer useful. It stops being returned; its history "
-            "stays in the journal and it can be restored."
+            "stays in the journal and it can be restored (restore_memory, or `eventmem restore <id>`)."
         ),
         annotations=DESTRUCTIVE,
     )
