@@ -1060,6 +1060,10 @@ class MemoryService:
         now = clock if now is None else now
         if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
             raise InvalidInput(f"now must be a time, not {now!r}")
+        try:
+            epoch_iso(now)
+        except (OverflowError, ValueError, OSError):
+            raise InvalidInput(f"now must be a time between the years 1 and 9999, not {now!r}") from None
         if dry_run:
             return self._compact_preview(now, archive=archive is not False)
         if now > clock:
