@@ -321,7 +321,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from eventmem.ids import iso_to_epoch
 
-    now = iso_to_epoch(args.now) if args.now else None
+    try:
+        now = iso_to_epoch(args.now) if args.now else None
+    except ValueError:
+        raise InvalidInput(f"--now {args.now!r} is not an ISO-8601 time, such as 2026-03-01T12:00:00Z") from None
     service = _open(args)
     try:
         report = service.compact(now=now, by=args.by or os.environ.get("USER", "cli"), archive=not args.no_archive)
