@@ -29,7 +29,16 @@ from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
 from eventmem.terminal import EscapingStream, printable
 
-__all__ = ["ProgressBar", "chosen_root", "main", "run_command"]
+__all__ = [
+    "Parser",
+    "ProgressBar",
+    "chosen_root",
+    "command_options",
+    "configure_logging",
+    "global_options",
+    "main",
+    "run_command",
+]
 
 
 def chosen_root(flag: str | None, *, create: bool = False) -> RootChoice:
@@ -471,7 +480,7 @@ def global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", help=ROOT_HELP)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def command_options(parser: argparse.ArgumentParser) -> None:
     """``--json`` and ``--root`` after the command too (given there, they win over the ones before)."""
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
     parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
@@ -501,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        _common(p)
+        command_options(p)
         p.set_defaults(func=fn)
         return p
 
@@ -571,13 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", default="HEAD", help="the revision the pull request brings (default: HEAD)")
     from eventmem import replay
 
-    p = add("replay", cmd_replay_missing, "rebuild, audit, time travel and history of the journal")
-    replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), _common)
+    description = "rebuild, audit, time travel and history of the journal (also tools/replay.py)"
+    p = sub.add_parser("replay", help=description, description=description)
+    command_options(p)
+    replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
     return parser
-
-
-def cmd_replay_missing(args: argparse.Namespace) -> int:
-    raise InvalidInput("name a replay command: rebuild, audit, at, log or diff")
 
 
 class _PrintableFormatter(logging.Formatter):

@@ -21,25 +21,25 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from eventmem.audit import AuditReport, audit
-from eventmem.concurrency import find_concurrent_edits
-from eventmem.history import as_of, memory_log, read_worktree, status_at
-from eventmem.journaldiff import diff_specs, render_text, show_value
+from eventmem.cli import Parser, chosen_root, command_options, configure_logging, global_options, run_command
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice
-from eventmem.service import open_service
 from eventmem.terminal import printable
+
+if TYPE_CHECKING:
+    from eventmem.audit import AuditReport
+
+# The commands import the modules they use when they run: every ``eventmem`` command builds this
+# parser, and ``eventmem serve`` and git's textconv should not pay for loading the history modules.
 
 __all__ = ["add_commands", "build_parser", "main"]
 
 
 def _root(args: argparse.Namespace) -> RootChoice:
-    from eventmem.cli import chosen_root
-
     return chosen_root(args.root)
 
 
@@ -51,6 +51,8 @@ def _print_json(value: Any) -> None:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    from eventmem.service import open_service
+
     root = _root(args)
     paths = ProjectPaths(root.root)
     dropped = paths.cache_dir.exists()
@@ -149,6 +151,8 @@ def _render(report: AuditReport, root: RootChoice) -> Iterator[str]:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from eventmem.audit import audit
+
     root = _root(args)
     report = audit(ProjectPaths(root.root))
     if args.json:
@@ -165,6 +169,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _concurrent(edit: Any) -> str:
+    from eventmem.journaldiff import show_value
+
     wins, loses = edit.wins, edit.loses
     return (
         f"concurrent edit of {edit.memory} {show_value(edit.title, 40)}, {edit.field}: "
@@ -175,6 +181,8 @@ def _concurrent(edit: Any) -> str:
 
 
 def _memory_view(record: Any, moment: Any) -> dict[str, Any]:
+    from eventmem.history import status_at
+
     return {
         "id": record.id,
         "kind": record.kind,
@@ -193,6 +201,9 @@ def _memory_view(record: Any, moment: Any) -> dict[str, Any]:
 
 
 def cmd_at(args: argparse.Namespace) -> int:
+    from eventmem.history import as_of
+    from eventmem.journaldiff import show_value
+
     found = as_of(_root(args).root, args.when)
     records = [r for r in found.state.memories.values() if r.exists]
     views = sorted((_memory_view(r, found.moment) for r in records), key=lambda v: (v["created_at"], v["id"]))
@@ -220,6 +231,10 @@ def cmd_at(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from eventmem.concurrency import find_concurrent_edits
+    from eventmem.history import memory_log, read_worktree
+    from eventmem.journaldiff import show_value
+
     root = _root(args)
     history = read_worktree(ProjectPaths(root.root))
     lines = memory_log(history, args.memory)
@@ -247,6 +262,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from eventmem.journaldiff import diff_specs, render_text
+
     diff = diff_specs(_root(args).root, args.old, args.new)
     if args.json:
         _print_json(diff)
@@ -282,17 +299,13 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
 
 
 def build_parser(prog: str = "replay.py") -> argparse.ArgumentParser:
-    from eventmem.cli import Parser, _common, global_options
-
     parser = Parser(prog=prog, description="Replay and inspect the eventmem journal.")
     global_options(parser)
-    add_commands(parser.add_subparsers(dest="replay_command", required=True, metavar="command"), _common)
+    add_commands(parser.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "replay.py") -> int:
-    from eventmem.cli import configure_logging, run_command
-
     configure_logging()
     args = build_parser(prog).parse_args(argv)
     return run_command(args.func, args, prog=prog)
