@@ -12,9 +12,10 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TextIO, cast
 
 import msgspec
 
@@ -22,43 +23,46 @@ from eventmem import __version__
 from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
+from eventmem.limits import limit
+from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
+from eventmem.terminal import EscapingStream, printable
 
-__all__ = ["main"]
+__all__ = [
+    "Parser",
+    "ProgressBar",
+    "chosen_root",
+    "command_options",
+    "configure_logging",
+    "global_options",
+    "main",
+    "run_command",
+]
+
+
+def chosen_root(flag: str | None, *, create: bool = False) -> RootChoice:
+    """The project root from ``--root``, else :func:`~eventmem.project.find_root`; it must be an existing
+    folder (a mistyped path must not quietly start a new memory), unless ``create`` (``eventmem init``)."""
+    root = RootChoice(Path(flag).expanduser().resolve(), "flag:--root") if flag else find_root()
+    if create and not root.root.exists():
+        root.root.mkdir(parents=True)
+    if not root.root.exists():
+        raise InvalidInput(
+            f"the project root {root.root} (chosen by {root.source}) does not exist; "
+            "check the path, or create a memory there with `eventmem init --root PATH`"
+        )
+    if not root.root.is_dir():
+        raise InvalidInput(f"the project root {root.root} (chosen by {root.source}) is not a folder")
+    return root
 
 
 def _root(args: argparse.Namespace) -> RootChoice:
-    if args.root:
-        return RootChoice(Path(args.root).resolve(), "flag:--root")
-    return find_root()
+    return chosen_root(args.root)
 
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(msgspec.to_builtins(value), indent=2, ensure_ascii=False) + "\n")
-
-
-class ProgressBar:
-    """A progress bar on stderr, drawn only for work that takes a while and only on a terminal."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.started = time.monotonic()
-        self.shown = False
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total <= 0 or time.monotonic() - self.started < 0.5:
-            return
-        width = 30
-        filled = int(width * done / total)
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {100 * done // total:3d}%")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -70,16 +74,16 @@ def _open(args: argparse.Namespace) -> Any:
 def _show_memory(memory: Any) -> None:
     print(f"{memory.id}  [{memory.kind}] {memory.status}  importance {memory.importance}")
     if memory.title:
-        print(f"title:    {memory.title}")
-    print(f"summary:  {memory.summary}")
+        print(f"title:    {printable(memory.title)}")
+    print(f"summary:  {printable(memory.summary)}")
     if memory.tags:
-        print(f"tags:     {', '.join(memory.tags)}")
-    print(f"created:  {memory.created_at} by {memory.created_by or '-'}")
-    print(f"updated:  {memory.updated_at} by {memory.updated_by or '-'}")
+        print(f"tags:     {printable(', '.join(memory.tags))}")
+    print(f"created:  {memory.created_at} by {printable(memory.created_by or '-')}")
+    print(f"updated:  {memory.updated_at} by {printable(memory.updated_by or '-')}")
     if memory.expires_at:
         print(f"expires:  {memory.expires_at}")
     print()
-    print(memory.content)
+    print(printable(memory.content, multiline=True))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -87,6 +91,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     root = _root(args)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
+    if sys.stdin.isatty():
+        from eventmem.mcp_server import waiting_notice
+
+        print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
     # SIGTERM: let a save in progress finish, then exit (stdin's reader thread cannot be joined)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
     try:
@@ -97,7 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    root = _root(args)
+    root = chosen_root(args.root, create=True)
     paths = ProjectPaths(root.root)
     paths.ensure()
     (paths.archive_dir).mkdir(exist_ok=True)
@@ -145,13 +153,16 @@ def cmd_save(args: argparse.Namespace) -> int:
         by=args.by or os.environ.get("USER", "cli"),
     )
     memory = saved.memory
+    try:
+        service.close()
+    except (OSError, EventmemError) as exc:  # the journal has the memory; only the derived cache is behind
+        _warn(f"saved, but the cache could not be written ({_failure(exc)}); it is rebuilt on a later call")
     if args.json:
         _print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:
-        print(f"updated the project-context section {saved.section} ({memory.id}): {memory.summary}")
+        print(f"updated the project-context section {saved.section} ({memory.id}): {printable(memory.summary)}")
     else:
-        print(f"saved {memory.id}: {memory.summary}")
-    service.close()
+        print(f"saved {memory.id}: {printable(memory.summary)}")
     return 0
 
 
@@ -163,7 +174,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         scope=args.scope,
         min_importance=args.min_importance,
     )
-    hits = service.recall(" ".join(args.query), limit=args.limit, filters=filters, mode=args.mode)
+    hits = service.recall(
+        " ".join(args.query), limit=args.limit, filters=filters, mode=args.mode, include_content=args.json
+    )
     if args.json:
         _print_json({"status": "success", "results": hits})
     elif not hits:
@@ -171,9 +184,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         for hit in hits:
             tags = f"  #{' #'.join(hit.tags)}" if hit.tags else ""
-            print(f"{hit.score:6.3f}  {hit.id}  [{hit.kind}] {hit.summary}{tags}")
+            print(f"{hit.score:6.3f}  {hit.id}  [{hit.kind}] {printable(hit.summary + tags)}")
     for warning in service.warnings():
-        print(f"warning: {warning}", file=sys.stderr)
+        _warn(warning)
     return 0
 
 
@@ -187,7 +200,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+UPDATE_FLAGS = ("content", "title", "summary", "tag", "type", "importance", "ttl")
+
+
 def cmd_update(args: argparse.Namespace) -> int:
+    if all(getattr(args, name) is None for name in UPDATE_FLAGS):
+        flags = ", ".join(f"--{name}" for name in UPDATE_FLAGS)
+        raise InvalidInput(f"nothing to update: give at least one of {flags}")
     service = _open(args)
     ttl: Any = "unchanged"
     if args.ttl is not None:
@@ -206,7 +225,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"status": "success", "memory": memory})
     else:
-        print(f"updated {memory.id}: {memory.summary}")
+        print(f"updated {memory.id}: {printable(memory.summary)}")
     return 0
 
 
@@ -216,7 +235,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"status": "success", "id": memory.id, "deleted": True})
     else:
-        print(f"deleted {memory.id}: {memory.summary}")
+        print(f"deleted {memory.id}: {printable(memory.summary)}")
     return 0
 
 
@@ -226,7 +245,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"status": "success", "memory": memory, "restored": restored})
     elif restored:
-        print(f"restored {memory.id}: {memory.summary}")
+        print(f"restored {memory.id}: {printable(memory.summary)}")
     else:
         print(f"{memory.id} is live: nothing to restore")
     return 0
@@ -246,7 +265,7 @@ def _describe(event: dict[str, Any]) -> str:
         detail = f" {event['source']} -{event.get('relation', 'related_to')}-> {event['target']}"
     elif event.get("reason"):
         detail = f" ({event['reason']})"
-    return f"{event['ts']}  {kind:<9} {target}{who}{detail}"
+    return printable(f"{event['ts']}  {kind:<9} {target}{who}{detail}")
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -255,7 +274,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(events)
     elif not events:
-        print(f"no history for {args.id}" if args.id else "the journal is empty")
+        print(f"no history for {printable(args.id)}" if args.id else "the journal is empty")
     else:
         for event in events:
             print(_describe(event))
@@ -272,10 +291,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 try:
                     event = decode_line(line.rstrip(b"\n"))
                 except LineError as exc:
-                    print(f"(not an event: {exc})")
+                    print(printable(f"(not an event: {exc})"))
                     continue
                 if isinstance(event, UnknownEvent):
-                    print(f"{event.ts}  {event.type:<9} (event type from a newer eventmem, kept)")
+                    print(printable(f"{event.ts}  {event.type:<9} (event type from a newer eventmem, kept)"))
                 else:
                     print(_describe(msgspec.to_builtins(event)))
         return 0
@@ -315,11 +334,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"links:     {stats['links']}")
         print(f"events:    {stats['events']} in {stats['segments']} segment(s), {stats['journal_bytes']} bytes")
         if stats["top_tags"]:
-            print(f"top tags:  {', '.join(f'{t} ({n})' for t, n in stats['top_tags'].items())}")
+            print(printable(f"top tags:  {', '.join(f'{t} ({n})' for t, n in stats['top_tags'].items())}"))
         if stats["unknown_events"]:
-            print(f"unknown event types (kept, skipped): {stats['unknown_events']}")
+            print(printable(f"unknown event types (kept, skipped): {stats['unknown_events']}"))
         for problem in stats["corrupt_lines"]:
-            print(f"CORRUPT:   {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
+            print(printable(f"CORRUPT:   {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
     return 0
 
 
@@ -364,8 +383,9 @@ def _show_compact_preview(args: argparse.Namespace, report: dict[str, Any]) -> i
         _print_json({"status": "success", **report})
         return 0
     print(f"dry run at {report['now']}: nothing written")
-    print(f"would expire {len(report['would_expire'])}: {' '.join(report['would_expire']) or '-'}")
-    print(f"would archive the history of {len(report['would_archive'])}: {' '.join(report['would_archive']) or '-'}")
+    print(f"would expire {len(report['would_expire'])}: {printable(' '.join(report['would_expire']) or '-')}")
+    archive = printable(" ".join(report["would_archive"]) or "-")
+    print(f"would archive the history of {len(report['would_archive'])}: {archive}")
     return 0
 
 
@@ -392,6 +412,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.gitdrivers import check as check_git_drivers
     from eventmem.service import open_service
 
     root = _root(args)
@@ -424,8 +445,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "embedder": store.embedder.model_id,
             "cached_embeddings": len(store.embeddings),
         },
-        "healthy": not corrupt,
+        "git_drivers": check_git_drivers(paths),
     }
+    report["healthy"] = not corrupt and all(driver["problem"] is None for driver in report["git_drivers"])
     if args.json:
         _print_json(report)
     else:
@@ -434,17 +456,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         writer = report["writer"] or "(none yet: given on the first save)"
         print(f"writer:      {writer} on branch {report['branch']}")
         for seg in report["segments"]:
-            print(f"segment:     {seg['name']} ({seg['bytes']} bytes)")
+            print(f"segment:     {printable(str(seg['name']))} ({seg['bytes']} bytes)")
         for problem in report["corrupt_lines"]:
-            print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
+            print(printable(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
         for item in torn:
-            print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
+            print(f"torn tail:   {printable(str(item['segment']))}: {item['bytes']} bytes (cut by the next write)")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
             f"bytes, embedder {store.embedder.model_id}"
         )
-        print("healthy" if report["healthy"] else "PROBLEMS FOUND: run `python tools/replay.py audit`")
+        for driver in report["git_drivers"]:
+            verdict = "runs" if driver["problem"] is None else f"PROBLEM: {driver['problem']}"
+            print(printable(f"git driver:  {driver['key']} = {driver['command']}: {verdict}"))
+        advice = "run `eventmem replay audit`" if corrupt else "see above"
+        print("healthy" if report["healthy"] else f"PROBLEMS FOUND: {advice}")
     return 0 if report["healthy"] else 1
 
 
@@ -472,19 +498,55 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON (the objects MCP tools return)")
-    parser.add_argument("--root", help="project root (default: EVENTMEM_ROOT, else found from the cwd)")
+class Parser(argparse.ArgumentParser):
+    """argparse, with the user's input in its error messages shown escaped."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
+
+
+JSON_HELP = "print JSON (the objects MCP tools return)"
+ROOT_HELP = "project root, an existing folder (default: EVENTMEM_ROOT, else found from the cwd)"
+
+
+def global_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--root`` before the command."""
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    parser.add_argument("--root", help=ROOT_HELP)
+
+
+def command_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--root`` after the command too (given there, they win over the ones before)."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+    parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
+
+
+def bounded(name: str) -> Callable[[str], int]:
+    """An argparse type: a whole number within the range :mod:`eventmem.limits` gives ``name``."""
+    entry = limit(name)
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not entry.low <= value <= entry.high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {entry.describe()}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eventmem", description="Event-sourced project memory for AI agents.")
+    parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
+    global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
-        _common(p)
+        command_options(p)
         p.set_defaults(func=fn)
         return p
 
@@ -536,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by")
     p = add("log", cmd_log, "history of one memory, or of all")
     p.add_argument("id", nargs="?")
-    p.add_argument("--limit", type=int, default=200)
+    p.add_argument("--limit", type=bounded("log_limit"), default=200, help="at most this many events, newest")
     add("stats", cmd_stats, "counts by type, status and tag")
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
     p = add("compact", cmd_compact, "expire memories past their TTL and archive old deleted/expired history")
@@ -557,31 +619,109 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("pr-summary", cmd_pr_summary, "this branch's memory changes as markdown for a pull request")
     p.add_argument("base", nargs="?", help="the branch the pull request targets (default: origin/HEAD, main, master)")
     p.add_argument("--head", default="HEAD", help="the revision the pull request brings (default: HEAD)")
+    from eventmem import replay
+
+    description = "rebuild, audit, time travel and history of the journal (also tools/replay.py)"
+    p = sub.add_parser("replay", help=description, description=description)
+    command_options(p)
+    replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
     return parser
 
 
+class _PrintableFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), multiline=True)
+
+
 def configure_logging() -> None:
-    """Logs go to stderr (stdout belongs to the MCP protocol and to --json), at EVENTMEM_LOG_LEVEL."""
-    logging.basicConfig(
-        level=os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").upper(),
-        stream=sys.stderr,
-        format="eventmem %(levelname)s %(name)s: %(message)s",
-    )
+    """Logs go to stderr (stdout belongs to the MCP protocol and to --json), at EVENTMEM_LOG_LEVEL,
+    with control characters shown escaped (a log line may quote a journal's bytes)."""
+    level = os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
+    known = isinstance(logging.getLevelName(level), int)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PrintableFormatter("eventmem %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level if known else "WARNING", handlers=[handler])
+    if not known:
+        logging.getLogger("eventmem").warning(
+            "EVENTMEM_LOG_LEVEL=%r is not a level (DEBUG, INFO, WARNING, ERROR); using WARNING", level
+        )
+
+
+EXIT_CODES = """exit codes: 0 done; 1 the command failed (a disk or journal problem, doctor or audit found
+problems, log found no history); 2 bad usage or input (nothing was written). A closed pipe
+(eventmem log | head) ends quietly with 0. EVENTMEM_DEBUG=1 shows the traceback of an unexpected error."""
+
+
+def _warn(message: str) -> None:
+    print(f"eventmem: warning: {printable(message)}", file=sys.stderr)
+
+
+def _failure(exc: BaseException) -> str:
+    """One line saying what went wrong: for an OS error, the reason and the file."""
+    if isinstance(exc, OSError) and exc.strerror:
+        files = [str(name) for name in (exc.filename, exc.filename2) if name is not None]
+        return f"{exc.strerror}: {' -> '.join(files)}" if files else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
+    if as_json:
+        try:
+            _print_json({"status": "error", "error": message})
+            sys.stdout.flush()
+        except OSError:
+            pass
+    print(f"{prog}: {printable(message)}", file=sys.stderr)
+    return code
+
+
+def _quiet_stdout() -> None:
+    """The reader went away (``eventmem log | head -1``): drop the rest of the output, as Unix tools do."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, *, prog: str = "eventmem") -> int:
+    """Run one command behind the error boundary: every failure is one line on stderr and an exit code
+    (:data:`EXIT_CODES`); human-readable output passes through :class:`~eventmem.terminal.EscapingStream`."""
+    as_json = bool(getattr(args, "json", False))
+    stdout = sys.stdout
+    if not as_json and func is not cmd_serve:
+        sys.stdout = cast(TextIO, EscapingStream(stdout))
+    try:
+        code = func(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except InvalidInput as exc:
+        return _fail(str(exc), 2, as_json, prog)
+    except (EventmemError, OSError) as exc:
+        return _fail(_failure(exc), 1, as_json, prog)
+    except Exception as exc:
+        debug = os.environ.get("EVENTMEM_DEBUG", "").strip() not in ("", "0")
+        if debug:
+            traceback.print_exc()
+        where = "the traceback is above" if debug else "run it again with EVENTMEM_DEBUG=1 for the traceback"
+        command = " ".join(
+            str(part) for part in (getattr(args, "command", None), getattr(args, "replay_command", None)) if part
+        )
+        what = f"`{prog} {command}`" if command else f"`{prog}`"
+        return _fail(f"{what} failed unexpectedly ({type(exc).__name__}: {_failure(exc)}); {where}", 1, as_json, prog)
+    finally:
+        sys.stdout = stdout
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = build_parser().parse_args(argv)
-    try:
-        code: int = args.func(args)
-    except EventmemError as exc:
-        if getattr(args, "json", False):
-            _print_json({"status": "error", "error": str(exc)})
-        print(f"eventmem: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return code
+    return run_command(args.func, args)
 
 
 if __name__ == "__main__":

@@ -9,26 +9,34 @@ and to this clone's ``.git/config`` (git never shares it) the driver behind that
   that were added, changed (which fields), deleted, expired or promoted, instead of JSON lines;
 - ``diff.eventmem.textconv``: ``eventmem diff --textconv``, one sentence per event, used where git
   does not run external diff commands (``git log -p``, ``git show``).
+
+Both name eventmem by the absolute path of the interpreter that installed them (``/…/.venv/bin/python
+-m eventmem``), so they run from any shell, IDE or git GUI, whatever its ``PATH``: a bare ``eventmem``
+made ``git diff`` die ("external diff died") wherever the virtualenv was not on the ``PATH``.
+:func:`check` (run by ``eventmem doctor``) tells whether the configured commands still run.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
-import shutil
+import subprocess
 import sys
 from typing import Any, Final
 
-from eventmem.history import git
+from eventmem.history import HistoryError, git
 from eventmem.project import GITATTRIBUTES, ProjectPaths
 
-__all__ = ["ATTRIBUTE_LINES", "install"]
+__all__ = ["ATTRIBUTE_LINES", "DRIVER_KEYS", "check", "install"]
 
 ATTRIBUTE_LINES: Final = ("journal/*.jsonl diff=eventmem", "archive/*.jsonl diff=eventmem")
+DRIVER_KEYS: Final = ("diff.eventmem.command", "diff.eventmem.textconv")
+FIX: Final = "run `eventmem init --git-drivers` again with the eventmem you use"
 
 
 def eventmem_command() -> str:
-    """How git should run eventmem: by name when it is on the PATH, else with this interpreter."""
-    return "eventmem" if shutil.which("eventmem") else f"{shlex.quote(sys.executable)} -m eventmem"
+    """How git should run eventmem: this interpreter by its absolute path, quoted for git's shell."""
+    return f"{shlex.quote(sys.executable)} -m eventmem"
 
 
 def install(paths: ProjectPaths) -> dict[str, Any]:
@@ -46,10 +54,45 @@ def install(paths: ProjectPaths) -> dict[str, Any]:
     config: dict[str, str] = {}
     if paths.git_dir() is not None:
         command = eventmem_command()
-        config = {
-            "diff.eventmem.command": f"{command} diff --git-driver",
-            "diff.eventmem.textconv": f"{command} diff --textconv",
-        }
+        config = dict(zip(DRIVER_KEYS, (f"{command} diff --git-driver", f"{command} diff --textconv"), strict=True))
         for key, value in config.items():
             git(paths.root, "config", "--local", key, value)
     return {"attributes": str(attributes), "added_lines": wanted, "git_config": config}
+
+
+def check(paths: ProjectPaths) -> list[dict[str, Any]]:
+    """Each configured driver of this clone, whether its program runs (``--version`` answers), and if
+    not, why and how to fix it. Empty when no driver is configured or the root is not a repository."""
+    if paths.git_dir() is None:
+        return []
+    results: list[dict[str, Any]] = []
+    for key in DRIVER_KEYS:
+        try:
+            value = git(paths.root, "config", "--get", key).decode("utf-8", "replace").strip()
+        except HistoryError:  # not set (git config exits 1), or git is missing
+            continue
+        problem = _problem(value)
+        results.append({"key": key, "command": value, "runs": problem is None, "problem": problem})
+    return results
+
+
+def _problem(command: str) -> str | None:
+    """Why ``command`` (a driver's shell command, before git's arguments) would not run everywhere, or None."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return f"the command cannot be parsed ({exc}); {FIX}"
+    program = words[: words.index("diff")] if "diff" in words else words
+    if not program:
+        return f"the command names no program; {FIX}"
+    try:
+        result = subprocess.run([*program, "--version"], capture_output=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{program[0]} did not answer `--version`; {FIX}"
+    except OSError as exc:
+        return f"{program[0]} cannot be run ({exc.strerror or exc}); {FIX}"
+    if result.returncode != 0:
+        return f"`{shlex.join(program)} --version` failed (exit {result.returncode}); {FIX}"
+    if not os.path.isabs(program[0]):
+        return f"{program[0]} is not an absolute path: it runs only where it is on the PATH; {FIX}"
+    return None

@@ -38,7 +38,15 @@ from eventmem.toolsets import project_context as project_context_tools
 from eventmem.views import render_summary
 from eventmem.watcher import watch_journal
 
-__all__ = ["FAMILIES", "PROFILES", "build_server", "choose_families", "configured_tools", "terminate"]
+__all__ = [
+    "FAMILIES",
+    "PROFILES",
+    "build_server",
+    "choose_families",
+    "configured_tools",
+    "terminate",
+    "waiting_notice",
+]
 
 #: Tool families by name, each registering all its tools. ``serve --tools``, else ``EVENTMEM_TOOLS``,
 #: else the ``tools`` setting lists the families and profiles to expose, comma-separated, or ``all``.
@@ -167,6 +175,15 @@ def register_tools(server: MCPServer[App], chosen: tuple[str, ...]) -> None:
             register(server)
         elif picks:
             register(cast("MCPServer[App]", _PickedTools(server, picks)))
+
+
+def waiting_notice(root: RootChoice) -> str:
+    """The one line ``eventmem serve`` prints to stderr when started by hand on a terminal."""
+    return (
+        f"eventmem: serving the memory of {root.root} over MCP on stdio; waiting for an MCP client. "
+        "An MCP client starts this itself: connect one with `claude mcp add eventmem -- eventmem serve` "
+        "(other clients: see the README's Set-up). Ctrl-C stops."
+    )
 
 
 def build_server(
