@@ -225,3 +225,13 @@ def test_a_project_reached_through_a_linked_parent_folder_works(tmp_path: Path) 
     assert save(root, "A second note, saved by the command line.")["id"]
     assert len(ok_json(root, "search", "backoff jitter")["results"]) >= 1
     assert ok_json(root, "doctor")["refused_segments"] == {}
+
+
+def test_a_linked_settings_file_is_refused_and_not_read(tmp_path: Path, project: Path) -> None:
+    outside = tmp_path / "their-settings.toml"
+    outside.write_text('embedder = "openai:m@http://127.0.0.1:9/v1?key_env=HOME"\n', encoding="utf-8")
+    (project / ".eventmem").mkdir()
+    (project / ".eventmem" / "config.toml").symlink_to(outside)
+
+    refused_in_one_line(eventmem(project, "save", "A decision about retries."), "config.toml")
+    assert not (project / ".eventmem" / "journal").exists()
