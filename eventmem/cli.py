@@ -383,6 +383,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "unknown_event_types": dict(store.state.unknown),
         "refused_segments": dict(store.journal.refused),
         "ignored_settings": service.ignored_settings,
+        "allowed_settings": service.allowed_settings,
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
             "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
@@ -408,6 +409,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"REFUSED:     {name}: {reason}")
         for line in service.ignored_settings:
             print(f"ignored:     {line}")
+        for line in service.allowed_settings:
+            print(f"allowed:     {line} (by `eventmem allow`)")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "

@@ -70,7 +70,7 @@ def check_inside(root: Path, path: Path, *, kind: Literal["file", "folder"] = "f
     if ".." in parts or os.path.isabs(relative):
         raise UnsafePath(f"{path} is not inside the project {root}; eventmem only reads and writes inside it")
     current = Path(root)
-    if create and parts:
+    if create and parts and not os.path.isdir(current):
         current.mkdir(parents=True, exist_ok=True)  # the root itself (the global memory's, at first)
     for index, part in enumerate(parts):
         current = current / part

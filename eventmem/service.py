@@ -244,6 +244,8 @@ class MemoryService:
         self.ignored_settings: list[str] = []
         """Settings of a tracked config file left out because they reach the network (see
         :func:`eventmem.config.load_settings`)."""
+        self.allowed_settings: list[str] = []
+        """Settings of the tracked config file that reach the network, in effect by ``eventmem allow``."""
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -1152,7 +1154,7 @@ def open_service(
         global_paths.check_layout()
         global_store = Store(global_paths, config, embedder)
     service = MemoryService(project, root=root, global_store=global_store)
-    service.ignored_settings = settings.ignored
+    service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved
     if load:
         for store in service.stores():
             store.open(background_vectors=background_vectors)

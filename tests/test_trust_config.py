@@ -133,6 +133,8 @@ def test_eventmem_allow_approves_the_tracked_file_until_it_changes(project: Path
 
     result = saved(project, "The scheduler retries failed jobs three times.")
     assert standin.requests and "ignored" not in result.stderr
+    (approved,) = json.loads(run(project, "doctor", "--json").stdout)["allowed_settings"]
+    assert approved.startswith("embedder = ")
     heard = len(standin.requests)
 
     config.write_text(config.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
