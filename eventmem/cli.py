@@ -23,6 +23,7 @@ from eventmem import __version__
 from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
+from eventmem.files import atomic_write
 from eventmem.limits import limit
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
@@ -108,9 +109,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     root = chosen_root(args.root, create=True)
     paths = ProjectPaths(root.root)
     paths.ensure()
-    (paths.archive_dir).mkdir(exist_ok=True)
-    if not paths.config_file.exists():
-        paths.config_file.write_text(config_template(), encoding="utf-8")
+    paths.inside(paths.archive_dir, kind="folder", create=True)
+    if not os.path.lexists(paths.config_file):
+        atomic_write(paths.config_file, config_template().encode(), durable=False)
     result: dict[str, Any] = {"root": str(root.root), "root_source": root.source, "memory_dir": str(paths.base)}
     if args.git_drivers:
         from eventmem.gitdrivers import install
@@ -439,6 +440,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "corrupt_lines": corrupt,
         "torn_tails": torn,
         "unknown_event_types": dict(store.state.unknown),
+        "refused_segments": dict(store.journal.refused),
+        "ignored_settings": service.ignored_settings,
+        "allowed_settings": service.allowed_settings,
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
             "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
@@ -447,7 +451,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         },
         "git_drivers": check_git_drivers(paths),
     }
-    report["healthy"] = not corrupt and all(driver["problem"] is None for driver in report["git_drivers"])
+    report["healthy"] = (
+        not corrupt and not store.journal.refused and all(driver["problem"] is None for driver in report["git_drivers"])
+    )
     if args.json:
         _print_json(report)
     else:
@@ -461,6 +467,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(printable(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
         for item in torn:
             print(f"torn tail:   {printable(str(item['segment']))}: {item['bytes']} bytes (cut by the next write)")
+        for name, reason in store.journal.refused.items():
+            print(printable(f"REFUSED:     {name}: {reason}"))
+        for line in service.ignored_settings:
+            print(printable(f"ignored:     {line}"))
+        for line in service.allowed_settings:
+            print(printable(f"allowed:     {line} (by `eventmem allow`)"))
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
@@ -472,6 +484,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         advice = "run `eventmem replay audit`" if corrupt else "see above"
         print("healthy" if report["healthy"] else f"PROBLEMS FOUND: {advice}")
     return 0 if report["healthy"] else 1
+
+
+def cmd_allow(args: argparse.Namespace) -> int:
+    """``eventmem allow``: approve the tracked config as it is now (its settings that reach the
+    network take effect until the file changes); ``--revoke`` withdraws it."""
+    from eventmem.config import allow, revoke
+
+    paths = ProjectPaths(_root(args).root)
+    if args.revoke:
+        done = revoke(paths.config_file)
+        result: dict[str, Any] = {"status": "success", "revoked": done}
+        message = "approval withdrawn" if done else "there was no approval to withdraw"
+    else:
+        settings = allow(paths.config_file)
+        result = {"status": "success", "allowed": settings}
+        listed = "".join(f"\n  {line}" for line in settings) or " (it asks for nothing that leaves the machine)"
+        message = f"allowed {paths.config_file} as it is now; any change to it revokes this.{listed}"
+    if args.json:
+        _print_json(result)
+    else:
+        print(message)
+    return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -607,6 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-archive", action="store_true", help="only write expiry events")
     p.add_argument("--by", help="who is compacting (default: $USER)")
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p = add("allow", cmd_allow, "let the tracked .eventmem/config.toml use the network, as it is now")
+    p.add_argument("--revoke", action="store_true", help="withdraw the approval")
     p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
     p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
     p.add_argument("dir", help="the directory, such as .ai")

@@ -1,17 +1,43 @@
-"""Project settings: ``.eventmem/config.toml`` (tracked) with ``EVENTMEM_*`` environment overrides."""
+"""Project settings, from four places (a later one wins, key by key):
+
+1. ``.eventmem/config.toml``, tracked: the repository's, so anyone who can get a commit merged
+   writes it. It may only choose what stays on the machine: a setting that reaches the network or
+   reads the environment (:func:`network_settings`) is reported and ignored, unless this user
+   approved this exact file with ``eventmem allow`` (any change to the file revokes it).
+2. The user's own file, ``$XDG_CONFIG_HOME/eventmem/config.toml`` (``~/.config/...``), for every
+   project.
+3. ``.eventmem/config.local.toml``, this clone's own (ignored by git; if it is tracked after all,
+   it is treated like the tracked file).
+4. ``EVENTMEM_<KEY>`` environment variables.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
-from eventmem.errors import InvalidInput
+from eventmem.errors import InvalidInput, UnsafePath
+from eventmem.files import atomic_write, check_path
 
-__all__ = ["Config", "load_config"]
+__all__ = [
+    "Config",
+    "Settings",
+    "allow",
+    "approval_file",
+    "load_config",
+    "load_settings",
+    "network_settings",
+    "revoke",
+    "user_config_file",
+]
 
 
 class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -78,23 +104,210 @@ def _coerce(raw: str, field_type: Any) -> Any:
     return text
 
 
-def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
-    """Read the project's config file, then apply ``EVENTMEM_<KEY>`` overrides."""
+# -- what reaches the network or the environment ---------------------------------------------------
+
+
+def network_settings(table: Mapping[str, Any]) -> list[str]:
+    """One line for each setting in ``table`` (a config file's keys and values) that reaches the
+    network or reads the environment: a remote embedder (any HTTP provider, loopback included), an
+    API-key variable, ``summarizer = "sampling"``. Empty: everything in it stays on the machine."""
+    found: list[str] = []
+    for key, value in table.items():
+        what = _reach(str(key), value)
+        if what:
+            found.append(f"{key} = {_shown(value)}: {what}")
+    return found
+
+
+def _reach(key: str, value: Any) -> str:
+    if key == "embedder" and isinstance(value, str):
+        return _embedder_reach(value)
+    if key == "summarizer" and value == "sampling":
+        return "sends memory text to the MCP client's model (sampling)"
+    return ""
+
+
+def _embedder_reach(spec: str) -> str:
+    from eventmem.providers import OLLAMA_URL, OPENAI_URL, parse_spec
+
+    text = spec.strip()
+    try:
+        parsed = parse_spec(text)
+    except InvalidInput:  # judged by its text: an unreadable spec must not slip through
+        kind = text.partition(":")[0].strip().lower()
+        if kind in ("", "hashing", "hashing-384", "onnx") and not any(c in text.lower() for c in ("@", "//", "key")):
+            return ""
+        return "may send memory text over the network (the spec does not parse)"
+    parts = []
+    if parsed.url or parsed.kind in ("ollama", "openai"):
+        default = OPENAI_URL if parsed.kind == "openai" else OLLAMA_URL
+        parts.append(f"sends memory text to {parsed.url or default}")
+    names = [parsed.options["key_env"]] if "key_env" in parsed.options else []
+    if parsed.kind == "openai" and not names:
+        names = ["OPENAI_API_KEY", "EVENTMEM_API_KEY"]
+    if names:
+        parts.append(f"reads the environment variable {' or '.join(names)}")
+    return " and ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+# -- where the settings come from ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The config in effect, and what of the tracked file was left out."""
+
+    config: Config
+    ignored: list[str] = field(default_factory=list)
+    """One line per setting of a tracked file that was ignored: the key, what it would do, how to
+    allow it (``doctor`` lists them; the service's warnings repeat them)."""
+    approved: list[str] = field(default_factory=list)
+    """The tracked file's settings that reach the network and are in effect by ``eventmem allow``."""
+
+
+def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own settings for every project: ``$XDG_CONFIG_HOME/eventmem/config.toml``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME", "").strip()
+    return (Path(base) if base and "${" not in base else Path.home() / ".config") / "eventmem" / "config.toml"
+
+
+def approval_file(path: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``eventmem allow`` records its approval of the tracked config ``path``: in the user's
+    data directory (beside the global memory), never in the repository."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME", "").strip()
+    data = Path(base) if base and "${" not in base else Path.home() / ".local" / "share"
+    key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()
+    return data / "eventmem" / "allowed" / key
+
+
+def allow(path: Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Approve the tracked config ``path`` as it is now: its settings that reach the network take
+    effect until the file changes. Returns them (:func:`network_settings`)."""
+    content = _read_bytes(path)
+    if content is None:
+        raise InvalidInput(f"there is no {path.name} to allow")
+    record = f"{hashlib.sha256(content).hexdigest()} {path.resolve()}\n"
+    atomic_write(approval_file(path, environ), record.encode())
+    return network_settings(_parse(path, content))
+
+
+def revoke(path: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Withdraw :func:`allow`; returns whether there was an approval."""
+    try:
+        approval_file(path, environ).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _approved(path: Path, content: bytes, environ: Mapping[str, str]) -> bool:
+    try:
+        record = approval_file(path, environ).read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(record) and record[0] == hashlib.sha256(content).hexdigest()
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """A config file's bytes (``None``: there is none); never through a link inside the project."""
+    try:
+        fd = os.open(check_path(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePath(f"{path} is a symbolic link; eventmem reads settings only from real files") from None
+        raise InvalidInput(f"{path}: cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _parse(path: Path, content: bytes) -> dict[str, Any]:
+    try:
+        return tomllib.loads(content.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
+
+
+def _tracked_by_git(path: Path) -> bool:
+    """Whether git tracks ``path`` (a file of a project that may be a git repository)."""
+    try:
+        result = subprocess.run(
+            ["git", "ls-files", "--", path.name],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """:func:`load_settings`' config."""
+    return load_settings(path, environ).config
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings in effect for the project whose tracked config file is ``path`` (see the module
+    docs for the order). Settings of a tracked file that reach the network or the environment and
+    are not approved are left out (their defaults apply) and listed in :attr:`Settings.ignored`."""
     env = os.environ if environ is None else environ
     data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
-    for field in msgspec.structs.fields(Config):
-        value = env.get(ENV_PREFIX + field.name.upper())
+    untrusted: dict[str, str] = {}
+    """Keys set (last) by a tracked file, with what they would do."""
+    approved: list[str] = []
+    content = _read_bytes(path)
+    if content is not None:
+        tracked = _parse(path, content)
+        data.update(tracked)
+        reaching = {str(k): _reach(str(k), v) for k, v in tracked.items() if _reach(str(k), v)}
+        if reaching and _approved(path, content, env):
+            approved = network_settings({k: tracked[k] for k in reaching})
+        else:
+            untrusted.update({k: f"{path.name}: {k} = {_shown(tracked[k])} ({w})" for k, w in reaching.items()})
+    for layer in (user_config_file(env), path.with_name("config.local.toml")):
+        layer_content = _read_bytes(layer)
+        if layer_content is None:
+            continue
+        table = _parse(layer, layer_content)
+        data.update(table)
+        for key in table:
+            untrusted.pop(str(key), None)
+        if layer.parent == path.parent and _tracked_by_git(layer):
+            untrusted.update(
+                {
+                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {_shown(table[k])} "
+                    f"({_reach(str(k), table[k])})"
+                    for k in table
+                    if _reach(str(k), table[k])
+                }
+            )
+    for field_ in msgspec.structs.fields(Config):
+        value = env.get(ENV_PREFIX + field_.name.upper())
         if value is not None and value.strip() and "${" not in value:
             try:
-                data[field.name] = _coerce(value, field.type)
+                data[field_.name] = _coerce(value, field_.type)
             except ValueError:
-                raise InvalidInput(f"{ENV_PREFIX}{field.name.upper()}={value!r} is not valid") from None
+                raise InvalidInput(f"{ENV_PREFIX}{field_.name.upper()}={value!r} is not valid") from None
+            untrusted.pop(field_.name, None)
+    for key in untrusted:
+        data.pop(key, None)
+    ignored = [
+        f"{line}; ignored (a setting in the repository may not do that). To use it, run `eventmem allow` "
+        "after reading the file, or set it in .eventmem/config.local.toml, your ~/.config/eventmem/config.toml "
+        f"or EVENTMEM_{key.upper()}"
+        for key, line in untrusted.items()
+    ]
     try:
-        return msgspec.convert(data, Config)
+        return Settings(msgspec.convert(data, Config), ignored, approved)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"{path.name}: {exc}") from None

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.files import FileLock
+from eventmem.errors import UnsafePath
+from eventmem.files import FileLock, open_append
 from eventmem.project import sanitize
 
 __all__ = ["EmbeddingCache", "content_hash"]
@@ -133,9 +134,8 @@ class EmbeddingCache:
         records["hash"] = [np.void(h) for h, _ in new]
         records["vector"] = np.stack([v for _, v in new])
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock.hold():
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = open_append(self.path, os.O_RDWR)  # never through a link inside the project
                 try:
                     size = os.fstat(fd).st_size
                     if size % self._record.itemsize:  # a torn record from a killed process
@@ -145,7 +145,7 @@ class EmbeddingCache:
                         view = view[os.write(fd, view) :]
                 finally:
                     os.close(fd)
-        except OSError:
+        except (OSError, UnsafePath):
             pass
         # (no re-read here: records other processes wrote come in with the next refresh)
         for digest, vector in new:  # usable in this process at once, even if the write failed

@@ -17,6 +17,7 @@ __all__ = [
     "SnapshotDamaged",
     "UnknownLink",
     "UnknownMemory",
+    "UnsafePath",
 ]
 
 
@@ -114,3 +115,8 @@ class SnapshotDamaged(EventmemError):
             "please try again"
         )
         self.memory_id = memory_id
+
+
+class UnsafePath(InvalidInput):
+    """A path eventmem would read or write inside the project is a symbolic link (or leads out of the
+    project, or is not a regular file or folder): refused, never followed."""

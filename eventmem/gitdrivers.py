@@ -42,7 +42,7 @@ def eventmem_command() -> str:
 def install(paths: ProjectPaths) -> dict[str, Any]:
     """Write the attributes (keeping any already there) and configure the diff driver in this clone."""
     paths.ensure()
-    attributes = paths.base / ".gitattributes"
+    attributes = paths.inside(paths.base / ".gitattributes")  # never through a link
     text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
     present = {line.strip() for line in text.splitlines()}
     wanted = [line for line in ATTRIBUTE_LINES if line not in present]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
-from eventmem.errors import JournalCorrupt, JournalUnwritable, LimitExceeded
+from eventmem.errors import JournalCorrupt, JournalUnwritable, LimitExceeded, UnsafePath
 from eventmem.events import AnyEvent, Event
 from eventmem.files import FileLock, fsync_dir
 from eventmem.project import ProjectPaths
@@ -73,27 +73,42 @@ class Journal:
         self.durable = durable
         self.max_segment_bytes = max_segment_bytes
         self.lock = FileLock(paths.lock_file)
+        self.refused: dict[str, str] = {}
+        """Segments (or folders) the last :meth:`segments` left out, by name, with the reason: symbolic
+        links and other entries that are not real files inside the project."""
 
     # -- reading -------------------------------------------------------------------------------
 
     def segments(self) -> list[Segment]:
-        """Every segment, archive first, sorted by name (order does not change the fold)."""
+        """Every segment, archive first, sorted by name (order does not change the fold). A folder or a
+        segment that is a symbolic link (or not a regular file) is never read: it is left out and
+        named in :attr:`refused`."""
         found: list[Segment] = []
+        refused: dict[str, str] = {}
         for folder in (self.paths.archive_dir, self.paths.journal_dir):
             try:
+                self.paths.inside(folder, kind="folder")
                 entries = list(os.scandir(folder))
+            except UnsafePath as exc:
+                refused[folder.name + "/"] = str(exc)
+                continue
             except FileNotFoundError:
                 continue
             for entry in entries:
-                if not entry.name.endswith(".jsonl") or not entry.is_file():
-                    continue
-                try:
-                    st = entry.stat()
-                except FileNotFoundError:
+                if not entry.name.endswith(".jsonl"):
                     continue
                 name = name_of_segment(entry.path)
+                if not entry.is_file(follow_symlinks=False):
+                    kind = "a symbolic link" if entry.is_symlink() else "not a regular file"
+                    refused[name] = f"{name} is {kind}; it is not read. Remove it (or replace it with the real file)."
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 found.append(Segment(name, Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino))
         found.sort(key=lambda s: s.name)
+        self.refused = refused
         return found
 
     @staticmethod
@@ -158,7 +173,7 @@ class Journal:
             return None
         try:
             self.paths.ensure()
-            segment = self.paths.journal_dir / self.paths.segment_name()
+            segment = self.paths.inside(self.paths.journal_dir / self.paths.segment_name())
             if locked:
                 return self._append_locked(segment, data)
             with self.lock.hold():
@@ -168,7 +183,7 @@ class Journal:
 
     def _append_locked(self, segment: Path, data: bytes) -> Appended:
         created = not segment.exists()
-        fd = os.open(segment, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(segment, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
             size = _repair_torn_tail(fd)
             if self.max_segment_bytes and size + len(data) > self.max_segment_bytes:
@@ -256,6 +271,7 @@ def describe_os_error(exc: OSError) -> str:
         errno.EROFS: "the file system is read-only",
         errno.EACCES: "permission denied",
         errno.EPERM: "permission denied",
+        errno.ELOOP: "it is a symbolic link, and eventmem never writes through links (remove it)",
     }.get(exc.errno or 0, exc.strerror or str(exc))
     where = f" ({exc.filename})" if exc.filename else ""
     return (

@@ -6,7 +6,8 @@ Layout (tracked unless said otherwise)::
       journal/<writer>.<branch>.jsonl   append-only segments, the only source of truth
       archive/*.jsonl                   immutable segments written by compaction
       config.toml                       project settings
-      .gitignore                        ignores cache/, local/ and the lock
+      config.local.toml                 this clone's own settings, never committed
+      .gitignore                        ignores cache/, local/, config.local.toml and the lock
       cache/                            derived, disposable (snapshots, embeddings)
       local/                            this clone's own data (usage counts), never committed
 """
@@ -19,13 +20,17 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
+
+from eventmem.files import atomic_write, check_inside, confine, make_dirs
 
 __all__ = ["ProjectPaths", "RootChoice", "find_root", "global_root"]
 
 ROOT_ENV_VARS: Final = ("EVENTMEM_ROOT", "PROJECT_MEMORY_ROOT")
 ROOT_MARKERS: Final = (".eventmem", ".ai", "package.json", ".git")
-GITIGNORE: Final = "# derived or local to this clone: never committed\ncache/\nlocal/\njournal.lock\nwriter\n"
+GITIGNORE: Final = (
+    "# derived or local to this clone: never committed\ncache/\nlocal/\njournal.lock\nwriter\nconfig.local.toml\n"
+)
 #: Git's built-in union merge for segments: the fold is a set union, so keeping both sides' lines is
 #: always right. Each clone and branch appends to its own file, so merges do not need it, except
 #: when one branch's segment ends up on two diverging histories (a squash-merged branch that keeps
@@ -95,6 +100,14 @@ class ProjectPaths:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        confine(self.root)  # every lock and atomic write below the root is checked from now on
+
+    def inside(self, path: Path, *, kind: Literal["file", "folder"] = "file", create: bool = False) -> Path:
+        """``path``, checked to be a real descendant of the root: no component below the root is a
+        symbolic link (see :func:`eventmem.files.check_inside`, which raises ``UnsafePath``)."""
+        return check_inside(self.root, path, kind=kind, create=create)
+
     @functools.cached_property
     def base(self) -> Path:
         return self.root / ".eventmem"
@@ -120,8 +133,26 @@ class ProjectPaths:
         return self.base / "config.toml"
 
     @functools.cached_property
+    def local_config_file(self) -> Path:
+        return self.base / "config.local.toml"
+
+    @functools.cached_property
     def lock_file(self) -> Path:
         return self.base / "journal.lock"
+
+    def check_layout(self) -> None:
+        """Refuse (``UnsafePath``) a memory folder whose derived or local files would be read or
+        written through a symbolic link: ``.eventmem/`` itself, ``cache/`` and ``local/`` and all in
+        them, the lock and the settings files. (Journal and archive segments are checked where they
+        are listed and appended: a link there is skipped, and the rest keeps working.)"""
+        self.inside(self.base, kind="folder")
+        for path in (self.lock_file, self.config_file, self.local_config_file):
+            self.inside(path)
+        for folder in (self.cache_dir, self.local_dir):
+            self.inside(folder, kind="folder")
+            for parent, folders, files in os.walk(folder):
+                for name in folders + files:
+                    self.inside(Path(parent) / name, kind="folder" if name in folders else "file")
 
     def git_dir(self) -> Path | None:
         """The repository's git dir (a worktree's ``.git`` file is followed), if the root has one."""
@@ -167,7 +198,7 @@ class ProjectPaths:
         except OSError:
             pass
         value = secrets.token_hex(4)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         tmp = path.with_name(f".{path.name}.{value}.tmp")
         tmp.write_text(value + "\n", encoding="utf-8")
         try:
@@ -185,11 +216,10 @@ class ProjectPaths:
         """Create ``.eventmem/`` with its ``.gitignore`` and ``.gitattributes`` (first write, or
         ``eventmem init``); a ``.gitattributes`` deleted afterwards stays deleted."""
         ignore = self.base / ".gitignore"
-        if os.path.isdir(self.journal_dir) and os.path.exists(ignore):
-            return  # (every write asks: two stats, where mkdir would raise and catch each time)
-        self.journal_dir.mkdir(parents=True, exist_ok=True)
-        if not ignore.exists():
-            ignore.write_text(GITIGNORE, encoding="utf-8")
-            attributes = self.base / ".gitattributes"
-            if not attributes.exists():
-                attributes.write_text(GITATTRIBUTES, encoding="utf-8")
+        self.inside(self.journal_dir, kind="folder", create=True)  # (every write asks: two lstats)
+        if os.path.lexists(ignore):
+            return
+        atomic_write(ignore, GITIGNORE.encode(), durable=False)
+        attributes = self.base / ".gitattributes"
+        if not os.path.lexists(attributes):
+            atomic_write(attributes, GITATTRIBUTES.encode(), durable=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from collections import Counter
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from eventmem.errors import InvalidInput, LimitExceeded
+from eventmem.errors import InvalidInput, LimitExceeded, UnsafePath
 from eventmem.events import MemoryRestored
 from eventmem.files import FileLock, atomic_write
 from eventmem.ids import new_id, now_iso
@@ -145,6 +146,7 @@ class ProjectContext:
         self.paths = service.project.paths
         self.config = service.config
         self.by = by
+        self.view_dir()  # a render folder that is a link is refused before anything is written
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -198,11 +200,11 @@ class ProjectContext:
         names a folder of the project (``.ai`` for a tracked view)."""
         setting = self.config.render_ai_dir.strip()
         if not setting:
-            return self.paths.cache_dir / "ai"
+            return self.paths.inside(self.paths.cache_dir / "ai", kind="folder")
         path = Path(setting)
         if path.is_absolute() or ".." in path.parts:
             raise InvalidInput(f"render_ai_dir must be a folder inside the project, such as '.ai', not {setting!r}")
-        return self.paths.root / path
+        return self.paths.inside(self.paths.root / path, kind="folder")
 
     def relative(self, path: Path) -> str:
         try:
@@ -229,7 +231,7 @@ class ProjectContext:
             memo = self._load_memo() if self.view_tracked else {}
             before = dict(memo)
             for name, text in texts.items():
-                path = directory / name
+                path = self.paths.inside(directory / name)
                 data = text.encode("utf-8")
                 try:
                     current: bytes | None = path.read_bytes()
@@ -818,6 +820,7 @@ class ProjectContext:
         A singleton changed through eventmem since the last import is kept unless ``force``."""
         if not directory.is_dir():
             raise InvalidInput(f"{directory} is not a directory")
+        self._check_import_files(directory)
         by, self.by = self.by, IMPORT_BY
         try:
             report = self._import(directory, force=force)
@@ -827,6 +830,17 @@ class ProjectContext:
         view = self.render_view()
         report["viewWritten"] = view["written"]
         return report
+
+    def _check_import_files(self, directory: Path) -> None:
+        """Refuse a folder of the project reached through a link, or a section file that is a link
+        (``.ai/context.md -> ~/.ssh/id_ed25519`` must not end up in the journal)."""
+        absolute = Path(os.path.abspath(directory))
+        if os.path.normpath(absolute).startswith(os.path.normpath(self.paths.root) + os.sep):
+            self.paths.inside(absolute, kind="folder")
+        wanted = {s.file for s in SECTIONS} | {s.file.replace("-", "_") for s in SECTIONS}
+        for entry in directory.iterdir():
+            if entry.name.lower() in wanted and entry.is_symlink():
+                raise UnsafePath(f"{entry} is a symbolic link; eventmem imports only real files. Remove the link.")
 
     def _import(self, directory: Path, *, force: bool) -> dict[str, Any]:
         sections = self.sections()

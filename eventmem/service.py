@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from eventmem import tombstones
 from eventmem.codec import UnknownEvent
-from eventmem.config import Config, load_config
+from eventmem.config import Config, load_settings
 from eventmem.embedder import Embedder, HashingEmbedder
 from eventmem.errors import EventmemError, InvalidInput, LimitExceeded, UnknownMemory
 from eventmem.events import (
@@ -247,6 +247,11 @@ class MemoryService:
         self._global = global_store
         self._archive_checked: dict[str, dict[str, str]] = {}
         """Per memory directory: memories compaction looked at without moving anything, by stamp."""
+        self.ignored_settings: list[str] = []
+        """Settings of a tracked config file left out because they reach the network (see
+        :func:`eventmem.config.load_settings`)."""
+        self.allowed_settings: list[str] = []
+        """Settings of the tracked config file that reach the network, in effect by ``eventmem allow``."""
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -1192,11 +1197,16 @@ class MemoryService:
     def warnings(self) -> list[str]:
         """Problems the caller should know about (corrupt journal lines), in words; after a recall in
         this thread, also whether it had to do without vectors (see :meth:`search_notes`)."""
-        return [
-            f"{problem}. Run `python tools/replay.py audit` for details."
-            for store in self.stores()
-            for problem in store.problems.values()
-        ] + self.search_notes()
+        return (
+            [
+                f"{problem}. Run `python tools/replay.py audit` for details."
+                for store in self.stores()
+                for problem in store.problems.values()
+            ]
+            + [reason for store in self.stores() for reason in store.journal.refused.values()]
+            + self.ignored_settings
+            + self.search_notes()
+        )
 
     def search_notes(self) -> list[str]:
         """What limited the last :meth:`recall` made by this thread (a model still loading)."""
@@ -1250,7 +1260,11 @@ def open_service(
     for the model and embeds what it must before returning."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
-    config = load_config(paths.config_file, environ)
+    paths.check_layout()
+    settings = load_settings(paths.config_file, environ)
+    for line in settings.ignored:
+        log.warning("%s", line)
+    config = settings.config
     embedder = make_embedder(config)
     if load and isinstance(embedder, HashingEmbedder):  # its table loads beside the snapshot
         threading.Thread(target=embedder.warm, name="eventmem-embedder-warm", daemon=True).start()
@@ -1259,8 +1273,10 @@ def open_service(
     global_dir = global_root(environ)
     if global_dir.resolve() != root.root.resolve():
         global_paths = ProjectPaths(global_dir)
+        global_paths.check_layout()
         global_store = Store(global_paths, config, embedder)
     service = MemoryService(project, root=root, global_store=global_store)
+    service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved
     if load:
         for store in service.stores():
             store.open(background_vectors=background_vectors)

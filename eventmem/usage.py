@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
-from eventmem.files import FileLock, atomic_write
+from eventmem.errors import UnsafePath
+from eventmem.files import FileLock, atomic_write, check_path, open_append
 
 __all__ = ["UsageLog"]
 
@@ -64,14 +66,13 @@ class UsageLog:
         if not data:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.lock.hold():
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = open_append(self.path)  # never through a link (the folder is checked too)
                 try:
                     os.write(fd, data)
                 finally:
                     os.close(fd)
-        except OSError as exc:
+        except (OSError, UnsafePath) as exc:
             log.warning("could not record accesses in %s: %s", self.path, exc)
 
     # -- reading ------------------------------------------------------------------------------
@@ -80,15 +81,18 @@ class UsageLog:
         """Read what was appended since the last call; returns the memories whose count changed.
 
         A stream that was replaced or shrank is read again from the start (every count is then
-        reported as changed)."""
+        reported as changed). A stream that is a symbolic link is not read (it counts as missing)."""
         try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+            found: os.stat_result | None = os.lstat(check_path(self.path))
+        except (UnsafePath, FileNotFoundError):
+            found = None
+        except OSError:
+            return set()
+        if found is None or not stat.S_ISREG(found.st_mode):
             gone = set(self.counts)
             self.counts, self._offset, self._inode = {}, 0, -1
             return gone
-        except OSError:
-            return set()
+        st = found
         changed: set[str] = set()
         if st.st_ino != self._inode or st.st_size < self._offset:
             changed = set(self.counts)
@@ -96,9 +100,11 @@ class UsageLog:
         if st.st_size == self._offset:
             return changed
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read(st.st_size - self._offset)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                data = os.pread(fd, st.st_size - self._offset, self._offset)
+            finally:
+                os.close(fd)
         except OSError:
             return changed
         end = data.rfind(b"\n") + 1

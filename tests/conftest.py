@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("EVENTMEM_") or name == "PROJECT_MEMORY_ROOT":
+        if name.startswith("EVENTMEM_") or name in ("PROJECT_MEMORY_ROOT", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("EVENTMEM_GLOBAL_DIR", str(tmp_path / "global-memory"))
     monkeypatch.setenv("GIT_AUTHOR_NAME", "eventmem tests")

@@ -242,7 +242,7 @@ def test_an_unreachable_openai_compatible_endpoint_names_the_url() -> None:
 
 
 def test_a_project_configured_for_ollama_saves_and_recalls_with_its_vectors(standin: StandIn, project: Path) -> None:
-    config = project / ".eventmem" / "config.toml"
+    config = project / ".eventmem" / "config.local.toml"  # a remote embedder is the user's choice, never the repo's
     config.parent.mkdir()
     config.write_text(f'embedder = "ollama:nomic-embed-text@{standin.url}"\n')
     service = open_service(RootChoice(project, "test"))

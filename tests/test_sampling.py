@@ -52,7 +52,7 @@ class FakeModel:
 
 
 def configure(project: Path, summarizer: str) -> None:
-    config = project / ".eventmem" / "config.toml"
+    config = project / ".eventmem" / "config.local.toml"  # sampling is the user's choice, never the repo's
     config.parent.mkdir(exist_ok=True)
     config.write_text(f'summarizer = "{summarizer}"\n')
 
