@@ -29,7 +29,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from eventmem import __version__
 from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
-from eventmem.mcp_app import _RUNNING, App, app_of, terminate
+from eventmem.mcp_app import _RUNNING, App, ArgumentErrors, app_of, terminate
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.toolsets import context as context_tools
@@ -272,6 +272,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
     )
+    server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
     register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
     server._lowlevel_server.instructions = instructions_for({tool.name for tool in server._tool_manager.list_tools()})
