@@ -39,6 +39,7 @@ __all__ = [
     "READ_ONLY",
     "App",
     "ArgumentErrors",
+    "EntryText",
     "TagText",
     "app_of",
     "as_list",
@@ -182,6 +183,8 @@ def dump(value: Any) -> Any:
 
 TagText = Annotated[str, Field(max_length=int(LIMITS["tag"].high))]
 """One tag as a tool takes it (its schema shows the tag's ``maxLength``)."""
+EntryText = Annotated[str, Field(max_length=CONTENT_BYTES_CEILING)]
+"""One entry of a project-context list (a recent change, a decision), bounded like a memory's content."""
 
 
 def bounded(name: str, description: str, *, low: float | None = None) -> Any:

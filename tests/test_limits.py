@@ -74,6 +74,26 @@ PARAMETER_LIMITS = {
     "updated_after": "time",
     "updated_before": "time",
 }
+#: parameters of the project-context tools, whose texts are bounded like a memory's content
+CONTEXT_PARAMETERS = {
+    "task": "content",
+    "content": "content",
+    "decision": "content",
+    "rationale": "content",
+    "summary": "content",
+    "currentTask": "content",
+    "title": "title",
+    "recentChanges": "entries",
+    "decisions": "entries",
+}
+CONTEXT_TOOLS = {
+    "update_current_task",
+    "update_context_section",
+    "add_decision",
+    "record_conversation_summary",
+    "suggest_context_updates",
+    "run_conversation_end_workflow",
+}
 BOUNDED_TOOLS = {
     "store_memory",
     "recall_memories",
@@ -101,12 +121,14 @@ def _arm(schema: dict[str, Any]) -> dict[str, Any]:
 async def test_every_tool_schema_shows_the_bounds_of_the_table(project: Path) -> None:
     async with connect_all(project) as client:
         tools = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
-    assert BOUNDED_TOOLS <= set(tools)
+    assert BOUNDED_TOOLS | CONTEXT_TOOLS <= set(tools)
     checked: set[tuple[str, str]] = set()
-    for tool in sorted(BOUNDED_TOOLS):
+    for tool in sorted(BOUNDED_TOOLS | CONTEXT_TOOLS):
         for parameter, schema in tools[tool]["properties"].items():
             name = "related_limit" if (tool, parameter) == ("get_related_memories", "limit") else parameter
             name = PARAMETER_LIMITS.get(name, name)
+            if tool in CONTEXT_TOOLS:
+                name = CONTEXT_PARAMETERS.get(parameter, "")
             if name not in LIMITS or ("anyOf" in schema and len(schema["anyOf"]) > 2):  # (str or list filters)
                 continue
             entry, arm = LIMITS[name], _arm(schema)
@@ -116,7 +138,8 @@ async def test_every_tool_schema_shows_the_bounds_of_the_table(project: Path) ->
                 assert (arm["minimum"], arm["maximum"]) == (low, entry.high), (tool, parameter, arm)
             elif entry.unit == "items":
                 assert arm["maxItems"] == entry.high, (tool, parameter, arm)
-                assert arm["items"]["maxLength"] == LIMITS["tag"].high, (tool, parameter, arm)
+                each = LIMITS["tag"].high if name == "tags" else CONTENT_BYTES_CEILING
+                assert arm["items"]["maxLength"] == each, (tool, parameter, arm)
             elif name == "content":  # the setting may raise it up to the ceiling; the service checks the setting
                 assert arm["maxLength"] == CONTENT_BYTES_CEILING, (tool, parameter, arm)
             else:
@@ -134,9 +157,12 @@ async def test_every_tool_schema_shows_the_bounds_of_the_table(project: Path) ->
         ("get_context", "max_chars"),
         ("search_memories", "created_after"),
         ("retrieve_context", "query"),
+        ("update_current_task", "task"),
+        ("record_conversation_summary", "decisions"),
+        ("add_decision", "title"),
     }
     assert expected <= checked
-    assert len(checked) >= 50
+    assert len(checked) >= 70
 
 
 # -- argument errors are one line ----------------------------------------------------------------------
