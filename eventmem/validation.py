@@ -18,7 +18,6 @@ __all__ = [
     "check_count",
     "check_length",
     "check_number",
-    "check_text",
     "check_whole",
     "has_visible",
     "refusal",
@@ -35,7 +34,12 @@ def shown(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return "null" if value is None else str(value).lower()
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
+        sign = "-" if value < 0 else ""  # (str() of a huge integer raises: count its digits from its bits)
+        return (
+            f"{value:,}"
+            if abs(value) < 10**30
+            else f"{sign}a number of about {int(value.bit_length() * 0.30103):,} digits"
+        )
     if isinstance(value, float):
         return f"{value:g}"
     return f"a {type(value).__name__}"
@@ -60,16 +64,6 @@ def check_length(value: str, name: str, field: str | None = None, *, high: float
     top = entry.high if high is None else high
     if len(value) > top:
         raise refusal(field, f"at most {int(top):,} characters", value, got=f"{len(value):,} characters")
-    return value
-
-
-def check_text(value: str, name: str, field: str | None = None, *, required: bool = False) -> str:
-    """A string within its limit; ``required`` ones must hold a visible character."""
-    entry = limit(name)
-    field = field or name
-    check_length(value, name, field)
-    if (required or entry.low > 0) and not has_visible(value):
-        raise refusal(field, f"{entry.describe()} with a visible character", value)
     return value
 
 
