@@ -24,11 +24,11 @@ from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.files import atomic_write
-from eventmem.limits import limit
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
 from eventmem.terminal import EscapingStream, printable
+from eventmem.validation import check_whole
 
 __all__ = [
     "Parser",
@@ -270,6 +270,7 @@ def _describe(event: dict[str, Any]) -> str:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    check_whole(args.limit, "log_limit", "--limit")
     service = _open(args)
     events = service.history(args.id, limit=args.limit)
     if args.json:
@@ -351,7 +352,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         try:
             now = iso_to_epoch(args.now)
         except (ValueError, OverflowError, OSError):
-            raise InvalidInput(f"--now {args.now!r} is not a time: give an ISO-8601 date or time") from None
+            raise InvalidInput(
+                f"--now {args.now!r} is not an ISO-8601 time: give a date or time such as 2026-03-01T12:00:00Z"
+            ) from None
         if now > time.time() and not args.dry_run:
             raise InvalidInput(
                 f"--now {args.now} is later than the clock: compacting then would write events stamped in the "
@@ -556,22 +559,6 @@ def command_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
 
 
-def bounded(name: str) -> Callable[[str], int]:
-    """An argparse type: a whole number within the range :mod:`eventmem.limits` gives ``name``."""
-    entry = limit(name)
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not entry.low <= value <= entry.high:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {entry.describe()}")
-        return value
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
@@ -632,7 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by")
     p = add("log", cmd_log, "history of one memory, or of all")
     p.add_argument("id", nargs="?")
-    p.add_argument("--limit", type=bounded("log_limit"), default=200, help="at most this many events, newest")
+    p.add_argument("--limit", type=int, default=200, help="at most this many events, newest")
     add("stats", cmd_stats, "counts by type, status and tag")
     add("rebuild", cmd_rebuild, "drop the cache and rebuild every projection from the journal")
     p = add("compact", cmd_compact, "expire memories past their TTL and archive old deleted/expired history")

@@ -24,7 +24,7 @@ import math
 import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
@@ -79,8 +79,24 @@ def dedup_key(text: str) -> bytes:
 # -- expiry -----------------------------------------------------------------------------------
 
 
+_FIRST_ISO, _LAST_ISO = "0001-01-01T00:00:00.000000Z", "9999-12-31T23:59:59.999999Z"
+_FIRST_EPOCH = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+_LAST_EPOCH = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+
+
 def epoch_iso(epoch: float) -> str:
+    """The fixed-width ISO form of a moment. Never raises: a moment past the year 9999 (or not a
+    number), as a stamp plus a huge TTL already in a journal can make, shows as the last moment of
+    9999, one before the year 1 as the first moment of the year 1."""
+    if math.isnan(epoch) or epoch >= _LAST_EPOCH:
+        return _LAST_ISO if math.isnan(epoch) or epoch >= _LAST_EPOCH + 86_400 else _last_day(epoch)
+    if epoch < _FIRST_EPOCH:
+        return _FIRST_ISO
     return to_iso(datetime.fromtimestamp(epoch, UTC))
+
+
+def _last_day(epoch: float) -> str:
+    return to_iso(datetime(9999, 12, 31, tzinfo=UTC) + timedelta(seconds=epoch - _LAST_EPOCH))
 
 
 def due_for_expiry(store: Store, now: float) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_TTL_SECONDS",
     "Limit",
     "limit",
+    "markdown_table",
 ]
 
 Unit = Literal["characters", "bytes", "items", "number", "whole number"]
@@ -70,23 +71,33 @@ LIMITS: Final[dict[str, Limit]] = {
             "store_memory, save_context, update_memory, sections; saved/updated events",
             f"the `max_memory_bytes` setting, up to {CONTENT_BYTES_CEILING:,}; must hold a visible character",
         ),
-        Limit("title", "characters", 0, 200, "store_memory, update_memory; saved/updated events"),
-        Limit("summary", "characters", 0, 1_000, "store_memory, update_memory; saved/updated events"),
+        Limit(
+            "title",
+            "characters",
+            0,
+            200,
+            "store_memory, update_memory, supersede, project-context entries; saved/updated events",
+        ),
+        Limit("summary", "characters", 0, 1_000, "store_memory, update_memory, supersede; saved/updated events"),
         Limit("tags", "items", 0, 32, "every tool and command taking tags; saved/updated events"),
         Limit("tag", "characters", 1, 64, "each tag; lower-cased, spaces become -"),
-        Limit("importance", "number", 0, 1, "store_memory, update_memory; saved/updated events"),
+        Limit("importance", "number", 0, 1, "store_memory, update_memory, supersede; saved/updated events"),
         Limit(
             "ttl_seconds",
             "whole number",
             1,
             MAX_TTL_SECONDS,
-            "store_memory, update_memory, `--ttl`; saved/updated events",
+            "store_memory, update_memory, supersede, `--ttl`; saved/updated events",
             "100 years; null (or absent) is long-term",
         ),
         Limit("reason", "characters", 0, 2_000, "delete, restore, promote, supersede, unlink; their events"),
-        Limit("context", "characters", 0, 2_000, "link_memories; linked events"),
-        Limit("relation", "characters", 1, 64, "link_memories; linked events", "lower_snake_case"),
-        Limit("strength", "number", 0, 1, "link_memories; linked events"),
+        Limit("context", "characters", 0, 2_000, "create_relationship; linked events"),
+        Limit("relation", "characters", 1, 64, "create_relationship; linked events", "lower_snake_case"),
+        Limit("strength", "number", 0, 1, "create_relationship; linked events"),
+        Limit("entries", "items", 0, 100, "recentChanges and decisions of the project-context tools"),
+        Limit("types", "items", 0, 32, "type filters of recall_memories, search_memories, get_context, `search`"),
+        Limit("relations", "items", 0, 32, "get_related_memories"),
+        Limit("time", "characters", 0, 64, "created_after/before, updated_after/before (ISO-8601)"),
         Limit("query", "characters", 0, 4_000, "recall_memories, search_memories, retrieve_context, `search`"),
         Limit("limit", "whole number", 1, 100, "recall_memories, search_memories, retrieve_context, `search`"),
         Limit("related_limit", "whole number", 1, 500, "get_related_memories"),
@@ -107,3 +118,10 @@ LIMITS: Final[dict[str, Limit]] = {
 def limit(name: str) -> Limit:
     """The limit of one field (a ``KeyError`` names a field the table lacks: a programming error)."""
     return LIMITS[name]
+
+
+def markdown_table() -> str:
+    """The README's limits table (between its ``<!-- limits:start -->`` and ``<!-- limits:end -->``)."""
+    rows = ["| field | accepted | where | note |", "|---|---|---|---|"]
+    rows += [f"| `{e.name}` | {e.describe()} | {e.where} | {e.note} |" for e in LIMITS.values()]
+    return "\n".join(rows) + "\n"

@@ -11,19 +11,25 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.session import ServerSession
 from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
+from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService
+from eventmem.validation import shown
 
 __all__ = [
     "ADDITIVE",
@@ -32,12 +38,17 @@ __all__ = [
     "KIND_HELP",
     "READ_ONLY",
     "App",
+    "ArgumentErrors",
+    "EntryText",
+    "TagText",
     "app_of",
     "as_list",
+    "bounded",
     "call",
     "client_name",
     "dump",
     "make_filters",
+    "one_line",
     "terminate",
 ]
 
@@ -111,7 +122,7 @@ def client_name(ctx: Context[Any, Any] | None) -> str:
         return ""
     info = getattr(params, "client_info", None)
     name = getattr(info, "name", "")
-    return str(name or "")
+    return str(name or "")[: int(LIMITS["by"].high)]  # a label the client chose: cut, not refused
 
 
 def app_of(ctx: Context[Any, Any]) -> App:
@@ -165,3 +176,118 @@ def make_filters(
 
 def dump(value: Any) -> Any:
     return msgspec.to_builtins(value)
+
+
+# -- bounds in the schemas, and argument errors in one line ------------------------------------------
+
+
+TagText = Annotated[str, Field(max_length=int(LIMITS["tag"].high))]
+"""One tag as a tool takes it (its schema shows the tag's ``maxLength``)."""
+EntryText = Annotated[str, Field(max_length=CONTENT_BYTES_CEILING)]
+"""One entry of a project-context list (a recent change, a decision), bounded like a memory's content."""
+
+
+def bounded(name: str, description: str, *, low: float | None = None) -> Any:
+    """A parameter's ``Field`` with the bounds of the limit ``name`` (``maxLength``/``minLength`` for
+    text, ``maxItems`` for lists, ``minimum``/``maximum`` for numbers). ``content`` is bounded by the
+    highest ``max_memory_bytes`` allowed (a character is at least a byte); the service checks the
+    project's own setting. ``low`` overrides the lower bound (``ttl_seconds`` 0 in an update)."""
+    entry = LIMITS[name]
+    bottom = entry.low if low is None else low
+    if entry.unit in ("number", "whole number"):
+        if entry.unit == "whole number":
+            return Field(description=description, ge=int(bottom), le=int(entry.high))
+        return Field(description=description, ge=bottom, le=entry.high)
+    high = CONTENT_BYTES_CEILING if name == "content" else int(entry.high)
+    if entry.unit == "items" or not bottom or name == "content":  # (content: the service asks for a visible character)
+        return Field(description=description, max_length=high)
+    return Field(description=description, min_length=int(bottom), max_length=high)
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def expected(schema: dict[str, Any]) -> str:
+    """What a parameter's JSON schema accepts, in words: ``a whole number from 1 to 100``."""
+    if "anyOf" in schema:
+        kinds = [expected(option) for option in schema["anyOf"] if option.get("type") != "null"]
+        return " or ".join(kinds) or "null"
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return repr(schema["const"])
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        words = "a whole number" if kind == "integer" else "a number"
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is not None and high is not None:
+            return f"{words} from {_number(low)} to {_number(high)}"
+        if low is not None:
+            return f"{words} of at least {_number(low)}"
+        return f"{words} of at most {_number(high)}" if high is not None else words
+    if kind == "string":
+        low, top = schema.get("minLength"), schema.get("maxLength")
+        if low and top is not None:
+            return f"a string of {low:,} to {top:,} characters"
+        return "a string" + (f" of at most {top:,} characters" if top is not None else "")
+    if kind == "array":
+        items, top = schema.get("items", {}), schema.get("maxItems")
+        noun = {"string": "strings", "integer": "whole numbers", "number": "numbers"}.get(items.get("type"), "items")
+        what = f"a list of at most {top:,} {noun}" if top is not None else f"a list of {noun}"
+        return what + (f", each of at most {items['maxLength']:,} characters" if "maxLength" in items else "")
+    if kind == "boolean":
+        return "true or false"
+    return "an object" if kind == "object" else "a value"
+
+
+def one_line(exc: ValidationError, schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """The argument errors of one call in a line, per argument: what was expected, what was given."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    by_argument: dict[str, list[ErrorDetails]] = {}
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else ""
+        by_argument.setdefault(name, []).append(error)
+    parts: list[str] = []
+    for name, errors in by_argument.items():
+        if any(e["type"] == "missing" for e in errors):
+            parts.append(f"{name} is required")
+            continue
+        prop = properties.get(name, {})
+        items = [e for e in errors if len(e["loc"]) > 1 and isinstance(e["loc"][-1], int)]
+        if items and len(items) == len(errors):  # one item of a list is wrong
+            where = items[0]["loc"][-1]
+            item_schema: dict[str, Any] = next(
+                (o.get("items", {}) for o in [prop, *prop.get("anyOf", [])] if "items" in o), {}
+            )
+            parts.append(f"{name}[{where}]: expected {expected(item_schema)}, got {shown(items[0]['input'])}")
+            continue
+        parts.append(f"{name}: expected {expected(prop)}, got {shown(arguments.get(name))}")
+    return "; ".join(parts)
+
+
+class ArgumentErrors:
+    """Middleware: a tool call whose arguments do not fit the tool's schema answers with
+    :func:`one_line` instead of the validator's multi-line dump. Only failed calls pay: their
+    arguments are validated again to read the errors."""
+
+    def __init__(self, server: MCPServer[Any]) -> None:
+        self.server = server
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
+            return result
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        tool = self.server._tool_manager.get_tool(name) if isinstance(name, str) else None  # no public lookup
+        if tool is None or not isinstance(arguments, dict):
+            return result
+        try:
+            tool.fn_metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            text = f"Error executing tool {name}: {one_line(exc, tool.parameters, arguments)}"
+            return {**result, "content": [{"type": "text", "text": text}]}
+        except Exception:  # a check that fails on its own is the call's original error to report
+            return result
+        return result

@@ -29,7 +29,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from eventmem import __version__
 from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
-from eventmem.mcp_app import _RUNNING, App, app_of, terminate
+from eventmem.mcp_app import _RUNNING, App, ArgumentErrors, app_of, terminate
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.toolsets import context as context_tools
@@ -55,12 +55,13 @@ FAMILIES: dict[str, Callable[[MCPServer[App]], None]] = {
     "memory": memory_tools.register,
     "project-context": project_context_tools.register,
 }
-#: Profiles: a few tools picked from several families. ``core``, the default, stays short (ten
-#: tools) so that a model chooses well, and keeps the basic calls of every earlier design working.
+#: Profiles: a few tools picked from several families. ``core``, the default, stays short (eleven
+#: tools) so that a model chooses well, and keeps the basic calls of every earlier design working;
+#: ``restore_memory`` is in it because ``delete_memory`` tells how a memory is restored.
 PROFILES: dict[str, dict[str, tuple[str, ...]]] = {
     "core": {
         "context": ("save_context", "retrieve_context"),
-        "memory": ("store_memory", "recall_memories", "get_memory", "update_memory", "delete_memory"),
+        "memory": ("store_memory", "recall_memories", "get_memory", "update_memory", "delete_memory", "restore_memory"),
         "project-context": ("bootstrap_project_context", "update_current_task", "record_conversation_summary"),
     },
 }
@@ -289,6 +290,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
     )
+    server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
     register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
     server._lowlevel_server.instructions = instructions_for({tool.name for tool in server._tool_manager.list_tools()})

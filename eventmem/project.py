@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -149,6 +150,8 @@ class ProjectPaths:
         for path in (self.lock_file, self.config_file, self.local_config_file):
             self.inside(path)
         for folder in (self.cache_dir, self.local_dir):
+            if folder == self.cache_dir and _plain_file(folder):
+                continue  # derived only: the store warns that it cannot write there, and the journal works
             self.inside(folder, kind="folder")
             for parent, folders, files in os.walk(folder):
                 for name in folders + files:
@@ -223,3 +226,11 @@ class ProjectPaths:
         attributes = self.base / ".gitattributes"
         if not os.path.lexists(attributes):
             atomic_write(attributes, GITATTRIBUTES.encode(), durable=False)
+
+
+def _plain_file(path: Path) -> bool:
+    """A regular file (not a link, not a folder) at ``path``."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

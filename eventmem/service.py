@@ -15,7 +15,6 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
@@ -40,7 +39,7 @@ from eventmem.events import (
     MemoryUpdated,
     memory_ids,
 )
-from eventmem.ids import new_id, now_iso, to_iso
+from eventmem.ids import new_id, now_iso
 from eventmem.lifecycle import (
     archive_candidates,
     archive_memories,
@@ -61,16 +60,18 @@ from eventmem.redact import scrub
 from eventmem.state import LinkRecord, MemoryRecord, State
 from eventmem.store import Store
 from eventmem.summarizer import ExtractiveSummarizer, Summarizer
+from eventmem.validation import (
+    check_count,
+    check_length,
+    check_number,
+    check_whole,
+    has_visible,
+    refusal,
+)
 
 __all__ = ["Hit", "Link", "Memory", "MemoryService", "Saved", "open_service"]
 
 log = logging.getLogger("eventmem.service")
-
-MAX_TAGS = 32
-MAX_TAG_CHARS = 64
-MAX_TITLE_CHARS = 200
-MAX_LIMIT = 100
-MAX_QUERY_CHARS = 4000
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -142,27 +143,27 @@ class Hit(msgspec.Struct, kw_only=True):
 
 
 def _normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
+    """Lower-cased, spaces to ``-``, duplicates dropped; the count is checked before any tag is read."""
     if tags is None:
         return ()
     if isinstance(tags, str):
+        check_length(tags, "tags", high=LIMITS["tags"].high * (LIMITS["tag"].high + 1))
         tags = tags.split(",")
-    out: list[str] = []
+    check_count(tags, "tags")
+    out: dict[str, None] = {}
     for tag in tags:
         if not isinstance(tag, str):
-            raise InvalidInput("tags must be strings")
+            raise refusal("tags", "a list of strings", tag, got=f"a {type(tag).__name__} among them")
+        check_length(tag, "tag")
         clean = " ".join(tag.strip().lower().split()).replace(" ", "-")
-        if not clean:
-            continue
-        if len(clean) > MAX_TAG_CHARS:
-            raise InvalidInput(f"tag {clean[:20]!r}… is longer than {MAX_TAG_CHARS} characters")
-        if clean not in out:
-            out.append(clean)
-    if len(out) > MAX_TAGS:
-        raise InvalidInput(f"at most {MAX_TAGS} tags per memory ({len(out)} given)")
+        if clean:
+            out[clean] = None
     return tuple(out)
 
 
 def _check_kind(kind: str) -> str:
+    if not isinstance(kind, str) or len(kind) > 64:
+        raise refusal("type", "one of: " + ", ".join(KINDS), kind)
     kind = kind.strip().lower().replace("-", "_").replace(" ", "_")
     if kind not in KINDS:
         raise InvalidInput(f"unknown type {kind!r}; choose one of: {', '.join(KINDS)}")
@@ -170,17 +171,11 @@ def _check_kind(kind: str) -> str:
 
 
 def _check_importance(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise InvalidInput("importance must be a number between 0 and 1")
-    if not 0.0 <= float(value) <= 1.0:
-        raise InvalidInput(f"importance must be between 0 and 1, not {value}")
-    return float(value)
+    return check_number(value, "importance")
 
 
 def _check_unit(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or not 0 <= value <= 1:
-        raise InvalidInput(f"{name} must be a number between 0 and 1, not {value!r}")
-    return float(value)
+    return check_number(value, name)
 
 
 _RELATION = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -188,6 +183,7 @@ _RELATION = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 def _check_relation(value: str) -> str:
     """A well-known relation (any case) or a free-form lower_snake_case one."""
+    check_length(value, "relation")
     relation = value.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) else ""
     if not _RELATION.fullmatch(relation):
         raise InvalidInput(
@@ -197,10 +193,9 @@ def _check_relation(value: str) -> str:
     return relation
 
 
-def _check_whole(value: int, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}")
-    return value
+def _check_whole(value: int, name: str, field: str | None = None) -> int:
+    """A whole number within the limit ``name`` of :data:`eventmem.limits.LIMITS`."""
+    return check_whole(value, name, field)
 
 
 def _link_view(link: LinkRecord) -> Link:
@@ -216,18 +211,15 @@ def _link_view(link: LinkRecord) -> Link:
     )
 
 
-MAX_DEPTH = 5
-MAX_RELATED = 500
-MAX_CONTEXT_CHARS = 200_000
-MIN_CONTEXT_CHARS = 200
-
-
 def _check_ttl(value: int | None) -> int | None:
+    """Seconds, or ``None`` for long-term; at most :data:`eventmem.limits.MAX_TTL_SECONDS`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInput("ttl_seconds must be a positive whole number of seconds, or null for long-term")
-    return value
+    return check_whole(value, "ttl_seconds")
+
+
+def _check_by(value: str) -> str:
+    return check_length(value, "by")
 
 
 class MemoryService:
@@ -275,6 +267,7 @@ class MemoryService:
     def _find(self, memory_id: str) -> tuple[Store, MemoryRecord]:
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
+        check_length(memory_id, "memory_id")
         memory_id = memory_id.strip()
         for store in self.stores():
             store.catch_up()
@@ -298,11 +291,21 @@ class MemoryService:
     # -- validation ---------------------------------------------------------------------------
 
     def _clean_text(self, text: str, field: str, *, required: bool) -> str:
+        """Scrubbed and stripped text within its limit: its field's in :data:`~eventmem.limits.LIMITS`
+        (``content``, ``context_text`` and unknown fields: the ``max_memory_bytes`` setting)."""
         if not isinstance(text, str):
-            raise InvalidInput(f"{field} must be a string")
+            raise refusal(field, "a string", text)
+        if field in LIMITS and field != "content":
+            check_length(text, field)  # before the scrub reads it
+        elif len(text) > self.config.max_memory_bytes:  # a character is at least a byte
+            raise LimitExceeded(
+                f"{field} is over {self.config.max_memory_bytes} bytes; the limit is {self.config.max_memory_bytes} "
+                "bytes (max_memory_bytes). Save the essential part, split it into several memories, "
+                "or give a summary and keep the details in the repository."
+            )
         cleaned = scrub(text, refuse=self.config.secrets == "refuse", field=field).strip()
-        if required and not cleaned:
-            raise InvalidInput(f"{field} must not be empty")
+        if required and not has_visible(cleaned):
+            raise refusal(field, "a text with a visible character", text)
         size = len(cleaned.encode("utf-8"))
         if size > self.config.max_memory_bytes:
             raise LimitExceeded(
@@ -314,7 +317,7 @@ class MemoryService:
 
     def _summary_for(self, content: str, summary: str | None) -> str:
         if summary is not None and summary.strip():
-            return self._clean_text(summary, "summary", required=False)[:1000]
+            return self._clean_text(summary, "summary", required=False)
         return self.summarizer.summarize([content])[0]
 
     # -- commands -----------------------------------------------------------------------------
@@ -375,8 +378,13 @@ class MemoryService:
             return self._save_section(section, content, ttl_seconds=ttl_seconds, by=by, content_field=content_field)
         content = self._clean_text(content, content_field, required=True)
         title = self._clean_text(title or "", "title", required=False)
-        if len(title) > MAX_TITLE_CHARS:
-            raise InvalidInput(f"title is longer than {MAX_TITLE_CHARS} characters")
+        tag_list = _normalize_tags(tags)  # before the summary is made: every argument is checked first
+        checked_importance, checked_ttl = _check_importance(importance), _check_ttl(ttl_seconds)
+        if summary is not None:
+            check_length(summary, "summary")
+        _check_by(by)
+        if memory_id is not None:
+            check_length(memory_id, "memory_id")
         if scope not in SCOPES:
             raise InvalidInput(f"scope must be 'project' or 'global', not {scope!r}")
         event = MemorySaved(
@@ -389,9 +397,9 @@ class MemoryService:
             title=title,
             content=content,
             summary=self._summary_for(content, summary),
-            tags=_normalize_tags(tags),
-            importance=_check_importance(importance),
-            ttl_seconds=_check_ttl(ttl_seconds),
+            tags=tag_list,
+            importance=checked_importance,
+            ttl_seconds=checked_ttl,
             project=self.root.root.name if scope == "global" else "",
         )
         store = self.store_for(scope)
@@ -460,7 +468,18 @@ class MemoryService:
         by: str = "",
     ) -> Memory:
         store, record = self._find(memory_id)
+        _check_by(by)
+        if summary is not None:
+            check_length(summary, "summary")
         changes: dict[str, Any] = {}
+        if title is not None:  # the cheap checks first: a refused title must not cost a summary
+            changes["title"] = self._clean_text(title, "title", required=False)
+        if tags is not None:
+            changes["tags"] = _normalize_tags(tags)
+        if importance is not None:
+            changes["importance"] = _check_importance(importance)
+        if ttl_seconds != "unchanged":
+            changes["ttl_seconds"] = _check_ttl(ttl_seconds)
         if content is not None:
             new_content = self._clean_text(content, "content", required=True)
             if new_content != record.content:
@@ -469,17 +488,9 @@ class MemoryService:
                     changes["summary"] = self._summary_for(new_content, None)
         if summary is not None:
             changes["summary"] = self._summary_for(changes.get("content", record.content), summary)
-        if title is not None:
-            changes["title"] = self._clean_text(title, "title", required=False)
-        if tags is not None:
-            changes["tags"] = _normalize_tags(tags)
         if kind is not None:
             changes["kind"] = _check_kind(kind)
             _refuse_second_singleton(record.id, changes["kind"])
-        if importance is not None:
-            changes["importance"] = _check_importance(importance)
-        if ttl_seconds != "unchanged":
-            changes["ttl_seconds"] = _check_ttl(ttl_seconds)
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if not changes:
             return self.view(store, record)
@@ -487,6 +498,8 @@ class MemoryService:
         return self.get(record.id)
 
     def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
+        reason = self._clean_text(reason or "", "reason", required=False)
+        _check_by(by)
         store, record = self._find(memory_id)
         view = self.view(store, record)
         ts = now_iso()
@@ -515,11 +528,10 @@ class MemoryService:
         out, and the links its delete removed (see :func:`eventmem.tombstones.restore_events`), in
         one append per store. Returns (memory, whether it changed); a live memory is left as it is."""
         if not isinstance(memory_id, str) or not memory_id.strip():
-            raise InvalidInput("memory id must be a non-empty string")
-        memory_id = memory_id.strip()
+            raise refusal("memory_id", "a memory's id", memory_id)
+        memory_id = check_length(memory_id.strip(), "memory_id")
         reason = self._clean_text(reason or "", "reason", required=False)
-        if len(reason) > (most := int(LIMITS["reason"].high)):
-            raise InvalidInput(f"reason is longer than {most} characters; a sentence is enough")
+        _check_by(by)
         store = self._owner(memory_id)
         ts = now_iso()
         planned: list[tuple[Store, AnyEvent]] = []
@@ -579,7 +591,7 @@ class MemoryService:
             ttl_seconds=record.ttl_seconds,
             created_at=record.created_at,
             updated_at=record.updated_at or record.created_at,
-            expires_at=None if math.isinf(expires) else to_iso(datetime.fromtimestamp(expires, UTC)),
+            expires_at=None if math.isinf(expires) else epoch_iso(expires),
             created_by=record.created_by,
             updated_by=record.updated_by,
             status=status,
@@ -599,12 +611,10 @@ class MemoryService:
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         access: bool = False,
     ) -> list[Hit]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query must not be empty")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters; shorten it")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+        check_length(query, "query")
+        if not has_visible(query):
+            raise refusal("query", "a text with a visible character", query)
+        limit = _check_whole(limit, "limit")
         filters = filters or Filters()
         filters.validate()
         hits: list[Hit] = []
@@ -705,8 +715,9 @@ class MemoryService:
 
     def promote(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
         """Make a memory long-term with a ``promoted`` event. Returns (memory, whether it changed)."""
+        reason = self._clean_text(reason or "", "reason", required=False)
+        _check_by(by)
         store, record = self._find(memory_id)
-        reason = self._clean_text(reason or "", "reason", required=False)[:500]
 
         def plan() -> list[AnyEvent]:
             current = store.state.visible(record.id)
@@ -738,8 +749,13 @@ class MemoryService:
         _refuse_second_singleton("", old.kind if kind is None else _check_kind(kind))
         content = self._clean_text(content, "content", required=True)
         new_title = old.title if title is None else self._clean_text(title, "title", required=False)
-        if len(new_title) > MAX_TITLE_CHARS:
-            raise InvalidInput(f"title is longer than {MAX_TITLE_CHARS} characters")
+        new_tags = old.tags if tags is None else _normalize_tags(tags)
+        new_importance = old.importance if importance is None else _check_importance(importance)
+        new_ttl = _check_ttl(ttl_seconds)
+        link_context = self._clean_text(reason or "", "reason", required=False)
+        if summary is not None:
+            check_length(summary, "summary")
+        _check_by(by)
         ts = now_iso()
         event = MemorySaved(
             id=new_id(),
@@ -751,9 +767,9 @@ class MemoryService:
             title=new_title,
             content=content,
             summary=self._summary_for(content, summary),
-            tags=old.tags if tags is None else _normalize_tags(tags),
-            importance=old.importance if importance is None else _check_importance(importance),
-            ttl_seconds=_check_ttl(ttl_seconds),
+            tags=new_tags,
+            importance=new_importance,
+            ttl_seconds=new_ttl,
             project=old.project,
         )
         link = LinkAdded(
@@ -764,7 +780,7 @@ class MemoryService:
             source=event.memory,
             target=old.id,
             relation="supersedes",
-            context=self._clean_text(reason or "", "reason", required=False)[:1000],
+            context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
         return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])
@@ -784,8 +800,7 @@ class MemoryService:
         relation = _check_relation(relation)
         strength = _check_unit(strength, "strength")
         context = self._clean_text(context or "", "context", required=False)
-        if len(context) > 1000:
-            raise InvalidInput("context is longer than 1000 characters; keep it to a sentence or two")
+        _check_by(by)
         source_store, source = self._find(source_id)
         target_store, target = self._find(target_id)
         if source.id == target.id:
@@ -829,11 +844,11 @@ class MemoryService:
         include_superseded: bool = False,
     ) -> list[dict[str, Any]]:
         """Memories reachable from one along live links, breadth first (nearest, then strongest)."""
-        depth = _check_whole(depth, "depth", 1, MAX_DEPTH)
-        limit = _check_whole(limit, "limit", 1, MAX_RELATED)
+        depth = _check_whole(depth, "depth")
+        limit = _check_whole(limit, "related_limit", "limit")
         if direction not in ("out", "in", "both"):
             raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
-        wanted = [_check_relation(r) for r in relations or ()]
+        wanted = [_check_relation(r) for r in check_count(relations or (), "relations")]
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
@@ -910,12 +925,10 @@ class MemoryService:
         """Structured search: filters, plus optional query text. Without a query, a listing of what
         the filters match, most important (or most recent) first. ``project``: memories of that
         project (this project's own, and global ones saved from it)."""
-        if query is not None and not isinstance(query, str):
-            raise InvalidInput("query must be a string")
-        text = (query or "").strip()
-        if len(text) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is longer than {MAX_QUERY_CHARS} characters; shorten it")
-        limit = _check_whole(limit, "limit", 1, MAX_LIMIT)
+        text = check_length(query, "query").strip() if query is not None else ""
+        limit = _check_whole(limit, "limit")
+        if project is not None:
+            check_length(project, "project")
         if mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
         order = sort or ("relevance" if text else "importance")
@@ -1007,9 +1020,9 @@ class MemoryService:
     ) -> dict[str, Any]:
         """The session-start bundle: per type, the most important and the most recent memories, in
         turns, as markdown within ``max_chars`` (global memories marked as such)."""
-        max_chars = _check_whole(max_chars, "max_chars", MIN_CONTEXT_CHARS, MAX_CONTEXT_CHARS)
-        per_type = _check_whole(per_type, "per_type", 0, MAX_LIMIT)
-        filters = Filters(kinds=tuple(_check_kind(t) for t in types or ()))
+        max_chars = _check_whole(max_chars, "max_chars")
+        per_type = _check_whole(per_type, "per_type")
+        filters = Filters(kinds=tuple(_check_kind(t) for t in check_count(types or (), "types")))
         now = time.time()
         records: list[tuple[MemoryRecord, str]] = []
         counts: dict[str, int] = {}
@@ -1139,6 +1152,10 @@ class MemoryService:
 
     def history(self, memory_id: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
         """Events (newest last) about one memory, or all, with where each line is in the journal."""
+        if memory_id is not None:
+            check_length(memory_id, "memory_id")
+        if limit:  # 0: every event
+            _check_whole(limit, "log_limit", "limit")
         rows: list[tuple[str, dict[str, Any]]] = []
         for store in self.stores():
             for segment, result in store.journal.iter_all(with_offsets=True):

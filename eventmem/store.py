@@ -39,7 +39,7 @@ import numpy.typing as npt
 from eventmem.config import Config
 from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
-from eventmem.errors import JournalCorrupt, JournalUnwritable
+from eventmem.errors import JournalCorrupt, JournalUnwritable, UnsafePath
 from eventmem.events import KINDS, SCOPES, AnyEvent
 from eventmem.files import FileLock, atomic_replace, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
@@ -563,7 +563,10 @@ class Store:
             if self._dedup_dirty is None:  # (wanted by the snapshot: made while the keywords go in)
                 self._index_dedup(records)
             if snapshot_due and bulk is not None and not self._pending and not self._inflight:
-                self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
+                try:
+                    self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
+                except OverflowError:  # (no snapshot then: see save_snapshot)
+                    self._encoded_state = None
         finally:
             if bulk is not None:
                 bulk.finish()
@@ -668,7 +671,7 @@ class Store:
     def expires_epoch(self, memory_id: str, record: MemoryRecord) -> float:
         if record.ttl_seconds is None:
             return math.inf
-        base = iso_to_epoch(record.ttl_set_at) + record.ttl_seconds
+        base = iso_to_epoch(record.ttl_set_at) + _ttl_float(record.ttl_seconds)
         return base + self.usage_extension(memory_id, record)
 
     def _embed_into_index(self, items: list[EmbedItem]) -> None:
@@ -880,7 +883,8 @@ class Store:
 
     def _usage_extension(self, memory_id: str, record: MemoryRecord) -> float:
         """Each access (local usage stream) extends a TTL by half of it."""
-        return self.usage.count(memory_id) * (record.ttl_seconds or 0) / 2
+        count = self.usage.count(memory_id)
+        return count * _ttl_float(record.ttl_seconds or 0) / 2 if count else 0.0
 
     def find_duplicate(self, text: str) -> list[str]:
         """Live memories whose content normalises to the same text (see :func:`dedup_key`)."""
@@ -1014,7 +1018,11 @@ class Store:
             if not self.cursors or self._pending or self._inflight or self._deferred_failed:
                 return False  # (vectors still being made: a snapshot would lack them)
             self._refresh_dedup()
-            state = self._encoded_state_for_snapshot()
+            try:
+                state = self._encoded_state_for_snapshot()
+            except OverflowError as exc:  # an integer of a journal line beyond 64 bits: the journal still holds it
+                log.warning("no snapshot written: %s", exc)
+                return False
             snapshot = Snapshot(
                 format=SNAPSHOT_FORMAT,
                 embedder=self.embedder.model_id,
@@ -1063,7 +1071,7 @@ class Store:
                 for stale in files[:-2]:
                     if stale.name != snapshot.vectors_file:
                         stale.unlink(missing_ok=True)
-        except OSError as exc:
+        except (OSError, UnsafePath) as exc:
             log.warning("could not write snapshot: %s", exc)
             return False
         return True
@@ -1387,3 +1395,11 @@ def _prefix_hasher(segment: Segment, length: int) -> hashlib.blake2b:
 
 def _prefix_digest(segment: Segment, length: int) -> bytes:
     return _prefix_hasher(segment, length).digest()
+
+
+def _ttl_float(seconds: int) -> float:
+    """A TTL as a float; one too large for a float (a journal line may carry any integer) is infinite."""
+    try:
+        return float(seconds)
+    except OverflowError:
+        return math.inf if seconds > 0 else -math.inf

@@ -152,7 +152,7 @@ def test_tags_and_types_may_be_given_with_commas_and_under_the_tools_names(proje
         project, "Fix: set polling on NFS for the watcher.", "--tag", "nfs,watcher", "--tag", "fs", "--type", "fix"
     )
     assert fix["tags"] == ["nfs", "watcher", "fs"] and fix["kind"] == "fix"
-    assert search_ids(project, "search", "--kind", "fix,decision") == [decision["id"], fix["id"]]
+    assert search_ids(project, "search watcher", "--kind", "fix,decision") == [decision["id"], fix["id"]]
     assert search_ids(project, "nfs", "--tags", "nfs,fs") == [fix["id"]]
     updated = ok_json(project, "update", decision["id"], "--tags", "db,search")["memory"]
     assert updated["tags"] == ["db", "search"]
@@ -352,13 +352,13 @@ def test_invalid_input_fails_with_a_clear_message_on_stderr_and_writes_nothing(p
     memory = save(project, "A valid memory")
     before = journal_bytes(project)
     cases: list[tuple[list[str], str, str]] = [
-        (["save", ""], "", "content must not be empty"),
-        (["save", "   "], "", "content must not be empty"),
-        (["save", "-"], "", "content must not be empty"),
+        (["save", ""], "", "content: expected a text with a visible character"),
+        (["save", "   "], "", "content: expected a text with a visible character"),
+        (["save", "-"], "", "content: expected a text with a visible character"),
         (["save", "text", "--type", "bogus"], "", "unknown type 'bogus'"),
-        (["save", "text", "--importance", "2"], "", "importance must be between 0 and 1"),
-        (["save", "text", "--ttl", "-5"], "", "ttl_seconds must be a positive"),
-        (["update", memory["id"], "--content", ""], "", "content must not be empty"),
+        (["save", "text", "--importance", "2"], "", "importance: expected a number from 0 to 1, got 2"),
+        (["save", "text", "--ttl", "-5"], "", "ttl_seconds: expected a whole number from 1 to"),
+        (["update", memory["id"], "--content", ""], "", "content: expected a text with a visible character"),
         (["update", memory["id"], "--type", "bogus"], "", "unknown type 'bogus'"),
         (["search", "x", "--type", "bogus"], "", "bogus"),
     ]

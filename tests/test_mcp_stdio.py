@@ -145,7 +145,7 @@ async def test_each_error_class_comes_back_as_a_tool_error_over_stdio(project: P
         unknown = await call_error(session, "get_memory", memory_id="01JZZZZZZZZZZZZZZZZZZZZZZZ")
         assert "no memory with id" in unknown
         invalid = await call_error(session, "store_memory", content="a", importance=3)
-        assert "importance must be between 0 and 1" in invalid
+        assert "importance: expected a number from 0 to 1, got 3" in invalid
         too_big = await call_error(session, "save_context", context_text="z" * 101)
         assert "max_memory_bytes" in too_big
         missing = await call_error(session, "save_context")

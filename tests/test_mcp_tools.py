@@ -378,6 +378,9 @@ async def test_delete_memory_hides_it_from_get_and_retrieve(project: Path) -> No
 
 UNKNOWN = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
 LIMIT = 200  # EVENTMEM_MAX_MEMORY_BYTES in the error tests
+VISIBLE = "expected a text with a visible character"
+UNIT = "importance: expected a number from 0 to 1"
+ONE_TO_100 = "limit: expected a whole number from 1 to 100"
 
 # (case, tool, arguments, fragments of the message separated by "|"); "{id}" is an existing memory's id
 ERROR_CASES: list[tuple[str, str, dict[str, Any], str]] = [
@@ -385,11 +388,11 @@ ERROR_CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("unknown-id-update", "update_memory", {"memory_id": UNKNOWN, "importance": 0.2}, "no memory with id"),
     ("unknown-id-delete", "delete_memory", {"memory_id": UNKNOWN}, "no memory with id"),
     ("empty-id", "get_memory", {"memory_id": " "}, "memory id must be a non-empty string"),
-    ("empty-text-save", "save_context", {"context_text": ""}, "context_text must not be empty"),
-    ("empty-text-store", "store_memory", {"content": ""}, "must not be empty"),
-    ("whitespace-text-save", "save_context", {"context_text": "  \n\t "}, "context_text must not be empty"),
-    ("whitespace-text-store", "store_memory", {"content": "   "}, "must not be empty"),
-    ("whitespace-text-update", "update_memory", {"memory_id": "{id}", "content": " \n "}, "must not be empty"),
+    ("empty-text-save", "save_context", {"context_text": ""}, "context_text: " + VISIBLE),
+    ("empty-text-store", "store_memory", {"content": ""}, "content: " + VISIBLE),
+    ("whitespace-text-save", "save_context", {"context_text": "  \n\t "}, "context_text: " + VISIBLE),
+    ("whitespace-text-store", "store_memory", {"content": "   "}, "content: " + VISIBLE),
+    ("whitespace-text-update", "update_memory", {"memory_id": "{id}", "content": " \n "}, "content: expected a text"),
     ("too-big-save", "save_context", {"context_text": "x" * (LIMIT + 1)}, "max_memory_bytes"),
     ("too-big-store", "store_memory", {"content": "é" * LIMIT}, "max_memory_bytes"),
     ("too-big-update", "update_memory", {"memory_id": "{id}", "content": "y" * (LIMIT + 1)}, "max_memory_bytes"),
@@ -397,29 +400,29 @@ ERROR_CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("bad-type-save", "save_context", {"context_text": "a", "kind": "opinion"}, "unknown type"),
     ("bad-type-update", "update_memory", {"memory_id": "{id}", "type": "opinion"}, "unknown type"),
     ("bad-type-recall", "recall_memories", {"query": "a", "type": ["fix", "opinion"]}, "unknown type"),
-    ("importance-above-1", "store_memory", {"content": "a", "importance": 1.5}, "between 0 and 1"),
-    ("importance-below-0", "store_memory", {"content": "a", "importance": -0.1}, "between 0 and 1"),
-    ("importance-update", "update_memory", {"memory_id": "{id}", "importance": 2}, "between 0 and 1"),
+    ("importance-above-1", "store_memory", {"content": "a", "importance": 1.5}, UNIT + ", got 1.5"),
+    ("importance-below-0", "store_memory", {"content": "a", "importance": -0.1}, UNIT),
+    ("importance-update", "update_memory", {"memory_id": "{id}", "importance": 2}, UNIT),
     ("min-importance", "recall_memories", {"query": "a", "min_importance": 1.5}, "min_importance"),
     ("negative-ttl-store", "store_memory", {"content": "a", "ttl_seconds": -5}, "ttl_seconds"),
     ("negative-ttl-update", "update_memory", {"memory_id": "{id}", "ttl_seconds": -1}, "ttl_seconds"),
-    ("limit-0-retrieve", "retrieve_context", {"query": "a", "limit": 0}, "limit must be"),
-    ("limit-1000-retrieve", "retrieve_context", {"query": "a", "limit": 1000}, "limit must be"),
-    ("limit-0-recall", "recall_memories", {"query": "a", "limit": 0}, "limit must be"),
-    ("limit-1000-recall", "recall_memories", {"query": "a", "limit": 1000}, "limit must be"),
-    ("empty-query", "retrieve_context", {"query": "  "}, "query must not be empty"),
+    ("limit-0-retrieve", "retrieve_context", {"query": "a", "limit": 0}, ONE_TO_100 + ", got 0"),
+    ("limit-1000-retrieve", "retrieve_context", {"query": "a", "limit": 1000}, ONE_TO_100),
+    ("limit-0-recall", "recall_memories", {"query": "a", "limit": 0}, ONE_TO_100 + ", got 0"),
+    ("limit-1000-recall", "recall_memories", {"query": "a", "limit": 1000}, ONE_TO_100),
+    ("empty-query", "retrieve_context", {"query": "  "}, "query: " + VISIBLE),
     ("bad-scope-store", "store_memory", {"content": "a", "scope": "team"}, "scope"),
     ("bad-scope-recall", "recall_memories", {"query": "a", "scope": "team"}, "scope"),
     ("bad-date-after", "recall_memories", {"query": "a", "created_after": "last tuesday"}, "created_after"),
     ("bad-date-before", "recall_memories", {"query": "a", "created_before": "2024-13-45"}, "created_before"),
-    ("missing-text", "save_context", {}, "context_text|field required"),
-    ("missing-content", "store_memory", {"type": "fix"}, "content|field required"),
-    ("missing-id", "get_memory", {}, "memory_id|field required"),
-    ("missing-query", "recall_memories", {"limit": 3}, "query|field required"),
-    ("wrong-type-importance", "store_memory", {"content": "a", "importance": "high"}, "importance|valid number"),
-    ("wrong-type-tags", "save_context", {"context_text": "a", "tags": 7}, "tags|valid list"),
-    ("wrong-type-limit", "retrieve_context", {"query": "a", "limit": "many"}, "limit|valid integer"),
-    ("wrong-type-text", "store_memory", {"content": ["a", "b"]}, "content|valid string"),
+    ("missing-text", "save_context", {}, "context_text is required"),
+    ("missing-content", "store_memory", {"type": "fix"}, "content is required"),
+    ("missing-id", "get_memory", {}, "memory_id is required"),
+    ("missing-query", "recall_memories", {"limit": 3}, "query is required"),
+    ("wrong-type-importance", "store_memory", {"content": "a", "importance": "high"}, UNIT + ", got 'high'"),
+    ("wrong-type-tags", "save_context", {"context_text": "a", "tags": 7}, "tags: expected a list of at most 32|got 7"),
+    ("wrong-type-limit", "retrieve_context", {"query": "a", "limit": "many"}, ONE_TO_100 + ", got 'many'"),
+    ("wrong-type-text", "store_memory", {"content": ["a", "b"]}, "content: expected a string|got 2 items"),
     ("unknown-tool", "forget_everything", {}, "unknown tool|forget_everything"),
 ]
 

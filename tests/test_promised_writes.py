@@ -37,7 +37,15 @@ def anyio_backend() -> str:
 
 
 def live_of_kind(project: Path, kind: str) -> list[str]:
-    return [hit["id"] for hit in ok_json(project, "search", "the", "--type", kind, "--limit", "100")["results"]]
+    """The live memories of one type: those the log ever gave that type, shown one by one, and as
+    many as the stats count (so a memory of the type the log missed would show as a mismatch)."""
+    events = ok_json(project, "log", "--limit", "10000")
+    ids = dict.fromkeys(event["memory"] for event in events if event.get("kind") == kind)
+    shown = [eventmem(project, "--json", "show", memory_id) for memory_id in ids]  # (a deleted one: exit 2)
+    found = [json.loads(result.stdout)["memory"] for result in shown if result.returncode == 0]
+    live = [memory["id"] for memory in found if memory["kind"] == kind and memory["status"] == "live"]
+    assert len(live) == ok_json(project, "stats")["by_kind"].get(kind, 0), kind
+    return live
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
@@ -159,18 +167,17 @@ async def test_a_hand_edited_tracked_file_is_left_alone_and_the_answer_says_why_
     assert (ai / "decisions.md").read_text(encoding="utf-8") == "# Decisions\n\n## 2026-01-01 — By hand\n\nKept.\n"
 
 
-async def test_a_view_folder_outside_the_project_is_not_written_and_the_answer_says_why(
+async def test_a_view_folder_outside_the_project_is_refused_before_anything_is_written(
     project: Path, tmp_path: Path
 ) -> None:
     env = server_env(EVENTMEM_TOOLS="all", EVENTMEM_RENDER_AI_DIR="../outside")
     errlog = tmp_path / "stderr.log"
     async with serve(project, env, errlog) as session:
         await session.initialize()
-        for _ in range(2):  # the first write makes the journal, the second finds it
-            task = await call(session, "update_current_task", task="Stream the CSV rows.")
-            assert task["fileWritten"] is False
-            assert "the change is saved, but the .ai view was not rendered: render_ai_dir must be" in task["fileNote"]
-    assert ok_json(project, "show", "section:current-task")["memory"]["content"] == "Stream the CSV rows."
+        for _ in range(2):  # the same answer before and after the journal exists
+            refused = await call_error(session, "update_current_task", task="Stream the CSV rows.")
+            assert "render_ai_dir must be a folder inside the project" in refused
+    assert tree_bytes(project) == {}
     assert not (project.parent / "outside").exists()
     assert_clean_stderr(errlog)
 
@@ -226,7 +233,9 @@ def test_a_bad_now_is_a_one_line_error_with_exit_code_2(project: Path, value: st
     before = tree_bytes(project)
     result = eventmem(project, "compact", "--now", value, "--dry-run")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == f"eventmem: --now {value!r} is not a time: give an ISO-8601 date or time\n"
+    assert result.stderr == (
+        f"eventmem: --now {value!r} is not an ISO-8601 time: give a date or time such as 2026-03-01T12:00:00Z\n"
+    )
     assert tree_bytes(project) == before
     as_json = eventmem(project, "compact", "--now", value, "--json")
     assert as_json.returncode == 2 and as_json.stderr.count("\n") == 1

@@ -13,7 +13,9 @@ from eventmem.mcp_app import (
     KIND_HELP,
     READ_ONLY,
     App,
+    TagText,
     app_of,
+    bounded,
     call,
     client_name,
 )
@@ -38,9 +40,9 @@ def register(server: MCPServer[App]) -> None:
     def save_context(
         ctx: Context[App, Any],
         sampled: Annotated[SampledSummary, Resolve(context_text_summary)],
-        context_text: Annotated[str, Field(description="The full text to remember.")],
-        summary: Annotated[str | None, Field(description="One or two sentences; optional.")] = None,
-        tags: Annotated[list[str] | None, Field(description="A few lower-case tags.")] = None,
+        context_text: Annotated[str, bounded("content", "The full text to remember.")],
+        summary: Annotated[str | None, bounded("summary", "One or two sentences; optional.")] = None,
+        tags: Annotated[list[TagText] | None, bounded("tags", "A few lower-case tags.")] = None,
         kind: Annotated[str, Field(description=KIND_HELP)] = "general",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
@@ -65,8 +67,8 @@ def register(server: MCPServer[App]) -> None:
     )
     def retrieve_context(
         ctx: Context[App, Any],
-        query: Annotated[str, Field(description="What you want to know, in words or identifiers.")],
-        limit: Annotated[int, Field(description="How many results, 1 to 100.")] = 5,
+        query: Annotated[str, bounded("query", "What you want to know, in words or identifiers.")],
+        limit: Annotated[int, bounded("limit", "How many results, 1 to 100.")] = 5,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         hits = call(lambda: service.recall(query, limit=limit, access=True))

@@ -16,8 +16,10 @@ from eventmem.mcp_app import (
     KIND_HELP,
     READ_ONLY,
     App,
+    TagText,
     app_of,
     as_list,
+    bounded,
     call,
     client_name,
     dump,
@@ -55,13 +57,15 @@ def register(server: MCPServer[App]) -> None:
     def store_memory(
         ctx: Context[App, Any],
         sampled: Annotated[SampledSummary, Resolve(content_summary)],
-        content: Annotated[str, Field(description="The memory itself, complete enough to act on later.")],
+        content: Annotated[str, bounded("content", "The memory itself, complete enough to act on later.")],
         type: Annotated[str, Field(description=KIND_HELP)] = "general",
-        title: Annotated[str, Field(description="A short title; optional.")] = "",
-        summary: Annotated[str | None, Field(description="One or two sentences; optional.")] = None,
-        tags: Annotated[list[str] | None, Field(description="A few lower-case tags.")] = None,
-        importance: Annotated[float, Field(description="0 (trivia) to 1 (critical).")] = 0.5,
-        ttl_seconds: Annotated[int | None, Field(description="Seconds until it expires; omit for long-term.")] = None,
+        title: Annotated[str, bounded("title", "A short title; optional.")] = "",
+        summary: Annotated[str | None, bounded("summary", "One or two sentences; optional.")] = None,
+        tags: Annotated[list[TagText] | None, bounded("tags", "A few lower-case tags.")] = None,
+        importance: Annotated[float, bounded("importance", "0 (trivia) to 1 (critical).")] = 0.5,
+        ttl_seconds: Annotated[
+            int | None, bounded("ttl_seconds", "Seconds until it expires; omit for long-term.")
+        ] = None,
         scope: Annotated[str, Field(description="'project' (default) or 'global'.")] = "project",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
@@ -98,15 +102,15 @@ def register(server: MCPServer[App]) -> None:
     )
     def recall_memories(
         ctx: Context[App, Any],
-        query: Annotated[str, Field(description="What you want to know.")],
-        limit: Annotated[int, Field(description="How many results, 1 to 100.")] = 5,
+        query: Annotated[str, bounded("query", "What you want to know.")],
+        limit: Annotated[int, bounded("limit", "How many results, 1 to 100.")] = 5,
         type: Annotated[str | list[str] | None, Field(description="Only these types.")] = None,
         tags: Annotated[str | list[str] | None, Field(description="Only memories with all these tags.")] = None,
         scope: Annotated[str | None, Field(description="'project', 'global' or 'all' (default).")] = None,
-        min_importance: Annotated[float | None, Field(description="Only memories at least this important.")] = None,
+        min_importance: Annotated[float | None, bounded("importance", "Only memories at least this important.")] = None,
         include_content: Annotated[bool, Field(description="Return each memory's full content.")] = True,
-        created_after: Annotated[str | None, Field(description="Created at or after this ISO-8601 time.")] = None,
-        created_before: Annotated[str | None, Field(description="Created before this ISO-8601 time.")] = None,
+        created_after: Annotated[str | None, bounded("time", "Created at or after this ISO-8601 time.")] = None,
+        created_before: Annotated[str | None, bounded("time", "Created before this ISO-8601 time.")] = None,
         include_superseded: Annotated[bool, Field(description="Also return memories replaced by others.")] = False,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
@@ -128,7 +132,7 @@ def register(server: MCPServer[App]) -> None:
     )
     def get_memory(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory's id.")],
+        memory_id: Annotated[str, bounded("memory_id", "The memory's id.")],
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         return {"status": "success", "memory": dump(call(lambda: service.get(memory_id, access=True)))}
@@ -143,14 +147,14 @@ def register(server: MCPServer[App]) -> None:
     )
     def update_memory(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory's id.")],
-        content: str | None = None,
-        title: str | None = None,
-        summary: str | None = None,
-        tags: list[str] | None = None,
+        memory_id: Annotated[str, bounded("memory_id", "The memory's id.")],
+        content: Annotated[str | None, bounded("content", "The new content.")] = None,
+        title: Annotated[str | None, bounded("title", "The new title.")] = None,
+        summary: Annotated[str | None, bounded("summary", "The new summary.")] = None,
+        tags: Annotated[list[TagText] | None, bounded("tags", "The new tags.")] = None,
         type: Annotated[str | None, Field(description=KIND_HELP)] = None,
-        importance: float | None = None,
-        ttl_seconds: Annotated[int | None, Field(description="New TTL in seconds; 0 = long-term.")] = None,
+        importance: Annotated[float | None, bounded("importance", "0 (trivia) to 1 (critical).")] = None,
+        ttl_seconds: Annotated[int | None, bounded("ttl_seconds", "New TTL in seconds; 0 = long-term.", low=0)] = None,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         ttl: int | str | None = "unchanged" if ttl_seconds is None else (None if ttl_seconds == 0 else ttl_seconds)
@@ -179,8 +183,8 @@ def register(server: MCPServer[App]) -> None:
     )
     def delete_memory(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory's id.")],
-        reason: Annotated[str, Field(description="Why; kept in the history.")] = "",
+        memory_id: Annotated[str, bounded("memory_id", "The memory's id.")],
+        reason: Annotated[str, bounded("reason", "Why; kept in the history.")] = "",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         memory = call(lambda: service.delete(memory_id, reason=reason, by=client_name(ctx)))
@@ -223,17 +227,17 @@ def register(server: MCPServer[App]) -> None:
     )
     def search_memories(
         ctx: Context[App, Any],
-        query: Annotated[str | None, Field(description="Optional text; omit to list by filters.")] = None,
+        query: Annotated[str | None, bounded("query", "Optional text; omit to list by filters.")] = None,
         type: Annotated[str | list[str] | None, Field(description="Only these types.")] = None,
         tags: Annotated[str | list[str] | None, Field(description="Only memories with all these tags.")] = None,
-        min_importance: Annotated[float | None, Field(description="At least this important.")] = None,
-        max_importance: Annotated[float | None, Field(description="At most this important.")] = None,
+        min_importance: Annotated[float | None, bounded("importance", "At least this important.")] = None,
+        max_importance: Annotated[float | None, bounded("importance", "At most this important.")] = None,
         scope: Annotated[str | None, Field(description="'project', 'global' or 'all' (default).")] = None,
-        project: Annotated[str | None, Field(description="Only memories of this project (by name).")] = None,
-        created_after: Annotated[str | None, Field(description="Created at or after (ISO-8601).")] = None,
-        created_before: Annotated[str | None, Field(description="Created before (ISO-8601).")] = None,
-        updated_after: Annotated[str | None, Field(description="Last changed at or after (ISO-8601).")] = None,
-        updated_before: Annotated[str | None, Field(description="Last changed before (ISO-8601).")] = None,
+        project: Annotated[str | None, bounded("project", "Only memories of this project (by name).")] = None,
+        created_after: Annotated[str | None, bounded("time", "Created at or after (ISO-8601).")] = None,
+        created_before: Annotated[str | None, bounded("time", "Created before (ISO-8601).")] = None,
+        updated_after: Annotated[str | None, bounded("time", "Last changed at or after (ISO-8601).")] = None,
+        updated_before: Annotated[str | None, bounded("time", "Last changed before (ISO-8601).")] = None,
         mode: Annotated[
             Literal["hybrid", "keyword", "vector"], Field(description="How a query is matched.")
         ] = "hybrid",
@@ -241,7 +245,7 @@ def register(server: MCPServer[App]) -> None:
             Literal["relevance", "importance", "recent"] | None,
             Field(description="Default: relevance with a query, importance without."),
         ] = None,
-        limit: Annotated[int, Field(description="How many results, 1 to 100.")] = 10,
+        limit: Annotated[int, bounded("limit", "How many results, 1 to 100.")] = 10,
         include_content: Annotated[bool, Field(description="Return each memory's full content.")] = False,
         include_superseded: Annotated[bool, Field(description="Also memories replaced by others.")] = False,
     ) -> dict[str, Any]:
@@ -279,10 +283,10 @@ def register(server: MCPServer[App]) -> None:
     )
     def get_context(
         ctx: Context[App, Any],
-        max_chars: Annotated[int, Field(description="Size budget of the markdown, 200 to 200000.")] = 4000,
+        max_chars: Annotated[int, bounded("max_chars", "Size budget of the markdown, 200 to 200000.")] = 4000,
         types: Annotated[str | list[str] | None, Field(description="Only these types (default: all).")] = None,
         include_global: Annotated[bool, Field(description="Include your user-wide global memories.")] = True,
-        per_type: Annotated[int, Field(description="At most this many per type; 0 = as the budget allows.")] = 0,
+        per_type: Annotated[int, bounded("per_type", "At most this many per type; 0 = as the budget allows.")] = 0,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         bundle = call(
@@ -303,13 +307,13 @@ def register(server: MCPServer[App]) -> None:
     )
     def create_relationship(
         ctx: Context[App, Any],
-        source_id: Annotated[str, Field(description="The memory the link starts from.")],
-        target_id: Annotated[str, Field(description="The memory it points to.")],
-        relation: Annotated[str, Field(description="SOLVES, CAUSES, RELATED_TO, SUPERSEDES, DEPENDS_ON…")] = (
+        source_id: Annotated[str, bounded("memory_id", "The memory the link starts from.")],
+        target_id: Annotated[str, bounded("memory_id", "The memory it points to.")],
+        relation: Annotated[str, bounded("relation", "SOLVES, CAUSES, RELATED_TO, SUPERSEDES, DEPENDS_ON…")] = (
             "related_to"
         ),
-        strength: Annotated[float, Field(description="0 (weak) to 1 (strong).")] = 1.0,
-        context: Annotated[str, Field(description="Why they are linked, in a sentence.")] = "",
+        strength: Annotated[float, bounded("strength", "0 (weak) to 1 (strong).")] = 1.0,
+        context: Annotated[str, bounded("context", "Why they are linked, in a sentence.")] = "",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         link, created = call(
@@ -330,13 +334,13 @@ def register(server: MCPServer[App]) -> None:
     )
     def get_related_memories(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory to start from.")],
-        depth: Annotated[int, Field(description="How many hops, 1 to 5.")] = 1,
+        memory_id: Annotated[str, bounded("memory_id", "The memory to start from.")],
+        depth: Annotated[int, bounded("depth", "How many hops, 1 to 5.")] = 1,
         relations: Annotated[str | list[str] | None, Field(description="Only these relations.")] = None,
         direction: Annotated[Literal["out", "in", "both"], Field(description="Which way links are followed.")] = (
             "both"
         ),
-        limit: Annotated[int, Field(description="At most this many memories, 1 to 500.")] = 50,
+        limit: Annotated[int, bounded("related_limit", "At most this many memories, 1 to 500.")] = 50,
         include_superseded: Annotated[bool, Field(description="Also memories replaced by others.")] = False,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
@@ -362,8 +366,8 @@ def register(server: MCPServer[App]) -> None:
     )
     def promote_memory(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory's id.")],
-        reason: Annotated[str, Field(description="Why it matters; kept in the history.")] = "",
+        memory_id: Annotated[str, bounded("memory_id", "The memory's id.")],
+        reason: Annotated[str, bounded("reason", "Why it matters; kept in the history.")] = "",
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         memory, changed = call(lambda: service.promote(memory_id, reason=reason, by=client_name(ctx)))
@@ -380,15 +384,17 @@ def register(server: MCPServer[App]) -> None:
     )
     def supersede(
         ctx: Context[App, Any],
-        memory_id: Annotated[str, Field(description="The memory being replaced.")],
-        content: Annotated[str, Field(description="The corrected memory.")],
-        reason: Annotated[str, Field(description="What was wrong; kept on the link.")] = "",
-        title: str | None = None,
-        summary: str | None = None,
-        tags: list[str] | None = None,
+        memory_id: Annotated[str, bounded("memory_id", "The memory being replaced.")],
+        content: Annotated[str, bounded("content", "The corrected memory.")],
+        reason: Annotated[str, bounded("reason", "What was wrong; kept on the link.")] = "",
+        title: Annotated[str | None, bounded("title", "The new memory's title; default: the old one's.")] = None,
+        summary: Annotated[str | None, bounded("summary", "One or two sentences; optional.")] = None,
+        tags: Annotated[list[TagText] | None, bounded("tags", "Default: the old one's tags.")] = None,
         type: Annotated[str | None, Field(description=KIND_HELP)] = None,
-        importance: float | None = None,
-        ttl_seconds: Annotated[int | None, Field(description="Seconds until it expires; omit for long-term.")] = None,
+        importance: Annotated[float | None, bounded("importance", "Default: the old one's.")] = None,
+        ttl_seconds: Annotated[
+            int | None, bounded("ttl_seconds", "Seconds until it expires; omit for long-term.")
+        ] = None,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         memory, link = call(

@@ -24,7 +24,9 @@ from eventmem.mcp_app import (
     DESTRUCTIVE,
     READ_ONLY,
     App,
+    EntryText,
     app_of,
+    bounded,
     call,
     client_name,
 )
@@ -106,7 +108,7 @@ def register(server: MCPServer[App]) -> None:
     )
     def update_current_task(
         ctx: Context[App, Any],
-        task: Annotated[str, Field(description="The current task, in markdown.")],
+        task: Annotated[str, bounded("content", "The current task, in markdown.")],
         mode: Annotated[Mode, Field(description="'replace' (default) or 'append'.")] = "replace",
     ) -> dict[str, Any]:
         return call(lambda: _context(ctx).update_current_task(task, mode=mode))
@@ -122,9 +124,9 @@ def register(server: MCPServer[App]) -> None:
     def update_context_section(
         ctx: Context[App, Any],
         section: Annotated[str, Field(description=f"One of: {SECTION_NAMES}.")],
-        content: Annotated[str, Field(description="The text, in markdown.")],
+        content: Annotated[str, bounded("content", "The text, in markdown.")],
         mode: Annotated[Mode, Field(description="'replace' or 'append'.")] = "replace",
-        title: Annotated[str | None, Field(description="A title for a list entry; optional.")] = None,
+        title: Annotated[str | None, bounded("title", "A title for a list entry; optional.")] = None,
     ) -> dict[str, Any]:
         return call(lambda: _context(ctx).write_section(section, content, mode=mode, title=title))
 
@@ -135,9 +137,9 @@ def register(server: MCPServer[App]) -> None:
     )
     def add_decision(
         ctx: Context[App, Any],
-        decision: Annotated[str, Field(description="What was decided.")],
-        title: Annotated[str | None, Field(description="A short title; default: its first sentence.")] = None,
-        rationale: Annotated[str | None, Field(description="Why; optional.")] = None,
+        decision: Annotated[str, bounded("content", "What was decided.")],
+        title: Annotated[str | None, bounded("title", "A short title; default: its first sentence.")] = None,
+        rationale: Annotated[str | None, bounded("content", "Why; optional.")] = None,
     ) -> dict[str, Any]:
         return call(lambda: _context(ctx).add_decision(decision, title=title, rationale=rationale))
 
@@ -152,11 +154,11 @@ def register(server: MCPServer[App]) -> None:
     )
     def record_conversation_summary(
         ctx: Context[App, Any],
-        summary: Annotated[str, Field(description="What happened in this conversation.")],
-        title: Annotated[str | None, Field(description="A few words; optional.")] = None,
-        currentTask: Annotated[str | None, Field(description="The new current task; optional.")] = None,
-        recentChanges: Annotated[list[str] | None, Field(description="Changes made, one per item.")] = None,
-        decisions: Annotated[list[str] | None, Field(description="Decisions taken, one per item.")] = None,
+        summary: Annotated[str, bounded("content", "What happened in this conversation.")],
+        title: Annotated[str | None, bounded("title", "A few words; optional.")] = None,
+        currentTask: Annotated[str | None, bounded("content", "The new current task; optional.")] = None,
+        recentChanges: Annotated[list[EntryText] | None, bounded("entries", "Changes made, one per item.")] = None,
+        decisions: Annotated[list[EntryText] | None, bounded("entries", "Decisions taken, one per item.")] = None,
     ) -> dict[str, Any]:
         return call(
             lambda: _context(ctx).record_conversation_summary(
@@ -175,10 +177,10 @@ def register(server: MCPServer[App]) -> None:
     )
     def suggest_context_updates(
         ctx: Context[App, Any],
-        summary: Annotated[str | None, Field(description="What happened; optional.")] = None,
-        currentTask: Annotated[str | None, Field(description="The new current task; optional.")] = None,
-        decisions: Annotated[list[str] | None, Field(description="Decisions taken; optional.")] = None,
-        recentChanges: Annotated[list[str] | None, Field(description="Changes made; optional.")] = None,
+        summary: Annotated[str | None, bounded("content", "What happened; optional.")] = None,
+        currentTask: Annotated[str | None, bounded("content", "The new current task; optional.")] = None,
+        decisions: Annotated[list[EntryText] | None, bounded("entries", "Decisions taken; optional.")] = None,
+        recentChanges: Annotated[list[EntryText] | None, bounded("entries", "Changes made; optional.")] = None,
         includeGitDiff: Annotated[bool, Field(description="Look at uncommitted changes too.")] = True,
     ) -> dict[str, Any]:
         return call(
@@ -286,12 +288,12 @@ def register(server: MCPServer[App]) -> None:
     )
     def run_conversation_end_workflow(
         ctx: Context[App, Any],
-        summary: Annotated[str, Field(description="What happened in this conversation.")],
+        summary: Annotated[str, bounded("content", "What happened in this conversation.")],
         completed: Annotated[bool, Field(description="Record the summary now.")] = False,
-        title: Annotated[str | None, Field(description="A few words; optional.")] = None,
-        currentTask: Annotated[str | None, Field(description="The new current task; optional.")] = None,
-        recentChanges: Annotated[list[str] | None, Field(description="Changes made; optional.")] = None,
-        decisions: Annotated[list[str] | None, Field(description="Decisions taken; optional.")] = None,
+        title: Annotated[str | None, bounded("title", "A few words; optional.")] = None,
+        currentTask: Annotated[str | None, bounded("content", "The new current task; optional.")] = None,
+        recentChanges: Annotated[list[EntryText] | None, bounded("entries", "Changes made; optional.")] = None,
+        decisions: Annotated[list[EntryText] | None, bounded("entries", "Decisions taken; optional.")] = None,
         includeGitDiff: Annotated[bool, Field(description="Look at uncommitted changes too.")] = True,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
