@@ -379,6 +379,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "segments": [{"name": s.name, "bytes": s.size} for s in segments],
         "corrupt_lines": corrupt,
         "torn_tails": torn,
+        "quarantined": store.journal.quarantined(),
         "unknown_event_types": dict(store.state.unknown),
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
@@ -400,7 +401,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for problem in report["corrupt_lines"]:
             print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
         for item in torn:
-            print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
+            print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (quarantined and cut by the next write)")
+        for note in report["quarantined"]:
+            print(f"WARNING:     {note}")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "

@@ -1078,13 +1078,17 @@ class MemoryService:
             }
 
     def warnings(self) -> list[str]:
-        """Problems the caller should know about (corrupt journal lines), in words; after a recall in
-        this thread, also whether it had to do without vectors (see :meth:`search_notes`)."""
-        return [
-            f"{problem}. Run `python tools/replay.py audit` for details."
-            for store in self.stores()
-            for problem in store.problems.values()
-        ] + self.search_notes()
+        """Problems the caller should know about (corrupt journal lines, then quarantined torn tails), in
+        words; after a recall in this thread, also whether it had to do without vectors (see :meth:`search_notes`)."""
+        return (
+            [
+                f"{problem}. Run `python tools/replay.py audit` for details."
+                for store in self.stores()
+                for problem in store.problems.values()
+            ]
+            + [note for store in self.stores() for note in store.journal.quarantined()]
+            + self.search_notes()
+        )
 
     def search_notes(self) -> list[str]:
         """What limited the last :meth:`recall` made by this thread (a model still loading)."""
