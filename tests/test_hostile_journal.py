@@ -15,7 +15,11 @@ from conftest import reopen
 from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
 from test_mcp_stdio import WAIT, assert_clean_stderr, call, serve, server_env
 
+from eventmem.codec import LineError, decode_line, decode_lines, encode_event
+from eventmem.events import MemorySaved
+from eventmem.history import decode_segment
 from eventmem.journal import Journal
+from eventmem.lifecycle import split_lines
 from eventmem.limits import MAX_LINE_BYTES, MAX_NESTING
 
 TS = "2026-04-01T08:00:00.000000Z"
@@ -83,6 +87,52 @@ def answers(project: Path, ids: list[str]) -> list[Any]:
     shown = [ok_json(project, "show", memory_id)["memory"]["content"] for memory_id in ids]
     hits = ok_json(project, "search", "staging cluster deployments", "--limit", "10")["results"]
     return [shown, sorted(hit["id"] for hit in hits)]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_the_fast_path_refuses_every_line_the_line_decoder_refuses(name: str) -> None:
+    line, reason = HOSTILE[name]
+    with pytest.raises(LineError) as refused:
+        decode_line(line)
+    assert reason in str(refused.value)
+    good = encode_event(MemorySaved(id="e1", ts=TS, memory="m1", content="fine"))
+    assert decode_lines(good + line + b"\n" + good) is None
+    assert decode_lines(good + good) is not None
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_history_and_compaction_decode_a_segment_with_the_journal_decoder(name: str, tmp_path: Path) -> None:
+    good = encode_event(MemorySaved(id="e1", ts=TS, memory="m1", content="fine"))
+    data = good + HOSTILE[name][0] + b"\n" + good.replace(b'"e1"', b'"e2"')
+    path = tmp_path / "segment.jsonl"
+    path.write_bytes(data)
+    scanned = Journal.scan(path, name="journal/s.jsonl")
+    entries, problems = decode_segment(data, "journal/s.jsonl")
+    assert [entry.event for entry in entries] == scanned.events
+    assert [(p.offset, p.reason) for p in problems] == [(p.offset, p.reason) for p in scanned.corrupt]
+    assert [p.offset for p in problems] == [len(good)]
+    kept, moved, memories = split_lines(data, {"m1"}, set())
+    assert kept == [HOSTILE[name][0] + b"\n"] and len(moved) == 2 and memories == {"m1"}
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_reading_in_chunks_finds_the_same_lines_wherever_the_chunks_end(
+    chunk: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [
+        encode_event(MemorySaved(id=f"e{n}", ts=TS, memory=f"m{n}", content="x" * (n * 37 % 300))) for n in range(40)
+    ]
+    lines[17] = HOSTILE["non-iso-ts"][0] + b"\n"
+    lines[30] = b"\n"
+    path = tmp_path / "segment.jsonl"
+    path.write_bytes(b"".join(lines) + lines[5][:-1])  # and a complete last line without its newline
+    whole = Journal.scan(path, with_offsets=True)
+    monkeypatch.setattr("eventmem.journal.CHUNK_BYTES", chunk)
+    chunked = Journal.scan(path, with_offsets=True)
+    assert (chunked.events, chunked.offsets, chunked.end) == (whole.events, whole.offsets, whole.end)
+    assert [(p.offset, p.reason) for p in chunked.corrupt] == [(p.offset, p.reason) for p in whole.corrupt]
+    assert len(whole.events) == 39 and whole.unterminated and whole.end == path.stat().st_size
+    assert [p.offset for p in whole.corrupt] == [len(b"".join(lines[:17]))]
 
 
 def test_each_hostile_line_is_reported_by_doctor_and_the_good_memories_stay_readable(project: Path) -> None:
