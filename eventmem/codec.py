@@ -238,12 +238,21 @@ def decode_lines(buffer: bytes) -> list[AnyEvent | UnknownEvent] | None:
 
 def _all_valid(buffer: bytes, events: Sequence[AnyEvent | UnknownEvent]) -> bool:
     """:func:`check_values` of each event, paid only when a line is long enough to fail it."""
-    if len(buffer) <= CONTENT_BYTES_CEILING:
-        return True
-    newlines = np.flatnonzero(np.frombuffer(buffer, np.uint8) == ord("\n"))
-    if int(np.diff(newlines, prepend=-1).max(initial=0)) <= CONTENT_BYTES_CEILING:
+    if not _has_line_over(buffer, CONTENT_BYTES_CEILING):
         return True
     return not any(check_values(event) for event in events)
+
+
+def _has_line_over(buffer: bytes, limit: int) -> bool:
+    """Whether a line of ``buffer`` is longer than ``limit`` bytes: a few backward searches from
+    window ends, not a pass over the bytes."""
+    position = 0
+    while len(buffer) - position > limit:
+        newline = buffer.rfind(b"\n", position, position + limit + 1)
+        if newline < 0:
+            return True
+        position = newline + 1
+    return False
 
 
 def event_schema() -> dict[str, Any]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
-from eventmem.errors import JournalCorrupt, JournalUnwritable, LimitExceeded
+from eventmem.errors import InvalidInput, JournalCorrupt, JournalUnwritable, LimitExceeded
 from eventmem.events import AnyEvent, Event
 from eventmem.files import FileLock, atomic_replace, fsync_dir
 from eventmem.limits import MAX_LINE_BYTES
@@ -148,6 +148,7 @@ class Journal:
         data = b"".join(encode_event(event) for event in events)
         if not data:
             return None
+        _refuse_unreadable(data)
         try:
             self.paths.ensure()
             segment = self.paths.journal_dir / self.paths.segment_name()
@@ -372,6 +373,17 @@ def _decode_block(block: bytes, position: int, label: str, with_offsets: bool, r
                 result.offsets.append(offset)
         except LineError as exc:
             result.corrupt.append(JournalCorrupt(label, offset, str(exc)))
+
+
+def _refuse_unreadable(data: bytes) -> None:
+    """Raise :class:`InvalidInput` rather than write a line that readers would report and leave out."""
+    if decode_lines(data) is not None:
+        return
+    for line in data.splitlines():
+        try:
+            decode_line(line)
+        except LineError as exc:
+            raise InvalidInput(f"nothing was written: the journal's readers would refuse this event ({exc})") from None
 
 
 def _number_lines(read: Callable[[int], bytes], problems: list[JournalCorrupt]) -> None:

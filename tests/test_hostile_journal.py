@@ -16,11 +16,13 @@ from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
 from test_mcp_stdio import WAIT, assert_clean_stderr, call, serve, server_env
 
 from eventmem.codec import LineError, decode_line, decode_lines, encode_event
+from eventmem.errors import InvalidInput
 from eventmem.events import MemorySaved
 from eventmem.history import decode_segment
 from eventmem.journal import Journal
 from eventmem.lifecycle import split_lines
 from eventmem.limits import MAX_LINE_BYTES, MAX_NESTING
+from eventmem.project import ProjectPaths
 
 TS = "2026-04-01T08:00:00.000000Z"
 
@@ -220,6 +222,18 @@ async def test_a_running_server_reports_hostile_lines_another_process_appended_a
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_the_writer_refuses_an_event_its_readers_would_refuse_and_writes_nothing(project: Path) -> None:
+    journal = Journal(ProjectPaths(project))
+    good = MemorySaved(id="e1", ts=TS, memory="m1", content="fine")
+    with pytest.raises(InvalidInput, match="by: expected `str` of length <= 128"):
+        journal.append([good, MemorySaved(id="e2", ts=TS, by="b" * 129, memory="m2", content="x")])
+    with pytest.raises(InvalidInput, match="ts 'yesterday' is not an ISO-8601 UTC time"):
+        journal.append([MemorySaved(id="e3", ts="yesterday", memory="m3", content="x")])
+    assert list((project / ".eventmem" / "journal").glob("*.jsonl")) == []
+    journal.append([good])
+    assert Journal.scan(next((project / ".eventmem" / "journal").glob("*.jsonl"))).events == [good]
 
 
 def test_a_complete_last_line_without_its_newline_is_kept_and_the_next_save_adds_the_newline(project: Path) -> None:
