@@ -85,6 +85,7 @@ def measure(root: Path, env: dict[str, str], runs: int) -> dict[str, Any]:
     return {
         "seconds": [round(sample["seconds"], 3) for sample in samples],
         "seconds_median": round(statistics.median(sample["seconds"] for sample in samples), 3),
+        "seconds_min": round(min(sample["seconds"] for sample in samples), 3),
         "peak_rss_mb": [round(sample["peak_rss_mb"], 1) for sample in samples],
         "peak_rss_mb_max": round(max(sample["peak_rss_mb"] for sample in samples), 1),
         "answer": samples[0]["answer"],
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         **results,
         "ratio": {
             "seconds": round(results["hostile"]["seconds_median"] / results["clean"]["seconds_median"], 3),
+            "seconds_min": round(results["hostile"]["seconds_min"] / results["clean"]["seconds_min"], 3),
             "peak_rss": round(results["hostile"]["peak_rss_mb_max"] / results["clean"]["peak_rss_mb_max"], 3),
         },
         "same_answer": same_answer,
