@@ -442,6 +442,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "segments": [{"name": s.name, "bytes": s.size} for s in segments],
         "corrupt_lines": corrupt,
         "torn_tails": torn,
+        "quarantined": store.journal.quarantined(),
         "unknown_event_types": dict(store.state.unknown),
         "refused_segments": dict(store.journal.refused),
         "ignored_settings": service.ignored_settings,
@@ -469,7 +470,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for problem in report["corrupt_lines"]:
             print(printable(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
         for item in torn:
-            print(f"torn tail:   {printable(str(item['segment']))}: {item['bytes']} bytes (cut by the next write)")
+            segment = printable(str(item["segment"]))
+            print(f"torn tail:   {segment}: {item['bytes']} bytes (quarantined and cut by the next write)")
+        for note in report["quarantined"]:
+            print(printable(f"WARNING:     {note}"))
         for name, reason in store.journal.refused.items():
             print(printable(f"REFUSED:     {name}: {reason}"))
         for line in service.ignored_settings:

@@ -14,10 +14,12 @@ This module does no IO.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
+
+from eventmem.limits import CONTENT_BYTES_CEILING, limit
 
 __all__ = [
     "KINDS",
@@ -65,6 +67,45 @@ SCOPES: Final = ("project", "global")
 RELATIONS: Final = ("solves", "causes", "related_to", "supersedes", "depends_on")
 
 
+def _text(name: str) -> Meta:
+    bound = limit(name)
+    return Meta(min_length=int(bound.low), max_length=int(bound.high))
+
+
+def _whole(name: str) -> Meta:
+    bound = limit(name)
+    return Meta(ge=int(bound.low), le=int(bound.high))
+
+
+_YEAR = "(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2})"
+_LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_DAY = "(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+#: ISO-8601 with a zone (``Z`` or an offset), a day in the calendar of a year from 1970 to 9899 (so
+#: that no accepted time plus the longest TTL passes the year 9999).
+TIMESTAMP_PATTERN: Final = (
+    f"^(?:{_YEAR}-{_DAY}|(?={_YEAR}){_LEAP_YEAR}-02-29)"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:0[0-9]|1[0-4]):[0-5][0-9])$"
+)
+ID_PATTERN: Final = r"^[A-Za-z0-9:_.\-]+$"
+RELATION_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
+
+Timestamp = Annotated[str, Meta(pattern=TIMESTAMP_PATTERN)]
+EventId = Annotated[str, _text("event_id"), Meta(pattern=ID_PATTERN)]
+MemoryId = Annotated[str, _text("memory_id"), Meta(pattern=ID_PATTERN)]
+if TYPE_CHECKING:  # (a str to the code that builds events; checked by the service before that)
+    Kind = str
+else:  # a Literal to the decoder: a set lookup, several times cheaper than a pattern
+    Kind = Literal[KINDS]
+Title = Annotated[str, _text("title")]
+Summary = Annotated[str, _text("summary")]
+Content = Annotated[str, Meta(max_length=CONTENT_BYTES_CEILING)]
+"""(Characters here; the decoder also checks the UTF-8 bytes against the ceiling.)"""
+Tags = Annotated[tuple[Annotated[str, _text("tag")], ...], _text("tags")]
+Unit = Annotated[float, Meta(ge=0, le=1)]
+Ttl = Annotated[int, _whole("ttl_seconds")]
+Reason = Annotated[str, _text("reason")]
+
+
 class Event(
     msgspec.Struct,
     frozen=True,
@@ -75,96 +116,96 @@ class Event(
 ):
     """Fields every event carries, written first on the line after the type tag."""
 
-    id: str
+    id: EventId
     """Globally unique, time-sortable event id (a ULID)."""
-    ts: str
+    ts: Timestamp
     """UTC time the event happened, ISO-8601 with microseconds and a ``Z``."""
-    by: str = ""
+    by: Annotated[str, _text("by")] = ""
     """Who wrote it: the MCP client's name, ``cli``, or a user-given name."""
 
 
 class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):
     """A memory was created (or, for a well-known id such as a section, written anew)."""
 
-    memory: str
-    kind: str = "general"
+    memory: MemoryId
+    kind: Kind = "general"
     scope: Scope = "project"
-    title: str = ""
-    content: str
-    summary: str = ""
-    tags: tuple[str, ...] = ()
-    importance: float = 0.5
-    ttl_seconds: int | None = None
+    title: Title = ""
+    content: Content
+    summary: Summary = ""
+    tags: Tags = ()
+    importance: Unit = 0.5
+    ttl_seconds: Ttl | None = None
     """Seconds until the memory expires; ``None`` means long-term."""
-    project: str = ""
+    project: Annotated[str, _text("project")] = ""
     """For a ``global`` memory: the name of the project it was saved from (empty otherwise)."""
 
 
 class MemoryUpdated(Event, frozen=True, kw_only=True, tag="updated"):
     """Some fields of a memory changed; fields left out are unchanged."""
 
-    memory: str
-    kind: str | UnsetType = UNSET
-    title: str | UnsetType = UNSET
-    content: str | UnsetType = UNSET
-    summary: str | UnsetType = UNSET
-    tags: tuple[str, ...] | UnsetType = UNSET
-    importance: float | UnsetType = UNSET
-    ttl_seconds: int | UnsetType | None = UNSET
+    memory: MemoryId
+    kind: Kind | UnsetType = UNSET
+    title: Title | UnsetType = UNSET
+    content: Content | UnsetType = UNSET
+    summary: Summary | UnsetType = UNSET
+    tags: Tags | UnsetType = UNSET
+    importance: Unit | UnsetType = UNSET
+    ttl_seconds: Ttl | UnsetType | None = UNSET
 
 
 class MemoryPromoted(Event, frozen=True, kw_only=True, tag="promoted"):
     """A memory became long-term: its TTL no longer applies."""
 
-    memory: str
-    reason: str = ""
+    memory: MemoryId
+    reason: Reason = ""
 
 
 class MemoryDeleted(Event, frozen=True, kw_only=True, tag="deleted"):
     """A memory was deleted. A tombstone: later updates do not bring it back, a restore does."""
 
-    memory: str
-    reason: str = ""
+    memory: MemoryId
+    reason: Reason = ""
 
 
 class MemoryRestored(Event, frozen=True, kw_only=True, tag="restored"):
     """A deleted or expired memory was brought back."""
 
-    memory: str
-    reason: str = ""
+    memory: MemoryId
+    reason: Reason = ""
 
 
 class MemoryExpired(Event, frozen=True, kw_only=True, tag="expired"):
     """A memory's TTL ran out; written by compaction, never a silent delete."""
 
-    memory: str
-    expires_at: str = ""
+    memory: MemoryId
+    expires_at: Annotated[str, Meta(pattern=f"^$|{TIMESTAMP_PATTERN}")] = ""
 
 
 class LinkAdded(Event, frozen=True, kw_only=True, tag="linked"):
     """A typed, directed relationship between two memories."""
 
-    link: str
-    source: str
-    target: str
-    relation: str = "related_to"
-    strength: float = 1.0
-    context: str = ""
+    link: MemoryId
+    source: MemoryId
+    target: MemoryId
+    relation: Annotated[str, _text("relation"), Meta(pattern=RELATION_PATTERN)] = "related_to"
+    strength: Unit = 1.0
+    context: Annotated[str, _text("context")] = ""
 
 
 class LinkRemoved(Event, frozen=True, kw_only=True, tag="unlinked"):
     """A relationship was removed."""
 
-    link: str
-    reason: str = ""
+    link: MemoryId
+    reason: Reason = ""
 
 
 class MemoryArchived(Event, frozen=True, kw_only=True, tag="archived"):
     """Compaction moved the history of these memories into an immutable archive segment."""
 
-    memories: tuple[str, ...]
-    segment: str
-    events: int = 0
+    memories: Annotated[tuple[MemoryId, ...], _text("archived_memories")]
+    segment: Annotated[str, _text("segment")]
+    events: Annotated[int, Meta(ge=0)] = 0
 
 
 AnyEvent = (

@@ -24,11 +24,11 @@ from typing import Any
 
 import msgspec
 
-from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines
+from eventmem.codec import UnknownEvent
 from eventmem.errors import InvalidInput, JournalCorrupt
 from eventmem.events import AnyEvent, LinkAdded, LinkRemoved, memory_ids
 from eventmem.ids import parse_iso, to_iso
-from eventmem.journal import Journal
+from eventmem.journal import Journal, decode_bytes
 from eventmem.project import ProjectPaths
 from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
 from eventmem.state import MemoryRecord, State, stamp_of
@@ -104,26 +104,11 @@ class History:
 
 
 def decode_segment(data: bytes, name: str) -> tuple[list[Entry], list[JournalCorrupt]]:
-    """Decode the complete lines of one segment's bytes (an unterminated tail is not read yet)."""
-    complete = data[: data.rfind(b"\n") + 1]
-    offsets: list[int] = []
-    position = 0
-    for line in complete.split(b"\n")[:-1]:
-        if line.strip():
-            offsets.append(position)
-        position += len(line) + 1
-    fast = decode_lines(complete) if complete else []
-    if fast is not None and len(fast) == len(offsets):
-        return [Entry(event, name, offset) for event, offset in zip(fast, offsets, strict=True)], []
-    entries: list[Entry] = []
-    problems: list[JournalCorrupt] = []
-    for offset in offsets:
-        line = complete[offset : complete.index(b"\n", offset)]
-        try:
-            entries.append(Entry(decode_line(line), name, offset))
-        except LineError as exc:
-            problems.append(JournalCorrupt(name, offset, str(exc)))
-    return entries, problems
+    """Decode one segment's bytes with the journal's decoder (:func:`eventmem.journal.decode_bytes`):
+    an unterminated tail counts when it is a complete event, as it does for a reader of the file."""
+    result = decode_bytes(data, name, with_offsets=True)
+    entries = [Entry(event, name, offset) for event, offset in zip(result.events, result.offsets, strict=True)]
+    return entries, result.corrupt
 
 
 @contextmanager

@@ -22,12 +22,12 @@ import hashlib
 import heapq
 import math
 import string
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
+from eventmem.codec import UnknownEvent, encode_event
 from eventmem.events import (
     KINDS,
     AnyEvent,
@@ -38,6 +38,7 @@ from eventmem.events import (
 )
 from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
+from eventmem.journal import decode_bytes
 from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts
 
 if TYPE_CHECKING:
@@ -166,22 +167,20 @@ def _moves(event: AnyEvent | UnknownEvent, memories: set[str], links: set[str]) 
 
 
 def split_lines(data: bytes, memories: set[str], links: set[str]) -> tuple[list[bytes], list[bytes], set[str]]:
-    """Split complete lines into (kept, moved, memories that had a line moved). Bytes are kept
-    exactly; a line that does not decode is kept."""
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    decoded: Sequence[AnyEvent | UnknownEvent | None] | None = decode_lines(b"\n".join(lines) + b"\n") if lines else []
-    if decoded is None or len(decoded) != len(lines):
-        slow: list[AnyEvent | UnknownEvent | None] = []
-        for line in lines:
-            try:
-                slow.append(decode_line(line))
-            except LineError:
-                slow.append(None)
-        decoded = slow
+    """Split a segment's lines into (kept, moved, memories that had a line moved), decoded by the
+    journal's decoder. Bytes are kept exactly (each line ends with a newline); a line that does not
+    decode is kept."""
+    result = decode_bytes(data, "", with_offsets=True)
+    decoded = dict(zip(result.offsets, result.events, strict=True))
     kept: list[bytes] = []
     moved: list[bytes] = []
     moved_memories: set[str] = set()
-    for line, event in zip(lines, decoded, strict=True):
+    position = 0
+    for line in data.split(b"\n"):
+        offset, position = position, position + len(line) + 1
+        if not line.strip():
+            continue
+        event = decoded.get(offset)
         target = None if event is None else _moves(event, memories, links)
         if target is None:
             kept.append(line + b"\n")
@@ -252,9 +251,9 @@ def archive_memories(
             if not memories:
                 return result
             links = {link for m in memories for link in store.state.adjacency.get(m, ())}
+            store.journal.settle(segment_path)  # (as a writer would: a torn tail is quarantined, then cut)
             data = segment_path.read_bytes()
-            complete = data[: data.rfind(b"\n") + 1]  # a torn tail is crash debris: cut, as a writer would
-            kept, moved, moved_memories = split_lines(complete, memories, links)
+            kept, moved, moved_memories = split_lines(data, memories, links)
             if not moved:
                 return result
             name = _archive_name(store, epoch_iso(now)[:10])

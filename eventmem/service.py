@@ -1212,14 +1212,16 @@ class MemoryService:
             }
 
     def warnings(self) -> list[str]:
-        """Problems the caller should know about (corrupt journal lines), in words; after a recall in
-        this thread, also whether it had to do without vectors (see :meth:`search_notes`)."""
+        """Problems the caller should know about (corrupt journal lines, quarantined torn tails, refused
+        segments, ignored settings), in words; after a recall in this thread, also whether it had to do
+        without vectors (see :meth:`search_notes`)."""
         return (
             [
                 f"{problem}. Run `python tools/replay.py audit` for details."
                 for store in self.stores()
                 for problem in store.problems.values()
             ]
+            + [note for store in self.stores() for note in store.journal.quarantined()]
             + [reason for store in self.stores() for reason in store.journal.refused.values()]
             + self.ignored_settings
             + self.search_notes()

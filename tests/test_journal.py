@@ -71,7 +71,8 @@ def test_torn_last_line_is_invisible_to_readers_and_cut_by_the_next_append(proje
     assert full[last_start:] == encode_event(events[-1])
     extra = saved(99)
 
-    for cut in range(last_start + 1, len(full)):  # every byte inside the last line, its newline included
+    # every cut inside the last line; one at its newline leaves a complete event, which is kept (below)
+    for cut in range(last_start + 1, len(full) - 1):
         path.write_bytes(full[:cut])
 
         result = scan(journal, name)
@@ -85,6 +86,43 @@ def test_torn_last_line_is_invisible_to_readers_and_cut_by_the_next_append(proje
         result = scan(journal, name)
         assert result.events == [*events[:-1], extra]
         assert (result.corrupt, result.torn_tail, result.end) == ([], 0, path.stat().st_size)
+
+
+def test_a_complete_last_line_without_its_newline_is_read_and_the_next_append_adds_the_newline(project: Path) -> None:
+    journal = journal_of(project)
+    events = [saved(1), saved(2)]
+    name = journal.append(events)
+    path = segment_path(journal, name)
+    full = path.read_bytes()
+    path.write_bytes(full[:-1])
+
+    result = scan(journal, name)
+    assert (result.events, result.corrupt, result.torn_tail) == (events, [], 0)
+    assert (result.end, result.unterminated) == (len(full) - 1, True)
+
+    extra = saved(3)
+    assert journal.append([extra]) == name
+    assert path.read_bytes() == full + encode_event(extra)
+    assert scan(journal, name).events == [*events, extra]
+    assert not (project / ".eventmem" / "cache" / "quarantine").exists()
+
+
+def test_a_torn_tail_is_saved_to_the_quarantine_folder_before_it_is_cut(project: Path) -> None:
+    journal = journal_of(project)
+    name = journal.append([saved(1)])
+    path = segment_path(journal, name)
+    complete = path.read_bytes()
+    torn = encode_event(saved(2))[:-9]
+    path.write_bytes(complete + torn)
+
+    assert journal.append([saved(3)]) == name
+    assert path.read_bytes() == complete + encode_event(saved(3))
+    (kept,) = (project / ".eventmem" / "cache" / "quarantine").iterdir()
+    assert kept.name.startswith(f"{path.name}.{len(complete)}.")
+    assert kept.read_bytes() == torn
+    (note,) = journal.quarantined()
+    assert f"{name} at byte {len(complete)}" in note
+    assert kept.name in note
 
 
 def test_repair_cuts_a_torn_tail_and_leaves_complete_lines_alone(project: Path) -> None:
@@ -120,7 +158,9 @@ def test_a_torn_tail_is_not_reported_as_corruption_by_the_service(project: Path)
         svc.close()
     svc = reopen(project)
     try:
-        assert svc.warnings() == []
+        (warning,) = svc.warnings()  # not a corrupt line: the cut bytes, saved before the cut
+        assert "torn last line" in warning and "quarantine" in warning
+        assert svc.project.problems == {}
         assert svc.project.state.visible(first.id) is not None
         assert svc.project.state.visible(third.id) is not None
     finally:
