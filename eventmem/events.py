@@ -81,6 +81,10 @@ class Event(
     """UTC time the event happened, ISO-8601 with microseconds and a ``Z``."""
     by: str = ""
     """Who wrote it: the MCP client's name, ``cli``, or a user-given name."""
+    prev: str = ""
+    """The id of the event that was the head of this memory (for ``unlinked`` and ``linked``, of
+    this link) when the writer wrote this one: the fold orders an event after the one it names,
+    whatever the stamps say (see :mod:`eventmem.state`). Empty for the first event of a memory."""
 
 
 class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):
