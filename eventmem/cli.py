@@ -354,6 +354,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.audit import conflicting_ids, future_stamps
     from eventmem.service import open_service
 
     root = _root(args)
@@ -369,6 +370,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if result.torn_tail:
             torn.append({"segment": segment.name, "bytes": result.torn_tail})
     snapshot = paths.cache_dir / "snapshot.bin"
+    conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
+    ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -380,13 +383,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "corrupt_lines": corrupt,
         "torn_tails": torn,
         "unknown_event_types": dict(store.state.unknown),
+        "conflicting_ids": conflicts,
+        "future_stamps": ahead,
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
             "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
             "embedder": store.embedder.model_id,
             "cached_embeddings": len(store.embeddings),
         },
-        "healthy": not corrupt,
+        "healthy": not corrupt and not conflicts,
     }
     if args.json:
         _print_json(report)
@@ -401,6 +406,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
         for item in torn:
             print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
+        for item in conflicts:
+            places = ", ".join(f"{place['segment']} at byte {place['offset']}" for place in item["locations"])
+            folded = item["folded"]
+            kept = f"; folded: {folded['segment']} at byte {folded['offset']}" if folded else ""
+            print(f"CONFLICT:    event id {item['id']} on lines that differ: {places}{kept}")
+        for item in ahead:
+            print(
+                f"future:      {item['segment']} at byte {item['offset']}: event {item['event']} stamped "
+                f"{item['ts']}, {item['seconds']:.0f} s ahead of this clock"
+            )
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "

@@ -266,6 +266,7 @@ def archive_memories(
             live_name = f"journal/{segment_path.name}"
             store.adopt_segments([f"archive/{name}", live_name])
             store.apply_local([event])
+            store.state.unread.pop(event.id, None)  # (its line was adopted above, never read back)
             result = ArchiveResult(
                 segment=f"archive/{name}",
                 memories=list(event.memories),
