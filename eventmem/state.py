@@ -8,9 +8,11 @@ the same state:
   its causal depth, then ``ts``, then the event id, all fixed width, so that string order is the
   fold's order. The depth of an event is 1 + the depth of its ``prev`` (the event that was the
   memory's, or link's, head when it was written) when that names a known event about the same
-  memory or link, else 0. A line stamped in the year 9999 therefore wins only against what was
-  written without seeing it: an edit made after it names it as ``prev`` and sorts after it. A
-  journal of events without ``prev`` folds by time, as it always did;
+  memory or link; 1 when it names a known event about something else (a forger gains no more
+  than by naming the memory's first event); 0 without a ``prev``, or with one not seen (yet). A
+  line stamped in the year 9999 therefore wins only against what was written without seeing it:
+  an edit made after it names it as ``prev`` and sorts after it. A journal of events without
+  ``prev`` folds by time, as it always did;
 - the events of one fold call are folded together (:meth:`State.fold`): depths are computed over
   the whole batch, and of several lines with one event id the one whose canonical line has the
   smallest SHA-256 digest is folded, whatever the order. A later batch that would change what an
@@ -77,7 +79,7 @@ def normalize_ts(ts: str) -> str:
         return ts
     try:
         return to_iso(parse_iso(ts))
-    except ValueError:
+    except (ValueError, OverflowError):  # (a zone that moves the year past 9999)
         return ts.ljust(_TS_WIDTH, "0")[:_TS_WIDTH]
 
 
@@ -92,9 +94,14 @@ DEPTH_WIDTH = 10
 _MAX_DEPTH = 10**DEPTH_WIDTH - 1
 
 
+_KEY_ID = DEPTH_WIDTH + _TS_WIDTH
+_NO_DEPTH = "0" * DEPTH_WIDTH
+
+
 def key_of(depth: int, ts: str, event_id: str) -> str:
     """The fold's stamp of an event: zero-padded causal depth, fixed-width ``ts``, event id."""
-    return f"{min(depth, _MAX_DEPTH):0{DEPTH_WIDTH}d}{normalize_ts(ts)}{event_id}"
+    prefix = f"{min(depth, _MAX_DEPTH):0{DEPTH_WIDTH}d}" if depth else _NO_DEPTH
+    return prefix + normalize_ts(ts) + event_id
 
 
 def ts_of(stamp: str) -> str:
@@ -141,11 +148,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     archived_stamp: str = ""
     """The latest ``archived`` event naming this memory: events older than it were looked at."""
     events: int = 0
-    head: str = ""
-    """The id of the greatest event about this memory in the fold's order: a writer's ``prev``."""
-    head_stamp: str = ""
     depths: dict[str, int] = {}
-    """The causal depth of every event about this memory, by event id."""
+    """The causal depth of the events about this memory that have one above 0, by event id."""
 
     @property
     def status(self) -> Status:
@@ -153,6 +157,16 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
         if not tomb or tomb <= self.restored_stamp:
             return "live"
         return "deleted" if self.deleted_stamp >= self.expired_stamp else "expired"
+
+    @property
+    def head_stamp(self) -> str:
+        """The stamp of the greatest event about this memory in the fold's order."""
+        return max(self.updated_stamp, self.deleted_stamp, self.expired_stamp, self.restored_stamp)
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this memory: the ``prev`` of the next one written."""
+        return self.head_stamp[_KEY_ID:]
 
     @property
     def created_at(self) -> str:
@@ -288,11 +302,13 @@ class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
     added_stamp: str = ""
     added_by: str = ""
     removed_stamp: str = ""
-    head: str = ""
-    """The id of the greatest event about this link in the fold's order: a writer's ``prev``."""
-    head_stamp: str = ""
     depths: dict[str, int] = {}
-    """The causal depth of every event about this link, by event id."""
+    """The causal depth of the events about this link that have one above 0, by event id."""
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this link: the ``prev`` of the next one written."""
+        return max(self.added_stamp, self.removed_stamp)[_KEY_ID:]
 
     @property
     def alive(self) -> bool:
@@ -342,8 +358,7 @@ class State(msgspec.Struct, kw_only=True):
     def key_of_event(self, event: AnyEvent) -> str:
         """The fold's stamp of an event (see :func:`key_of`), from the depth folded for it."""
         subject = _subject(event)
-        depth = (self._folded_depth(subject, event.id) if subject is not None else None) or 0
-        return key_of(depth, event.ts, event.id)
+        return key_of(self._folded_depth(subject, event.id) if subject is not None else 0, event.ts, event.id)
 
     def apply(self, event: AnyEvent | UnknownEvent) -> tuple[str, ...]:
         """Fold one event in; returns the ids of memories whose visible state may have changed.
@@ -426,16 +441,14 @@ class State(msgspec.Struct, kw_only=True):
                     break
                 ahead = batch.get(prev)
                 if ahead is None:
-                    known = self._folded_depth(subject, prev)
-                    if known is None:
-                        if prev not in self.seen:
-                            self.awaited.add(prev)
-                        base = 0
+                    if prev in self.seen:
+                        base = self._folded_depth(subject, prev) + 1
                     else:
-                        base = known + 1
+                        self.awaited.add(prev)
+                        base = 0
                     break
                 if _subject(ahead) != subject:
-                    base = 0
+                    base = 1
                     break
                 if prev in done:
                     base = depths.get(prev, 0) + 1
@@ -454,12 +467,13 @@ class State(msgspec.Struct, kw_only=True):
                 base += 1
         return depths
 
-    def _folded_depth(self, subject: tuple[str, str], event_id: str) -> int | None:
+    def _folded_depth(self, subject: tuple[str, str], event_id: str) -> int:
+        """The depth of a folded event, as a ``prev`` about ``subject`` sees it (0 if not about it)."""
         kind, subject_id = subject
         owner: MemoryRecord | LinkRecord | None = (
             self.memories.get(subject_id) if kind == "memory" else self.links.get(subject_id)
         )
-        return None if owner is None else owner.depths.get(event_id)
+        return 0 if owner is None or not owner.depths else owner.depths.get(event_id, 0)
 
     def _apply(self, event: AnyEvent | UnknownEvent, depth: int) -> tuple[str, ...]:
         self.seen.add(event.id)
@@ -468,12 +482,11 @@ class State(msgspec.Struct, kw_only=True):
             return ()
         stamp = key_of(depth, event.ts, event.id)
         touched = self._apply_at(event, stamp)
-        subject = _subject(event)
-        if subject is not None:
-            owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
-            owner.depths[event.id] = depth
-            if stamp > owner.head_stamp:
-                owner.head, owner.head_stamp = event.id, stamp
+        if depth:
+            subject = _subject(event)
+            if subject is not None:
+                owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
+                owner.depths[event.id] = depth
         return touched
 
     def _apply_at(self, event: AnyEvent, stamp: str) -> tuple[str, ...]:

@@ -521,7 +521,7 @@ def test_an_edit_naming_a_far_future_event_as_prev_wins_over_it() -> None:
     in_order: list[Decoded] = [saved("e1", 0, title="first"), hostile, edit]
     for events in (in_order, in_order[::-1]):
         record = folded_at_once(events).memories["m1"]
-        assert (record.title, record.head, record.depths["e2"]) == ("mine", "e2", 1)
+        assert (record.title, record.head, record.depths) == ("mine", "e2", {"e2": 1})
         assert record.updated_at == ts(2)
 
 
@@ -531,12 +531,18 @@ def test_a_prev_arriving_after_the_event_naming_it_makes_the_state_stale() -> No
     assert state.awaited == {"e2"}
     assert state.fold([updated("e2", 2, prev="e1", title="second")])[1]
     again = folded_at_once([saved("e1", 0), updated("e3", 3, prev="e2"), updated("e2", 2, prev="e1")])
-    assert again.memories["m1"].depths == {"e1": 0, "e2": 1, "e3": 2}
+    assert again.memories["m1"].depths == {"e2": 1, "e3": 2}
 
 
-def test_a_prev_naming_an_event_of_another_memory_counts_as_no_prev() -> None:
-    state = folded_at_once([saved("e1", 0), saved("e2", 0, memory="m2"), updated("e3", 1, prev="e2", title="x")])
-    assert state.memories["m1"].depths["e3"] == 0
+def test_a_prev_naming_an_event_of_another_memory_counts_as_naming_a_first_event() -> None:
+    other = [
+        saved("e2", 0, memory="m2"),
+        updated("e4", 1, memory="m2", prev="e2"),
+        updated("e5", 2, memory="m2", prev="e4"),
+    ]
+    state = folded_at_once([saved("e1", 0), *other, updated("e3", 1, prev="e5", title="x")])
+    assert state.memories["m2"].depths == {"e4": 1, "e5": 2}
+    assert state.memories["m1"].depths == {"e3": 1}  # not 3: another memory's chain lends no depth
     assert not state.awaited
 
 
