@@ -100,8 +100,11 @@ _NO_DEPTH = "0" * DEPTH_WIDTH
 
 def key_of(depth: int, ts: str, event_id: str) -> str:
     """The fold's stamp of an event: zero-padded causal depth, fixed-width ``ts``, event id."""
-    prefix = f"{min(depth, _MAX_DEPTH):0{DEPTH_WIDTH}d}" if depth else _NO_DEPTH
-    return prefix + normalize_ts(ts) + event_id
+    return _depth_digits(depth) + normalize_ts(ts) + event_id
+
+
+def _depth_digits(depth: int) -> str:
+    return f"{min(depth, _MAX_DEPTH):0{DEPTH_WIDTH}d}" if depth else _NO_DEPTH
 
 
 def ts_of(stamp: str) -> str:
@@ -392,9 +395,8 @@ class State(msgspec.Struct, kw_only=True):
                 continue
             if awaited and event_id in awaited:
                 stale = True
-            other = batch.get(event_id)
-            if other is None:
-                batch[event_id] = event
+            other = batch.setdefault(event_id, event)
+            if other is event:
                 continue
             if event_id not in digests:
                 digests[event_id] = event_digest(other)
@@ -405,8 +407,18 @@ class State(msgspec.Struct, kw_only=True):
             self.conflicts[event_id] = digest
         depths = self._depths(batch)
         touched: list[str] = []
+        apply, extend = self._apply, touched.extend
+        if not depths:  # (the common case: no event of the batch has a prev)
+            for event in batch.values():
+                extend(apply(event, _NO_DEPTH))
+            return touched, stale
         for event_id, event in batch.items():
-            touched.extend(self._apply(event, depths.get(event_id, 0)))
+            depth = depths.get(event_id, 0)
+            extend(apply(event, _depth_digits(depth)))
+            subject = _subject(event) if depth else None
+            if subject is not None:
+                owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
+                owner.depths[event_id] = depth
         return touched, stale
 
     def _seen_again(self, event: AnyEvent | UnknownEvent) -> bool:
@@ -475,21 +487,13 @@ class State(msgspec.Struct, kw_only=True):
         )
         return 0 if owner is None or not owner.depths else owner.depths.get(event_id, 0)
 
-    def _apply(self, event: AnyEvent | UnknownEvent, depth: int) -> tuple[str, ...]:
+    def _apply(self, event: AnyEvent | UnknownEvent, depth: str) -> tuple[str, ...]:
+        """Fold one event in at ``depth`` (its digits, see :func:`key_of`)."""
         self.seen.add(event.id)
         if isinstance(event, UnknownEvent):
             self.unknown[event.type] = self.unknown.get(event.type, 0) + 1
             return ()
-        stamp = key_of(depth, event.ts, event.id)
-        touched = self._apply_at(event, stamp)
-        if depth:
-            subject = _subject(event)
-            if subject is not None:
-                owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
-                owner.depths[event.id] = depth
-        return touched
-
-    def _apply_at(self, event: AnyEvent, stamp: str) -> tuple[str, ...]:
+        stamp = depth + normalize_ts(event.ts) + event.id
         match event:
             case MemorySaved():
                 record = self.memories.get(event.memory)
