@@ -5,8 +5,8 @@ branches merged either way, two processes interleaved, a replay that sees a line
 the same state:
 
 - each field is a last-writer-wins register keyed by the event's *stamp* (see :func:`key_of`):
-  its causal depth, then ``ts``, then the event id, all fixed width, so that string order is the
-  fold's order. The depth of an event is 1 + the depth of its ``prev`` (the event that was the
+  its causal depth, then ``ts``, then the event id, written so that string order is the fold's
+  order. The depth of an event is 1 + the depth of its ``prev`` (the event that was the
   memory's, or link's, head when it was written) when that names a known event about the same
   memory or link; 1 when it names a known event about something else (a forger gains no more
   than by naming the memory's first event); 0 without a ``prev``, or with one not seen (yet). A
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
 __all__ = [
-    "DEPTH_WIDTH",
     "LinkRecord",
     "MemoryRecord",
     "MemoryRecords",
@@ -62,6 +61,7 @@ __all__ = [
     "Status",
     "StoredState",
     "event_digest",
+    "id_of",
     "key_of",
     "stamp_of",
     "ts_of",
@@ -88,33 +88,47 @@ def stamp_of(ts: str, event_id: str) -> str:
     return normalize_ts(ts) + event_id
 
 
-DEPTH_WIDTH = 10
-"""Digits of the depth at the front of a fold stamp. A depth is earned one line at a time (see
-:func:`key_of`), so reaching the widest depth would take ten billion lines."""
-_MAX_DEPTH = 10**DEPTH_WIDTH - 1
-
-
-_KEY_ID = DEPTH_WIDTH + _TS_WIDTH
-_NO_DEPTH = "0" * DEPTH_WIDTH
+_COUNTS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The first character of a fold stamp: how many digits of depth follow (ascending in ASCII)."""
+_COUNT_OF = {char: count for count, char in enumerate(_COUNTS)}
+_MAX_DEPTH = 10 ** (len(_COUNTS) - 1) - 1
+_NO_DEPTH = "0"
 
 
 def key_of(depth: int, ts: str, event_id: str) -> str:
-    """The fold's stamp of an event: zero-padded causal depth, fixed-width ``ts``, event id."""
+    """The fold's stamp of an event: its causal depth, fixed-width ``ts``, event id.
+
+    The depth is written as its count of digits (one character) and the digits, so that string
+    order is numeric order with no bound a line could reach (35 digits), and a depth of 0 (every
+    event written without ``prev``) costs one character."""
     return _depth_digits(depth) + normalize_ts(ts) + event_id
 
 
 def _depth_digits(depth: int) -> str:
-    return f"{min(depth, _MAX_DEPTH):0{DEPTH_WIDTH}d}" if depth else _NO_DEPTH
+    if not depth:
+        return _NO_DEPTH
+    digits = str(min(depth, _MAX_DEPTH))
+    return _COUNTS[len(digits)] + digits
+
+
+def _ts_start(stamp: str) -> int:
+    return 1 + _COUNT_OF.get(stamp[:1], 0) if stamp else 0
 
 
 def ts_of(stamp: str) -> str:
     """The timestamp inside a fold stamp (``""`` for no stamp)."""
-    return stamp[DEPTH_WIDTH : DEPTH_WIDTH + _TS_WIDTH]
+    start = _ts_start(stamp)
+    return stamp[start : start + _TS_WIDTH]
 
 
 def wall_of(stamp: str) -> str:
     """A fold stamp without its depth: ``ts + event id``, comparable with :func:`stamp_of`."""
-    return stamp[DEPTH_WIDTH:]
+    return stamp[_ts_start(stamp) :]
+
+
+def id_of(stamp: str) -> str:
+    """The event id at the end of a fold stamp."""
+    return stamp[_ts_start(stamp) + _TS_WIDTH :]
 
 
 def event_digest(event: AnyEvent | UnknownEvent) -> bytes:
@@ -169,7 +183,7 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     @property
     def head(self) -> str:
         """The id of the greatest event about this memory: the ``prev`` of the next one written."""
-        return self.head_stamp[_KEY_ID:]
+        return id_of(self.head_stamp)
 
     @property
     def created_at(self) -> str:
@@ -311,7 +325,7 @@ class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
     @property
     def head(self) -> str:
         """The id of the greatest event about this link: the ``prev`` of the next one written."""
-        return max(self.added_stamp, self.removed_stamp)[_KEY_ID:]
+        return id_of(max(self.added_stamp, self.removed_stamp))
 
     @property
     def alive(self) -> bool:

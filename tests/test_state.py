@@ -22,7 +22,7 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.state import State, event_digest, ts_of
+from eventmem.state import State, event_digest, id_of, key_of, normalize_ts, stamp_of, ts_of, wall_of
 
 Decoded = AnyEvent | UnknownEvent
 
@@ -556,3 +556,16 @@ def test_of_two_copies_of_an_event_id_the_same_one_is_folded_in_either_order() -
     assert state.conflicts == {"e2": min(event_digest(one), event_digest(other))}
     assert state.fold([one]) == ([], False)  # either copy again, once both were folded: nothing to do
     assert state.fold([other]) == ([], False)
+
+
+@given(depths=st.lists(st.integers(0, 10**40), min_size=2, max_size=2), stamps=st.lists(times, min_size=2, max_size=2))
+def test_fold_stamps_sort_by_depth_then_time_and_keep_the_time_and_id_readable(
+    depths: list[int], stamps: list[str]
+) -> None:
+    (a, b), (ts_a, ts_b) = depths, stamps
+    key_a, key_b = key_of(a, ts_a, "01JKA"), key_of(b, ts_b, "01JKB")
+    if min(a, b) < 10**35 - 1 and a != b:
+        assert (key_a < key_b) == (a < b)
+    for key, depth, when, event_id in ((key_a, a, ts_a, "01JKA"), (key_b, b, ts_b, "01JKB")):
+        assert (ts_of(key), id_of(key), wall_of(key)) == (normalize_ts(when), event_id, stamp_of(when, event_id))
+        assert key_of(depth, when, event_id) == key
