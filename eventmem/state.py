@@ -399,9 +399,13 @@ class State(msgspec.Struct, kw_only=True):
         event names as ``prev`` (its depth and its successors' change: the event is folded, the
         depths are left), or another version of a folded event id that might win (not folded)."""
         stale = False
-        batch: dict[str, AnyEvent | UnknownEvent] = {}
+        batch: dict[str, AnyEvent | UnknownEvent] = {event.id: event for event in events}
         digests: dict[str, bytes] = {}
         seen, awaited = self.seen, self.awaited
+        if len(batch) == len(events) and seen.isdisjoint(batch) and awaited.isdisjoint(batch):
+            events = ()  # (the common case: new ids only, each once, none awaited)
+        else:
+            batch = {}
         for event in events:
             event_id = event.id
             if event_id in seen:
@@ -427,9 +431,12 @@ class State(msgspec.Struct, kw_only=True):
                 extend(apply(event, _NO_DEPTH))
             return touched, stale
         for event_id, event in batch.items():
-            depth = depths.get(event_id, 0)
+            if event_id not in depths:
+                extend(apply(event, _NO_DEPTH))
+                continue
+            depth = depths[event_id]
             extend(apply(event, _depth_digits(depth)))
-            subject = _subject(event) if depth else None
+            subject = _subject(event)
             if subject is not None:
                 owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
                 owner.depths[event_id] = depth
@@ -450,8 +457,8 @@ class State(msgspec.Struct, kw_only=True):
         ``prev`` cycle (only forged lines make one) counts as having no ``prev``."""
         depths: dict[str, int] = {}
         done: set[str] = set()
-        for start in batch.values():
-            if start.id in done or isinstance(start, UnknownEvent) or not start.prev:
+        for start in [event for event in batch.values() if getattr(event, "prev", "")]:
+            if start.id in done or isinstance(start, UnknownEvent):
                 continue
             path: list[str] = []
             on_path: dict[str, int] = {}
