@@ -9,8 +9,9 @@ What is checked, and how bad each finding is (``report.ok`` is false only for er
   same event (an identical line brought in twice, e.g. by merging two branches that both carry the
   same history, or a compaction interrupted between writing the archive and cutting the journal),
   it is a *warning*: the fold treats a replayed event as a no-op, so the state is unaffected. When
-  the copies differ it is an *error*: the fold keeps whichever copy it sees first, so the state
-  would depend on line order, which breaks the commutative fold the merge story relies on.
+  the copies differ it is an *error*: every process folds the same copy (the one whose canonical
+  line has the smallest SHA-256 digest, named by ``folded``) and ignores the others, so what they
+  say is lost. :func:`conflicting_ids` lists these alone.
 - **events about unknown memories** (error): ``updated``, ``promoted``, ``deleted``, ``restored``
   or ``expired`` of a memory that no ``saved`` event creates; a ``linked`` whose source or target
   was never saved; an ``unlinked`` of a link that was never added. (``archived`` is left out: it
@@ -20,7 +21,9 @@ What is checked, and how bad each finding is (``report.ok`` is false only for er
 - **unknown event types** (information): lines from a newer version, kept and counted.
 - **clock skew** (warning): an event stamped more than ``skew_seconds`` (5 minutes) after the
   audit's own clock, or whose timestamp and the time inside its ULID event id disagree by more than
-  that. Last writer wins by timestamp, so a clock running ahead wins every edit until it is caught up.
+  that. The fold orders events by time among those written without seeing each other, so a stamp
+  far ahead wins over every concurrent edit (an edit made after it names it as ``prev`` and wins).
+  :func:`future_stamps` lists the stamps ahead of the clock alone.
 - **concurrent edits** (information): two writes to one field of one memory from different segments
   where the later had not seen the earlier, or an edit lost under a concurrent delete; the fold
   settles them deterministically. Defined in :mod:`eventmem.concurrency` (git history is used as
@@ -54,6 +57,7 @@ from eventmem.events import (
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.project import ProjectPaths
+from eventmem.state import event_digest
 
 __all__ = [
     "AuditReport",
@@ -65,7 +69,12 @@ __all__ = [
     "TornTail",
     "UnknownReference",
     "audit",
+    "conflicting_ids",
+    "future_stamps",
 ]
+
+FUTURE_SECONDS = 300.0
+"""A stamp more than this ahead of the reader's clock is reported."""
 
 
 class Location(msgspec.Struct, frozen=True):
@@ -94,6 +103,9 @@ class DuplicateId(msgspec.Struct, kw_only=True):
     identical: bool
     """Every copy decodes to the same event."""
     severity: Literal["error", "warning"]
+    folded: Location | None = None
+    """The copy every process folds (the smallest digest of the canonical line); ``None`` when
+    a copy could not be read back."""
 
 
 class UnknownReference(msgspec.Struct, frozen=True, kw_only=True):
@@ -291,12 +303,48 @@ def _duplicate(event_id: str, places: list[tuple[int, int]], segments: list[Segm
     """Read back each copy of a repeated event id and compare what they decode to."""
     copies = [_event_at(segments[index], offset) for index, offset in places]
     identical = all(copy is not None and copy == copies[0] for copy in copies)
+    locations = [Location(segments[index].name, offset) for index, offset in places]
+    folded = None
+    if all(copy is not None for copy in copies):
+        digests = [event_digest(copy) for copy in copies if copy is not None]
+        folded = locations[digests.index(min(digests))]
     return DuplicateId(
         id=event_id,
-        locations=[Location(segments[index].name, offset) for index, offset in places],
+        locations=locations,
         identical=identical,
         severity="warning" if identical else "error",
+        folded=folded,
     )
+
+
+def future_stamps(
+    paths: ProjectPaths, *, now: float | None = None, ahead_seconds: float = FUTURE_SECONDS
+) -> list[ClockSkew]:
+    """Every event of the project at ``paths`` stamped more than ``ahead_seconds`` after ``now``
+    (default: the time of the call), with its segment and byte offset, in journal order."""
+    now = time.time() if now is None else now
+    found: list[ClockSkew] = []
+    for segment in Journal(paths).segments():
+        result = Journal.scan(segment.path, with_offsets=True, name=segment.name)
+        for event, offset in zip(result.events, result.offsets, strict=True):
+            found.extend(s for s in _skew(event, segment.name, offset, now, ahead_seconds) if s.problem == "future")
+    return found
+
+
+def conflicting_ids(paths: ProjectPaths) -> list[DuplicateId]:
+    """Event ids carried by lines that differ, each with the copy folded (see :class:`DuplicateId`)."""
+    segments = Journal(paths).segments()
+    first_seen: dict[str, tuple[int, int]] = {}
+    repeats: dict[str, list[tuple[int, int]]] = {}
+    for index, segment in enumerate(segments):
+        result = Journal.scan(segment.path, with_offsets=True, name=segment.name)
+        for event, offset in zip(result.events, result.offsets, strict=True):
+            if event.id in first_seen:
+                repeats.setdefault(event.id, [first_seen[event.id]]).append((index, offset))
+            else:
+                first_seen[event.id] = (index, offset)
+    duplicates = (_duplicate(event_id, places, segments) for event_id, places in repeats.items())
+    return [duplicate for duplicate in duplicates if not duplicate.identical]
 
 
 def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:

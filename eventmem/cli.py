@@ -416,6 +416,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.audit import conflicting_ids, future_stamps
     from eventmem.gitdrivers import check as check_git_drivers
     from eventmem.service import open_service
 
@@ -432,6 +433,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if result.torn_tail:
             torn.append({"segment": segment.name, "bytes": result.torn_tail})
     snapshot = paths.cache_dir / "snapshot.bin"
+    conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
+    ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -447,6 +450,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "refused_segments": dict(store.journal.refused),
         "ignored_settings": service.ignored_settings,
         "allowed_settings": service.allowed_settings,
+        "conflicting_ids": conflicts,
+        "future_stamps": ahead,
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
             "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
@@ -456,7 +461,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "git_drivers": check_git_drivers(paths),
     }
     report["healthy"] = (
-        not corrupt and not store.journal.refused and all(driver["problem"] is None for driver in report["git_drivers"])
+        not corrupt
+        and not conflicts
+        and not store.journal.refused
+        and all(driver["problem"] is None for driver in report["git_drivers"])
     )
     if args.json:
         _print_json(report)
@@ -470,8 +478,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for problem in report["corrupt_lines"]:
             print(printable(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
         for item in torn:
-            segment = printable(str(item["segment"]))
-            print(f"torn tail:   {segment}: {item['bytes']} bytes (quarantined and cut by the next write)")
+            torn_name = printable(str(item["segment"]))
+            print(f"torn tail:   {torn_name}: {item['bytes']} bytes (quarantined and cut by the next write)")
         for note in report["quarantined"]:
             print(printable(f"WARNING:     {note}"))
         for name, reason in store.journal.refused.items():
@@ -480,6 +488,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(printable(f"ignored:     {line}"))
         for line in service.allowed_settings:
             print(printable(f"allowed:     {line} (by `eventmem allow`)"))
+        for item in conflicts:
+            places = ", ".join(f"{place['segment']} at byte {place['offset']}" for place in item["locations"])
+            folded = item["folded"]
+            kept = f"; folded: {folded['segment']} at byte {folded['offset']}" if folded else ""
+            print(printable(f"CONFLICT:    event id {item['id']} on lines that differ: {places}{kept}"))
+        for item in ahead:
+            print(
+                printable(
+                    f"future:      {item['segment']} at byte {item['offset']}: event {item['event']} stamped "
+                    f"{item['ts']}, {item['seconds']:.0f} s ahead of this clock"
+                )
+            )
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "

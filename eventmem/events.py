@@ -92,6 +92,8 @@ RELATION_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
 Timestamp = Annotated[str, Meta(pattern=TIMESTAMP_PATTERN)]
 EventId = Annotated[str, _text("event_id"), Meta(pattern=ID_PATTERN)]
 MemoryId = Annotated[str, _text("memory_id"), Meta(pattern=ID_PATTERN)]
+PrevId = Annotated[str, Meta(max_length=int(limit("event_id").high), pattern=ID_PATTERN.replace("+$", "*$"))]
+"""An event id, or empty."""
 if TYPE_CHECKING:  # (a str to the code that builds events; checked by the service before that)
     Kind = str
 else:  # a Literal to the decoder: a set lookup, several times cheaper than a pattern
@@ -122,6 +124,10 @@ class Event(
     """UTC time the event happened, ISO-8601 with microseconds and a ``Z``."""
     by: Annotated[str, _text("by")] = ""
     """Who wrote it: the MCP client's name, ``cli``, or a user-given name."""
+    prev: PrevId = ""
+    """The id of the event that was the head of this memory (for ``unlinked`` and ``linked``, of
+    this link) when the writer wrote this one: the fold orders an event after the one it names,
+    whatever the stamps say (see :mod:`eventmem.state`). Empty for the first event of a memory."""
 
 
 class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):

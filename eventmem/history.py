@@ -88,9 +88,7 @@ class History:
         """The state folded from every event, or from those stamped at or before ``until``."""
         state = State()
         with _no_gc():
-            for entry in self.entries:
-                if until is None or entry.stamp <= until:
-                    state.apply(entry.event)
+            state.fold([entry.event for entry in self.entries if until is None or entry.stamp <= until])
         return state
 
     def ids(self) -> set[str]:
@@ -326,9 +324,11 @@ def memory_log(history: History, memory_id: str) -> list[LogLine]:
             continue
         if memory_id in memory_ids(event) or (isinstance(event, LinkRemoved) and memory_id in ends.get(event.link, ())):
             mine[event.id] = (entry, event)
+    folded = State()  # for the fold's order (an event after its prev, whatever the stamps)
+    folded.fold([event for _, event in mine.values()])
     state = State()
     lines: list[LogLine] = []
-    for entry, event in sorted(mine.values(), key=lambda pair: pair[0].stamp):
+    for entry, event in sorted(mine.values(), key=lambda pair: folded.key_of_event(pair[1])):
         before = _visible_fields(state.memories.get(memory_id))
         state.apply(event)
         after = _visible_fields(state.memories.get(memory_id))

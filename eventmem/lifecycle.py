@@ -39,7 +39,7 @@ from eventmem.events import (
 from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
 from eventmem.journal import decode_bytes
-from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts
+from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
 
 if TYPE_CHECKING:
     from eventmem.store import Store
@@ -119,7 +119,9 @@ def plan_expiry(store: Store, now: float, *, by: str = "") -> list[MemoryExpired
         expires = store.expires_epoch(memory_id, record)  # the column may lag a usage refresh
         if math.isinf(expires) or expires > now:
             continue
-        events.append(MemoryExpired(id=new_id(), ts=ts, by=by, memory=memory_id, expires_at=epoch_iso(expires)))
+        events.append(
+            MemoryExpired(id=new_id(), ts=ts, by=by, prev=record.head, memory=memory_id, expires_at=epoch_iso(expires))
+        )
     return events
 
 
@@ -135,6 +137,13 @@ def latest_stamp(record: MemoryRecord) -> str:
     return max(record.created_stamp, record.updated_stamp, _tombstone(record), record.restored_stamp)
 
 
+def _latest_wall(record: MemoryRecord) -> str:
+    """The time and id of the latest event about a memory by its stamp (an ``archived`` event names
+    many memories, so it has no ``prev`` and is compared with the others by time)."""
+    stamps = (record.created_stamp, record.updated_stamp, record.deleted_stamp, record.expired_stamp)
+    return max(wall_of(stamp) for stamp in (*stamps, record.restored_stamp))
+
+
 def archive_candidates(state: State, before: float, among: Iterable[str] | None = None) -> list[str]:
     """Deleted or expired memories whose tombstone is older than ``before`` (epoch seconds) and
     that gained events since they were last archived; looked for ``among`` these ids if given."""
@@ -145,9 +154,9 @@ def archive_candidates(state: State, before: float, among: Iterable[str] | None 
     for memory_id, record in pairs:
         if not (record.deleted_stamp or record.expired_stamp) or not record.exists or record.status == "live":
             continue
-        if _tombstone(record)[: len(cutoff)] >= cutoff:
+        if wall_of(_tombstone(record))[: len(cutoff)] >= cutoff:
             continue
-        if record.archived_stamp and record.archived_stamp >= latest_stamp(record):
+        if record.archived_stamp and wall_of(record.archived_stamp) >= _latest_wall(record):
             continue
         out.append(memory_id)
     out.sort()
@@ -272,6 +281,7 @@ def archive_memories(
             live_name = f"journal/{segment_path.name}"
             store.adopt_segments([f"archive/{name}", live_name])
             store.apply_local([event])
+            store.state.unread.pop(event.id, None)  # (its line was adopted above, never read back)
             result = ArchiveResult(
                 segment=f"archive/{name}",
                 memories=list(event.memories),

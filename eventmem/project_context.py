@@ -376,7 +376,12 @@ class ProjectContext:
         else:
             if not live:
                 restored = MemoryRestored(
-                    id=new_id(), ts=now_iso(), by=self.by, memory=section.memory_id, reason="section written again"
+                    id=new_id(),
+                    ts=now_iso(),
+                    by=self.by,
+                    prev=record.head,
+                    memory=section.memory_id,
+                    reason="section written again",
                 )
                 self.store.append([restored])
             self.service.update(section.memory_id, content=text, by=self.by)

@@ -57,7 +57,7 @@ from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
 from eventmem.redact import scrub
-from eventmem.state import LinkRecord, MemoryRecord, State
+from eventmem.state import LinkRecord, MemoryRecord, State, ts_of
 from eventmem.store import Store
 from eventmem.summarizer import ExtractiveSummarizer, Summarizer
 from eventmem.validation import (
@@ -198,6 +198,12 @@ def _check_whole(value: int, name: str, field: str | None = None) -> int:
     return check_whole(value, name, field)
 
 
+def _after(head: str, events: list[AnyEvent]) -> list[AnyEvent]:
+    """``events`` with the first one written after ``head`` (its ``prev``), unless it names one."""
+    first, *rest = events
+    return [first if first.prev else msgspec.structs.replace(first, prev=head), *rest]
+
+
 def _link_view(link: LinkRecord) -> Link:
     return Link(
         id=link.id,
@@ -206,7 +212,7 @@ def _link_view(link: LinkRecord) -> Link:
         relation=link.relation,
         strength=link.strength,
         context=link.context,
-        created_at=link.added_stamp[: len("2026-01-01T00:00:00.000000Z")],
+        created_at=ts_of(link.added_stamp),
         created_by=link.added_by,
     )
 
@@ -412,6 +418,8 @@ class MemoryService:
                 duplicates.extend(m for m in store.find_duplicate(content) if self._returnable(store, m, now))
                 if duplicates:
                     return []
+            elif head := store.state.head_of(event.memory):  # a well-known id written anew: after its head
+                events[:] = _after(head, events)
             return events
 
         store.append_planned(plan)
@@ -443,7 +451,9 @@ class MemoryService:
         if event.ttl_seconds is None or event.importance < self.config.promote_importance:
             return []
         reason = f"saved with importance {event.importance:g} (promote_importance {self.config.promote_importance:g})"
-        return [MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, memory=event.memory, reason=reason)]
+        return [
+            MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, prev=event.id, memory=event.memory, reason=reason)
+        ]
 
     @staticmethod
     def _returnable(store: Store, memory_id: str, now: float, *, superseded: bool = False) -> bool:
@@ -494,7 +504,8 @@ class MemoryService:
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if not changes:
             return self.view(store, record)
-        store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, memory=record.id, **changes)])
+        prev = store.state.head_of(record.id)
+        store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **changes)])
         return self.get(record.id)
 
     def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
@@ -506,14 +517,22 @@ class MemoryService:
 
         def unlinks(where: Store) -> list[AnyEvent]:
             return [
-                LinkRemoved(id=new_id(), ts=ts, by=by, link=link.id, reason=f"memory {record.id} deleted")
+                LinkRemoved(
+                    id=new_id(),
+                    ts=ts,
+                    by=by,
+                    prev=where.state.link_head_of(link.id),
+                    link=link.id,
+                    reason=f"memory {record.id} deleted",
+                )
                 for link in where.state.links_of(record.id)
             ]
 
         def plan() -> list[AnyEvent]:
             if store.state.visible(record.id) is None:
                 return []  # deleted by another process meanwhile
-            deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, memory=record.id, reason=reason)
+            prev = store.state.head_of(record.id)
+            deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, prev=prev, memory=record.id, reason=reason)
             return [deleted, *unlinks(store)]
 
         store.append_planned(plan)
@@ -697,7 +716,9 @@ class MemoryService:
                 count = store.usage.count(memory_id)
                 if record is not None and record.ttl_seconds is not None and count >= threshold:
                     reason = f"accessed {count} times (promote_accesses {threshold})"
-                    promoted = MemoryPromoted(id=new_id(), ts=now_iso(), by="eventmem", memory=memory_id, reason=reason)
+                    promoted = MemoryPromoted(
+                        id=new_id(), ts=now_iso(), by="eventmem", prev=record.head, memory=memory_id, reason=reason
+                    )
                     events.append(promoted)
             return events
 
@@ -723,7 +744,11 @@ class MemoryService:
             current = store.state.visible(record.id)
             if current is None or current.ttl_seconds is None:
                 return []
-            return [MemoryPromoted(id=new_id(), ts=now_iso(), by=by, memory=record.id, reason=reason or "by hand")]
+            return [
+                MemoryPromoted(
+                    id=new_id(), ts=now_iso(), by=by, prev=current.head, memory=record.id, reason=reason or "by hand"
+                )
+            ]
 
         written = store.append_planned(plan)
         return self.view(store, store.state.memories[record.id]), bool(written)
@@ -826,7 +851,7 @@ class MemoryService:
                     found.append(existing)
                     if (existing.strength, existing.context) == (strength, context):
                         return []
-                    return [msgspec.structs.replace(event, link=existing.id)]
+                    return [msgspec.structs.replace(event, link=existing.id, prev=existing.head)]
             return [event]
 
         store.append_planned(plan)

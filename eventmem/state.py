@@ -4,8 +4,20 @@ Every rule here is commutative, associative and idempotent, so any order of the 
 branches merged either way, two processes interleaved, a replay that sees a line twice) folds to
 the same state:
 
-- each field is a last-writer-wins register keyed by the stamp ``ts + event id`` (both fixed
-  width, so string order is time order, with the event id breaking ties);
+- each field is a last-writer-wins register keyed by the event's *stamp* (see :func:`key_of`):
+  its causal depth, then ``ts``, then the event id, written so that string order is the fold's
+  order. The depth of an event is 1 + the depth of its ``prev`` (the event that was the
+  memory's, or link's, head when it was written) when that names a known event about the same
+  memory or link; 1 when it names a known event about something else (a forger gains no more
+  than by naming the memory's first event); 0 without a ``prev``, or with one not seen (yet). A
+  line stamped in the year 9999 therefore wins only against what was written without seeing it:
+  an edit made after it names it as ``prev`` and sorts after it. A journal of events without
+  ``prev`` folds by time, as it always did;
+- the events of one fold call are folded together (:meth:`State.fold`): depths are computed over
+  the whole batch, and of several lines with one event id the one whose canonical line has the
+  smallest SHA-256 digest is folded, whatever the order. A later batch that would change what an
+  earlier one folded (the ``prev`` of an orphan arrives, or a new version of a known event id)
+  marks the state stale: its owner folds the journal again from scratch;
 - deleted and expired are tombstones (the greatest stamp of each kind); a memory is dead while its
   greatest tombstone is newer than its greatest restore, so later updates never resurrect it;
 - ``created_at`` is the earliest ``saved``; an event id seen before is a no-op.
@@ -15,13 +27,14 @@ No IO here: :mod:`eventmem.store` feeds events in and keeps the indexes in step.
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from eventmem.codec import UnknownEvent
+from eventmem.codec import UnknownEvent, encode_event
 from eventmem.errors import SnapshotDamaged
 from eventmem.events import (
     AnyEvent,
@@ -40,7 +53,20 @@ from eventmem.ids import parse_iso, to_iso
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
-__all__ = ["LinkRecord", "MemoryRecord", "MemoryRecords", "State", "Status", "StoredState", "stamp_of"]
+__all__ = [
+    "LinkRecord",
+    "MemoryRecord",
+    "MemoryRecords",
+    "State",
+    "Status",
+    "StoredState",
+    "event_digest",
+    "id_of",
+    "key_of",
+    "stamp_of",
+    "ts_of",
+    "wall_of",
+]
 
 Status = Literal["live", "deleted", "expired"]
 _TS_WIDTH = len("2026-01-01T00:00:00.000000Z")
@@ -53,12 +79,62 @@ def normalize_ts(ts: str) -> str:
         return ts
     try:
         return to_iso(parse_iso(ts))
-    except ValueError:
+    except (ValueError, OverflowError):  # (a zone that moves the year past 9999)
         return ts.ljust(_TS_WIDTH, "0")[:_TS_WIDTH]
 
 
 def stamp_of(ts: str, event_id: str) -> str:
+    """The wall-clock stamp ``ts + event id``: time order, for time travel and reports."""
     return normalize_ts(ts) + event_id
+
+
+_COUNTS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The first character of a fold stamp: how many digits of depth follow (ascending in ASCII)."""
+_COUNT_OF = {char: count for count, char in enumerate(_COUNTS)}
+_MAX_DEPTH = 10 ** (len(_COUNTS) - 1) - 1
+_NO_DEPTH = "0"
+
+
+def key_of(depth: int, ts: str, event_id: str) -> str:
+    """The fold's stamp of an event: its causal depth, fixed-width ``ts``, event id.
+
+    The depth is written as its count of digits (one character) and the digits, so that string
+    order is numeric order with no bound a line could reach (35 digits), and a depth of 0 (every
+    event written without ``prev``) costs one character."""
+    return _depth_digits(depth) + normalize_ts(ts) + event_id
+
+
+def _depth_digits(depth: int) -> str:
+    if not depth:
+        return _NO_DEPTH
+    digits = str(min(depth, _MAX_DEPTH))
+    return _COUNTS[len(digits)] + digits
+
+
+def _ts_start(stamp: str) -> int:
+    return 1 + _COUNT_OF.get(stamp[:1], 0) if stamp else 0
+
+
+def ts_of(stamp: str) -> str:
+    """The timestamp inside a fold stamp (``""`` for no stamp)."""
+    start = _ts_start(stamp)
+    return stamp[start : start + _TS_WIDTH]
+
+
+def wall_of(stamp: str) -> str:
+    """A fold stamp without its depth: ``ts + event id``, comparable with :func:`stamp_of`."""
+    return stamp[_ts_start(stamp) :]
+
+
+def id_of(stamp: str) -> str:
+    """The event id at the end of a fold stamp."""
+    return stamp[_ts_start(stamp) + _TS_WIDTH :]
+
+
+def event_digest(event: AnyEvent | UnknownEvent) -> bytes:
+    """SHA-256 of the event's canonical line: equal for lines that decode to the same event."""
+    line = event.raw if isinstance(event, UnknownEvent) else encode_event(event)
+    return hashlib.sha256(line).digest()
 
 
 class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
@@ -89,6 +165,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     archived_stamp: str = ""
     """The latest ``archived`` event naming this memory: events older than it were looked at."""
     events: int = 0
+    depths: dict[str, int] = {}
+    """The causal depth of the events about this memory that have one above 0, by event id."""
 
     @property
     def status(self) -> Status:
@@ -98,17 +176,27 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
         return "deleted" if self.deleted_stamp >= self.expired_stamp else "expired"
 
     @property
+    def head_stamp(self) -> str:
+        """The stamp of the greatest event about this memory in the fold's order."""
+        return max(self.updated_stamp, self.deleted_stamp, self.expired_stamp, self.restored_stamp)
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this memory: the ``prev`` of the next one written."""
+        return id_of(self.head_stamp)
+
+    @property
     def created_at(self) -> str:
-        return self.created_stamp[:_TS_WIDTH]
+        return ts_of(self.created_stamp)
 
     @property
     def updated_at(self) -> str:
-        return self.updated_stamp[:_TS_WIDTH]
+        return ts_of(self.updated_stamp)
 
     @property
     def ttl_set_at(self) -> str:
         """When the TTL in force was set: the clock its expiry counts from."""
-        return self.stamps.get("ttl_seconds", self.created_stamp)[:_TS_WIDTH]
+        return ts_of(self.stamps.get("ttl_seconds", self.created_stamp))
 
     def write(self, field: str, value: object, stamp: str) -> bool:
         if stamp <= self.stamps.get(field, ""):
@@ -231,6 +319,13 @@ class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
     added_stamp: str = ""
     added_by: str = ""
     removed_stamp: str = ""
+    depths: dict[str, int] = {}
+    """The causal depth of the events about this link that have one above 0, by event id."""
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this link: the ``prev`` of the next one written."""
+        return id_of(max(self.added_stamp, self.removed_stamp))
 
     @property
     def alive(self) -> bool:
@@ -247,6 +342,13 @@ class State(msgspec.Struct, kw_only=True):
     """Events of types newer than this version, counted by type."""
     adjacency: dict[str, set[str]] = {}
     """Link ids by the memories they touch, for graph walks."""
+    awaited: set[str] = set()
+    """Ids named as ``prev`` by folded events but not seen yet: such an event has depth 0 until
+    its ``prev`` arrives, and then the state is stale (see :meth:`fold`)."""
+    conflicts: dict[str, bytes] = {}
+    """Event ids seen on more than one line: the digest of the version folded (the smallest)."""
+    unread: dict[str, bytes] = {}
+    """Events folded before their line was read back (a process's own appends), by digest."""
 
     def memory(self, memory_id: str) -> MemoryRecord:
         record = self.memories.get(memory_id)
@@ -260,15 +362,159 @@ class State(msgspec.Struct, kw_only=True):
             record = self.links[link_id] = LinkRecord(id=link_id)
         return record
 
+    def head_of(self, memory_id: str) -> str:
+        """The ``prev`` of a new event about this memory: the id of its head event (``""``: none)."""
+        record = self.memories.get(memory_id)
+        return record.head if record is not None else ""
+
+    def link_head_of(self, link_id: str) -> str:
+        """The ``prev`` of a new event about this link: the id of its head event (``""``: none)."""
+        link = self.links.get(link_id)
+        return link.head if link is not None else ""
+
+    def key_of_event(self, event: AnyEvent) -> str:
+        """The fold's stamp of an event (see :func:`key_of`), from the depth folded for it."""
+        subject = _subject(event)
+        return key_of(self._folded_depth(subject, event.id) if subject is not None else 0, event.ts, event.id)
+
     def apply(self, event: AnyEvent | UnknownEvent) -> tuple[str, ...]:
-        """Fold one event in; returns the ids of memories whose visible state may have changed."""
-        if event.id in self.seen:
-            return ()
+        """Fold one event in; returns the ids of memories whose visible state may have changed.
+        An event id seen before is a no-op (see :meth:`fold` for what a caller that can fold
+        again from scratch learns from it)."""
+        touched, _ = self.fold((event,))
+        return tuple(touched)
+
+    def written(self, events: Sequence[AnyEvent]) -> list[str]:
+        """Fold events this process has just appended; their lines, read back later, are no-ops."""
+        for event in events:
+            self.unread[event.id] = event_digest(event)
+        touched, _ = self.fold(events)
+        return touched
+
+    def fold(self, events: Sequence[AnyEvent | UnknownEvent]) -> tuple[list[str], bool]:
+        """Fold a batch of events in; returns (memories whose visible state may have changed, stale).
+
+        Stale means that the state now differs from a fold of the same events from scratch and
+        its owner should fold again (everything in one batch): an event arrived that a folded
+        event names as ``prev`` (its depth and its successors' change: the event is folded, the
+        depths are left), or another version of a folded event id that might win (not folded)."""
+        stale = False
+        batch: dict[str, AnyEvent | UnknownEvent] = {event.id: event for event in events}
+        digests: dict[str, bytes] = {}
+        seen, awaited = self.seen, self.awaited
+        if len(batch) == len(events) and seen.isdisjoint(batch) and awaited.isdisjoint(batch):
+            events = ()  # (the common case: new ids only, each once, none awaited)
+        else:
+            batch = {}
+        for event in events:
+            event_id = event.id
+            if event_id in seen:
+                stale = self._seen_again(event) or stale
+                continue
+            if awaited and event_id in awaited:
+                stale = True
+            other = batch.setdefault(event_id, event)
+            if other is event:
+                continue
+            if event_id not in digests:
+                digests[event_id] = event_digest(other)
+            digest = event_digest(event)
+            if digest < digests[event_id]:
+                batch[event_id], digests[event_id] = event, digest
+        for event_id, digest in digests.items():
+            self.conflicts[event_id] = digest
+        depths = self._depths(batch)
+        touched: list[str] = []
+        apply, extend = self._apply, touched.extend
+        if not depths:  # (the common case: no event of the batch has a prev)
+            for event in batch.values():
+                extend(apply(event, _NO_DEPTH))
+            return touched, stale
+        for event_id, event in batch.items():
+            if event_id not in depths:
+                extend(apply(event, _NO_DEPTH))
+                continue
+            depth = depths[event_id]
+            extend(apply(event, _depth_digits(depth)))
+            subject = _subject(event)
+            if subject is not None:
+                owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
+                owner.depths[event_id] = depth
+        return touched, stale
+
+    def _seen_again(self, event: AnyEvent | UnknownEvent) -> bool:
+        """A line with a folded event id: whether the fold could differ with it (stale)."""
+        expected = self.unread.pop(event.id, None)
+        if expected is not None:
+            return event_digest(event) != expected
+        folded = self.conflicts.get(event.id)
+        return folded is None or event_digest(event) < folded
+
+    def _depths(self, batch: Mapping[str, AnyEvent | UnknownEvent]) -> dict[str, int]:
+        """The causal depth of each event of ``batch`` that has one above 0 (see the module doc).
+
+        A chain of ``prev`` is followed through the batch, then the folded events; an event in a
+        ``prev`` cycle (only forged lines make one) counts as having no ``prev``."""
+        depths: dict[str, int] = {}
+        done: set[str] = set()
+        for start in [event for event in batch.values() if getattr(event, "prev", "")]:
+            if start.id in done or isinstance(start, UnknownEvent):
+                continue
+            path: list[str] = []
+            on_path: dict[str, int] = {}
+            current: AnyEvent | UnknownEvent = start
+            base = 0
+            while True:
+                on_path[current.id] = len(path)
+                path.append(current.id)
+                prev = "" if isinstance(current, UnknownEvent) else current.prev
+                subject = _subject(current)
+                if not prev or subject is None:
+                    base = 0
+                    break
+                ahead = batch.get(prev)
+                if ahead is None:
+                    if prev in self.seen:
+                        base = self._folded_depth(subject, prev) + 1
+                    else:
+                        self.awaited.add(prev)
+                        base = 0
+                    break
+                if _subject(ahead) != subject:
+                    base = 1
+                    break
+                if prev in done:
+                    base = depths.get(prev, 0) + 1
+                    break
+                if prev in on_path:  # a cycle: its members count as having no prev
+                    cycle = path[on_path[prev] :]
+                    del path[on_path[prev] :]
+                    done.update(cycle)
+                    base = 1 if path else 0
+                    break
+                current = ahead
+            for event_id in reversed(path):
+                if base:
+                    depths[event_id] = base
+                done.add(event_id)
+                base += 1
+        return depths
+
+    def _folded_depth(self, subject: tuple[str, str], event_id: str) -> int:
+        """The depth of a folded event, as a ``prev`` about ``subject`` sees it (0 if not about it)."""
+        kind, subject_id = subject
+        owner: MemoryRecord | LinkRecord | None = (
+            self.memories.get(subject_id) if kind == "memory" else self.links.get(subject_id)
+        )
+        return 0 if owner is None or not owner.depths else owner.depths.get(event_id, 0)
+
+    def _apply(self, event: AnyEvent | UnknownEvent, depth: str) -> tuple[str, ...]:
+        """Fold one event in at ``depth`` (its digits, see :func:`key_of`)."""
         self.seen.add(event.id)
         if isinstance(event, UnknownEvent):
             self.unknown[event.type] = self.unknown.get(event.type, 0) + 1
             return ()
-        stamp = stamp_of(event.ts, event.id)
+        stamp = depth + normalize_ts(event.ts) + event.id
         match event:
             case MemorySaved():
                 record = self.memories.get(event.memory)
@@ -373,6 +619,15 @@ class State(msgspec.Struct, kw_only=True):
         return sorted((link for link in links if link.alive), key=lambda link: link.added_stamp)
 
 
+def _subject(event: AnyEvent | UnknownEvent) -> tuple[str, str] | None:
+    """What an event is about, for its ``prev``: ("memory", id), ("link", id) or nothing."""
+    if isinstance(event, (LinkAdded, LinkRemoved)):
+        return ("link", event.link)
+    if isinstance(event, (MemoryArchived, UnknownEvent)):
+        return None
+    return ("memory", event.memory)
+
+
 class StoredState(msgspec.Struct, kw_only=True):
     """How a snapshot holds a :class:`State`: the same fields, each memory left encoded."""
 
@@ -381,6 +636,9 @@ class StoredState(msgspec.Struct, kw_only=True):
     seen: set[str] = set()
     unknown: dict[str, int] = {}
     adjacency: dict[str, set[str]] = {}
+    awaited: set[str] = set()
+    conflicts: dict[str, bytes] = {}
+    unread: dict[str, bytes] = {}
 
     def state(self) -> State:
         return State(
@@ -389,4 +647,7 @@ class StoredState(msgspec.Struct, kw_only=True):
             seen=self.seen,
             unknown=self.unknown,
             adjacency=self.adjacency,
+            awaited=self.awaited,
+            conflicts=self.conflicts,
+            unread=self.unread,
         )

@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from eventmem.codec import UnknownEvent
 from eventmem.config import Config
 from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
@@ -56,7 +57,7 @@ __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 4  # 3: float16 vector index; 4: the vector index in its own file, mapped on load
+SNAPSHOT_FORMAT = 5  # 3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths
 EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
@@ -367,8 +368,9 @@ class Store:
 
     def _apply_work(self, work: list[tuple[Segment, Cursor]], total: int, progress: Progress | None) -> int:
         done = 0
-        touched: set[str] = set()
         count = 0
+        fresh = not self.state.seen
+        events: list[AnyEvent | UnknownEvent] = []
         # a large catch-up digests the segments in a thread (hashlib works without the GIL)
         ahead = (
             _HashAhead([(s, c.offset, self._hashers.get(s.name)) for s, c in work])
@@ -382,9 +384,7 @@ class Store:
                     if (problem.path, problem.offset) not in self.problems:
                         log.error("%s", problem)
                         self.problems[(problem.path, problem.offset)] = problem
-                apply, touch = self.state.apply, touched.update
-                for event in result.events:
-                    touch(apply(event))
+                events.extend(result.events)
                 count += len(result.events)
                 hasher = ahead.hasher(index, result.end) if ahead is not None else None
                 if hasher is None:
@@ -401,6 +401,12 @@ class Store:
         finally:
             if ahead is not None:
                 ahead.stop()
+        # one batch, so that a prev in a later segment and every copy of an event id are seen together
+        folded, stale = self.state.fold(events)
+        if stale and not fresh:
+            log.info("events arrived that change what was folded before (an awaited prev, another copy of an id)")
+            return -1
+        touched = set(folded)
         if touched:
             if self.slot_ids:
                 self._sync(touched)
@@ -412,9 +418,8 @@ class Store:
     def apply_local(self, events: Iterable[AnyEvent]) -> None:
         """Apply events this process just appended, without waiting for the next catch-up."""
         with self.lock:
-            touched: set[str] = set()
-            for event in events:
-                touched.update(self.state.apply(event))
+            events = list(events)
+            touched = set(self.state.written(events))
             self._sync(touched, defer_index=self.defer_after_reply)
             if not self._model_recorded:  # the first save of a project that had no journal yet
                 self._forget_other_models()
@@ -956,6 +961,9 @@ class Store:
                         # indexed after the reply (see defer_after_reply)
                         if appended is None or not self._cursor_past(appended, len(events)):
                             self.catch_up(flush=False)
+                        else:  # (their lines will not be read back)
+                            for event in events:
+                                self.state.unread.pop(event.id, None)
             except OSError as exc:
                 raise JournalUnwritable(describe_os_error(exc)) from exc
             return events

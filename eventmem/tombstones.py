@@ -14,12 +14,10 @@ from eventmem.codec import LineError, decode_line
 from eventmem.errors import MemoryGone
 from eventmem.events import AnyEvent, LinkAdded, MemoryDeleted, MemoryExpired, MemoryRestored, MemoryUpdated
 from eventmem.ids import new_id
-from eventmem.state import MemoryRecord, stamp_of
+from eventmem.state import MemoryRecord, id_of, ts_of
 from eventmem.store import Store
 
 __all__ = ["expired_error", "gone", "latest_tombstone", "restore_events"]
-
-_TS_WIDTH = len("2026-01-01T00:00:00.000000Z")
 
 
 def latest_tombstone(store: Store, record: MemoryRecord) -> MemoryDeleted | MemoryExpired | None:
@@ -42,7 +40,7 @@ def latest_tombstone(store: Store, record: MemoryRecord) -> MemoryDeleted | Memo
             if (
                 isinstance(event, MemoryDeleted | MemoryExpired)
                 and event.memory == record.id
-                and stamp_of(event.ts, event.id) == wanted
+                and event.id == id_of(wanted)
             ):
                 return event
     return None
@@ -52,7 +50,7 @@ def gone(store: Store, record: MemoryRecord) -> MemoryGone:
     """The error for a memory whose latest tombstone (a ``deleted`` or ``expired`` event) hides it."""
     event = latest_tombstone(store, record)
     stamp = record.deleted_stamp if record.status == "deleted" else record.expired_stamp
-    at = event.ts if event is not None else stamp[:_TS_WIDTH]
+    at = event.ts if event is not None else ts_of(stamp)
     by = event.by if event is not None else ""
     if isinstance(event, MemoryDeleted):
         return MemoryGone(record.id, "deleted", at, by=by, reason=event.reason)
@@ -82,20 +80,22 @@ def restore_events(
     - the links its delete removed (``unlinked`` in the same append as the ``deleted`` event) come
       back as new links, to memories that are live now; a link stays in the store it was in.
     """
-    out: list[tuple[Store, AnyEvent]] = [
-        (store, MemoryRestored(id=new_id(), ts=ts, by=by, memory=record.id, reason=reason))
-    ]
+    restored = MemoryRestored(id=new_id(), ts=ts, by=by, prev=record.head, memory=record.id, reason=reason)
+    out: list[tuple[Store, AnyEvent]] = [(store, restored)]
     expires = store.expires_epoch(record.id, record)
     if not math.isinf(expires) and expires <= now:
-        out.append((store, MemoryUpdated(id=new_id(), ts=ts, by=by, memory=record.id, ttl_seconds=record.ttl_seconds)))
+        fresh_ttl = MemoryUpdated(
+            id=new_id(), ts=ts, by=by, prev=restored.id, memory=record.id, ttl_seconds=record.ttl_seconds
+        )
+        out.append((store, fresh_ttl))
     if record.status != "deleted":
         return out
-    deleted_at = record.deleted_stamp[:_TS_WIDTH]
+    deleted_at = ts_of(record.deleted_stamp)
     seen: set[tuple[str, str, str]] = set()
     for where in stores:
         for link_id in sorted(where.state.adjacency.get(record.id, ())):
             link = where.state.links[link_id]
-            if not link.removed_stamp or link.removed_stamp[:_TS_WIDTH] != deleted_at:
+            if not link.removed_stamp or ts_of(link.removed_stamp) != deleted_at:
                 continue
             other = link.target if link.source == record.id else link.source
             if not any(_live(s, other, now) for s in stores):

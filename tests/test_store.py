@@ -26,7 +26,7 @@ from eventmem import query
 from eventmem.codec import encode_event
 from eventmem.embedcache import EmbeddingCache
 from eventmem.errors import InvalidInput, SnapshotDamaged
-from eventmem.events import LinkAdded, MemorySaved
+from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.query import Filters
@@ -858,3 +858,40 @@ def test_a_made_up_identifier_finds_the_one_memory_that_holds_it_first(service: 
         saved[token] = service.save(" ".join(body), title=f"note {i}").id
     for token, memory_id in saved.items():
         assert service.recall(token, limit=1)[0].id == memory_id, token
+
+
+# -- causal order and conflicting copies in the store -----------------------------------------------
+
+
+def test_a_line_brought_in_twice_costs_one_rebuild_and_then_none(service: MemoryService, project: Path) -> None:
+    memory_id = service.save("Releases are tagged from main.").id
+    line = segment_of(project).read_bytes()
+    other = reopen(project)
+    try:
+        journal = project / ".eventmem" / "journal"
+        (journal / "0.main.jsonl").write_bytes(line)  # the same line, cherry-picked into another segment
+        other.catch_up()
+        assert other.project.rebuilds == 1  # which copy is folded is settled once, from the journal
+        (journal / "1.main.jsonl").write_bytes(line)
+        service.update(memory_id, title="Releases")
+        other.catch_up()
+        assert other.project.rebuilds == 1
+        assert other.get(memory_id).title == "Releases"
+    finally:
+        other.close()
+
+
+def test_an_event_whose_prev_arrives_later_is_folded_again_from_the_journal(
+    service: MemoryService, project: Path
+) -> None:
+    memory_id = service.save("The cache is Redis.").id
+    head = service.project.state.head_of(memory_id)
+    first = MemoryUpdated(id=new_id(), ts="9999-12-31T23:59:59Z", by="mallory", prev=head, memory=memory_id, title="1")
+    second = MemoryUpdated(id=new_id(), ts=now_iso(), by="alice", prev=first.id, memory=memory_id, title="2")
+    journal = project / ".eventmem" / "journal"
+    (journal / "b.main.jsonl").write_bytes(encode_event(second))  # merged before the line it names
+    assert service.get(memory_id).title == "2"
+    (journal / "a.main.jsonl").write_bytes(encode_event(first))
+    assert service.get(memory_id).title == "2"  # written after "1", so it wins over its far stamp
+    assert service.project.rebuilds == 1
+    assert fresh_answers(project) == answers(service)
