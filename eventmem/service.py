@@ -144,7 +144,8 @@ def _normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
     for tag in tags:
         if not isinstance(tag, str):
             raise InvalidInput("tags must be strings")
-        clean = " ".join(tag.strip().lower().split()).replace(" ", "-")
+        # scrubbed before lower-casing, which would hide a token's shape from the store's scrub
+        clean = " ".join(scrub(tag, field="tag").strip().lower().split()).replace(" ", "-")
         if not clean:
             continue
         if len(clean) > MAX_TAG_CHARS:

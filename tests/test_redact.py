@@ -336,3 +336,30 @@ def test_scrub_event_cleans_every_free_text_field_and_keeps_ids() -> None:
     assert scrub_event(untouched) is untouched
     with pytest.raises(SecretRefused, match="reason"):
         scrub_event(MemoryDeleted(id="e", ts="t", memory="m1", reason=token), refuse=True)
+
+
+def test_refuse_mode_refuses_a_delete_whose_reason_holds_a_secret_and_writes_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTMEM_SECRETS", "refuse")
+    service = open_service(RootChoice(project, "test"))
+    try:
+        memory = service.save("The release job signs tags.")
+        journal = b"".join(p.read_bytes() for p in (project / ".eventmem" / "journal").glob("*.jsonl"))
+        with pytest.raises(SecretRefused, match="reason"):
+            service.delete(memory.id, reason="rotated " + "ghp_" + ALNUM[:36])
+        after = b"".join(p.read_bytes() for p in (project / ".eventmem" / "journal").glob("*.jsonl"))
+        assert after == journal
+        assert service.get(memory.id).status == "live"
+    finally:
+        service.close()
+
+
+def test_the_writer_name_and_tags_are_scrubbed_and_the_service_returns_what_it_stored(service: MemoryService) -> None:
+    token, key = "npm_" + ALNUM[:36], "AKIA" + "IOSFODNN7EXAMPLE"
+    memory = service.save("Publishing needs a token.", tags=["npm", key, token], by=f"ci {token}")
+    assert token not in repr(memory) and key.lower() not in repr(memory).lower()
+    # (a tag is scrubbed before it is lower-cased, which would hide the key's shape)
+    assert memory.tags == ["npm", "[redacted:aws-access-key]", "[redacted:npm-token]"]
+    assert memory.created_by == "ci [REDACTED:npm-token]"
+    assert service.get(memory.id).created_by == memory.created_by
