@@ -127,10 +127,29 @@ NOT_FREE_TEXT: Final = frozenset(
 E = TypeVar("E", bound=Event)
 
 
+def _free_text(event: Event) -> list[str]:
+    out: list[str] = []
+    for name in event.__struct_fields__:
+        if name in NOT_FREE_TEXT:
+            continue
+        value = getattr(event, name)
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(item for item in value if isinstance(item, str))
+    return out
+
+
 def scrub_event(event: E, *, refuse: bool = False) -> E:
     """``event`` with every free-text field scrubbed (strings and tuples of strings: content, title,
     summary, tags, reasons, a link's context, ``by``, …); the same object when nothing changed.
     With ``refuse``, raises :class:`SecretRefused` naming the first field that holds a secret."""
+    texts = [value for value in _free_text(event) if value]
+    if not texts:
+        return event
+    joined = "\x00".join(texts)  # (no needle holds a NUL: none can span two fields)
+    if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not _present(joined):
+        return event  # the common case: one look for the needles across all the fields
     changes: dict[str, object] = {}
     for name in event.__struct_fields__:
         if name in NOT_FREE_TEXT:

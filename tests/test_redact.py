@@ -363,3 +363,20 @@ def test_the_writer_name_and_tags_are_scrubbed_and_the_service_returns_what_it_s
     assert memory.tags == ["npm", "[redacted:aws-access-key]", "[redacted:npm-token]"]
     assert memory.created_by == "ci [REDACTED:npm-token]"
     assert service.get(memory.id).created_by == memory.created_by
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=6).map("".join), min_size=4, max_size=4))
+def test_scrub_event_gives_each_field_what_scrub_gives_it(texts: list[str]) -> None:
+    from eventmem.events import MemorySaved
+    from eventmem.redact import scrub_event
+
+    content, title, by, tag = texts
+    event = MemorySaved(id="e", ts="t", memory="m", content=content, title=title, by=by, tags=(tag,))
+    clean = scrub_event(event)
+    assert (clean.content, clean.title, clean.by, clean.tags) == (
+        scrub(content),
+        scrub(title),
+        scrub(by),
+        (scrub(tag),),
+    )
