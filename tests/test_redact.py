@@ -380,3 +380,12 @@ def test_scrub_event_gives_each_field_what_scrub_gives_it(texts: list[str]) -> N
         scrub(by),
         (scrub(tag),),
     )
+
+
+def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
+    from eventmem import redact
+
+    kinds = [kind for kind, _ in redact.PATTERNS]
+    assert len(kinds) == len(set(kinds)) >= 40
+    assert all(needle == needle.lower() and needle for needle in redact._NEEDLES)
+    assert all(redact.NEEDLES[kind] and all(redact.NEEDLES[kind]) for kind in kinds)
