@@ -10,6 +10,7 @@ field of an event; the store calls it on everything it appends.
 from __future__ import annotations
 
 import re
+import threading
 import tomllib
 from pathlib import Path
 from typing import Final, TypeVar
@@ -105,18 +106,34 @@ def _redact(text: str) -> str:
     return text
 
 
+_recent = threading.local()
+"""Per thread, the last few strings :func:`scrub` returned (held, so an id is never reused): the
+service scrubs a text when it checks it, and :func:`scrub_event` need not scan that same object again."""
+_RECENT_KEPT: Final = 4
+
+
+def _remember(text: str) -> str:
+    kept: list[str] = getattr(_recent, "texts", [])
+    _recent.texts = [text, *kept[: _RECENT_KEPT - 1]]
+    return text
+
+
+def _scrubbed_here(text: str) -> bool:
+    return any(text is kept for kept in getattr(_recent, "texts", ()))
+
+
 def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
     """``text`` without private spans and secrets; raises :class:`SecretRefused` if ``refuse``."""
     text = _without_private(text)
     found = _found(text)
     if not found:
-        return text
+        return _remember(text)
     if refuse:
         raise SecretRefused(
             f"the {field} looks like it holds a secret ({', '.join(found)}); the journal is committed "
             "to git, so remove it (or wrap it in <private>…</private> to drop it) and save again"
         )
-    return _redact(text)
+    return _remember(_redact(text))
 
 
 #: Fields that hold ids, times and closed vocabularies, never free text: not scrubbed.
@@ -144,7 +161,7 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
     """``event`` with every free-text field scrubbed (strings and tuples of strings: content, title,
     summary, tags, reasons, a link's context, ``by``, …); the same object when nothing changed.
     With ``refuse``, raises :class:`SecretRefused` naming the first field that holds a secret."""
-    texts = [value for value in _free_text(event) if value]
+    texts = [value for value in _free_text(event) if value and not _scrubbed_here(value)]
     if not texts:
         return event
     joined = "\x00".join(texts)  # (no needle holds a NUL: none can span two fields)

@@ -389,3 +389,19 @@ def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
     assert len(kinds) == len(set(kinds)) >= 40
     assert all(needle == needle.lower() and needle for needle in redact._NEEDLES)
     assert all(redact.NEEDLES[kind] and all(redact.NEEDLES[kind]) for kind in kinds)
+
+
+def test_scrub_event_does_not_scan_again_a_text_that_scrub_just_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventmem import redact
+    from eventmem.events import MemorySaved
+
+    content = redact.scrub("A long note about the cache. " * 100)
+    scanned: list[str] = []
+    real = redact._present
+    monkeypatch.setattr(redact, "_present", lambda text: scanned.append(text) or real(text))
+    event = MemorySaved(id="e", ts="t", memory="m", content=content, title="Cache")
+    assert redact.scrub_event(event) is event
+    assert scanned == ["Cache"]  # the title only: the content is the very string scrub returned
+    copy = MemorySaved(id="e", ts="t", memory="m", content="".join(list(content)), title="Cache")
+    redact.scrub_event(copy)
+    assert content in scanned[-1]  # an equal text that scrub did not return is scanned
