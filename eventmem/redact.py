@@ -1,103 +1,77 @@
 """Keep secrets out of the journal: it is committed to git and read in pull requests.
 
 ``<private>…</private>`` spans are always dropped. Common secret shapes (cloud keys, tokens,
-private keys, passwords in URLs and assignments) are replaced by ``[REDACTED:<kind>]``, or, with
-``secrets = "refuse"`` in the config, the write is refused with a message naming what was found.
+private keys, passwords in URLs, headers and assignments; the rules are ``data/secret_rules.toml``)
+are replaced by ``[REDACTED:<kind>]``, or, with ``secrets = "refuse"`` in the config, the write is
+refused with a message naming what was found. :func:`scrub_event` applies this to every free-text
+field of an event; the store calls it on everything it appends.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from typing import Final
+import threading
+import tomllib
+from pathlib import Path
+from typing import Final, TypeVar
+
+import msgspec
 
 from eventmem.errors import SecretRefused
+from eventmem.events import Event
 
-__all__ = ["find_secrets", "scrub"]
+__all__ = ["find_secrets", "scrub", "scrub_event"]
 
-PRIVATE: Final = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECASE)
+RULES_FILE: Final = Path(__file__).parent / "data" / "secret_rules.toml"
 
-PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    (
-        "private-key",
-        re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.DOTALL,
-        ),
-    ),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b")),
-    (
-        "aws-secret-key",
-        re.compile(r"(?i)(aws_?secret_?(?:access_?)?key\s*[:=]\s*[\"']?)([A-Za-z0-9/+=]{40})\b"),
-    ),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
-    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
-    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}\b")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}\b")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("stripe-key", re.compile(r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}\b")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\b")),
-    ("url-password", re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]+:)([^\s@/]+)(@)")),
-    (
-        "password",
-        re.compile(
-            # also DB_PASSWORD= and "password": ...; a value that is code (a call, an index) is kept
-            r"(?i)(?<![a-z0-9])((?:password|passwd|pwd|secret|api_?key|access_?token|auth_?token)[\"']?\s*[:=]\s*[\"']?)"
-            r"([^\s\"'()\[\]{},;]{6,}+)(?![(\[])"
-        ),
-    ),
-)
+PRIVATE: Final = re.compile(r"<\s*private\s*>.*?(?:<\s*/\s*private\s*>|\Z)", re.DOTALL | re.IGNORECASE)
+
+#: Characters outside ASCII that Python's case-insensitive matching takes for an ASCII letter
+#: (İ ı → i, ſ → s, the Kelvin sign → k): folded before the needles are looked for.
+_FOLD: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 
-NEEDLES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    "private-key": (("PRIVATE KEY",),),
-    "aws-access-key": (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),),
-    "aws-secret-key": (("aws",), ("secret",)),
-    "github-token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),),
-    "gitlab-token": (("glpat-",),),
-    "slack-token": (("xox",),),
-    "anthropic-key": (("sk-ant-",),),
-    "openai-key": (("sk-",),),
-    "google-api-key": (("AIza",),),
-    "stripe-key": (("k_live_", "k_test_"),),
-    "jwt": (("eyJ",),),
-    "url-password": (("://",),),
-    "password": (
-        (
-            "password",
-            "passwd",
-            "pwd",
-            "secret",
-            "apikey",
-            "api_key",
-            "accesstoken",
-            "access_token",
-            "authtoken",
-            "auth_token",
-        ),
-    ),
-}
-"""What each pattern cannot match without: every group must have a string in the text (lower-cased
-for the patterns that ignore case). For ASCII text, a pattern whose needles are missing is not run:
-most texts hold none of them, and one ``in`` costs far less than a regular expression's scan."""
-_IGNORING_CASE: Final = frozenset({"aws-secret-key", "url-password", "password"})
+def _load_rules() -> tuple[tuple[tuple[str, re.Pattern[str]], ...], dict[str, tuple[tuple[str, ...], ...]]]:
+    with RULES_FILE.open("rb") as file:
+        rules = tomllib.load(file)["rule"]
+    patterns: list[tuple[str, re.Pattern[str]]] = []
+    needles: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for rule in rules:
+        source = rule["pattern"]
+        source = "".join(source) if isinstance(source, list) else source
+        flags = re.DOTALL if rule.get("flags") == "dotall" else 0
+        patterns.append((rule["kind"], re.compile(source, flags)))
+        needles[rule["kind"]] = tuple(tuple(group) for group in rule["needles"])
+    return tuple(patterns), needles
 
 
-def _may_match(kind: str, text: str, lower: str) -> bool:
-    haystack = lower if kind in _IGNORING_CASE else text
-    return all(any(needle in haystack for needle in group) for group in NEEDLES[kind])
+PATTERNS, NEEDLES = _load_rules()
+"""The rules in order; and what each pattern cannot match without: every group must have a string in
+the text, lower-cased. A pattern whose needles are missing is not run: most texts hold none of them,
+and one ``in`` costs far less than a regular expression's scan. Each needle is looked for once."""
+_NEEDLES: Final = tuple(sorted({needle for groups in NEEDLES.values() for group in groups for needle in group}))
+_RULES: Final = tuple((kind, pattern, NEEDLES[kind]) for kind, pattern in PATTERNS)
+
+
+def _present(text: str) -> frozenset[str]:
+    """The needles in ``text``, lower-cased (and folded: see :data:`_FOLD`)."""
+    folded = (text if text.isascii() else text.translate(_FOLD)).lower()
+    return frozenset([needle for needle in _NEEDLES if needle in folded])
 
 
 def _found(text: str) -> list[str]:
-    if not text.isascii():  # (case folding beyond ASCII can match a needle's letters otherwise)
-        return [kind for kind, pattern in PATTERNS if pattern.search(text)]
-    lower = text.lower()
-    return [kind for kind, pattern in PATTERNS if _may_match(kind, text, lower) and pattern.search(text)]
+    present = _present(text)
+    if not present:
+        return []
+    return [
+        kind
+        for kind, pattern, groups in _RULES
+        if all(not present.isdisjoint(group) for group in groups) and pattern.search(text)
+    ]
 
 
 def _without_private(text: str) -> str:
-    if text.isascii() and "<private" not in text.lower():
+    if "private" not in (text if text.isascii() else text.translate(_FOLD)).lower():
         return text
     return PRIVATE.sub("", text)
 
@@ -107,12 +81,45 @@ def find_secrets(text: str) -> list[str]:
     return _found(_without_private(text))
 
 
+_REDACTED: Final = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+
+
 def _replace(kind: str, match: re.Match[str]) -> str:
-    if kind in {"url-password"}:
-        return f"{match.group(1)}[REDACTED:{kind}]{match.group(3)}"
-    if kind in {"password", "aws-secret-key"}:
-        return f"{match.group(1)}[REDACTED:{kind}]"
-    return f"[REDACTED:{kind}]"
+    """The match with its secret part (the group named ``secret…`` that took part, else all of it)
+    replaced by ``[REDACTED:<kind>]``."""
+    tag = f"[REDACTED:{kind}]"
+    for name, value in match.groupdict().items():
+        if name.startswith("secret") and value is not None:
+            if _REDACTED.fullmatch(value):  # already replaced by an earlier rule: keep its kind
+                return match.group(0)
+            start, end = match.span(name)
+            whole = match.group(0)
+            return whole[: start - match.start()] + tag + whole[end - match.start() :]
+    return tag
+
+
+def _redact(text: str) -> str:
+    for kind, pattern, groups in _RULES:
+        present = _present(text)  # (again after each rule: a replacement adds text)
+        if all(not present.isdisjoint(group) for group in groups):
+            text = pattern.sub(lambda match, kind=kind: _replace(kind, match), text)  # type: ignore[misc]
+    return text
+
+
+_recent = threading.local()
+"""Per thread, the last few strings :func:`scrub` returned (held, so an id is never reused): the
+service scrubs a text when it checks it, and :func:`scrub_event` need not scan that same object again."""
+_RECENT_KEPT: Final = 4
+
+
+def _remember(text: str) -> str:
+    kept: list[str] = getattr(_recent, "texts", [])
+    _recent.texts = [text, *kept[: _RECENT_KEPT - 1]]
+    return text
+
+
+def _scrubbed_here(text: str) -> bool:
+    return any(text is kept for kept in getattr(_recent, "texts", ()))
 
 
 def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
@@ -120,12 +127,57 @@ def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
     text = _without_private(text)
     found = _found(text)
     if not found:
-        return text
+        return _remember(text)
     if refuse:
         raise SecretRefused(
             f"the {field} looks like it holds a secret ({', '.join(found)}); the journal is committed "
             "to git, so remove it (or wrap it in <private>…</private> to drop it) and save again"
         )
-    for kind, pattern in PATTERNS:
-        text = pattern.sub(functools.partial(_replace, kind), text)
-    return text
+    return _remember(_redact(text))
+
+
+#: Fields that hold ids, times and closed vocabularies, never free text: not scrubbed.
+NOT_FREE_TEXT: Final = frozenset(
+    {"id", "ts", "memory", "memories", "kind", "scope", "link", "source", "target", "relation", "segment", "expires_at"}
+)
+
+E = TypeVar("E", bound=Event)
+
+
+def _free_text(event: Event) -> list[str]:
+    out: list[str] = []
+    for name in event.__struct_fields__:
+        if name in NOT_FREE_TEXT:
+            continue
+        value = getattr(event, name)
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(item for item in value if isinstance(item, str))
+    return out
+
+
+def scrub_event(event: E, *, refuse: bool = False) -> E:
+    """``event`` with every free-text field scrubbed (strings and tuples of strings: content, title,
+    summary, tags, reasons, a link's context, ``by``, …); the same object when nothing changed.
+    With ``refuse``, raises :class:`SecretRefused` naming the first field that holds a secret."""
+    texts = [value for value in _free_text(event) if value and not _scrubbed_here(value)]
+    if not texts:
+        return event
+    joined = "\x00".join(texts)  # (no needle holds a NUL: none can span two fields)
+    if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not _present(joined):
+        return event  # the common case: one look for the needles across all the fields
+    changes: dict[str, object] = {}
+    for name in event.__struct_fields__:
+        if name in NOT_FREE_TEXT:
+            continue
+        value = getattr(event, name)
+        if isinstance(value, str):
+            clean = scrub(value, refuse=refuse, field=name)
+            if clean != value:
+                changes[name] = clean
+        elif isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
+            items = tuple(scrub(item, refuse=refuse, field=name) for item in value)
+            if items != value:
+                changes[name] = items
+    return msgspec.structs.replace(event, **changes) if changes else event

@@ -155,7 +155,8 @@ def _normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
         if not isinstance(tag, str):
             raise refusal("tags", "a list of strings", tag, got=f"a {type(tag).__name__} among them")
         check_length(tag, "tag")
-        clean = " ".join(tag.strip().lower().split()).replace(" ", "-")
+        # scrubbed before lower-casing, which would hide a token's shape from the store's scrub
+        clean = " ".join(scrub(tag, field="tag").strip().lower().split()).replace(" ", "-")
         if clean:
             out[clean] = None
     return tuple(out)

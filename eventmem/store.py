@@ -49,6 +49,7 @@ from eventmem.keywords import BulkLoad, KeywordIndex, Row
 from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
+from eventmem.redact import scrub_event
 from eventmem.state import MemoryRecord, MemoryRecords, State, StoredState
 from eventmem.usage import UsageLog
 from eventmem.vectors import VectorIndex
@@ -936,10 +937,18 @@ class Store:
 
     def append(self, events: list[AnyEvent]) -> str:
         """Append to the journal, then fold in locally: read-your-writes within the process."""
+        events = self.scrubbed(events)
         with self.lock:
             segment = self.journal.append(events)
             self.apply_local(events)
             return segment
+
+    def scrubbed(self, events: list[AnyEvent]) -> list[AnyEvent]:
+        """``events`` with every free-text field scrubbed of secrets (see :func:`scrub_event`): every
+        append goes through here, whatever wrote the event. Raises :class:`SecretRefused` with
+        ``secrets = "refuse"``, before anything is written."""
+        refuse = self.config.secrets == "refuse"
+        return [scrub_event(event, refuse=refuse) for event in events]
 
     def append_planned(self, plan: Callable[[], list[AnyEvent]]) -> list[AnyEvent]:
         """Decide what to append on the current state of the journal, with no other writer in between.
@@ -953,7 +962,7 @@ class Store:
                 self.paths.ensure()
                 with self.journal.lock.hold():
                     self.catch_up()
-                    events = plan()
+                    events = self.scrubbed(plan())
                     if events:
                         appended = self.journal.append_located(events, locked=True)
                         self.apply_local(events)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import secret_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -268,3 +269,139 @@ def test_skipping_a_pattern_whose_needles_are_missing_changes_no_answer(pieces: 
         for kind, pattern in redact.PATTERNS:
             scrubbed = pattern.sub(lambda m, kind=kind: redact._replace(kind, m), scrubbed)
     assert scrub(text) == scrubbed
+
+
+def test_every_secret_of_the_corpus_is_removed_and_every_look_alike_is_left_unchanged() -> None:
+    corpus, lookalike_lines = secret_corpus.secrets(), secret_corpus.lookalikes()
+    missed = [s for s in corpus if s.secret in scrub(s.line)]
+    misnamed = [s for s in corpus if s.kind != "private" and f"[REDACTED:{s.kind}]" not in scrub(s.line)]
+    touched = [line for line in lookalike_lines if scrub(line) != line or find_secrets(line)]
+    print(
+        f"secrets removed: {len(corpus) - len(missed)}/{len(corpus)}; "
+        f"look-alikes untouched: {len(lookalike_lines) - len(touched)}/{len(lookalike_lines)}"
+    )
+    assert len(corpus) >= 40 and len(lookalike_lines) >= 40
+    assert missed == [] and misnamed == [] and touched == []
+
+
+def test_refuse_mode_refuses_every_secret_of_the_corpus_and_no_look_alike() -> None:
+    for secret in secret_corpus.secrets():
+        if secret.kind == "private":
+            assert secret.secret not in scrub(secret.line, refuse=True)
+            continue
+        with pytest.raises(SecretRefused, match=secret.kind):
+            scrub(secret.line, refuse=True)
+    for line in secret_corpus.lookalikes():
+        assert scrub(line, refuse=True) == line
+
+
+@pytest.mark.parametrize("tag", ["< private >x</ private>", "<private >x</private >", "<  PRIVATE>x< /private>"])
+def test_private_tags_with_spaces_inside_are_dropped_too(tag: str) -> None:
+    assert scrub(f"a {tag} b") == "a  b"
+
+
+def test_a_secret_rule_finds_its_secret_whatever_the_case_of_the_text_around_it() -> None:
+    # the pre-filter looks for needles in the folded text; non-ASCII letters that fold to ASCII
+    # ones (ſ, K, ı, İ) must not hide a secret from a rule that ignores case
+    assert "password" in find_secrets("PAſſWORD=hunter2hunter2")
+    assert "aws-secret-key" in find_secrets(
+        "aws_ſecret_access_key = " + "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+    )
+
+
+def test_scrub_event_cleans_every_free_text_field_and_keeps_ids() -> None:
+    from eventmem.events import LinkAdded, MemoryDeleted, MemorySaved
+    from eventmem.redact import scrub_event
+
+    token = "ghp_" + ALNUM[:36]
+    saved = MemorySaved(
+        id="01J0000000000000000000000A",
+        ts="2026-01-01T00:00:00.000000Z",
+        by=f"agent {token}",
+        memory="m1",
+        title=f"t {token}",
+        content=f"c {token}",
+        summary=f"s {token}",
+        tags=("ci", token),
+        project=f"p {token}",
+    )
+    clean = scrub_event(saved)
+    assert token not in repr(clean)
+    assert (clean.id, clean.memory, clean.tags[0]) == (saved.id, "m1", "ci")
+    deleted = scrub_event(MemoryDeleted(id="e", ts="t", memory="m1", reason=f"leaked {token}"))
+    assert deleted.reason == "leaked [REDACTED:github-token]"
+    link = scrub_event(LinkAdded(id="e", ts="t", link="l", source="a", target="b", context=token))
+    assert link.context == "[REDACTED:github-token]"
+    untouched = MemoryDeleted(id="e", ts="t", memory="m1", reason="duplicate")
+    assert scrub_event(untouched) is untouched
+    with pytest.raises(SecretRefused, match="reason"):
+        scrub_event(MemoryDeleted(id="e", ts="t", memory="m1", reason=token), refuse=True)
+
+
+def test_refuse_mode_refuses_a_delete_whose_reason_holds_a_secret_and_writes_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTMEM_SECRETS", "refuse")
+    service = open_service(RootChoice(project, "test"))
+    try:
+        memory = service.save("The release job signs tags.")
+        journal = b"".join(p.read_bytes() for p in (project / ".eventmem" / "journal").glob("*.jsonl"))
+        with pytest.raises(SecretRefused, match="reason"):
+            service.delete(memory.id, reason="rotated " + "ghp_" + ALNUM[:36])
+        after = b"".join(p.read_bytes() for p in (project / ".eventmem" / "journal").glob("*.jsonl"))
+        assert after == journal
+        assert service.get(memory.id).status == "live"
+    finally:
+        service.close()
+
+
+def test_the_writer_name_and_tags_are_scrubbed_and_the_service_returns_what_it_stored(service: MemoryService) -> None:
+    token, key = "npm_" + ALNUM[:36], "AKIA" + "IOSFODNN7EXAMPLE"
+    memory = service.save("Publishing needs a token.", tags=["npm", key, token], by=f"ci {token}")
+    assert token not in repr(memory) and key.lower() not in repr(memory).lower()
+    # (a tag is scrubbed before it is lower-cased, which would hide the key's shape)
+    assert memory.tags == ["npm", "[redacted:aws-access-key]", "[redacted:npm-token]"]
+    assert memory.created_by == "ci [REDACTED:npm-token]"
+    assert service.get(memory.id).created_by == memory.created_by
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=6).map("".join), min_size=4, max_size=4))
+def test_scrub_event_gives_each_field_what_scrub_gives_it(texts: list[str]) -> None:
+    from eventmem.events import MemorySaved
+    from eventmem.redact import scrub_event
+
+    content, title, by, tag = texts
+    event = MemorySaved(id="e", ts="t", memory="m", content=content, title=title, by=by, tags=(tag,))
+    clean = scrub_event(event)
+    assert (clean.content, clean.title, clean.by, clean.tags) == (
+        scrub(content),
+        scrub(title),
+        scrub(by),
+        (scrub(tag),),
+    )
+
+
+def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
+    from eventmem import redact
+
+    kinds = [kind for kind, _ in redact.PATTERNS]
+    assert len(kinds) == len(set(kinds)) >= 40
+    assert all(needle == needle.lower() and needle for needle in redact._NEEDLES)
+    assert all(redact.NEEDLES[kind] and all(redact.NEEDLES[kind]) for kind in kinds)
+
+
+def test_scrub_event_does_not_scan_again_a_text_that_scrub_just_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eventmem import redact
+    from eventmem.events import MemorySaved
+
+    content = redact.scrub("A long note about the cache. " * 100)
+    scanned: list[str] = []
+    real = redact._present
+    monkeypatch.setattr(redact, "_present", lambda text: scanned.append(text) or real(text))
+    event = MemorySaved(id="e", ts="t", memory="m", content=content, title="Cache")
+    assert redact.scrub_event(event) is event
+    assert scanned == ["Cache"]  # the title only: the content is the very string scrub returned
+    copy = MemorySaved(id="e", ts="t", memory="m", content="".join(list(content)), title="Cache")
+    redact.scrub_event(copy)
+    assert content in scanned[-1]  # an equal text that scrub did not return is scanned
