@@ -108,6 +108,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         from eventmem.gitdrivers import install
 
         result["git"] = install(paths)
+    if args.git_hooks:
+        from eventmem.check import install_pre_push
+
+        result["pre_push_hook"] = install_pre_push(root.root)
     if args.json:
         _print_json(result)
     else:
@@ -116,6 +120,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.git_drivers:
             where = "this clone's .git/config" if result["git"]["git_config"] else "nowhere (not a git repository)"
             print(f"git: diff=eventmem in .eventmem/.gitattributes; the driver is configured in {where}")
+        if args.git_hooks:
+            print(f"git: pre-push hook {result['pre_push_hook']}")
     return 0
 
 
@@ -278,11 +284,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_pr_summary(args: argparse.Namespace) -> int:
+    from eventmem.history import default_base
     from eventmem.journaldiff import pr_summary, render_markdown
 
-    diff, fork = pr_summary(_root(args).root, args.base, args.head)
+    root = _root(args).root
+    base = args.base or default_base(root)
+    diff, fork = pr_summary(root, base, args.head)
     if args.json:
-        _print_json({"base": args.base, "fork_point": fork, "diff": diff})
+        _print_json({"base": base, "fork_point": fork, "diff": diff})
     else:
         sys.stdout.write(render_markdown(diff))
     return 0
@@ -369,6 +378,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if result.torn_tail:
             torn.append({"segment": segment.name, "bytes": result.torn_tail})
     snapshot = paths.cache_dir / "snapshot.bin"
+    audited, findings = _doctor_findings(paths)
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -386,7 +396,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "embedder": store.embedder.model_id,
             "cached_embeddings": len(store.embeddings),
         },
-        "healthy": not corrupt,
+        "findings": findings,
+        "healthy": not corrupt and audited.ok,
     }
     if args.json:
         _print_json(report)
@@ -401,6 +412,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}")
         for item in torn:
             print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
+        for finding in findings:
+            print(f"finding:     {finding.render()}")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
@@ -408,6 +421,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         )
         print("healthy" if report["healthy"] else "PROBLEMS FOUND: run `python tools/replay.py audit`")
     return 0 if report["healthy"] else 1
+
+
+def _doctor_findings(paths: ProjectPaths) -> tuple[Any, list[Any]]:
+    """The audit of the journal (git history not consulted) and its findings, as ``check`` tells them."""
+    from eventmem.audit import audit, findings
+
+    report = audit(paths, use_git=False)
+    return report, findings(report)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from eventmem.audit import printable
+    from eventmem.check import check_branch
+
+    report = check_branch(_root(args).root, args.base, args.head)
+    if args.json:
+        _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
+        return 0 if report.ok else 1
+    for finding in report.findings:
+        print(finding.render())
+    chosen = " (chosen: origin/HEAD, else main, else master)" if report.base_chosen else ""
+    verdict = "ok" if report.ok else "FAILED"
+    print(
+        f"check {verdict}: {len(report.findings)} finding(s) in {report.events_added} added event(s); "
+        f"base {printable(report.base)}{chosen}, merge base {report.fork[:12]}"
+    )
+    return 0 if report.ok else 1
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -458,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also mark segments diff=eventmem in .eventmem/.gitattributes and configure that diff driver",
     )
+    p.add_argument("--git-hooks", action="store_true", help="also install a pre-push hook that runs `eventmem check`")
     p = add("save", cmd_save, "save a memory ('-' reads the text from stdin)")
     p.add_argument("text")
     p.add_argument("--title")
@@ -502,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-archive", action="store_true", help="only write expiry events")
     p.add_argument("--by", help="who is compacting (default: $USER)")
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
+    p.add_argument("--base", help="the revision to compare with (default: origin/HEAD, else main, else master)")
+    p.add_argument("--head", default="HEAD", help="the revision to check (default: HEAD)")
     p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
     p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
     p.add_argument("dir", help="the directory, such as .ai")

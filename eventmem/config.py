@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -11,7 +12,7 @@ import msgspec
 
 from eventmem.errors import InvalidInput
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "load_config", "network_settings"]
 
 
 class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -98,3 +99,25 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
         return msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"{path.name}: {exc}") from None
+
+
+_HTTP_EMBEDDERS: Final = ("openai:", "ollama:")
+
+
+def network_settings(table: Mapping[str, Any]) -> list[str]:
+    """One line for each setting in ``table`` (a config file's keys and values) that reaches the
+    network or reads the environment: an HTTP embedder (``openai:``, ``ollama:``, any ``@http``), an
+    option naming an environment variable (``key_env``), ``summarizer = "sampling"``."""
+    found: list[str] = []
+    for key, value in table.items():
+        text = value if isinstance(value, str) else ""
+        reasons: list[str] = []
+        if key == "embedder" and (text.strip().lower().startswith(_HTTP_EMBEDDERS) or "@http" in text.lower()):
+            reasons.append("sends memory text over the network")
+        if "key_env" in str(key) or "key_env" in text:
+            reasons.append("reads an environment variable")
+        if key == "summarizer" and text == "sampling":
+            reasons.append("sends memory text to the MCP client's model (sampling)")
+        if reasons:
+            found.append(f"{key} = {text[:80]!r}: {' and '.join(reasons)}")
+    return found
