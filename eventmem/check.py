@@ -53,33 +53,12 @@ from eventmem.history import HistoryError, cat_file, default_base, git, merge_ba
 from eventmem.ids import iso_to_epoch
 from eventmem.limits import MAX_CHECKED_BLOB_BYTES
 
-__all__ = ["CheckReport", "check_branch", "install_pre_push"]
+__all__ = ["CheckReport", "check_branch"]
 
 FUTURE_SECONDS: Final = 300.0
 _CONFIG_BYTES: Final = 1 << 20
 _SYMLINK: Final = "120000"
 Decoded = AnyEvent | UnknownEvent
-
-
-_HOOK_MARK: Final = "# installed by eventmem init --git-hooks"
-
-
-def install_pre_push(root: Path) -> str:
-    """Install a ``pre-push`` hook in this clone that runs ``eventmem check``; an existing hook of
-    someone else's is left alone. Returns what was done, in words."""
-    from eventmem.gitdrivers import eventmem_command
-
-    hook = root / git(root, "rev-parse", "--git-path", "hooks/pre-push").decode("utf-8", "surrogateescape").strip()
-    if hook.exists() and _HOOK_MARK not in hook.read_text(encoding="utf-8", errors="replace"):
-        return f"left alone: {hook} exists and is not eventmem's"
-    hook.parent.mkdir(parents=True, exist_ok=True)
-    hook.write_text(
-        f"#!/bin/sh\n{_HOOK_MARK}: a push fails while the branch's journal does not pass\n"
-        f"exec {eventmem_command()} check\n",
-        encoding="utf-8",
-    )
-    hook.chmod(0o755)
-    return f"installed in {hook}"
 
 
 class CheckReport(msgspec.Struct, kw_only=True):

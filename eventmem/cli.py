@@ -109,7 +109,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
         result["git"] = install(paths)
     if args.git_hooks:
-        from eventmem.check import install_pre_push
+        from eventmem.gitdrivers import install_pre_push
 
         result["pre_push_hook"] = install_pre_push(root.root)
     if args.json:

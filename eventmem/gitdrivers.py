@@ -9,6 +9,8 @@ and to this clone's ``.git/config`` (git never shares it) the driver behind that
   that were added, changed (which fields), deleted, expired or promoted, instead of JSON lines;
 - ``diff.eventmem.textconv``: ``eventmem diff --textconv``, one sentence per event, used where git
   does not run external diff commands (``git log -p``, ``git show``).
+
+``eventmem init --git-hooks`` installs a ``pre-push`` hook in this clone that runs ``eventmem check``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from eventmem.history import git
 from eventmem.project import GITATTRIBUTES, ProjectPaths
 
-__all__ = ["ATTRIBUTE_LINES", "install"]
+__all__ = ["ATTRIBUTE_LINES", "install", "install_pre_push"]
 
 ATTRIBUTE_LINES: Final = ("journal/*.jsonl diff=eventmem", "archive/*.jsonl diff=eventmem")
 
@@ -53,3 +56,22 @@ def install(paths: ProjectPaths) -> dict[str, Any]:
         for key, value in config.items():
             git(paths.root, "config", "--local", key, value)
     return {"attributes": str(attributes), "added_lines": wanted, "git_config": config}
+
+
+_HOOK_MARK: Final = "# installed by eventmem init --git-hooks"
+
+
+def install_pre_push(root: Path) -> str:
+    """Install a ``pre-push`` hook in this clone that runs ``eventmem check``; an existing hook of
+    someone else's is left alone. Returns what was done, in words."""
+    hook = root / git(root, "rev-parse", "--git-path", "hooks/pre-push").decode("utf-8", "surrogateescape").strip()
+    if hook.exists() and _HOOK_MARK not in hook.read_text(encoding="utf-8", errors="replace"):
+        return f"left alone: {hook} exists and is not eventmem's"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(
+        f"#!/bin/sh\n{_HOOK_MARK}: a push fails while the branch's journal does not pass\n"
+        f"exec {eventmem_command()} check\n",
+        encoding="utf-8",
+    )
+    hook.chmod(0o755)
+    return f"installed in {hook}"

@@ -365,3 +365,13 @@ def test_diff_and_pr_summary_show_an_overridden_concurrent_edit(project: Path, b
     assert 'lost to bob\'s "Pool size: 80"' in text
     summary = run(project, "pr-summary").stdout
     assert "**Overridden concurrent edits**" in summary and "neither had seen the other" in summary
+
+
+def test_an_odd_segment_name_is_printed_escaped(project: Path, base: dict[str, str]) -> None:
+    odd = project / ".eventmem" / "journal" / "evil\x1b[2J\n.jsonl"
+    odd.write_bytes(b"not json\n")
+    commit(project, "odd name")
+    result = check(project)
+    assert result.returncode == 1
+    assert ".eventmem/journal/evil\\x1b[2J\\n.jsonl:1: error: not an event" in result.stdout
+    assert "\x1b" not in result.stdout
