@@ -49,7 +49,7 @@ from eventmem.events import (
     MemoryUpdated,
     memory_ids,
 )
-from eventmem.history import HistoryError, cat_file, default_base, git, merge_base
+from eventmem.history import HistoryError, cat_file, decode_segment, default_base, git, merge_base
 from eventmem.ids import iso_to_epoch
 from eventmem.limits import MAX_CHECKED_BLOB_BYTES
 
@@ -232,12 +232,8 @@ class _Segments:
 
     def base_events(self) -> list[Decoded]:
         events: list[Decoded] = []
-        for path in sorted(self.base):
-            for line in _lines(self.base[path], path):
-                try:
-                    events.append(decode_line(line.data))
-                except LineError:
-                    continue  # the base's own problem: `eventmem doctor` on the base reports it
+        for path in sorted(self.base):  # a line of the base that does not decode is the base's own problem
+            events.extend(entry.event for entry in decode_segment(self.base[path], path)[0])
         return events
 
     def added_lines(self) -> list[_Line]:
@@ -246,13 +242,13 @@ class _Segments:
         for path in sorted(p for p in self.head if p.startswith(self.journal)):
             added.extend(self._journal_lines(path, moved))
         landed: set[bytes] = set()
+        every = {line for lines in moved.values() for line in lines}
         for path in sorted(p for p in self.head if p.startswith(self.archive)):
             if path in self.base_blobs:
                 self._rewritten(path, "an archive segment is immutable, and the branch changes it")
                 kept = {line.data for line in _lines(self.base.get(path, b""), path)}
                 added.extend(line for line in _lines(self.head[path], path) if line.data not in kept)
                 continue
-            every = {line for lines in moved.values() for line in lines}
             for line in _lines(self.head[path], path):
                 if line.data in every:
                     landed.add(line.data)
@@ -281,19 +277,22 @@ class _Segments:
             return list(_lines(data, path, len(complete)))
         # not a prefix: only compaction may have moved lines out (into a new archive segment)
         before, after = list(_lines(complete, path)), list(_lines(data, path))
-        i = j = 0
+        j = 0
         gone: list[_Line] = []
-        while i < len(before):
-            if j < len(after) and before[i].data == after[j].data:
+        first: _Line | None = None  # the branch's line where it first departs from the base
+        for old_line in before:
+            if j < len(after) and old_line.data == after[j].data:
                 j += 1
-            else:
-                gone.append(before[i])
-            i += 1
+                continue
+            if not gone and j < len(after):
+                first = after[j]
+            gone.append(old_line)
         rest = after[j:]
-        first = after[j] if j < len(after) else None
+        if first is None and not gone and rest:
+            first = rest[0]
         if not self._compaction(gone, rest):
-            line, offset = (first.number, first.offset) if first else (0, -1)
-            self._rewritten(path, "changes or removes lines of the base (history may only grow)", line, offset)
+            number, offset = (first.number, first.offset) if first else (0, -1)
+            self._rewritten(path, "changes or removes lines of the base (history may only grow)", number, offset)
             kept = {line.data for line in before}
             return [line for line in after if line.data not in kept]
         moved[path] = {line.data for line in gone}

@@ -375,3 +375,18 @@ def test_an_odd_segment_name_is_printed_escaped(project: Path, base: dict[str, s
     assert result.returncode == 1
     assert ".eventmem/journal/evil\\x1b[2J\\n.jsonl:1: error: not an event" in result.stdout
     assert "\x1b" not in result.stdout
+
+
+def test_a_line_removed_from_the_middle_of_a_base_segment_is_reported_where_the_branch_departs(
+    project: Path, base: dict[str, str]
+) -> None:
+    main = segment(project, "main")
+    first, second = main.read_bytes().splitlines(keepends=True)
+    service = reopen(project)
+    service.update(base["pool"], importance=0.9, by="bob")  # on the feature segment: fine
+    service.close()
+    main.write_bytes(second)
+    commit(project, "drop the first line")
+    found = [(f["code"], f["path"], f["line"]) for f in findings(project)]
+    assert found == [("rewritten-history", relative(project, main), 1)]
+    assert first not in main.read_bytes()
