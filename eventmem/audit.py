@@ -422,7 +422,7 @@ def trust_findings(root: Path) -> list[Finding]:
     table = _config_table(root / ".eventmem" / "config.toml")
     folders = [".eventmem"]
     render = table.get("render_ai_dir")
-    if isinstance(render, str) and render.strip() and not os.path.isabs(render) and ".." not in Path(render).parts:
+    if isinstance(render, str) and _inside(render):
         folders.append(os.path.normpath(render))
     for folder in folders:
         found.extend(_symlinks(root, folder))
@@ -441,6 +441,11 @@ def trust_findings(root: Path) -> list[Finding]:
             )
         )
     return found
+
+
+def _inside(folder: str) -> bool:
+    """A folder named in a setting that stays inside the project (anything else is not walked)."""
+    return bool(folder.strip()) and not os.path.isabs(folder) and "\0" not in folder and ".." not in Path(folder).parts
 
 
 def setting_line(text: str, key: str) -> int:
@@ -482,5 +487,5 @@ def _read_capped(path: Path) -> str:
 def _config_table(path: Path) -> dict[str, object]:
     try:
         return tomllib.loads(_read_capped(path))
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return {}

@@ -169,15 +169,19 @@ def _config(
     blob = head.get(path)
     if blob is None or blob.mode == _SYMLINK:
         return {}
-    data = b"" if blob.size > _CONFIG_BYTES else (cat_file(root, [blob.oid])[0] or b"")
-    text = data.decode("utf-8", "replace")
+    changed = base.get(path) != blob
+    if blob.size > _CONFIG_BYTES:
+        if changed:
+            findings.append(_finding("too-large", path, 0, -1, f"{blob.size} bytes, more than a config may hold"))
+        return {}
+    text = (cat_file(root, [blob.oid])[0] or b"").decode("utf-8", "replace")
     try:
         table: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        if base.get(path) != blob:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        if changed:
             findings.append(_finding("invalid-config", path, getattr(exc, "lineno", 1), -1, f"not valid TOML: {exc}"))
         return {}
-    if base.get(path) != blob:
+    if changed:
         for setting in network_settings(table):
             line = setting_line(text, setting.split(" =", 1)[0])
             message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
@@ -187,7 +191,9 @@ def _config(
 
 def _render_folder(config: dict[str, Any], memory_dir: str) -> list[str]:
     render = config.get("render_ai_dir")
-    if not isinstance(render, str) or not render.strip() or render.startswith("/") or ".." in Path(render).parts:
+    if not isinstance(render, str) or not render.strip() or render.startswith("/") or "\0" in render:
+        return []
+    if ".." in Path(render).parts:
         return []
     prefix = memory_dir.removesuffix(".eventmem")
     return [prefix + render.strip().strip("/")]

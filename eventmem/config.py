@@ -86,7 +86,7 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> Config:
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
     for field in msgspec.structs.fields(Config):
         value = env.get(ENV_PREFIX + field.name.upper())

@@ -390,3 +390,14 @@ def test_a_line_removed_from_the_middle_of_a_base_segment_is_reported_where_the_
     found = [(f["code"], f["path"], f["line"]) for f in findings(project)]
     assert found == [("rewritten-history", relative(project, main), 1)]
     assert first not in main.read_bytes()
+
+
+def test_a_config_nested_too_deep_is_reported_not_a_crash(project: Path, base: dict[str, str]) -> None:
+    config = project / ".eventmem" / "config.toml"
+    config.write_text('render_ai_dir = "a\\u0000b"\nx = ' + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    commit(project, "hostile config")
+    (finding,) = findings(project)
+    assert (finding["code"], finding["path"]) == ("invalid-config", ".eventmem/config.toml")
+    doctor = run(project, "doctor")
+    assert doctor.returncode == 2 and "config.toml: not valid TOML" in doctor.stderr
+    assert "Traceback" not in doctor.stderr
