@@ -239,7 +239,10 @@ class _Segments:
     def base_events(self) -> list[Decoded]:
         events: list[Decoded] = []
         for path in sorted(self.base):  # a line of the base that does not decode is the base's own problem
-            events.extend(entry.event for entry in decode_segment(self.base[path], path)[0])
+            try:
+                events.extend(entry.event for entry in decode_segment(self.base[path], path)[0])
+            except RecursionError:
+                events.extend(e for line in _lines(self.base[path], path) if (e := _try_decode(line.data)) is not None)
         return events
 
     def added_lines(self) -> list[_Line]:
@@ -325,9 +328,17 @@ class _Segments:
         return True
 
 
-def _try_decode(data: bytes) -> Decoded | None:
+def _decode_one(data: bytes) -> Decoded:
+    """:func:`eventmem.codec.decode_line`, with a line nested past the parser's depth a ``LineError`` too."""
     try:
         return decode_line(data)
+    except RecursionError:
+        raise LineError("nested too deep") from None
+
+
+def _try_decode(data: bytes) -> Decoded | None:
+    try:
+        return _decode_one(data)
     except LineError:
         return None
 
@@ -336,7 +347,7 @@ def _decode(lines: list[_Line], findings: list[Finding]) -> list[tuple[_Line, De
     events: list[tuple[_Line, Decoded]] = []
     for line in lines:
         try:
-            events.append((line, decode_line(line.data)))
+            events.append((line, _decode_one(line.data)))
         except LineError as exc:
             findings.append(_finding("undecodable", line.path, line.number, line.offset, f"not an event: {exc}"))
     return events

@@ -95,15 +95,17 @@ def test_a_clean_branch_passes_and_says_which_base_it_chose(project: Path, base:
 def test_an_undecodable_added_line_fails_with_its_path_and_line(project: Path, base: dict[str, str]) -> None:
     append(project, MemoryUpdated(id=new_id(), ts=now_iso(), memory=base["pool"], importance=0.7))
     path = segment(project, "feature")
-    number = add_raw(path, b'{"type":"saved","id":"01BROKEN"\n{"type":"updated","id":\x1b[2J\n')
+    nested = b'{"type":"saved","id":"x","ts":"t","memory":"m","content":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+    number = add_raw(path, b'{"type":"saved","id":"01BROKEN"\n{"type":"updated","id":\x1b[2J\n' + nested)
     commit(project, "broken lines")
     result = check(project)
     assert result.returncode == 1
     assert f"{relative(project, path)}:{number}: error: not an event" in result.stdout
     assert f"{relative(project, path)}:{number + 1}: error: not an event" in result.stdout
     assert "\x1b" not in result.stdout  # the hostile bytes are spelled out
-    assert result.stdout.splitlines()[-1].startswith("check FAILED: 2 finding(s) in 1 added event(s)")
-    assert {(f["code"], f["line"]) for f in findings(project)} == {("undecodable", number), ("undecodable", number + 1)}
+    assert f"{relative(project, path)}:{number + 2}: error: not an event" in result.stdout  # nested too deep
+    assert result.stdout.splitlines()[-1].startswith("check FAILED: 3 finding(s) in 1 added event(s)")
+    assert [(f["code"], f["line"]) for f in findings(project)] == [("undecodable", number + n) for n in range(3)]
 
 
 def test_an_event_stamped_after_the_commit_that_added_it_fails(project: Path, base: dict[str, str]) -> None:
