@@ -413,7 +413,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for item in torn:
             print(f"torn tail:   {item['segment']}: {item['bytes']} bytes (cut by the next write)")
         for finding in findings:
-            print(f"finding:     {finding.render()}")
+            if finding.code not in ("corrupt-line", "torn-tail"):  # told just above
+                print(f"finding:     {finding.render()}")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
