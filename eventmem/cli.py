@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -24,6 +24,9 @@ from eventmem.errors import EventmemError
 from eventmem.events import KINDS
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
+
+if TYPE_CHECKING:
+    from eventmem.audit import AuditReport, Finding
 
 __all__ = ["main"]
 
@@ -424,7 +427,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 1
 
 
-def _doctor_findings(paths: ProjectPaths) -> tuple[Any, list[Any]]:
+def _doctor_findings(paths: ProjectPaths) -> tuple[AuditReport, list[Finding]]:
     """The audit of the journal (git history not consulted) and its findings, as ``check`` tells them."""
     from eventmem.audit import audit, findings
 
