@@ -24,6 +24,9 @@ What is checked, and how bad each finding is (``report.ok`` is false only for er
   that. The fold orders events by time among those written without seeing each other, so a stamp
   far ahead wins over every concurrent edit (an edit made after it names it as ``prev`` and wins).
   :func:`future_stamps` lists the stamps ahead of the clock alone.
+- **trust** (error): a symlink inside ``.eventmem/`` or the tracked render folder (paths must never
+  leave the project), and a ``.eventmem/config.toml`` setting that reaches the network or reads the
+  environment (a tracked setting may only choose what stays on the machine).
 - **concurrent edits** (information): two writes to one field of one memory from different segments
   where the later had not seen the earlier, or an edit lost under a concurrent delete; the fold
   settles them deterministically. Defined in :mod:`eventmem.concurrency` (git history is used as
@@ -35,8 +38,11 @@ so memory use is one small entry per event id, not the events themselves.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Sequence
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -58,6 +64,7 @@ from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.project import ProjectPaths
 from eventmem.state import event_digest
+from eventmem.terminal import printable
 
 __all__ = [
     "AuditReport",
@@ -65,12 +72,15 @@ __all__ = [
     "CorruptLine",
     "Counts",
     "DuplicateId",
+    "Finding",
     "Location",
     "TornTail",
     "UnknownReference",
     "audit",
     "conflicting_ids",
+    "findings",
     "future_stamps",
+    "trust_findings",
 ]
 
 FUTURE_SECONDS = 300.0
@@ -133,6 +143,26 @@ class ClockSkew(msgspec.Struct, frozen=True, kw_only=True):
     offset: int
 
 
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One problem, told alike by ``audit``, ``doctor`` and ``check``: ``path:line: message``."""
+
+    code: str
+    """What kind: ``corrupt-line``, ``duplicate-id``, ``unknown-memory``, ``future-stamp``, ``symlink``…"""
+    severity: Literal["error", "warning"]
+    path: str
+    """The file, relative to the project (doctor, audit) or the repository (check)."""
+    line: int
+    """1-based line number in that file; 0 when the finding is about the whole file."""
+    offset: int
+    """Byte offset of that line; -1 when the finding is about the whole file."""
+    message: str
+
+    def render(self) -> str:
+        where = f"{printable(self.path)}:{self.line}:"
+        at = f" (byte {self.offset})" if self.offset >= 0 else ""
+        return f"{where} {self.severity}: {printable(self.message)}{at}"
+
+
 class Counts(msgspec.Struct, kw_only=True):
     segments: int = 0
     bytes: int = 0
@@ -159,11 +189,14 @@ class AuditReport(msgspec.Struct, kw_only=True):
     """Events of types this version does not know, by type: kept, skipped by projectors."""
     clock_skew: list[ClockSkew] = []
     concurrent_edits: list[ConcurrentEdit] = []
+    trust: list[Finding] = []
+    """Symlinks in ``.eventmem/`` or the render folder, tracked settings that reach the network."""
 
     @property
     def errors(self) -> int:
         duplicates = sum(1 for d in self.duplicate_ids if d.severity == "error")
-        return len(self.corrupt_lines) + duplicates + len(self.unknown_references)
+        trust = sum(1 for finding in self.trust if finding.severity == "error")
+        return len(self.corrupt_lines) + duplicates + len(self.unknown_references) + trust
 
     @property
     def warnings(self) -> int:
@@ -242,7 +275,13 @@ def audit(
     counts.links = len(links)
     counts.corrupt_lines = len(corrupt)
     counts.unknown_events = sum(unknown_types.values())
-    ok = not corrupt and not unknown_refs and all(d.identical for d in duplicates)
+    trust = trust_findings(paths.root)
+    ok = (
+        not corrupt
+        and not unknown_refs
+        and all(d.identical for d in duplicates)
+        and all(finding.severity != "error" for finding in trust)
+    )
     return AuditReport(
         root=str(paths.root),
         ok=ok,
@@ -254,6 +293,7 @@ def audit(
         unknown_types=dict(sorted(unknown_types.items())),
         clock_skew=skewed,
         concurrent_edits=collector.find(_reader(segments), git_root=paths.root if use_git else None),
+        trust=trust,
     )
 
 
@@ -354,3 +394,149 @@ def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:
             return decode_line(handle.readline().rstrip(b"\n"))
     except (OSError, LineError):  # the file changed since it was scanned: cannot confirm identity
         return None
+
+
+# -- findings ----------------------------------------------------------------------------------
+
+_CONFIG_READ_LIMIT = 1 << 20
+
+
+def findings(report: AuditReport, memory_dir: str = ".eventmem") -> list[Finding]:
+    """The audit's errors and warnings as findings, each with its segment's line number; paths are
+    ``memory_dir`` (the project's ``.eventmem/``, relative to the project) joined with the segment."""
+    located: list[tuple[str, str, int, str, Literal["error", "warning"]]] = [
+        ("corrupt-line", line.segment, line.offset, f"not an event: {line.reason}", "error")
+        for line in report.corrupt_lines
+    ]
+    for dup in report.duplicate_ids:
+        how = "identical copies" if dup.identical else "copies with different content"
+        located.extend(
+            ("duplicate-id", loc.segment, loc.offset, f"event id {dup.id} has {how}", dup.severity)
+            for loc in dup.locations
+        )
+    for ref in report.unknown_references:
+        what = "link" if ref.role == "link" else "memory"
+        message = f"{ref.type} event {ref.event} is about unknown {what} {ref.missing}"
+        located.append(("unknown-memory", ref.segment, ref.offset, message, "error"))
+    located.extend(
+        ("torn-tail", tail.segment, tail.offset, f"{tail.bytes} unterminated bytes", "warning")
+        for tail in report.torn_tails
+    )
+    for skew in report.clock_skew:
+        if skew.problem == "future":
+            message = f"event {skew.event} is stamped {skew.ts}, {skew.seconds:.0f}s in the future"
+            located.append(("future-stamp", skew.segment, skew.offset, message, "warning"))
+    lines = _line_numbers(Path(report.root) / memory_dir, {(segment, offset) for _, segment, offset, _, _ in located})
+    out = [
+        Finding(
+            code=code,
+            severity=severity,
+            path=f"{memory_dir}/{segment}",
+            line=lines.get((segment, offset), 0),
+            offset=offset,
+            message=message,
+        )
+        for code, segment, offset, message, severity in located
+    ]
+    out.sort(key=lambda f: (f.path, f.offset, f.code))
+    return out + list(report.trust)
+
+
+def _line_numbers(base: Path, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The 1-based line number of each (segment, byte offset), counting newlines before it."""
+    by_segment: dict[str, list[int]] = {}
+    for segment, offset in places:
+        by_segment.setdefault(segment, []).append(offset)
+    numbers: dict[tuple[str, int], int] = {}
+    for segment, offsets in by_segment.items():
+        try:
+            fd = os.open(base / segment, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(max(offsets))
+        for offset in offsets:
+            numbers[(segment, offset)] = data.count(b"\n", 0, offset) + 1
+    return numbers
+
+
+def trust_findings(root: Path) -> list[Finding]:
+    """Symlinks in ``.eventmem/`` (its cache aside) or in the render folder, and settings of
+    ``.eventmem/config.toml`` that reach the network or read the environment."""
+    from eventmem.config import is_approved, network_settings
+
+    found: list[Finding] = []
+    table = _config_table(root / ".eventmem" / "config.toml")
+    folders = [".eventmem"]
+    render = table.get("render_ai_dir")
+    if isinstance(render, str) and _inside(render):
+        folders.append(os.path.normpath(render))
+    for folder in folders:
+        found.extend(_symlinks(root, folder))
+    text = _read_capped(root / ".eventmem" / "config.toml")
+    settings = network_settings(table)
+    approved = bool(settings) and is_approved(root / ".eventmem" / "config.toml")
+    for setting in settings:
+        key = setting.split(" =", 1)[0]
+        message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
+        if approved:  # the user's own choice on this machine: noted, and still an error for `eventmem check`
+            message = f"tracked setting {setting}; in effect here by `eventmem allow`"
+        found.append(
+            Finding(
+                code="network-setting",
+                severity="warning" if approved else "error",
+                path=".eventmem/config.toml",
+                line=setting_line(text, key),
+                offset=-1,
+                message=message,
+            )
+        )
+    return found
+
+
+def _inside(folder: str) -> bool:
+    """A folder named in a setting that stays inside the project (anything else is not walked)."""
+    return bool(folder.strip()) and not os.path.isabs(folder) and "\0" not in folder and ".." not in Path(folder).parts
+
+
+def setting_line(text: str, key: str) -> int:
+    """The 1-based line where ``key = …`` is set in a TOML text (1 when it cannot be told)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        name = line.split("=", 1)[0].strip().strip("\"'")
+        if "=" in line and name == key:
+            return number
+    return 1
+
+
+def _symlinks(root: Path, folder: str) -> list[Finding]:
+    found: list[Finding] = []
+    message = "a symlink: paths must never leave the project (git stores it as mode 120000)"
+    top = root / folder
+    if top.is_symlink():
+        return [Finding(code="symlink", severity="error", path=folder, line=0, offset=-1, message=message)]
+    for here, dirs, files in os.walk(top):
+        relative = os.path.relpath(here, root)
+        if relative == os.path.join(".eventmem", "cache"):
+            dirs.clear()
+            continue
+        for name in sorted(dirs + files):
+            if os.path.islink(os.path.join(here, name)):
+                path = os.path.join(relative, name)
+                found.append(Finding(code="symlink", severity="error", path=path, line=0, offset=-1, message=message))
+    return found
+
+
+def _read_capped(path: Path) -> str:
+    try:  # a symlinked config is reported, never followed
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(_CONFIG_READ_LIMIT).decode("utf-8", "replace")
+
+
+def _config_table(path: Path) -> dict[str, object]:
+    try:
+        return tomllib.loads(_read_capped(path))
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return {}

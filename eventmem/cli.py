@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 import msgspec
 
@@ -29,6 +29,9 @@ from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
 from eventmem.terminal import EscapingStream, printable
 from eventmem.validation import check_whole
+
+if TYPE_CHECKING:
+    from eventmem.audit import AuditReport, Finding
 
 __all__ = [
     "Parser",
@@ -117,6 +120,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         from eventmem.gitdrivers import install
 
         result["git"] = install(paths)
+    if args.git_hooks:
+        from eventmem.gitdrivers import install_pre_push
+
+        result["pre_push_hook"] = install_pre_push(root.root)
     if args.json:
         _print_json(result)
     else:
@@ -125,6 +132,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.git_drivers:
             where = "this clone's .git/config" if result["git"]["git_config"] else "nowhere (not a git repository)"
             print(f"git: diff=eventmem in .eventmem/.gitattributes; the driver is configured in {where}")
+        if args.git_hooks:
+            print(f"git: pre-push hook {result['pre_push_hook']}")
     return 0
 
 
@@ -314,11 +323,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_pr_summary(args: argparse.Namespace) -> int:
+    from eventmem.history import default_base
     from eventmem.journaldiff import pr_summary, render_markdown
 
-    diff, fork = pr_summary(_root(args).root, args.base, args.head)
+    root = _root(args).root
+    base = args.base or default_base(root)
+    diff, fork = pr_summary(root, base, args.head)
     if args.json:
-        _print_json({"base": args.base, "fork_point": fork, "diff": diff})
+        _print_json({"base": base, "fork_point": fork, "diff": diff})
     else:
         sys.stdout.write(render_markdown(diff))
     return 0
@@ -435,6 +447,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     snapshot = paths.cache_dir / "snapshot.bin"
     conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
     ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
+    audited, findings = _doctor_findings(paths)
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -459,9 +472,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "cached_embeddings": len(store.embeddings),
         },
         "git_drivers": check_git_drivers(paths),
+        "findings": findings,
     }
     report["healthy"] = (
         not corrupt
+        and audited.ok
         and not conflicts
         and not store.journal.refused
         and all(driver["problem"] is None for driver in report["git_drivers"])
@@ -500,6 +515,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                     f"{item['ts']}, {item['seconds']:.0f} s ahead of this clock"
                 )
             )
+        for finding in findings:  # (those told above are left out)
+            if finding.code in ("corrupt-line", "torn-tail", "future-stamp"):
+                continue
+            if finding.code == "duplicate-id" and finding.severity == "error":
+                continue
+            print(f"finding:     {finding.render()}")
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
@@ -533,6 +554,32 @@ def cmd_allow(args: argparse.Namespace) -> int:
     else:
         print(message)
     return 0
+
+
+def _doctor_findings(paths: ProjectPaths) -> tuple[AuditReport, list[Finding]]:
+    """The audit of the journal (git history not consulted) and its findings, as ``check`` tells them."""
+    from eventmem.audit import audit, findings
+
+    report = audit(paths, use_git=False)
+    return report, findings(report)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from eventmem.check import check_branch
+
+    report = check_branch(_root(args).root, args.base, args.head)
+    if args.json:
+        _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
+        return 0 if report.ok else 1
+    for finding in report.findings:
+        print(finding.render())
+    chosen = " (chosen: origin/HEAD, else main, else master)" if report.base_chosen else ""
+    verdict = "ok" if report.ok else "FAILED"
+    print(
+        f"check {verdict}: {len(report.findings)} finding(s) in {report.events_added} added event(s); "
+        f"base {printable(report.base)}{chosen}, merge base {report.fork[:12]}"
+    )
+    return 0 if report.ok else 1
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -603,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also mark segments diff=eventmem in .eventmem/.gitattributes and configure that diff driver",
     )
+    p.add_argument("--git-hooks", action="store_true", help="also install a pre-push hook that runs `eventmem check`")
     p = add("save", cmd_save, "save a memory ('-' reads the text from stdin)")
     p.add_argument("text")
     p.add_argument("--title")
@@ -654,6 +702,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
     p = add("allow", cmd_allow, "let the tracked .eventmem/config.toml use the network, as it is now")
     p.add_argument("--revoke", action="store_true", help="withdraw the approval")
+    p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
+    p.add_argument("--base", help="the revision to compare with (default: origin/HEAD, else main, else master)")
+    p.add_argument("--head", default="HEAD", help="the revision to check (default: HEAD)")
     p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
     p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
     p.add_argument("dir", help="the directory, such as .ai")

@@ -32,6 +32,7 @@ __all__ = [
     "Settings",
     "allow",
     "approval_file",
+    "is_approved",
     "load_config",
     "load_settings",
     "network_settings",
@@ -206,6 +207,12 @@ def revoke(path: Path, environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
+def is_approved(path: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``eventmem allow`` approved the tracked config ``path`` as it is now."""
+    content = _read_bytes(path)
+    return content is not None and _approved(path, content, os.environ if environ is None else environ)
+
+
 def _approved(path: Path, content: bytes, environ: Mapping[str, str]) -> bool:
     try:
         record = approval_file(path, environ).read_text(encoding="utf-8").split()
@@ -231,7 +238,7 @@ def _read_bytes(path: Path) -> bytes | None:
 def _parse(path: Path, content: bytes) -> dict[str, Any]:
     try:
         return tomllib.loads(content.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
 
 

@@ -14,6 +14,8 @@ Both name eventmem by the absolute path of the interpreter that installed them (
 -m eventmem``), so they run from any shell, IDE or git GUI, whatever its ``PATH``: a bare ``eventmem``
 made ``git diff`` die ("external diff died") wherever the virtualenv was not on the ``PATH``.
 :func:`check` (run by ``eventmem doctor``) tells whether the configured commands still run.
+
+``eventmem init --git-hooks`` installs a ``pre-push`` hook in this clone that runs ``eventmem check``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from eventmem.history import HistoryError, git
 from eventmem.project import GITATTRIBUTES, ProjectPaths
 
-__all__ = ["ATTRIBUTE_LINES", "DRIVER_KEYS", "check", "install"]
+__all__ = ["ATTRIBUTE_LINES", "DRIVER_KEYS", "check", "install", "install_pre_push"]
 
 ATTRIBUTE_LINES: Final = ("journal/*.jsonl diff=eventmem", "archive/*.jsonl diff=eventmem")
 DRIVER_KEYS: Final = ("diff.eventmem.command", "diff.eventmem.textconv")
@@ -96,3 +99,22 @@ def _problem(command: str) -> str | None:
     if not os.path.isabs(program[0]):
         return f"{program[0]} is not an absolute path: it runs only where it is on the PATH; {FIX}"
     return None
+
+
+_HOOK_MARK: Final = "# installed by eventmem init --git-hooks"
+
+
+def install_pre_push(root: Path) -> str:
+    """Install a ``pre-push`` hook in this clone that runs ``eventmem check``; an existing hook of
+    someone else's is left alone. Returns what was done, in words."""
+    hook = root / git(root, "rev-parse", "--git-path", "hooks/pre-push").decode("utf-8", "surrogateescape").strip()
+    if hook.exists() and _HOOK_MARK not in hook.read_text(encoding="utf-8", errors="replace"):
+        return f"left alone: {hook} exists and is not eventmem's"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(
+        f"#!/bin/sh\n{_HOOK_MARK}: a push fails while the branch's journal does not pass\n"
+        f"exec {eventmem_command()} check\n",
+        encoding="utf-8",
+    )
+    hook.chmod(0o755)
+    return f"installed in {hook}"

@@ -10,6 +10,7 @@ description (:func:`render_markdown`), or as JSON (the Structs, through ``msgspe
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -17,10 +18,12 @@ from typing import Any, Final
 import msgspec
 
 from eventmem.codec import UnknownEvent
+from eventmem.concurrency import ConcurrentEdit, find_concurrent_edits
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryPromoted, MemoryRestored, memory_ids
 from eventmem.history import History, decode_segment, default_base, load, merge_base, read_revision
 from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
 from eventmem.state import LinkRecord, MemoryRecord, State
+from eventmem.terminal import printable
 
 __all__ = [
     "FieldChange",
@@ -59,6 +62,8 @@ class FieldChange(msgspec.Struct, kw_only=True):
     field: str
     old: Any
     new: Any
+    words: str = ""
+    """For a long text: the words that changed, ``[-old-]{+new+}``, with a little context."""
 
 
 class MemoryChange(msgspec.Struct, kw_only=True):
@@ -98,6 +103,9 @@ class JournalDiff(msgspec.Struct, kw_only=True):
     events_removed: int
     unknown_added: dict[str, int]
     """Events of types this version does not know, among those added: kept, not described."""
+    overridden: list[ConcurrentEdit] = []
+    """Concurrent edits involving an added event: one writer's value lost to another's, neither
+    having seen the other (judged from the journal alone, see :mod:`eventmem.concurrency`)."""
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(HEADINGS, 0)
@@ -114,13 +122,50 @@ def _exists(record: MemoryRecord | None) -> bool:
     return record is not None and record.exists
 
 
+_SHORT: Final = 40
+_CONTEXT_WORDS: Final = 3
+_MAX_WORDS: Final = 20_000
+
+
+def word_diff(old: str, new: str) -> str:
+    """The words that changed from ``old`` to ``new``: ``[-removed-]{+added+}``, each change with a few
+    words of context either side, ``…`` for what is left out; escaped for a terminal."""
+    a, b = old.split()[:_MAX_WORDS], new.split()[:_MAX_WORDS]
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    parts: list[str] = []
+    n = _CONTEXT_WORDS
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag != "equal":
+            parts += ["[-" + " ".join(a[i1:i2]) + "-]"] if i2 > i1 else []
+            parts += ["{+" + " ".join(b[j1:j2]) + "+}"] if j2 > j1 else []
+            continue
+        words = a[i1:i2]
+        first, last = index == 0, index == len(opcodes) - 1
+        if first and last:
+            continue
+        if first:
+            parts += ["…", *words[-n:]] if len(words) > n else words
+        elif last:
+            parts += [*words[:n], "…"] if len(words) > n else words
+        else:
+            parts += [*words[:n], "…", *words[-n:]] if len(words) > 2 * n else words
+    return printable(" ".join(parts))
+
+
+def _field_change(name: str, old: Any, new: Any) -> FieldChange:
+    change = FieldChange(field=name, old=old, new=new)
+    if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > _SHORT:
+        change.words = word_diff(old, new)
+    return change
+
+
 def _changed_fields(old: MemoryRecord | None, new: MemoryRecord) -> list[FieldChange]:
     fields: list[FieldChange] = []
     for name in REGISTERS:
         if _exists(old):
             assert old is not None
             if getattr(old, name) != getattr(new, name):
-                fields.append(FieldChange(field=name, old=getattr(old, name), new=getattr(new, name)))
+                fields.append(_field_change(name, getattr(old, name), getattr(new, name)))
         elif name in new.stamps and (old is None or old.stamps.get(name) != new.stamps[name]):
             # a partial journal (one segment) with updates to a memory saved elsewhere
             known = old is not None and name in old.stamps
@@ -147,6 +192,8 @@ def _memory_change(memory_id: str, old: MemoryRecord | None, new: MemoryRecord |
             changes.append("promoted")
     before = old.status if old is not None else "live"
     if new.status != before:
+        if new.status != "live" and "changed" in changes:  # edited, then deleted: it is gone
+            changes.remove("changed")
         changes.append("restored" if new.status == "live" else new.status)
     if new.archived and not (old is not None and old.archived):
         changes.append("archived")
@@ -234,6 +281,9 @@ def diff_histories(old: History, new: History) -> JournalDiff:
     diff = diff_states(part(old).fold(), part(new).fold(), old_name=old.source, new_name=new.source)
     diff.events_added = len(added)
     diff.events_removed = len(old_ids - new_ids)
+    diff.overridden = [
+        edit for edit in find_concurrent_edits(new.entries) if edit.wins.event in added or edit.loses.event in added
+    ]
     by_memory: dict[str, list[Any]] = {}
     for event in sorted(added.values(), key=lambda e: (e.ts, e.id)):
         if isinstance(event, UnknownEvent):
@@ -275,8 +325,11 @@ def diff_files(old_path: str, new_path: str, name: str) -> JournalDiff:
 
 def pr_summary(root: Path, base: str | None = None, head: str = "HEAD") -> tuple[JournalDiff, str]:
     """The memory changes of ``head`` since it forked from ``base``, and the fork point."""
-    fork = merge_base(root, base or default_base(root), head)
-    return diff_histories(read_revision(root, fork), read_revision(root, head)), fork
+    base = base or default_base(root)
+    fork = merge_base(root, base, head)
+    diff = diff_histories(read_revision(root, fork), read_revision(root, head))
+    diff.old = f"{base} (merge base {fork[:12]})"
+    return diff, fork
 
 
 # -- words -------------------------------------------------------------------------------------
@@ -306,7 +359,9 @@ def _what(change: MemoryChange) -> str:
         elif kind == "changed":
             parts.append(
                 "; ".join(
-                    f"{f.field} {'' if change.partial else show_value(f.old, 40) + ' '}→ {show_value(f.new, 40)}"
+                    f"{f.field} {f.words}"
+                    if f.words and not change.partial
+                    else f"{f.field} {'' if change.partial else show_value(f.old, 40) + ' '}→ {show_value(f.new, 40)}"
                     for f in change.fields
                 )
             )
@@ -324,7 +379,20 @@ def _totals(diff: JournalDiff) -> str:
     events = f"{diff.events_added} new event(s)" + (f" by {', '.join(who)}" if who else "")
     if diff.events_removed:
         events += f", {diff.events_removed} event(s) no longer present"
+    if diff.overridden:
+        events += f"; {len(diff.overridden)} overridden concurrent edit(s)"
     return f"{text}; {events}"
+
+
+def _overridden(edit: ConcurrentEdit) -> str:
+    """One concurrent edit in words: whose value was lost to whose."""
+    lost, kept = edit.loses, edit.wins
+    what = edit.field if edit.field != "status" else "an edit"
+    return (
+        f"{edit.memory} {show_value(edit.title, 40) + ' ' if edit.title else ''}{what}: "
+        f"{lost.by or '?'}'s {show_value(lost.value, 40)} ({lost.ts}) lost to {kept.by or '?'}'s "
+        f"{show_value(kept.value, 40)} ({kept.ts}); neither had seen the other"
+    )
 
 
 def render_text(diff: JournalDiff) -> str:
@@ -340,6 +408,7 @@ def render_text(diff: JournalDiff) -> str:
         lines.append(f"{mark} {link.change:<9} {link.source} -{link.relation}-> {link.target}")
     for kind, count in diff.unknown_added.items():
         lines.append(f"? {count} event(s) of unknown type {kind!r} (from a newer eventmem; kept)")
+    lines += [f"! overridden {printable(_overridden(edit))}" for edit in diff.overridden]
     return "\n".join(lines) + "\n"
 
 
@@ -349,7 +418,7 @@ def _md(text: str) -> str:
 
 def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
     """The diff as a section of a pull request description."""
-    out = [f"### {title}", ""]
+    out = [f"### {title}", "", f"Since {_md(diff.old)}.", ""]
     if not diff.memories and not diff.links:
         out.append("No memory changes.")
         return "\n".join(out) + "\n"
@@ -369,5 +438,9 @@ def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
     if diff.links:
         out.append("**Links**")
         out += [f"- {link.change}: `{link.source}` {link.relation} → `{link.target}`" for link in diff.links]
+        out.append("")
+    if diff.overridden:
+        out.append("**Overridden concurrent edits**")
+        out += [f"- {_md(printable(_overridden(edit)))}" for edit in diff.overridden]
         out.append("")
     return "\n".join(out)

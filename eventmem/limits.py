@@ -14,6 +14,7 @@ from typing import Final, Literal
 __all__ = [
     "CONTENT_BYTES_CEILING",
     "LIMITS",
+    "MAX_CHECKED_BLOB_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_TTL_SECONDS",
@@ -31,6 +32,8 @@ MAX_TTL_SECONDS: Final = 100 * 365 * 86_400
 MAX_LINE_BYTES: Final = 8 * 1_048_576
 """A journal line longer than this is reported and skipped without being read whole (the largest
 event the tools can write, with every character JSON-escaped, stays below it)."""
+MAX_CHECKED_BLOB_BYTES: Final = 256 * 1_048_576
+"""``eventmem check`` reads a segment from git only up to this size; a larger one is reported unread."""
 MAX_NESTING: Final = 8
 """How deep a journal line's JSON may nest; events nest at most 3 levels."""
 

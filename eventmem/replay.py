@@ -144,6 +144,8 @@ def _render(report: AuditReport, root: RootChoice) -> Iterator[str]:
             f"warning  clock skew: event {skew.event} by {skew.by or '?'} "
             f"is stamped {skew.ts}, {skew.seconds:.0f}s {what}: {skew.segment} at byte {skew.offset}"
         )
+    for finding in report.trust:
+        yield f"{'ERROR   ' if finding.severity == 'error' else 'warning '} {finding.render()}"
     for edit in report.concurrent_edits:
         yield f"info     {_concurrent(edit)}"
     verdict = "ok" if report.ok else "PROBLEMS FOUND"
