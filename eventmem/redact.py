@@ -19,6 +19,7 @@ import msgspec
 
 from eventmem.errors import SecretRefused
 from eventmem.events import Event
+from eventmem.limits import limit
 
 __all__ = ["find_secrets", "scrub", "scrub_event"]
 
@@ -138,8 +139,24 @@ def scrub(text: str, *, refuse: bool = False, field: str = "text") -> str:
 
 #: Fields that hold ids, times and closed vocabularies, never free text: not scrubbed.
 NOT_FREE_TEXT: Final = frozenset(
-    {"id", "ts", "memory", "memories", "kind", "scope", "link", "source", "target", "relation", "segment", "expires_at"}
+    {
+        "id",
+        "ts",
+        "prev",
+        "memory",
+        "memories",
+        "kind",
+        "scope",
+        "link",
+        "source",
+        "target",
+        "relation",
+        "segment",
+        "expires_at",
+    }
 )
+#: The limit (:mod:`eventmem.limits`) of each free-text field a redaction marker could push past it.
+_BOUNDED: Final = {"title": "title", "summary": "summary", "reason": "reason", "context": "context", "by": "by"}
 
 E = TypeVar("E", bound=Event)
 
@@ -163,10 +180,10 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
     With ``refuse``, raises :class:`SecretRefused` naming the first field that holds a secret."""
     texts = [value for value in _free_text(event) if value and not _scrubbed_here(value)]
     if not texts:
-        return event
+        return _fitted(event)
     joined = "\x00".join(texts)  # (no needle holds a NUL: none can span two fields)
     if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not _present(joined):
-        return event  # the common case: one look for the needles across all the fields
+        return _fitted(event)  # the common case: one look for the needles across all the fields
     changes: dict[str, object] = {}
     for name in event.__struct_fields__:
         if name in NOT_FREE_TEXT:
@@ -180,4 +197,20 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
             items = tuple(scrub(item, refuse=refuse, field=name) for item in value)
             if items != value:
                 changes[name] = items
+    return _fitted(msgspec.structs.replace(event, **changes) if changes else event)
+
+
+def _fitted(event: E) -> E:
+    """``event`` with each bounded text cut to its limit: a redaction marker is longer than some
+    secrets, and the stored event must stay one its readers accept (the text was within its limit
+    when given)."""
+    changes: dict[str, object] = {}
+    for name, limit_name in _BOUNDED.items():
+        value = getattr(event, name, None)
+        if isinstance(value, str) and len(value) > (most := int(limit(limit_name).high)):
+            changes[name] = value[: most - 1] + "…"
+    tags = getattr(event, "tags", None)
+    if isinstance(tags, tuple) and any(len(tag) > limit("tag").high for tag in tags):
+        most = int(limit("tag").high)
+        changes["tags"] = tuple(tag if len(tag) <= most else tag[: most - 1] + "…" for tag in tags)
     return msgspec.structs.replace(event, **changes) if changes else event

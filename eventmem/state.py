@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from eventmem.codec import UnknownEvent, encode_event
+from eventmem.codec import UnknownEvent
 from eventmem.errors import SnapshotDamaged
 from eventmem.events import (
     AnyEvent,
@@ -132,9 +132,18 @@ def id_of(stamp: str) -> str:
 
 
 def event_digest(event: AnyEvent | UnknownEvent) -> bytes:
-    """SHA-256 of the event's canonical line: equal for lines that decode to the same event."""
-    line = event.raw if isinstance(event, UnknownEvent) else encode_event(event)
-    return hashlib.sha256(line).digest()
+    """SHA-256 of the event's canonical form: equal for lines that decode to the same event.
+
+    Every field is in it, defaults too: a line that spells out a default (``"kind":"general"``)
+    and one that leaves it out are the same event, and an event made in this process digests like
+    the line it becomes once read back (its own line leaves out only the defaults it can tell)."""
+    if isinstance(event, UnknownEvent):
+        return hashlib.sha256(event.raw).digest()
+    fields = {name: value for name, value in msgspec.structs.asdict(event).items() if value is not msgspec.UNSET}
+    return hashlib.sha256(_CANONICAL.encode((event.__struct_config__.tag, fields))).digest()
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
 class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):

@@ -886,7 +886,7 @@ def test_an_event_whose_prev_arrives_later_is_folded_again_from_the_journal(
 ) -> None:
     memory_id = service.save("The cache is Redis.").id
     head = service.project.state.head_of(memory_id)
-    first = MemoryUpdated(id=new_id(), ts="9999-12-31T23:59:59Z", by="mallory", prev=head, memory=memory_id, title="1")
+    first = MemoryUpdated(id=new_id(), ts="9899-12-31T23:59:59Z", by="mallory", prev=head, memory=memory_id, title="1")
     second = MemoryUpdated(id=new_id(), ts=now_iso(), by="alice", prev=first.id, memory=memory_id, title="2")
     journal = project / ".eventmem" / "journal"
     (journal / "b.main.jsonl").write_bytes(encode_event(second))  # merged before the line it names
