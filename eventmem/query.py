@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import time
+from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
@@ -20,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventmem.config import Config
+from eventmem.embedder import STOPWORDS
 from eventmem.errors import InvalidInput
 from eventmem.events import KINDS, SCOPES
 from eventmem.ids import iso_to_epoch
@@ -32,19 +35,46 @@ RRF_K = 60
 PARALLEL_FROM = 5_000
 """From this many vectors on, the keyword search runs in a worker thread beside the vector scan
 (measured: 10-20% faster at 10k memories, no gain at 1k where the thread hand-off costs what it saves)."""
+_WORD = re.compile(r"\w+")
+"""A word as the keyword index splits them."""
 FEW_KEYWORD_MATCHES = 3
 """When the keyword index matches at most this many memories (and they are at most a twentieth of
 those searched), its evidence weighs like the vectors'."""
 
 VECTOR_FLOOR = 0.24
 """The cosine a memory that holds none of the query's words needs to be a result at all (in every
-mode: a vector search asks the keyword index which memories hold them). Measured on the evaluation
-set (``tools/eval.py``, 345 memories, 160 queries): the relevant memories found by their vector
-alone, among the top 10, are at 0.262 and above with the built-in embedder and 0.242 with MiniLM.
-Below it a result is noise that only the importance and recency nudges ranked. A made-up word's
-nearest memory stays below it nine times in ten with MiniLM, but only one time in five with the
-built-in embedder, whose word-piece part makes any two texts somewhat alike (its nearest memories
-then come back, with their low vector score, instead of every memory)."""
+mode: a vector search asks the keyword index which memories hold them), when the query has a word
+the searched memories hold. Measured on the evaluation set (``tools/eval.py``, 345 memories, 160
+queries): the relevant memories found by their vector alone, among the top 10, are at 0.262 and
+above with the built-in embedder and 0.242 with MiniLM. Below it a result is noise that only the
+importance and recency nudges ranked."""
+
+UNKNOWN_WORDS_FLOOR = {"hashing": math.inf}
+"""The cosine needed when no memory searched holds any of the query's words (a made-up word, a
+random string, an off-topic question), by embedder family; :data:`MODEL_UNKNOWN_WORDS_FLOOR` for
+the others. The vector is then the only evidence, and it is not enough with the built-in embedder:
+its word pieces put made-up words and random letters (365 tried) at up to 0.48 with one of the
+evaluation's 345 memories and 0.59 among 3,000 more, above every relevant memory it ranks in a top
+10 by vector alone (0.30-0.42). Nor does the query's own background, on ``tools/eval.py
+--no-match``'s 50 queries: the margin over its mean cosine with all memories (relevant 0.23-0.30,
+no-match up to 0.32), a z-score against that mean (2.4-3.0 against up to 4.3), or the cosine once
+the memories' centroid is taken out of both (0.22-0.31 against up to 0.37)."""
+MODEL_UNKNOWN_WORDS_FLOOR = 0.4
+"""MiniLM puts made-up words at up to 0.30 among 345 memories and 0.33 among 3,345, and the relevant
+memories it ranks in a top 10 by vector alone at 0.24-0.46: a query that shares no word with the
+project gets only its clear matches."""
+
+
+def unknown_words_floor(model_id: str) -> float:
+    """The cosine a memory needs when none of the query's words occurs in the memories searched."""
+    return UNKNOWN_WORDS_FLOOR.get(model_id.split("-", 1)[0], MODEL_UNKNOWN_WORDS_FLOOR)
+
+
+def holds_a_query_word(store: Store, text: str, matched: Collection[int]) -> bool:
+    """Whether the memories hold one of the query's words (stop words aside): one the keyword search
+    matched among those searched (``matched``), or one too common for it to ask (the index counts it)."""
+    words = {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+    return bool(words) and (bool(matched) or any(store.keywords.frequency(w) > 0 for w in words))
 
 
 @functools.cache
@@ -160,11 +190,16 @@ def hybrid_search(
         keyword_hits = dict(keywords.result())
     elif use_keywords:
         keyword_hits = dict(store.keywords.search(text, depth, mask, beside_vectors=query_vector is not None))
-    # a memory the query's words do not occur in needs a cosine unrelated texts rarely reach
+    # a memory the query's words do not occur in needs a cosine unrelated texts rarely reach, and a
+    # query none of whose words the memories hold needs more (see UNKNOWN_WORDS_FLOOR)
     matched: set[int] | dict[int, float] = keyword_hits
-    if not use_keywords and any(c < VECTOR_FLOOR for c in vector_hits.values()):
+    strict = unknown_words_floor(store.embedder.model_id)
+    if not use_keywords and any(c < strict for c in vector_hits.values()):
         matched = {s for s, _ in store.keywords.search(text, depth, mask, beside_vectors=True)}
-    noise = {s for s, c in vector_hits.items() if c < VECTOR_FLOOR and s not in matched}
+    floor = VECTOR_FLOOR
+    if any(c < strict for c in vector_hits.values()) and not holds_a_query_word(store, text, matched):
+        floor = strict
+    noise = {s for s, c in vector_hits.items() if c < floor and s not in matched}
     candidates = list((vector_hits.keys() | keyword_hits.keys()) - noise)  # (the ranks below still count them)
     if not candidates:
         return []

@@ -102,3 +102,37 @@ def test_among_thousands_of_unrelated_memories_the_default_hybrid_still_finds_wh
     assert among["violations"] == 0
     assert among["recall@5"] >= alone["recall@5"] - 0.01
     assert among["mrr"] >= alone["mrr"] - 0.02
+
+
+NOTHING_MATCHES = (
+    *tool.MADE_UP_WORDS,
+    *tool.RANDOM_STRINGS,
+    "what is the capital of Peru",
+    "recipe for banana bread",
+    "how to knit a scarf",
+    "who painted the Mona Lisa",
+)
+"""Made-up words, random letters and off-topic questions that share no word with the small project."""
+
+
+@pytest.mark.parametrize(
+    "embedder",
+    ["hashing", pytest.param("onnx:minilm", marks=pytest.mark.skipif(not onnx_available(), reason="needs onnx"))],
+)
+def test_on_a_small_project_nonsense_finds_nothing_and_a_paraphrase_without_a_shared_word_finds_its_memory(
+    embedder: str,
+) -> None:
+    data = tool.Dataset.load()
+    kept = [m for m in data.memories if m["project"] == tool.MAIN and m["id"] not in data.forbidden][:20]
+    kept += [m for m in data.memories if m["id"] == "L007"]  # row-level security keeps tenants apart
+    with tool.projects(tool.Dataset(kept, [])) as (root, env):
+        service, _ = tool.open_with(root, env, embedder)
+        try:
+            for mode in ("hybrid", "vector", "keyword"):
+                row = tool.no_match(service, tool.Setting(mode, mode), NOTHING_MATCHES)
+                assert (row["queries"], row["answered"]) == (len(NOTHING_MATCHES), 0), row
+            hits = service.recall("what keeps one customer organization from seeing another's data", limit=5)
+        finally:
+            service.close()
+    (found,) = [h for h in hits if h.id == "L007"]
+    assert found.keyword_score == 0  # it holds none of the question's words: its vector found it

@@ -23,6 +23,11 @@ Queries are split in two halves by id (odd ids: ``dev``, even: ``test``); ``--gr
 weights and boosts on ``dev`` only and reports the chosen setting on both halves, so a default picked
 from it is not simply fitted to the questions it is judged on.
 
+``--no-match`` asks instead a fixed set of queries that match nothing in the benchmark (made-up words,
+random letter strings, off-topic questions: :data:`NO_MATCH`) and counts, per configuration, those
+that return anything, and those that return a memory holding none of the query's words (found by
+its vector alone): a search that matches nothing should return nothing.
+
 ``--distractors N`` adds N unrelated memories (``tools/bench.py``'s synthetic coding notes) to the
 main project, to see how the answers hold in a larger memory.
 
@@ -35,6 +40,7 @@ Usage::
     python tools/eval.py --grid                  # fusion/boost grid on the dev split
     python tools/eval.py --json out.json
     python tools/eval.py --embedders hashing --distractors 10000
+    python tools/eval.py --no-match              # queries that match nothing: how many answer
 """
 
 from __future__ import annotations
@@ -66,6 +72,35 @@ from eventmem.ids import new_id, to_iso  # noqa: E402
 from eventmem.project import RootChoice  # noqa: E402
 from eventmem.service import MemoryService, open_service  # noqa: E402
 from eventmem.summarizer import ExtractiveSummarizer  # noqa: E402
+
+MADE_UP_WORDS = (
+    "florbix quandrel zemplotic brastow glimmerfax trundlewick vorpelline snizzle plonkerate mavrosque "
+    "drizzlenaut kexotrop wumblecrank yastrophy fendlebork crumplestad ozzifrond blintermoss xanthulope perriwangle"
+).split()
+_letters = random.Random(7)
+RANDOM_STRINGS = tuple(
+    "".join(_letters.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_letters.randint(5, 12))) for _ in range(15)
+)
+OFF_TOPIC = (
+    "what is the capital of Peru",
+    "how tall is Mount Everest",
+    "recipe for banana bread",
+    "who won the football world cup in 1998",
+    "when should tulip bulbs be planted",
+    "how do whales sleep",
+    "the plot of Hamlet",
+    "best hiking trails in Patagonia",
+    "how to knit a scarf",
+    "why is the sky blue",
+    "symptoms of the common cold",
+    "who painted the Mona Lisa",
+    "how many moons does Jupiter have",
+    "translate good morning into Italian",
+    "rules of cricket",
+)
+NO_MATCH = (*MADE_UP_WORDS, *RANDOM_STRINGS, *OFF_TOPIC)
+"""Queries no benchmark memory answers. A few off-topic questions share a word with some memory
+("blue", "rules", "good"): those memories come back as keyword matches, by design."""
 
 CATEGORIES = ("exact", "paraphrase", "identifier", "error", "changed", "negative")
 MAIN = "ledgerly"
@@ -236,6 +271,43 @@ def evaluate(service: MemoryService, data: Dataset, setting: Setting, *, split: 
     }
 
 
+def no_match(service: MemoryService, setting: Setting, queries: tuple[str, ...] = NO_MATCH) -> dict[str, Any]:
+    """How many of ``queries`` (none of which any memory answers) return anything, and how many return
+    a memory found by its vector alone (no keyword score)."""
+    base = service.project.config
+    service.config = msgspec.structs.replace(base, **setting.overrides)
+    answered: list[str] = []
+    by_vector: list[tuple[str, str, float]] = []
+    try:
+        for query in queries:
+            hits = service.recall(query, limit=10, mode=setting.mode)  # type: ignore[arg-type]
+            if hits:
+                answered.append(query)
+            alone = [h for h in hits if h.keyword_score == 0]
+            if alone:
+                by_vector.append((query, alone[0].title, round(alone[0].vector_score, 3)))
+    finally:
+        service.config = base
+    return {
+        "setting": setting.name,
+        "mode": setting.mode,
+        "queries": len(queries),
+        "answered": len(answered),
+        "by_vector_alone": len(by_vector),
+        "answered_examples": answered[:8],
+        "vector_examples": by_vector[:5],
+    }
+
+
+def no_match_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| configuration | queries | return anything | return a memory by its vector alone |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {r['setting']} | {r['queries']} | {r['answered']} | {r['by_vector_alone']} |" for r in rows]
+    return "\n".join(lines)
+
+
 def open_with(root: Path, env: dict[str, str], embedder: str) -> tuple[MemoryService, float]:
     started = time.perf_counter()
     service = open_service(RootChoice(root, "eval"), environ=env | {"EVENTMEM_EMBEDDER": embedder})
@@ -300,8 +372,11 @@ def run(
     vector: bool = True,
     keyword: bool = True,
     extra: int = 0,
+    only_no_match: bool = False,
 ) -> dict[str, Any]:
+    """The benchmark's rows (or, ``only_no_match``, the :func:`no_match` rows) for each embedder."""
     results: list[dict[str, Any]] = []
+    unmatched: list[dict[str, Any]] = []
     builds: dict[str, float] = {}
     grids: dict[str, list[dict[str, Any]]] = {}
     with projects(data, extra) as (root, env):
@@ -309,6 +384,10 @@ def run(
             service, seconds = open_with(root, env, embedder)
             builds[embedder] = round(seconds, 3)
             try:
+                if only_no_match:
+                    first = [Setting("keyword", "keyword")] if keyword and embedder == embedders[0] else []
+                    unmatched += [no_match(service, s) for s in first + settings_for(embedder, vector=vector)]
+                    continue
                 if keyword and embedder == embedders[0]:
                     results.append(evaluate(service, data, Setting("keyword", "keyword"), split=split))
                 results += [evaluate(service, data, s, split=split) for s in settings_for(embedder, vector=vector)]
@@ -316,7 +395,7 @@ def run(
                     grids[embedder] = grid(service, data, embedder)
             finally:
                 service.close()
-        if standins:
+        if standins and not only_no_match:
             results += run_standins(root, env, data, builds, split)
     return {
         "memories": len(data.memories),
@@ -330,6 +409,7 @@ def run(
         "open_and_embed_seconds": builds,
         "results": results,
         "grid": grids,
+        "no_match": unmatched,
     }
 
 
@@ -375,9 +455,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--distractors", type=int, default=0, metavar="N", help="add N unrelated memories to the main project"
     )
+    parser.add_argument("--no-match", action="store_true", help="only count answers to queries that match nothing")
     args = parser.parse_args(argv)
     embedders = args.embedders.split(",") if args.embedders else available_embedders()
     data = Dataset.load()
+    if args.no_match:
+        report = run(data, embedders, extra=args.distractors, only_no_match=True)
+        among = f" among {report['distractors']} unrelated ones" if report["distractors"] else ""
+        print(f"{len(NO_MATCH)} queries that match nothing, against {report['memories']} memories{among}\n")
+        print(no_match_table(report["no_match"]))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+        print("\n" + json.dumps({"no_match": report["no_match"]}))
+        return 0
     report = run(data, embedders, standins=args.standins, with_grid=args.grid, split=args.split, extra=args.distractors)
     defaults = report["default_config"]
     among = f" among {report['distractors']} unrelated ones" if report["distractors"] else ""
