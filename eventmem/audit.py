@@ -62,6 +62,7 @@ from eventmem.events import (
 )
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
+from eventmem.limits import MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
 from eventmem.state import event_digest
 from eventmem.terminal import printable
@@ -391,7 +392,7 @@ def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:
     try:
         with open(segment.path, "rb") as handle:
             handle.seek(offset)
-            return decode_line(handle.readline().rstrip(b"\n"))
+            return decode_line(handle.readline(MAX_LINE_BYTES + 1).rstrip(b"\n"))  # (longer: refused by the decoder)
     except (OSError, LineError):  # the file changed since it was scanned: cannot confirm identity
         return None
 
