@@ -35,7 +35,7 @@ import msgspec
 
 from eventmem.audit import Finding, setting_line
 from eventmem.codec import LineError, UnknownEvent, decode_line
-from eventmem.config import network_settings
+from eventmem.config import invalid_setting, network_settings
 from eventmem.events import (
     AnyEvent,
     LinkAdded,
@@ -186,6 +186,11 @@ def _config(
             line = setting_line(text, setting.split(" =", 1)[0])
             message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
             findings.append(_finding("network-setting", path, line, -1, message))
+        invalid = invalid_setting(table)
+        if invalid is not None:  # every eventmem command on the merged project would refuse to run
+            key, reason = invalid
+            message = f"invalid setting: {reason}; every eventmem command would refuse this config"
+            findings.append(_finding("invalid-config", path, setting_line(text, key), -1, message))
     return table
 
 

@@ -403,3 +403,24 @@ def test_a_config_nested_too_deep_is_reported_not_a_crash(project: Path, base: d
     doctor = run(project, "doctor")
     assert doctor.returncode == 2 and "config.toml: not valid TOML" in doctor.stderr
     assert "Traceback" not in doctor.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ("vector_wieght = 0.5", "unknown field `vector_wieght`"),
+        ("embedder = 5", "Expected `str`, got `int`"),
+        ("vector_weight = nan", "vector_weight: expected a finite number"),
+        ("max_memory_bytes = 0", "max_memory_bytes: expected a number from 1 to 1,048,576, got 0"),
+    ],
+)
+def test_a_config_every_command_would_refuse_fails_at_its_line(
+    project: Path, base: dict[str, str], setting: str, reason: str
+) -> None:
+    (project / ".eventmem" / "config.toml").write_text(f'# settings\nfusion = "rrf"\n{setting}\n', encoding="utf-8")
+    commit(project, "a config with a bad value")
+    (finding,) = findings(project)
+    assert (finding["code"], finding["path"], finding["line"]) == ("invalid-config", ".eventmem/config.toml", 3)
+    assert reason in finding["message"]
+    doctor = run(project, "doctor")
+    assert doctor.returncode == 2 and reason in doctor.stderr and "Traceback" not in doctor.stderr
