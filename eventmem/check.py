@@ -102,7 +102,10 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     memory_dir = git(root, "rev-parse", "--show-prefix").decode("utf-8", "surrogateescape").strip() + ".eventmem"
     findings: list[Finding] = []
     head_tree = _ls_tree(root, head_commit, [memory_dir])
-    config = _config(root, memory_dir, head_tree, _ls_tree(root, fork, [memory_dir]), findings)
+    fork_tree = _ls_tree(root, fork, [memory_dir])
+    config = _config(root, memory_dir, head_tree, fork_tree, findings)
+    # a tracked config.local.toml counts as the repository's too, and wins over config.toml
+    config |= _config(root, memory_dir, head_tree, fork_tree, findings, name="config.local.toml")
     folders = [memory_dir, *_render_folder(config, memory_dir)]
     head_tree = _ls_tree(root, head_commit, folders)
     base_tree = _ls_tree(root, fork, folders)
@@ -162,10 +165,15 @@ def _read(root: Path, blobs: dict[str, _Blob], findings: list[Finding]) -> dict[
 
 
 def _config(
-    root: Path, memory_dir: str, head: dict[str, _Blob], base: dict[str, _Blob], findings: list[Finding]
+    root: Path,
+    memory_dir: str,
+    head: dict[str, _Blob],
+    base: dict[str, _Blob],
+    findings: list[Finding],
+    name: str = "config.toml",
 ) -> dict[str, Any]:
     """The branch's tracked config table; its network settings reported when the branch changed it."""
-    path = f"{memory_dir}/config.toml"
+    path = f"{memory_dir}/{name}"
     blob = head.get(path)
     if blob is None or blob.mode == _SYMLINK:
         return {}

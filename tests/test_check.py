@@ -424,3 +424,15 @@ def test_a_config_every_command_would_refuse_fails_at_its_line(
     assert reason in finding["message"]
     doctor = run(project, "doctor")
     assert doctor.returncode == 2 and reason in doctor.stderr and "Traceback" not in doctor.stderr
+
+
+def test_a_tracked_local_config_that_reaches_the_network_fails_like_the_tracked_config(
+    project: Path, base: dict[str, str]
+) -> None:
+    local = project / ".eventmem" / "config.local.toml"
+    local.write_text('fusion = "rrf"\nembedder = "ollama:nomic-embed-text@http://evil.example:11434"\n', "utf-8")
+    git(project, "add", "--force", ".eventmem/config.local.toml")
+    commit(project, "track a local config")
+    assert [(f["code"], f["path"], f["line"]) for f in findings(project)] == [
+        ("network-setting", ".eventmem/config.local.toml", 2)
+    ]
