@@ -204,6 +204,11 @@ class ProjectContext:
         path = Path(setting)
         if path.is_absolute() or ".." in path.parts:
             raise InvalidInput(f"render_ai_dir must be a folder inside the project, such as '.ai', not {setting!r}")
+        if path.parts and path.parts[0].lower() in (".git", self.paths.base.name):
+            # (git's own folder, or the journal's: a tracked setting must not write files there)
+            raise InvalidInput(
+                f"render_ai_dir must be a folder of the project outside .git and .eventmem, not {setting!r}"
+            )
         return self.paths.inside(self.paths.root / path, kind="folder")
 
     def relative(self, path: Path) -> str:

@@ -235,3 +235,18 @@ def test_a_linked_settings_file_is_refused_and_not_read(tmp_path: Path, project:
 
     refused_in_one_line(eventmem(project, "save", "A decision about retries."), "config.toml")
     assert not (project / ".eventmem" / "journal").exists()
+
+
+@pytest.mark.parametrize("folder", [".eventmem/journal", ".git", ".git/hooks", ".eventmem"])
+def test_a_render_folder_inside_git_or_the_memory_folder_is_refused_and_nothing_is_written_there(
+    project: Path, folder: str
+) -> None:
+    save(project, "The scheduler runs batch jobs at night.")
+    (project / ".eventmem" / "config.toml").write_text(f'render_ai_dir = "{folder}"\n', encoding="utf-8")
+    before = tree(project / folder)
+    result = eventmem(project, "save", "Current task: move the scheduler to cron", "--type", "current_task")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"eventmem: render_ai_dir must be a folder of the project outside .git and .eventmem, not '{folder}'"
+    ]
+    assert tree(project / folder) == before
