@@ -471,6 +471,13 @@ def trust_findings(root: Path) -> list[Finding]:
     render = table.get("render_ai_dir")
     if isinstance(render, str) and _inside(render):
         folders.append(os.path.normpath(render))
+        # a folder on the way to it that is a link leads the view's files out of the project too
+        linked = [
+            parent for parent in reversed(Path(folders[-1]).parents) if parent.parts and (root / parent).is_symlink()
+        ]
+        if linked:
+            found.extend(_symlinks(root, linked[0].as_posix()))
+            folders.pop()
     for folder in folders:
         found.extend(_symlinks(root, folder))
     text = _read_capped(root / ".eventmem" / "config.toml")

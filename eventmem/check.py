@@ -109,6 +109,10 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     folders = [memory_dir, *_render_folder(config, memory_dir)]
     head_tree = _ls_tree(root, head_commit, folders)
     base_tree = _ls_tree(root, fork, folders)
+    for folder in folders[1:]:  # a link on the way to the render folder leads out of the project too
+        parents = [parent.as_posix() for parent in Path(folder).parents if parent.parts]
+        head_links, base_links = (_ls_links(root, commit, parents) for commit in (head_commit, fork))
+        head_tree |= {path: blob for path, blob in head_links.items() if base_links.get(path) != blob}
     for path, blob in sorted(head_tree.items()):
         if blob.mode == _SYMLINK and base_tree.get(path) != blob:
             message = "a symlink (git mode 120000): paths must never leave the project"
@@ -151,6 +155,21 @@ def _ls_tree(root: Path, commit: str, folders: Iterable[str]) -> dict[str, _Blob
         size = int(fields[3]) if fields[3].isdigit() else 0
         tree[name.decode("utf-8", "surrogateescape")] = _Blob(fields[0].decode(), fields[2].decode(), size)
     return tree
+
+
+def _ls_links(root: Path, commit: str, paths: list[str]) -> dict[str, _Blob]:
+    """Which of ``paths`` (exact paths, not walked) are symlinks at ``commit``."""
+    if not paths:
+        return {}
+    out = git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", *paths)
+    links: dict[str, _Blob] = {}
+    for item in out.split(b"\0"):
+        meta, tab, name = item.partition(b"\t")
+        fields = meta.split()
+        path = name.decode("utf-8", "surrogateescape")
+        if tab and len(fields) == 3 and fields[0].decode() == _SYMLINK and path in paths:
+            links[path] = _Blob(fields[0].decode(), fields[2].decode(), 0)
+    return links
 
 
 def _read(root: Path, blobs: dict[str, _Blob], findings: list[Finding]) -> dict[str, bytes]:

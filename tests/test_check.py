@@ -436,3 +436,20 @@ def test_a_tracked_local_config_that_reaches_the_network_fails_like_the_tracked_
     assert [(f["code"], f["path"], f["line"]) for f in findings(project)] == [
         ("network-setting", ".eventmem/config.local.toml", 2)
     ]
+
+
+def test_a_link_on_the_way_to_the_render_folder_fails_the_check_and_doctor(
+    project: Path, base: dict[str, str], tmp_path: Path
+) -> None:
+    (project / ".eventmem" / "config.toml").write_text('render_ai_dir = "docs/ai"\n', encoding="utf-8")
+    (project / "notes").mkdir()
+    (project / "notes" / "own-link").symlink_to("../docs")  # not on the way: left alone
+    outside = tmp_path / "outside"
+    (outside / "ai").mkdir(parents=True)
+    (project / "docs").symlink_to(outside, target_is_directory=True)
+    commit(project, "render the view through a link")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [("symlink", "docs")]
+    doctor = run(project, "doctor", "--json")
+    assert doctor.returncode == 1, doctor.stderr
+    assert [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]] == [("symlink", "docs")]
+    assert list((outside / "ai").iterdir()) == []
