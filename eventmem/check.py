@@ -109,6 +109,9 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     folders = [memory_dir, *_render_folder(config, memory_dir)]
     head_tree = _ls_tree(root, head_commit, folders)
     base_tree = _ls_tree(root, fork, folders)
+    for path in _odd_segments(root, head_commit, memory_dir).keys() - _odd_segments(root, fork, memory_dir).keys():
+        message = "a segment that is not a regular file (a folder or a submodule): no eventmem reads it"
+        findings.append(_finding("not-a-file", path, 0, -1, message))
     for folder in folders[1:]:  # a link on the way to the render folder leads out of the project too
         parents = [parent.as_posix() for parent in Path(folder).parents if parent.parts]
         head_links, base_links = (_ls_links(root, commit, parents) for commit in (head_commit, fork))
@@ -155,6 +158,21 @@ def _ls_tree(root: Path, commit: str, folders: Iterable[str]) -> dict[str, _Blob
         size = int(fields[3]) if fields[3].isdigit() else 0
         tree[name.decode("utf-8", "surrogateescape")] = _Blob(fields[0].decode(), fields[2].decode(), size)
     return tree
+
+
+def _odd_segments(root: Path, commit: str, memory_dir: str) -> dict[str, str]:
+    """Entries of the journal and archive folders at ``commit`` named like a segment that are not
+    files (a folder, a submodule): path to its object id."""
+    folders = [f"{memory_dir}/journal/", f"{memory_dir}/archive/"]
+    out = git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", *folders)
+    odd: dict[str, str] = {}
+    for item in out.split(b"\0"):
+        meta, tab, name = item.partition(b"\t")
+        fields = meta.split()
+        path = name.decode("utf-8", "surrogateescape")
+        if tab and len(fields) == 3 and fields[1] != b"blob" and path.endswith(".jsonl"):
+            odd[path] = fields[2].decode()
+    return odd
 
 
 def _ls_links(root: Path, commit: str, paths: list[str]) -> dict[str, _Blob]:
@@ -258,7 +276,10 @@ class _Segments:
             return {
                 path: blob
                 for path, blob in tree.items()
-                if path.startswith((self.journal, self.archive)) and path.endswith(".jsonl") and blob.mode != _SYMLINK
+                if path.startswith((self.journal, self.archive))
+                and path.endswith(".jsonl")
+                and blob.mode != _SYMLINK
+                and path.count("/") == self.journal.count("/")  # (as the journal reads: no nested folder)
             }
 
         self.base_blobs, self.head_blobs = segments(base), segments(head)

@@ -453,3 +453,17 @@ def test_a_link_on_the_way_to_the_render_folder_fails_the_check_and_doctor(
     assert doctor.returncode == 1, doctor.stderr
     assert [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]] == [("symlink", "docs")]
     assert list((outside / "ai").iterdir()) == []
+
+
+def test_a_segment_that_is_a_folder_or_a_submodule_fails(project: Path, base: dict[str, str]) -> None:
+    folder = project / ".eventmem" / "journal" / "folder.main.jsonl"
+    folder.mkdir()
+    (folder / "inside.jsonl").write_bytes(b"{}\n")
+    git(project, "add", "-A")
+    oid = "1" * 40
+    git(project, "update-index", "--add", "--cacheinfo", f"160000,{oid},.eventmem/journal/module.main.jsonl")
+    git(project, "commit", "-q", "-m", "odd segments")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [
+        ("not-a-file", ".eventmem/journal/folder.main.jsonl"),
+        ("not-a-file", ".eventmem/journal/module.main.jsonl"),
+    ]
