@@ -467,3 +467,19 @@ def test_a_segment_that_is_a_folder_or_a_submodule_fails(project: Path, base: di
         ("not-a-file", ".eventmem/journal/folder.main.jsonl"),
         ("not-a-file", ".eventmem/journal/module.main.jsonl"),
     ]
+
+
+def test_diff_and_pr_summary_name_the_lines_a_branch_adds_that_do_not_decode(
+    project: Path, base: dict[str, str]
+) -> None:
+    path = segment(project, "main")
+    line = add_raw(path, b'["not", "an", "event"]\n' + b"{" * 20 + b"\n")
+    commit(project, "two lines that are not events")
+    text = run(project, "diff", "main", "HEAD").stdout
+    assert "no memory changes; 0 new event(s); 2 line(s) that do not decode, left out" in text
+    name = f"journal/{path.name}"
+    assert f"! left out   {name}: corrupt line at byte " in text and f"not a JSON object (line {line})" in text
+    summary = run(project, "pr-summary").stdout
+    assert "**Lines that do not decode (left out)**" in summary and f"(line {line + 1})" in summary
+    assert [len(d["corrupt_added"]) for d in [json.loads(run(project, "diff", "--json", "main", "HEAD").stdout)]] == [2]
+    assert "left out" not in run(project, "diff", "main", "main").stdout
