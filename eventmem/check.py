@@ -116,7 +116,14 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
         parents = [parent.as_posix() for parent in Path(folder).parents if parent.parts]
         head_links, base_links = (_ls_links(root, commit, parents) for commit in (head_commit, fork))
         head_tree |= {path: blob for path, blob in head_links.items() if base_links.get(path) != blob}
+    derived = (f"{memory_dir}/cache/", f"{memory_dir}/local/")
     for path, blob in sorted(head_tree.items()):
+        if path.startswith(derived) and base_tree.get(path) != blob:
+            message = (
+                "a file of this clone's own cache is tracked: a snapshot from a branch can hold memories "
+                "no journal line has; `git rm --cached` it"
+            )
+            findings.append(_finding("tracked-cache", path, 0, -1, message))
         if blob.mode == _SYMLINK and base_tree.get(path) != blob:
             message = "a symlink (git mode 120000): paths must never leave the project"
             findings.append(_finding("symlink", path, 0, -1, message))

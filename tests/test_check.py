@@ -483,3 +483,10 @@ def test_diff_and_pr_summary_name_the_lines_a_branch_adds_that_do_not_decode(
     assert "**Lines that do not decode (left out)**" in summary and f"(line {line + 1})" in summary
     assert [len(d["corrupt_added"]) for d in [json.loads(run(project, "diff", "--json", "main", "HEAD").stdout)]] == [2]
     assert "left out" not in run(project, "diff", "main", "main").stdout
+
+
+def test_a_branch_that_tracks_a_cache_file_fails(project: Path, base: dict[str, str]) -> None:
+    assert run(project, "rebuild").returncode == 0
+    git(project, "add", "--force", ".eventmem/cache/snapshot.bin")
+    commit(project, "a snapshot made elsewhere")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
