@@ -490,3 +490,7 @@ def test_a_branch_that_tracks_a_cache_file_fails(project: Path, base: dict[str, 
     git(project, "add", "--force", ".eventmem/cache/snapshot.bin")
     commit(project, "a snapshot made elsewhere")
     assert [(f["code"], f["path"]) for f in findings(project)] == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
+    doctor = run(project, "doctor", "--json")
+    assert doctor.returncode == 1, doctor.stderr
+    found = [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]]
+    assert found == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
