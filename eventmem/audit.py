@@ -39,6 +39,7 @@ so memory use is one small entry per event id, not the events themselves.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -472,8 +473,16 @@ def trust_findings(root: Path) -> list[Finding]:
     render = table.get("render_ai_dir")
     if isinstance(render, str) and _inside(render):
         folders.append(os.path.normpath(render))
+        # a folder on the way to it that is a link leads the view's files out of the project too
+        linked = [
+            parent for parent in reversed(Path(folders[-1]).parents) if parent.parts and (root / parent).is_symlink()
+        ]
+        if linked:
+            found.extend(_symlinks(root, linked[0].as_posix()))
+            folders.pop()
     for folder in folders:
         found.extend(_symlinks(root, folder))
+    found.extend(_tracked_cache(root))
     text = _read_capped(root / ".eventmem" / "config.toml")
     settings = network_settings(table)
     approved = bool(settings) and is_approved(root / ".eventmem" / "config.toml")
@@ -493,6 +502,28 @@ def trust_findings(root: Path) -> list[Finding]:
             )
         )
     return found
+
+
+def _tracked_cache(root: Path) -> list[Finding]:
+    """Files of ``.eventmem/cache/`` or ``.eventmem/local/`` that git tracks: each clone's own, so a
+    tracked one came from someone else (a snapshot can hold memories that no journal line has)."""
+    if not os.path.lexists(root / ".git"):
+        return []
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local"],
+            cwd=root,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    message = "a file of this clone's own cache is tracked by git: remove it from the index (`git rm --cached`)"
+    return [
+        Finding(code="tracked-cache", severity="error", path=name, line=0, offset=-1, message=message)
+        for name in sorted(os.fsdecode(item) for item in listed.stdout.split(b"\0") if item)
+    ]
 
 
 def _inside(folder: str) -> bool:

@@ -35,7 +35,7 @@ import msgspec
 
 from eventmem.audit import Finding, setting_line
 from eventmem.codec import LineError, UnknownEvent, decode_line
-from eventmem.config import network_settings
+from eventmem.config import invalid_setting, network_settings
 from eventmem.events import (
     AnyEvent,
     LinkAdded,
@@ -102,11 +102,28 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     memory_dir = git(root, "rev-parse", "--show-prefix").decode("utf-8", "surrogateescape").strip() + ".eventmem"
     findings: list[Finding] = []
     head_tree = _ls_tree(root, head_commit, [memory_dir])
-    config = _config(root, memory_dir, head_tree, _ls_tree(root, fork, [memory_dir]), findings)
+    fork_tree = _ls_tree(root, fork, [memory_dir])
+    config = _config(root, memory_dir, head_tree, fork_tree, findings)
+    # a tracked config.local.toml counts as the repository's too, and wins over config.toml
+    config |= _config(root, memory_dir, head_tree, fork_tree, findings, name="config.local.toml")
     folders = [memory_dir, *_render_folder(config, memory_dir)]
     head_tree = _ls_tree(root, head_commit, folders)
     base_tree = _ls_tree(root, fork, folders)
+    for path in _odd_segments(root, head_commit, memory_dir).keys() - _odd_segments(root, fork, memory_dir).keys():
+        message = "a segment that is not a regular file (a folder or a submodule): no eventmem reads it"
+        findings.append(_finding("not-a-file", path, 0, -1, message))
+    for folder in folders[1:]:  # a link on the way to the render folder leads out of the project too
+        parents = [parent.as_posix() for parent in Path(folder).parents if parent.parts]
+        head_links, base_links = (_ls_links(root, commit, parents) for commit in (head_commit, fork))
+        head_tree |= {path: blob for path, blob in head_links.items() if base_links.get(path) != blob}
+    derived = (f"{memory_dir}/cache/", f"{memory_dir}/local/")
     for path, blob in sorted(head_tree.items()):
+        if path.startswith(derived) and base_tree.get(path) != blob:
+            message = (
+                "a file of this clone's own cache is tracked: a snapshot from a branch can hold memories "
+                "no journal line has; `git rm --cached` it"
+            )
+            findings.append(_finding("tracked-cache", path, 0, -1, message))
         if blob.mode == _SYMLINK and base_tree.get(path) != blob:
             message = "a symlink (git mode 120000): paths must never leave the project"
             findings.append(_finding("symlink", path, 0, -1, message))
@@ -150,6 +167,36 @@ def _ls_tree(root: Path, commit: str, folders: Iterable[str]) -> dict[str, _Blob
     return tree
 
 
+def _odd_segments(root: Path, commit: str, memory_dir: str) -> dict[str, str]:
+    """Entries of the journal and archive folders at ``commit`` named like a segment that are not
+    files (a folder, a submodule): path to its object id."""
+    folders = [f"{memory_dir}/journal/", f"{memory_dir}/archive/"]
+    out = git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", *folders)
+    odd: dict[str, str] = {}
+    for item in out.split(b"\0"):
+        meta, tab, name = item.partition(b"\t")
+        fields = meta.split()
+        path = name.decode("utf-8", "surrogateescape")
+        if tab and len(fields) == 3 and fields[1] != b"blob" and path.endswith(".jsonl"):
+            odd[path] = fields[2].decode()
+    return odd
+
+
+def _ls_links(root: Path, commit: str, paths: list[str]) -> dict[str, _Blob]:
+    """Which of ``paths`` (exact paths, not walked) are symlinks at ``commit``."""
+    if not paths:
+        return {}
+    out = git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", *paths)
+    links: dict[str, _Blob] = {}
+    for item in out.split(b"\0"):
+        meta, tab, name = item.partition(b"\t")
+        fields = meta.split()
+        path = name.decode("utf-8", "surrogateescape")
+        if tab and len(fields) == 3 and fields[0].decode() == _SYMLINK and path in paths:
+            links[path] = _Blob(fields[0].decode(), fields[2].decode(), 0)
+    return links
+
+
 def _read(root: Path, blobs: dict[str, _Blob], findings: list[Finding]) -> dict[str, bytes]:
     """The bytes of each blob, those over the size limit left unread and reported."""
     readable = {path: blob for path, blob in blobs.items() if blob.size <= MAX_CHECKED_BLOB_BYTES}
@@ -162,10 +209,15 @@ def _read(root: Path, blobs: dict[str, _Blob], findings: list[Finding]) -> dict[
 
 
 def _config(
-    root: Path, memory_dir: str, head: dict[str, _Blob], base: dict[str, _Blob], findings: list[Finding]
+    root: Path,
+    memory_dir: str,
+    head: dict[str, _Blob],
+    base: dict[str, _Blob],
+    findings: list[Finding],
+    name: str = "config.toml",
 ) -> dict[str, Any]:
     """The branch's tracked config table; its network settings reported when the branch changed it."""
-    path = f"{memory_dir}/config.toml"
+    path = f"{memory_dir}/{name}"
     blob = head.get(path)
     if blob is None or blob.mode == _SYMLINK:
         return {}
@@ -186,6 +238,11 @@ def _config(
             line = setting_line(text, setting.split(" =", 1)[0])
             message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
             findings.append(_finding("network-setting", path, line, -1, message))
+        invalid = invalid_setting(table)
+        if invalid is not None:  # every eventmem command on the merged project would refuse to run
+            key, reason = invalid
+            message = f"invalid setting: {reason}; every eventmem command would refuse this config"
+            findings.append(_finding("invalid-config", path, setting_line(text, key), -1, message))
     return table
 
 
@@ -226,7 +283,10 @@ class _Segments:
             return {
                 path: blob
                 for path, blob in tree.items()
-                if path.startswith((self.journal, self.archive)) and path.endswith(".jsonl") and blob.mode != _SYMLINK
+                if path.startswith((self.journal, self.archive))
+                and path.endswith(".jsonl")
+                and blob.mode != _SYMLINK
+                and path.count("/") == self.journal.count("/")  # (as the journal reads: no nested folder)
             }
 
         self.base_blobs, self.head_blobs = segments(base), segments(head)

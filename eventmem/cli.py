@@ -481,6 +481,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         and not store.journal.refused
         and all(driver["problem"] is None for driver in report["git_drivers"])
     )
+    set_verdict(0 if report["healthy"] else 1)
     if args.json:
         _print_json(report)
     else:
@@ -568,6 +569,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from eventmem.check import check_branch
 
     report = check_branch(_root(args).root, args.base, args.head)
+    set_verdict(0 if report.ok else 1)
     if args.json:
         _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
         return 0 if report.ok else 1
@@ -773,6 +775,16 @@ def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
     return code
 
 
+_VERDICT: dict[str, int] = {}
+"""The exit code a command that judges (doctor, check, replay audit) reached before printing."""
+
+
+def set_verdict(code: int) -> None:
+    """Record a judging command's exit code before it prints: a reader that goes away early
+    (``eventmem check | head``) must not turn a failed check into a success."""
+    _VERDICT["code"] = code
+
+
 def _quiet_stdout() -> None:
     """The reader went away (``eventmem log | head -1``): drop the rest of the output, as Unix tools do."""
     try:
@@ -789,13 +801,14 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     stdout = sys.stdout
     if not as_json and func is not cmd_serve:
         sys.stdout = cast(TextIO, EscapingStream(stdout))
+    _VERDICT.clear()
     try:
         code = func(args)
         sys.stdout.flush()
         return code
     except BrokenPipeError:
         _quiet_stdout()
-        return 0
+        return _VERDICT.get("code", 0)
     except KeyboardInterrupt:
         return 130
     except InvalidInput as exc:

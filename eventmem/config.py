@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,12 +28,14 @@ import msgspec
 
 from eventmem.errors import InvalidInput, UnsafePath
 from eventmem.files import atomic_write, check_path
+from eventmem.limits import CONTENT_BYTES_CEILING
 
 __all__ = [
     "Config",
     "Settings",
     "allow",
     "approval_file",
+    "invalid_setting",
     "is_approved",
     "load_config",
     "load_settings",
@@ -75,6 +79,45 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     (derived, untracked), or a folder of the project such as ``.ai`` to keep the files tracked."""
     section_max_bytes: int = 256 * 1024
     """Size limit of one project-context section; a write that would exceed it is paused."""
+
+    def __post_init__(self) -> None:
+        """A value no setting can mean (NaN, infinity, a size below one byte, a half-life of zero…)
+        is refused naming its key, as a value of the wrong type is: a tracked file is input from
+        whoever got a commit merged, and NaN weights or a limit of 0 bytes would quietly break
+        every search or every save instead of failing once with the key's name."""
+        for name, low, high in _SETTING_RANGES:
+            value = getattr(self, name)
+            if not low <= value <= high:  # (NaN fails every comparison)
+                raise ValueError(f"{name}: expected {_describe_range(low, high)}, got {value!r}")
+
+
+_FINITE: Final = sys.float_info.max
+_SETTING_RANGES: Final[tuple[tuple[str, float, float], ...]] = (
+    ("vector_weight", 0, _FINITE),
+    ("keyword_weight", 0, _FINITE),
+    ("importance_boost", -_FINITE, _FINITE),
+    ("recency_boost", -_FINITE, _FINITE),
+    ("recency_half_life_days", sys.float_info.min, _FINITE),
+    ("max_memory_bytes", 1, CONTENT_BYTES_CEILING),
+    ("max_segment_bytes", 0, sys.maxsize),
+    ("promote_importance", -_FINITE, _FINITE),
+    ("promote_accesses", 0, sys.maxsize),
+    ("compact_interval_seconds", 0, _FINITE),
+    ("archive_after_days", 0, _FINITE),
+    ("snapshot_every_events", 0, sys.maxsize),
+    ("section_max_bytes", 1, sys.maxsize),
+)
+"""The accepted range of each numeric setting (0 where it means "never" or "no limit")."""
+
+
+def _describe_range(low: float, high: float) -> str:
+    if high not in (_FINITE, sys.maxsize):
+        return f"a number from {low:,} to {high:,}"
+    if high == sys.maxsize:
+        return f"a whole number of at least {low:,}"
+    if low == -_FINITE:
+        return "a finite number"
+    return "a finite number above 0" if 0 < low < 1 else f"a finite number of at least {low:,}"
 
 
 ENV_PREFIX: Final = "EVENTMEM_"
@@ -153,6 +196,18 @@ def _embedder_reach(spec: str) -> str:
 
 def _shown(value: Any) -> str:
     return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first setting of a config file's ``table`` that no :class:`Config` accepts (an unknown
+    key, a value of the wrong type or out of its range), as (key, the reason); ``None``: all valid."""
+    try:
+        msgspec.convert(dict(table), Config)
+    except msgspec.ValidationError as exc:
+        reason = str(exc)
+        named = re.search(r"`\$\.(\w+)`|unknown field `(\w+)`|^(\w+):", reason)
+        return (next(group for group in named.groups() if group) if named else "", reason)
+    return None
 
 
 # -- where the settings come from ---------------------------------------------------------------

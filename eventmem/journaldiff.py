@@ -106,6 +106,9 @@ class JournalDiff(msgspec.Struct, kw_only=True):
     overridden: list[ConcurrentEdit] = []
     """Concurrent edits involving an added event: one writer's value lost to another's, neither
     having seen the other (judged from the journal alone, see :mod:`eventmem.concurrency`)."""
+    corrupt_added: list[str] = []
+    """Lines of the new side that do not decode and are not on the old side (file, byte offset,
+    line, reason): left out of the fold, so said here rather than skipped silently."""
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(HEADINGS, 0)
@@ -281,6 +284,8 @@ def diff_histories(old: History, new: History) -> JournalDiff:
     diff = diff_states(part(old).fold(), part(new).fold(), old_name=old.source, new_name=new.source)
     diff.events_added = len(added)
     diff.events_removed = len(old_ids - new_ids)
+    known = {(problem.path, problem.offset, problem.reason) for problem in old.problems}
+    diff.corrupt_added = [str(p) for p in new.problems if (p.path, p.offset, p.reason) not in known]
     diff.overridden = [
         edit for edit in find_concurrent_edits(new.entries) if edit.wins.event in added or edit.loses.event in added
     ]
@@ -381,6 +386,8 @@ def _totals(diff: JournalDiff) -> str:
         events += f", {diff.events_removed} event(s) no longer present"
     if diff.overridden:
         events += f"; {len(diff.overridden)} overridden concurrent edit(s)"
+    if diff.corrupt_added:
+        events += f"; {len(diff.corrupt_added)} line(s) that do not decode, left out"
     return f"{text}; {events}"
 
 
@@ -409,6 +416,7 @@ def render_text(diff: JournalDiff) -> str:
     for kind, count in diff.unknown_added.items():
         lines.append(f"? {count} event(s) of unknown type {kind!r} (from a newer eventmem; kept)")
     lines += [f"! overridden {printable(_overridden(edit))}" for edit in diff.overridden]
+    lines += [f"! left out   {printable(problem)}" for problem in diff.corrupt_added]
     return "\n".join(lines) + "\n"
 
 
@@ -419,9 +427,10 @@ def _md(text: str) -> str:
 def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
     """The diff as a section of a pull request description."""
     out = [f"### {title}", "", f"Since {_md(diff.old)}.", ""]
+    left_out = ["**Lines that do not decode (left out)**", *(f"- {_md(printable(p))}" for p in diff.corrupt_added), ""]
     if not diff.memories and not diff.links:
-        out.append("No memory changes.")
-        return "\n".join(out) + "\n"
+        out += ["No memory changes.", ""] + (left_out if diff.corrupt_added else [])
+        return "\n".join(out).rstrip("\n") + "\n"
     totals = _md(_totals(diff))
     out += [totals[:1].upper() + totals[1:] + ".", ""]
     for kind, heading in HEADINGS.items():
@@ -443,4 +452,6 @@ def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
         out.append("**Overridden concurrent edits**")
         out += [f"- {_md(printable(_overridden(edit)))}" for edit in diff.overridden]
         out.append("")
+    if diff.corrupt_added:
+        out += left_out
     return "\n".join(out)

@@ -34,6 +34,7 @@ from eventmem.lifecycle import archive_memories
 from eventmem.pmp import (
     SECTIONS,
     Entry,
+    ParsedSection,
     Plan,
     Section,
     dedupe_key,
@@ -204,6 +205,11 @@ class ProjectContext:
         path = Path(setting)
         if path.is_absolute() or ".." in path.parts:
             raise InvalidInput(f"render_ai_dir must be a folder inside the project, such as '.ai', not {setting!r}")
+        if path.parts and path.parts[0].lower() in (".git", self.paths.base.name):
+            # (git's own folder, or the journal's: a tracked setting must not write files there)
+            raise InvalidInput(
+                f"render_ai_dir must be a folder of the project outside .git and .eventmem, not {setting!r}"
+            )
         return self.paths.inside(self.paths.root / path, kind="folder")
 
     def relative(self, path: Path) -> str:
@@ -847,19 +853,39 @@ class ProjectContext:
             if entry.name.lower() in wanted and entry.is_symlink():
                 raise UnsafePath(f"{entry} is a symbolic link; eventmem imports only real files. Remove the link.")
 
-    def _import(self, directory: Path, *, force: bool) -> dict[str, Any]:
-        sections = self.sections()
+    def _parse_import_files(self, directory: Path) -> dict[str, tuple[Path, ParsedSection]]:
+        """Each section file of ``directory``, parsed; refused before anything is written when one
+        holds more than its section may (``section_max_bytes``): a list file of 200,000 items would
+        otherwise be appended one memory at a time, for minutes, and half of it if interrupted."""
         names = {p.name.lower(): p for p in directory.iterdir() if p.is_file()}
-        per_section: dict[str, dict[str, Any]] = {}
-        events = 0
+        found: dict[str, tuple[Path, ParsedSection]] = {}
         for section in SECTIONS:
             path = names.get(section.file) or names.get(section.file.replace("-", "_"))
-            counts: dict[str, Any] = {"file": path.name if path else None, "added": 0, "updated": 0, "unchanged": 0}
-            counts |= {"kept": 0, "placeholders": 0}
-            per_section[section.key] = counts
             if path is None:
                 continue
             parsed = parse_section(section, path.read_text(encoding="utf-8", errors="replace"))
+            entries = parsed.entries[:1] if section.singleton else parsed.entries
+            size = section_bytes(section, [Entry("", title, content) for title, content in entries])
+            if size > self.limit:
+                raise LimitExceeded(
+                    f"{path.name}: {section.key} would be at least {size} bytes; its limit is {self.limit} bytes "
+                    "(section_max_bytes). Nothing was imported: keep the essential part of the file and import again."
+                )
+            found[section.key] = (path, parsed)
+        return found
+
+    def _import(self, directory: Path, *, force: bool) -> dict[str, Any]:
+        files = self._parse_import_files(directory)
+        sections = self.sections()
+        per_section: dict[str, dict[str, Any]] = {}
+        events = 0
+        for section in SECTIONS:
+            path, parsed = files.get(section.key, (None, None))
+            counts: dict[str, Any] = {"file": path.name if path else None, "added": 0, "updated": 0, "unchanged": 0}
+            counts |= {"kept": 0, "placeholders": 0}
+            per_section[section.key] = counts
+            if path is None or parsed is None:
+                continue
             counts["placeholders"] = parsed.placeholders
             if parsed.reversed:
                 counts["reversed"] = True

@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from eventmem.cli import Parser, chosen_root, command_options, configure_logging, global_options, run_command
+from eventmem.cli import (
+    Parser,
+    chosen_root,
+    command_options,
+    configure_logging,
+    global_options,
+    run_command,
+    set_verdict,
+)
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.terminal import printable
@@ -157,6 +165,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     root = _root(args)
     report = audit(ProjectPaths(root.root))
+    set_verdict(0 if report.ok else 1)
     if args.json:
         data = msgspec.to_builtins(report)
         data.update(root_source=root.source, errors=report.errors, warnings=report.warnings)

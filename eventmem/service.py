@@ -1243,7 +1243,7 @@ class MemoryService:
         without vectors (see :meth:`search_notes`)."""
         return (
             [
-                f"{problem}. Run `python tools/replay.py audit` for details."
+                f"{problem}. Run `eventmem replay audit` for details."
                 for store in self.stores()
                 for problem in store.problems.values()
             ]

@@ -403,3 +403,94 @@ def test_a_config_nested_too_deep_is_reported_not_a_crash(project: Path, base: d
     doctor = run(project, "doctor")
     assert doctor.returncode == 2 and "config.toml: not valid TOML" in doctor.stderr
     assert "Traceback" not in doctor.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ("vector_wieght = 0.5", "unknown field `vector_wieght`"),
+        ("embedder = 5", "Expected `str`, got `int`"),
+        ("vector_weight = nan", "vector_weight: expected a finite number"),
+        ("max_memory_bytes = 0", "max_memory_bytes: expected a number from 1 to 1,048,576, got 0"),
+    ],
+)
+def test_a_config_every_command_would_refuse_fails_at_its_line(
+    project: Path, base: dict[str, str], setting: str, reason: str
+) -> None:
+    (project / ".eventmem" / "config.toml").write_text(f'# settings\nfusion = "rrf"\n{setting}\n', encoding="utf-8")
+    commit(project, "a config with a bad value")
+    (finding,) = findings(project)
+    assert (finding["code"], finding["path"], finding["line"]) == ("invalid-config", ".eventmem/config.toml", 3)
+    assert reason in finding["message"]
+    doctor = run(project, "doctor")
+    assert doctor.returncode == 2 and reason in doctor.stderr and "Traceback" not in doctor.stderr
+
+
+def test_a_tracked_local_config_that_reaches_the_network_fails_like_the_tracked_config(
+    project: Path, base: dict[str, str]
+) -> None:
+    local = project / ".eventmem" / "config.local.toml"
+    local.write_text('fusion = "rrf"\nembedder = "ollama:nomic-embed-text@http://evil.example:11434"\n', "utf-8")
+    git(project, "add", "--force", ".eventmem/config.local.toml")
+    commit(project, "track a local config")
+    assert [(f["code"], f["path"], f["line"]) for f in findings(project)] == [
+        ("network-setting", ".eventmem/config.local.toml", 2)
+    ]
+
+
+def test_a_link_on_the_way_to_the_render_folder_fails_the_check_and_doctor(
+    project: Path, base: dict[str, str], tmp_path: Path
+) -> None:
+    (project / ".eventmem" / "config.toml").write_text('render_ai_dir = "docs/ai"\n', encoding="utf-8")
+    (project / "notes").mkdir()
+    (project / "notes" / "own-link").symlink_to("../docs")  # not on the way: left alone
+    outside = tmp_path / "outside"
+    (outside / "ai").mkdir(parents=True)
+    (project / "docs").symlink_to(outside, target_is_directory=True)
+    commit(project, "render the view through a link")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [("symlink", "docs")]
+    doctor = run(project, "doctor", "--json")
+    assert doctor.returncode == 1, doctor.stderr
+    assert [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]] == [("symlink", "docs")]
+    assert list((outside / "ai").iterdir()) == []
+
+
+def test_a_segment_that_is_a_folder_or_a_submodule_fails(project: Path, base: dict[str, str]) -> None:
+    folder = project / ".eventmem" / "journal" / "folder.main.jsonl"
+    folder.mkdir()
+    (folder / "inside.jsonl").write_bytes(b"{}\n")
+    git(project, "add", "-A")
+    oid = "1" * 40
+    git(project, "update-index", "--add", "--cacheinfo", f"160000,{oid},.eventmem/journal/module.main.jsonl")
+    git(project, "commit", "-q", "-m", "odd segments")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [
+        ("not-a-file", ".eventmem/journal/folder.main.jsonl"),
+        ("not-a-file", ".eventmem/journal/module.main.jsonl"),
+    ]
+
+
+def test_diff_and_pr_summary_name_the_lines_a_branch_adds_that_do_not_decode(
+    project: Path, base: dict[str, str]
+) -> None:
+    path = segment(project, "main")
+    line = add_raw(path, b'["not", "an", "event"]\n' + b"{" * 20 + b"\n")
+    commit(project, "two lines that are not events")
+    text = run(project, "diff", "main", "HEAD").stdout
+    assert "no memory changes; 0 new event(s); 2 line(s) that do not decode, left out" in text
+    name = f"journal/{path.name}"
+    assert f"! left out   {name}: corrupt line at byte " in text and f"not a JSON object (line {line})" in text
+    summary = run(project, "pr-summary").stdout
+    assert "**Lines that do not decode (left out)**" in summary and f"(line {line + 1})" in summary
+    assert [len(d["corrupt_added"]) for d in [json.loads(run(project, "diff", "--json", "main", "HEAD").stdout)]] == [2]
+    assert "left out" not in run(project, "diff", "main", "main").stdout
+
+
+def test_a_branch_that_tracks_a_cache_file_fails(project: Path, base: dict[str, str]) -> None:
+    assert run(project, "rebuild").returncode == 0
+    git(project, "add", "--force", ".eventmem/cache/snapshot.bin")
+    commit(project, "a snapshot made elsewhere")
+    assert [(f["code"], f["path"]) for f in findings(project)] == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
+    doctor = run(project, "doctor", "--json")
+    assert doctor.returncode == 1, doctor.stderr
+    found = [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]]
+    assert found == [("tracked-cache", ".eventmem/cache/snapshot.bin")]

@@ -345,3 +345,27 @@ def test_serve_on_a_terminal_says_it_waits_for_a_client_on_stderr_and_writes_not
     finally:
         os.close(primary)
         os.close(secondary)
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["replay", "audit"], ["check", "--base", "main"]])
+def test_a_judging_command_whose_reader_goes_away_still_exits_with_its_verdict(
+    project: Path, command: list[str]
+) -> None:
+    save(project, "The build uses hatch.")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "base")
+    git(project, "checkout", "-q", "-b", "feature")
+    (segment,) = (project / ".eventmem" / "journal").glob("*.jsonl")
+    with open(segment, "ab") as handle:
+        handle.write(b'["not", "an", "event"]\n')
+    git(project, "commit", "-q", "-am", "a line that is not an event")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write fails
+    try:
+        result = subprocess.run(
+            eventmem_command(*command), cwd=project, stdout=write, stderr=subprocess.PIPE, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert result.returncode == 1, result.stderr
+    assert b"Traceback" not in result.stderr

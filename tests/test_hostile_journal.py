@@ -301,3 +301,13 @@ def test_a_reader_that_folded_an_unterminated_line_does_not_fold_it_again_when_t
         assert len(live.search(limit=10)) == 4
     finally:
         live.close()
+
+
+def test_the_warning_about_a_corrupt_line_names_a_command_an_installed_eventmem_has(project: Path) -> None:
+    hostile_project(project, {"non-array": HOSTILE["non-object"][0]})
+    search = eventmem(project, "search", "staging cluster")
+    (warning,) = [line for line in search.stderr.splitlines() if line.startswith("eventmem: warning:")]
+    command = warning.rsplit("Run `", 1)[1].split("`", 1)[0]
+    assert command == "eventmem replay audit"
+    audit = eventmem(project, *command.split()[1:])
+    assert audit.returncode == 1 and "not a JSON object" in audit.stdout + audit.stderr

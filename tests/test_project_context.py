@@ -945,3 +945,21 @@ async def test_serve_with_the_project_context_profile_works_over_stdio(project: 
     assert boot.structured_content["coreContext"]["currentTask"] == "Over stdio."
     assert [e["memory"] for e in journal_events(project)] == ["section:current-task"]
     assert "Traceback" not in errlog.read_text(encoding="utf-8")
+
+
+def test_an_import_of_a_list_file_larger_than_its_section_is_refused_before_anything_is_written(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVENTMEM_SECTION_MAX_BYTES", "4000")
+    incoming = project / "incoming"
+    incoming.mkdir()
+    (incoming / "project.md").write_text("# Project\n\nA scheduler for batch jobs.\n", encoding="utf-8")
+    items = "\n".join(f"- write the test for job kind {number}" for number in range(500))
+    (incoming / "todo.md").write_text(f"# Todo\n\n{items}\n", encoding="utf-8")
+    result = subprocess.run(
+        eventmem_command("import", "pmp", "incoming"), cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2, result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("eventmem: todo.md: todo would be at least ") and "Nothing was imported" in line
+    assert list((project / ".eventmem" / "journal").glob("*.jsonl")) == []

@@ -208,3 +208,14 @@ def test_the_precedence_is_environment_then_local_then_user_then_tracked(project
     config = settings.config
     assert (config.fusion, config.vector_weight, config.keyword_weight, config.recency_boost) == ("rrf", 0.4, 0.6, 0.8)
     assert settings.ignored == []
+
+
+def test_a_tracked_weight_of_nan_is_refused_naming_the_key_instead_of_ranking_by_nan(project: Path) -> None:
+    saved(project, "The deploy script lives in tools/deploy.sh")
+    track(project, "vector_weight = nan\n")
+    result = run(project, "--json", "search", "deploy script")
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.splitlines() == [
+        "eventmem: config.toml: vector_weight: expected a finite number of at least 0, got nan"
+    ]
+    assert "NaN" not in result.stdout

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +237,45 @@ def test_a_linked_settings_file_is_refused_and_not_read(tmp_path: Path, project:
 
     refused_in_one_line(eventmem(project, "save", "A decision about retries."), "config.toml")
     assert not (project / ".eventmem" / "journal").exists()
+
+
+@pytest.mark.parametrize("folder", [".eventmem/journal", ".git", ".git/hooks", ".eventmem"])
+def test_a_render_folder_inside_git_or_the_memory_folder_is_refused_and_nothing_is_written_there(
+    project: Path, folder: str
+) -> None:
+    save(project, "The scheduler runs batch jobs at night.")
+    (project / ".eventmem" / "config.toml").write_text(f'render_ai_dir = "{folder}"\n', encoding="utf-8")
+    before = tree(project / folder)
+    result = eventmem(project, "save", "Current task: move the scheduler to cron", "--type", "current_task")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"eventmem: render_ai_dir must be a folder of the project outside .git and .eventmem, not '{folder}'"
+    ]
+    assert tree(project / folder) == before
+
+
+@pytest.mark.anyio
+async def test_a_server_whose_render_folder_became_a_link_says_so_in_one_log_line_and_writes_nothing(
+    tmp_path: Path, project: Path
+) -> None:
+    (project / ".eventmem").mkdir()
+    (project / ".eventmem" / "config.toml").write_text('render_ai_dir = ".ai"\n', encoding="utf-8")
+    log = tmp_path / "server.log"
+    async with serve(project, server_env(EVENTMEM_TOOLS="all"), log) as session:
+        await session.initialize()
+        result = await session.call_tool("update_current_task", {"task": "Ship the retry fix."})
+        assert not result.is_error, text_of(result)
+        shutil.rmtree(project / ".ai")
+        target = outside_folder(tmp_path)
+        (project / ".ai").symlink_to(target, target_is_directory=True)
+        before = tree(target)
+        assert eventmem(project, "save", "Current task: ship the retry fix today", "--type", "current_task").returncode
+        save(project, "A decision another process made", "--type", "decision")
+        deadline = time.monotonic() + 60
+        while "could not render the .ai view" not in log.read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
+            await session.send_ping()
+    assert tree(target) == before
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "could not render" in line]
+    assert lines and all(".ai" in line and "symbolic link" in line for line in lines)
+    assert "Traceback" not in log.read_text(encoding="utf-8")

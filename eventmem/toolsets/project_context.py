@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from pydantic import Field
 
+from eventmem.errors import InvalidInput
 from eventmem.mcp_app import (
     _RUNNING,
     ADDITIVE,
@@ -444,6 +445,9 @@ def view_updates(service: MemoryService, everything: bool, changed: set[str]) ->
                 notified[name] = digest
                 uris.add(AI_URI.format(file=name))
         return uris
+    except InvalidInput as exc:  # a refused render folder (a link, a path outside): said in one line
+        log.warning("could not render the .ai view: %s", exc)
+        return set()
     except Exception:  # the watcher must outlive a failed render
         log.exception("could not render the .ai view")
         return set()
