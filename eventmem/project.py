@@ -192,15 +192,31 @@ class ProjectPaths:
             known = _WRITER_IDS[path] = self._read_or_make_writer_id(path)
         return known
 
+    def cache_owner(self) -> str:
+        """A token only this clone knows (random, kept inside ``.git/``, which git never delivers; in
+        ``.eventmem/local/`` outside a repository), stamped into the cache's snapshot: a snapshot that
+        arrived any other way (committed with ``git add -f`` and merged) is never loaded. Read once
+        per process."""
+        git_dir = self.git_dir()
+        path = (git_dir / "eventmem-cache-owner") if git_dir is not None else (self.local_dir / "cache-owner")
+        known = _WRITER_IDS.get(path)
+        if known is None:
+            try:
+                known = self._read_or_make_writer_id(path, size=16)
+            except OSError:  # nowhere to keep it: this process's snapshots serve this process only
+                known = secrets.token_hex(16)
+            _WRITER_IDS[path] = known
+        return known
+
     @staticmethod
-    def _read_or_make_writer_id(path: Path) -> str:
+    def _read_or_make_writer_id(path: Path, *, size: int = 4) -> str:
         try:
             value = path.read_text(encoding="utf-8").strip()
             if value:
                 return sanitize(value)
         except OSError:
             pass
-        value = secrets.token_hex(4)
+        value = secrets.token_hex(size)
         make_dirs(path.parent)
         tmp = path.with_name(f".{path.name}.{value}.tmp")
         tmp.write_text(value + "\n", encoding="utf-8")

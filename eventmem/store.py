@@ -58,7 +58,9 @@ __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 5  # 3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths
+SNAPSHOT_FORMAT = 6
+"""3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
+6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`)."""
 EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
@@ -108,6 +110,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     vectors_file: str = ""
     """The vector index's own file in the cache: loaded as a read-only map, so that a cold start
     does not copy it (see :meth:`VectorIndex.load`)."""
+    owner: str = ""
+    """The clone that wrote it: a snapshot of another (one committed to git and merged) is ignored."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -126,6 +130,7 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     dedup: msgspec.Raw = msgspec.Raw(b"\xc0")
     """(Decoded on first use: a first query does not need it.)"""
     vectors_file: str = ""
+    owner: str = ""
 
 
 @dataclass
@@ -1052,6 +1057,7 @@ class Store:
                 columns=self.columns.dump(len(self.slot_ids)),
                 dedup=dict(self._dedup_of),
                 vectors_file=f"vectors-{new_id()}.faiss",
+                owner=self.paths.cache_owner(),
             )
             vectors = self.vectors.copy()
             self.events_since_snapshot = 0
@@ -1108,6 +1114,9 @@ class Store:
             return False
         if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != self.embedder.model_id:
             log.info("ignoring snapshot made by another version or embedder")
+            return False
+        if snapshot.owner != self.paths.cache_owner():
+            log.warning("ignoring a snapshot this clone did not write (did it come in through git?)")
             return False
         segments = {s.name: s for s in self.journal.segments()}
         for name, cursor in snapshot.cursors.items():

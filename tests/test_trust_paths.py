@@ -279,3 +279,28 @@ async def test_a_server_whose_render_folder_became_a_link_says_so_in_one_log_lin
     lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "could not render" in line]
     assert lines and all(".ai" in line and "symbolic link" in line for line in lines)
     assert "Traceback" not in log.read_text(encoding="utf-8")
+
+
+def test_a_snapshot_written_by_another_clone_is_never_loaded(tmp_path: Path) -> None:
+    """A snapshot committed with ``git add -f`` and merged would be loaded as is if its segment
+    digests matched: it could carry memories that no journal line holds. Each clone stamps its
+    snapshots with a token kept in ``.git/``, which git never delivers."""
+    first = tmp_path / "first"
+    first.mkdir()
+    git(first, "init", "-q", "-b", "main")
+    assert eventmem(first, "save", "Deploys go through the staging cluster first.").returncode == 0
+    assert eventmem(first, "rebuild").returncode == 0
+    git(first, "add", ".eventmem")
+    git(first, "commit", "-q", "-m", "memory")
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(first), str(second))
+    shutil.copytree(first / ".eventmem" / "cache", second / ".eventmem" / "cache")  # as a forced commit brings it
+
+    own = eventmem(first, "search", "staging", "deploys")
+    assert own.returncode == 0 and "did not write" not in own.stderr
+    foreign = eventmem(second, "search", "staging", "deploys")
+    assert foreign.returncode == 0 and "Deploys go through the staging cluster" in foreign.stdout
+    assert "ignoring a snapshot this clone did not write" in foreign.stderr
+    assert eventmem(second, "rebuild").returncode == 0  # its own snapshot now, made from the journal
+    again = eventmem(second, "search", "staging", "deploys")
+    assert again.returncode == 0 and "did not write" not in again.stderr
