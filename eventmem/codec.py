@@ -148,8 +148,8 @@ def _show(value: object) -> str:
 
 
 _DESCRIBED: Final = {
-    "ts": "an ISO-8601 UTC time",
-    "expires_at": "an ISO-8601 UTC time",
+    "ts": "an ISO-8601 UTC time (a calendar day in the years 1970 to 9899)",
+    "expires_at": "an ISO-8601 UTC time (a calendar day in the years 1970 to 9899)",
     "id": "an event id (letters, digits and :_.-)",
     "memory": "a memory id (letters, digits and :_.-)",
     "source": "a memory id (letters, digits and :_.-)",

@@ -29,6 +29,7 @@ import msgspec
 from eventmem.errors import InvalidInput, UnsafePath
 from eventmem.files import atomic_write, check_path
 from eventmem.limits import CONTENT_BYTES_CEILING
+from eventmem.project import user_data_dir, user_dir
 
 __all__ = [
     "Config",
@@ -228,18 +229,15 @@ class Settings:
 def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
     """The user's own settings for every project: ``$XDG_CONFIG_HOME/eventmem/config.toml``."""
     env = os.environ if environ is None else environ
-    base = env.get("XDG_CONFIG_HOME", "").strip()
-    return (Path(base) if base and "${" not in base else Path.home() / ".config") / "eventmem" / "config.toml"
+    return (user_dir(env, "XDG_CONFIG_HOME") or Path.home() / ".config") / "eventmem" / "config.toml"
 
 
 def approval_file(path: Path, environ: Mapping[str, str] | None = None) -> Path:
     """Where ``eventmem allow`` records its approval of the tracked config ``path``: in the user's
     data directory (beside the global memory), never in the repository."""
     env = os.environ if environ is None else environ
-    base = env.get("XDG_DATA_HOME", "").strip()
-    data = Path(base) if base and "${" not in base else Path.home() / ".local" / "share"
     key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()
-    return data / "eventmem" / "allowed" / key
+    return user_data_dir(env) / "eventmem" / "allowed" / key
 
 
 def allow(path: Path, environ: Mapping[str, str] | None = None) -> list[str]:

@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -74,14 +75,27 @@ def find_root(cwd: Path | None = None, environ: dict[str, str] | None = None) ->
     return RootChoice(start, "cwd")
 
 
-def global_root(environ: dict[str, str] | None = None) -> Path:
+def global_root(environ: Mapping[str, str] | None = None) -> Path:
     """The user-wide memory for ``global`` scope, under the platform's user data directory."""
     env = os.environ if environ is None else environ
-    if override := env.get("EVENTMEM_GLOBAL_DIR", "").strip():
-        if "${" not in override:
-            return Path(override).expanduser()
-    base = env.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
-    return Path(base) / "eventmem" / "global"
+    override = user_dir(env, "EVENTMEM_GLOBAL_DIR")
+    return override if override is not None else user_data_dir(env) / "eventmem" / "global"
+
+
+def user_dir(env: Mapping[str, str], variable: str) -> Path | None:
+    """The absolute folder an environment variable names (``~`` expanded), else ``None``: a relative
+    path (it would land inside whatever project the command runs in, as the XDG rules warn) and an
+    unexpanded ``${...}`` are ignored."""
+    value = env.get(variable, "").strip()
+    if not value or "${" in value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else None
+
+
+def user_data_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_DATA_HOME``, else ``~/.local/share``."""
+    return user_dir(env, "XDG_DATA_HOME") or Path.home() / ".local" / "share"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

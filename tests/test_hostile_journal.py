@@ -167,7 +167,8 @@ def test_a_reported_line_names_its_line_number_and_a_short_reason(project: Path)
     (problem,) = Journal.scan(segment, name="journal/x.jsonl").corrupt
     assert problem.offset == offsets["non-iso-ts"]
     assert str(problem) == (
-        f"journal/x.jsonl: corrupt line at byte {problem.offset}: ts '~~~~' is not an ISO-8601 UTC time (line 3)"
+        f"journal/x.jsonl: corrupt line at byte {problem.offset}: ts '~~~~' is not an ISO-8601 UTC time "
+        "(a calendar day in the years 1970 to 9899) (line 3)"
     )
     assert len(ids) == 3
 

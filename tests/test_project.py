@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from eventmem.project import ROOT_MARKERS, ProjectPaths, find_root
+from eventmem.project import ROOT_MARKERS, ProjectPaths, find_root, global_root
 
 
 def make(path: Path, *markers: str) -> Path:
@@ -258,3 +258,14 @@ def test_ensure_keeps_an_existing_gitignore(project: Path) -> None:
     (paths.base / ".gitignore").write_text("cache/\ncustom\n")
     paths.ensure()
     assert (paths.base / ".gitignore").read_text() == "cache/\ncustom\n"
+
+
+def test_a_relative_global_dir_or_data_home_is_ignored_rather_than_taken_inside_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    default = tmp_path / "home" / ".local" / "share" / "eventmem" / "global"
+    assert global_root({"EVENTMEM_GLOBAL_DIR": "memory/global"}) == default
+    assert global_root({"XDG_DATA_HOME": "data"}) == default
+    assert global_root({"XDG_DATA_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg" / "eventmem" / "global"
+    assert global_root({"EVENTMEM_GLOBAL_DIR": str(tmp_path / "g")}) == tmp_path / "g"
