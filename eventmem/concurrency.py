@@ -155,19 +155,25 @@ class Collector:
             event = read(self.segments[segment], offset)
             if event is not None and not isinstance(event, UnknownEvent) and event.id not in events:
                 events[event.id] = _W(stamp_of(event.ts, event.id), segment, offset, event, None)
-        ordered = sorted(events.values(), key=lambda w: w.stamp)
         state = State()
-        for w in ordered:
-            state.apply(w.event)
+        state.fold([w.event for w in events.values()])
+        for w in events.values():  # the fold's own order: causal first (prev), then time
+            w.stamp = state.key_of_event(w.event)
+        ordered = sorted(events.values(), key=lambda w: w.stamp)
         record = state.memories.get(memory)
         title = record.title or record.summary if record is not None else ""
         registers: dict[str, list[_W]] = {}
         for w in ordered:
             for name, value in _writes(w.event):
                 registers.setdefault(name, []).append(_W(w.stamp, w.segment, w.offset, w.event, value))
+        prevs = {w.event.id: w.event.prev for w in ordered}
         for name, writes in registers.items():
             for earlier, later in itertools.pairwise(writes):
-                if earlier.segment != later.segment and earlier.value != later.value:
+                if (
+                    earlier.segment != later.segment
+                    and earlier.value != later.value
+                    and not _named_before(prevs, later.event.id, earlier.event.id)
+                ):
                     yield memory, name, earlier, later, title
         if record is None or record.status != "deleted":
             return
@@ -180,7 +186,8 @@ class Collector:
         for edit in latest_edit.values():
             edit.value = dict(_writes(edit.event))
             earlier, later = (edit, tomb) if edit.stamp < tomb.stamp else (tomb, edit)
-            yield memory, "status", earlier, later, title
+            if not _named_before(prevs, later.event.id, earlier.event.id):
+                yield memory, "status", earlier, later, title
 
     def _report(self, memory: str, name: str, earlier: _W, later: _W, title: str, evidence: str) -> ConcurrentEdit:
         wins, loses = (
@@ -304,3 +311,16 @@ def _blame(root: Path, segment: str) -> Callable[[int], str]:
         for line in range(first, first + count):
             by_line[line] = commit
     return lambda offset: by_line.get(bisect.bisect_right(line_starts, offset), _UNCOMMITTED)
+
+
+def _named_before(prevs: dict[str, str], later: str, earlier: str) -> bool:
+    """Whether ``earlier`` is on the chain of ``prev`` that ``later`` names: its writer had seen it
+    (the journal's own evidence; a forged chain only makes the pair look seen, and the fold agrees)."""
+    seen: set[str] = set()
+    current = prevs.get(later, "")
+    while current and current not in seen:
+        if current == earlier:
+            return True
+        seen.add(current)
+        current = prevs.get(current, "")
+    return False

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import git
 from test_cli import eventmem, ok_json, only_segment, save
 from test_mcp_stdio import call, serve, server_env
 
@@ -150,3 +151,23 @@ async def test_an_event_id_reused_with_other_content_gives_one_state_in_a_server
     assert conflict["id"] == original.id and len(conflict["locations"]) == 2
     folded = "journal/0.main.jsonl" if copy_wins else f"journal/{own_segment(project).name}"
     assert conflict["folded"]["segment"] == folded
+
+
+def test_an_edit_made_after_a_far_stamped_line_is_not_reported_as_overridden_by_it(project: Path) -> None:
+    """The audit, diff and pr-summary list concurrent edits in the fold's own order: the edit that
+    named the far-stamped line as prev wins, and had seen it, so no teammate's change was lost."""
+    memory_id = save(project, "The queue is Redis.", "--title", "old")["id"]
+    commit(project, "a memory")
+    hostile = MemoryUpdated(id=new_id(), ts=FAR_STAMPS[1][0], by="mallory", memory=memory_id, title="hostile")
+    merge_segment(project, "mallory.main.jsonl", hostile)
+    commit(project, "merged from mallory's branch")
+    assert ok_json(project, "update", memory_id, "--title", "new")["memory"]["title"] == "new"
+    commit(project, "an edit made after the merge")
+    audit = json.loads(eventmem(project, "replay", "audit", "--json").stdout)
+    assert [edit for edit in audit["concurrent_edits"] if edit["wins"]["event"] == hostile.id] == []
+    assert [edit for edit in audit["concurrent_edits"] if edit["field"] == "title"] == []
+
+
+def commit(project: Path, message: str) -> None:
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", message)
