@@ -111,6 +111,12 @@ class KeywordIndex:
         """Estimated number of documents holding ``word`` (exact form)."""
         return self.df.get(word, 0) * DF_SAMPLE
 
+    def holds(self, word: str) -> bool:
+        """Whether any memory holds ``word`` (or a form of its stem): exact, unlike :meth:`frequency`,
+        which samples, so that answers built on it are the same after a rebuild."""
+        quoted = '"' + word.replace('"', '""') + '"'
+        return self._db.execute("SELECT 1 FROM docs WHERE docs MATCH ? LIMIT 1", [quoted]).fetchone() is not None
+
     def upsert(self, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
         """Rows of (slot, title, summary, content, tags)."""
         rows = list(rows)

@@ -72,9 +72,10 @@ def unknown_words_floor(model_id: str) -> float:
 
 def holds_a_query_word(store: Store, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
-    matched among those searched (``matched``), or one too common for it to ask (the index counts it)."""
+    matched among those searched (``matched``), or one it did not ask (too common: the index is
+    asked, exactly, so that a rebuild gives the same answer)."""
     words = {w.lower() for w in _WORD.findall(text)} - STOPWORDS
-    return bool(words) and (bool(matched) or any(store.keywords.frequency(w) > 0 for w in words))
+    return bool(words) and (bool(matched) or any(store.keywords.holds(w) for w in sorted(words)))
 
 
 @functools.cache
