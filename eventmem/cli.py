@@ -6,7 +6,6 @@ Human-readable output by default; ``--json`` prints the objects the MCP tools re
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -27,7 +26,7 @@ from eventmem.files import atomic_write
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
-from eventmem.terminal import EscapingStream, printable
+from eventmem.terminal import EscapingStream, print_json, printable
 from eventmem.validation import check_whole
 
 if TYPE_CHECKING:
@@ -63,10 +62,6 @@ def chosen_root(flag: str | None, *, create: bool = False) -> RootChoice:
 
 def _root(args: argparse.Namespace) -> RootChoice:
     return chosen_root(args.root)
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(msgspec.to_builtins(value), indent=2, ensure_ascii=False) + "\n")
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -125,7 +120,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
         result["pre_push_hook"] = install_pre_push(root.root)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(f"eventmem memory ready in {paths.base} (root chosen by {root.source})")
         print("Commit .eventmem/ with your code; its cache/ is ignored.")
@@ -168,7 +163,7 @@ def cmd_save(args: argparse.Namespace) -> int:
     except (OSError, EventmemError) as exc:  # the journal has the memory; only the derived cache is behind
         _warn(f"saved, but the cache could not be written ({_failure(exc)}); it is rebuilt on a later call")
     if args.json:
-        _print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
+        print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:
         print(f"updated the project-context section {saved.section} ({memory.id}): {printable(memory.summary)}")
     else:
@@ -188,7 +183,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         " ".join(args.query), limit=args.limit, filters=filters, mode=args.mode, include_content=args.json
     )
     if args.json:
-        _print_json({"status": "success", "results": hits})
+        print_json({"status": "success", "results": hits})
     elif not hits:
         print("no memories match")
     else:
@@ -204,7 +199,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     service = _open(args)
     memory = service.get(args.id)
     if args.json:
-        _print_json({"status": "success", "memory": memory})
+        print_json({"status": "success", "memory": memory})
     else:
         _show_memory(memory)
     return 0
@@ -233,7 +228,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         by=args.by or os.environ.get("USER", "cli"),
     )
     if args.json:
-        _print_json({"status": "success", "memory": memory})
+        print_json({"status": "success", "memory": memory})
     else:
         print(f"updated {memory.id}: {printable(memory.summary)}")
     return 0
@@ -243,7 +238,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     service = _open(args)
     memory = service.delete(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
     if args.json:
-        _print_json({"status": "success", "id": memory.id, "deleted": True})
+        print_json({"status": "success", "id": memory.id, "deleted": True})
     else:
         print(f"deleted {memory.id}: {printable(memory.summary)}")
     return 0
@@ -253,7 +248,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     service = _open(args)
     memory, restored = service.restore(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
     if args.json:
-        _print_json({"status": "success", "memory": memory, "restored": restored})
+        print_json({"status": "success", "memory": memory, "restored": restored})
     elif restored:
         print(f"restored {memory.id}: {printable(memory.summary)}")
     else:
@@ -283,7 +278,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     service = _open(args)
     events = service.history(args.id, limit=args.limit)
     if args.json:
-        _print_json(events)
+        print_json(events)
     elif not events:
         print(f"no history for {printable(args.id)}" if args.id else "the journal is empty")
     else:
@@ -294,7 +289,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from eventmem.codec import LineError, UnknownEvent, decode_line
-    from eventmem.journaldiff import diff_files, diff_specs, render_text
+    from eventmem.journaldiff import diff_files, diff_specs, show
 
     if args.textconv:  # one sentence per line, so git's line diff reads as sentences
         with open(args.textconv, "rb") as handle:
@@ -315,10 +310,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_files(old_file, new_file, name)
     else:
         diff = diff_specs(_root(args).root, args.old, args.new)
-    if args.json:
-        _print_json(diff)
-    else:
-        sys.stdout.write(render_text(diff))
+    show(diff, as_json=args.json)
     return 0
 
 
@@ -330,7 +322,7 @@ def cmd_pr_summary(args: argparse.Namespace) -> int:
     base = args.base or default_base(root)
     diff, fork = pr_summary(root, base, args.head)
     if args.json:
-        _print_json({"base": base, "fork_point": fork, "diff": diff})
+        print_json({"base": base, "fork_point": fork, "diff": diff})
     else:
         sys.stdout.write(render_markdown(diff))
     return 0
@@ -340,7 +332,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     service = _open(args)
     stats = service.stats()
     if args.json:
-        _print_json(stats)
+        print_json(stats)
     else:
         print(f"root:      {stats['root']} ({stats['root_source']})")
         print(f"memories:  {stats['memories']} live, by status {stats['by_status']}")
@@ -381,7 +373,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _show_compact_preview(args, report)
     if args.json:
-        _print_json({"status": "success", **report})
+        print_json({"status": "success", **report})
     else:
         print(f"expired {len(report['expired'])} memor{'y' if len(report['expired']) == 1 else 'ies'}")
         for item in report["archived"]:
@@ -396,7 +388,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def _show_compact_preview(args: argparse.Namespace, report: dict[str, Any]) -> int:
     if args.json:
-        _print_json({"status": "success", **report})
+        print_json({"status": "success", **report})
         return 0
     print(f"dry run at {report['now']}: nothing written")
     print(f"would expire {len(report['would_expire'])}: {printable(' '.join(report['would_expire']) or '-')}")
@@ -421,7 +413,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     result = {"status": "success", "events": count, "seconds": round(elapsed, 3), "ready_seconds": round(ready, 3)}
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(f"rebuilt from {count} events in {elapsed:.2f}s (answers ready after {ready:.2f}s, then the snapshot)")
     return 0
@@ -483,7 +475,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     )
     set_verdict(0 if report["healthy"] else 1)
     if args.json:
-        _print_json(report)
+        print_json(report)
     else:
         print(f"root:        {report['root']}  (chosen by {report['root_source']})")
         print(f"memory dir:  {report['memory_dir']}{'' if report['memory_dir_exists'] else '  (not created yet)'}")
@@ -551,7 +543,7 @@ def cmd_allow(args: argparse.Namespace) -> int:
         listed = "".join(f"\n  {line}" for line in settings) or " (it asks for nothing that leaves the machine)"
         message = f"allowed {paths.config_file} as it is now; any change to it revokes this.{listed}"
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(message)
     return 0
@@ -571,7 +563,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     report = check_branch(_root(args).root, args.base, args.head)
     set_verdict(0 if report.ok else 1)
     if args.json:
-        _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
+        print_json({"ok": report.ok, **msgspec.to_builtins(report)})
         return 0 if report.ok else 1
     for finding in report.findings:
         print(finding.render())
@@ -594,7 +586,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        _print_json(report)
+        print_json(report)
         return 0
     for counts in report["sections"].values():
         if counts["file"] is None:
@@ -767,7 +759,7 @@ def _failure(exc: BaseException) -> str:
 def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
     if as_json:
         try:
-            _print_json({"status": "error", "error": message})
+            print_json({"status": "error", "error": message})
             sys.stdout.flush()
         except OSError:
             pass

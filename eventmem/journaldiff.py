@@ -11,6 +11,7 @@ description (:func:`render_markdown`), or as JSON (the Structs, through ``msgspe
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +24,7 @@ from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryPromote
 from eventmem.history import History, decode_segment, default_base, load, merge_base, read_revision
 from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
 from eventmem.state import LinkRecord, MemoryRecord, State
-from eventmem.terminal import printable
+from eventmem.terminal import print_json, printable
 
 __all__ = [
     "FieldChange",
@@ -400,6 +401,14 @@ def _overridden(edit: ConcurrentEdit) -> str:
         f"{lost.by or '?'}'s {show_value(lost.value, 40)} ({lost.ts}) lost to {kept.by or '?'}'s "
         f"{show_value(kept.value, 40)} ({kept.ts}); neither had seen the other"
     )
+
+
+def show(diff: JournalDiff, *, as_json: bool) -> None:
+    """Print a diff as the ``diff`` commands do: JSON, or :func:`render_text`."""
+    if as_json:
+        print_json(diff)
+    else:
+        sys.stdout.write(render_text(diff))
 
 
 def render_text(diff: JournalDiff) -> str:

@@ -16,9 +16,7 @@ command failed, 2 bad usage or input.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +34,7 @@ from eventmem.cli import (
 )
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice
-from eventmem.terminal import printable
+from eventmem.terminal import print_json, printable
 
 if TYPE_CHECKING:
     from eventmem.audit import AuditReport
@@ -49,10 +47,6 @@ __all__ = ["add_commands", "build_parser", "main"]
 
 def _root(args: argparse.Namespace) -> RootChoice:
     return chosen_root(args.root)
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(msgspec.to_builtins(value), indent=2, ensure_ascii=False) + "\n")
 
 
 # -- rebuild -----------------------------------------------------------------------------------
@@ -100,7 +94,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        _print_json(summary)
+        print_json(summary)
     else:
         print(f"rebuilt {root.root} (root chosen by {root.source})")
         print(
@@ -169,7 +163,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         data = msgspec.to_builtins(report)
         data.update(root_source=root.source, errors=report.errors, warnings=report.warnings)
-        _print_json(data)
+        print_json(data)
     else:
         for line in _render(report, root):
             print(printable(line))
@@ -221,7 +215,7 @@ def cmd_at(args: argparse.Namespace) -> int:
     if args.memory:
         view = next((v for v in views if v["id"] == args.memory), None)
         if args.json:
-            _print_json({"as_of": found.description, "memory": view})
+            print_json({"as_of": found.description, "memory": view})
         elif view is None:
             print(printable(f"{args.memory} did not exist {found.description}"))
         else:
@@ -232,7 +226,7 @@ def cmd_at(args: argparse.Namespace) -> int:
         return 0 if view is not None else 1
     shown = views if args.all else [v for v in views if v["status"] == "live"]
     if args.json:
-        _print_json({"as_of": found.description, "memories": shown})
+        print_json({"as_of": found.description, "memories": shown})
         return 0
     print(printable(f"{found.description}: {sum(v['status'] == 'live' for v in views)} live memories of {len(views)}"))
     for view in shown:
@@ -251,7 +245,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     lines = memory_log(history, args.memory)
     concurrent = [e for e in find_concurrent_edits(history.entries, git_root=root.root) if e.memory == args.memory]
     if args.json:
-        _print_json({"memory": args.memory, "events": lines, "concurrent_edits": concurrent})
+        print_json({"memory": args.memory, "events": lines, "concurrent_edits": concurrent})
         return 0 if lines else 1
     if not lines:
         print(printable(f"no history for {args.memory}"))
@@ -273,13 +267,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from eventmem.journaldiff import diff_specs, render_text
+    from eventmem.journaldiff import diff_specs, show
 
     diff = diff_specs(_root(args).root, args.old, args.new)
-    if args.json:
-        _print_json(diff)
-    else:
-        sys.stdout.write(render_text(diff))
+    show(diff, as_json=args.json)
     return 0
 
 

@@ -10,10 +10,14 @@ control characters itself.
 from __future__ import annotations
 
 import io
+import json
 import re
-from typing import Final, TextIO
+import sys
+from typing import Any, Final, TextIO
 
-__all__ = ["EscapingStream", "printable"]
+import msgspec
+
+__all__ = ["EscapingStream", "print_json", "printable"]
 
 _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 and C1 controls, DEL, and the bidirectional overrides and isolates that reorder what is shown
@@ -65,3 +69,9 @@ class EscapingStream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self.target.encoding
+
+
+def print_json(value: Any) -> None:
+    """``--json`` output of a command: the objects the MCP tools return, indented (JSON escapes every
+    control character, so this needs no :func:`printable`)."""
+    sys.stdout.write(json.dumps(msgspec.to_builtins(value), indent=2, ensure_ascii=False) + "\n")
