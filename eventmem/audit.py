@@ -63,7 +63,7 @@ from eventmem.events import (
 )
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
-from eventmem.limits import MAX_LINE_BYTES
+from eventmem.limits import MAX_CONFIG_BYTES, MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
 from eventmem.state import event_digest
 from eventmem.terminal import printable
@@ -400,8 +400,6 @@ def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:
 
 # -- findings ----------------------------------------------------------------------------------
 
-_CONFIG_READ_LIMIT = 1 << 20
-
 
 def findings(report: AuditReport, memory_dir: str = ".eventmem") -> list[Finding]:
     """The audit's errors and warnings as findings, each with its segment's line number; paths are
@@ -564,7 +562,7 @@ def _read_capped(path: Path) -> str:
     except OSError:
         return ""
     with os.fdopen(fd, "rb") as handle:
-        return handle.read(_CONFIG_READ_LIMIT).decode("utf-8", "replace")
+        return handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
 
 
 def _config_table(path: Path) -> dict[str, object]:

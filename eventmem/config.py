@@ -28,7 +28,7 @@ import msgspec
 
 from eventmem.errors import InvalidInput, UnsafePath
 from eventmem.files import atomic_write, check_path
-from eventmem.limits import CONTENT_BYTES_CEILING
+from eventmem.limits import CONTENT_BYTES_CEILING, MAX_CONFIG_BYTES
 from eventmem.project import user_data_dir, user_dir
 
 __all__ = [
@@ -285,7 +285,10 @@ def _read_bytes(path: Path) -> bytes | None:
             raise UnsafePath(f"{path} is a symbolic link; eventmem reads settings only from real files") from None
         raise InvalidInput(f"{path}: cannot be read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+        content = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(content) > MAX_CONFIG_BYTES:
+        raise InvalidInput(f"{path.name} is larger than {MAX_CONFIG_BYTES:,} bytes: not a settings file eventmem reads")
+    return content
 
 
 def _parse(path: Path, content: bytes) -> dict[str, Any]:

@@ -15,6 +15,7 @@ __all__ = [
     "CONTENT_BYTES_CEILING",
     "LIMITS",
     "MAX_CHECKED_BLOB_BYTES",
+    "MAX_CONFIG_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_TTL_SECONDS",
@@ -36,6 +37,8 @@ MAX_CHECKED_BLOB_BYTES: Final = 256 * 1_048_576
 """``eventmem check`` reads a segment from git only up to this size; a larger one is reported unread."""
 MAX_NESTING: Final = 8
 """How deep a journal line's JSON may nest; events nest at most 3 levels."""
+MAX_CONFIG_BYTES: Final = 1_048_576
+"""A settings file larger than this is refused unread (a real one is a few hundred bytes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,3 +219,11 @@ def test_a_tracked_weight_of_nan_is_refused_naming_the_key_instead_of_ranking_by
         "eventmem: config.toml: vector_weight: expected a finite number of at least 0, got nan"
     ]
     assert "NaN" not in result.stdout
+
+
+def test_a_huge_tracked_config_is_refused_in_one_line_without_being_read_whole(project: Path) -> None:
+    (project / ".eventmem").mkdir()
+    (project / ".eventmem" / "config.toml").write_bytes(b"# " + b"x" * (4 * 1_048_576) + b"\n")
+    result = subprocess.run(eventmem_command("stats"), cwd=project, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "config.toml is larger than 1,048,576 bytes" in result.stderr
