@@ -52,6 +52,12 @@ def git(cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture
 def project(tmp_path: Path) -> Path:
     """An empty git repository to keep memories in."""
     root = tmp_path / "project"
@@ -81,6 +87,30 @@ def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.Exit
     if snapshot_every_catch_up:
         stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
     return stack
+
+
+def global_dir(project: Path) -> Path:
+    """The user-wide global memory the test's servers use (``EVENTMEM_GLOBAL_DIR``)."""
+    return project.parent / "global-memory"
+
+
+def journal_events(root: Path, folder: str = "journal") -> list[dict[str, Any]]:
+    """Every event of the segments in ``folder`` (journal or archive) under the memory root ``root``."""
+    return [
+        json.loads(line)
+        for path in sorted((root / ".eventmem" / folder).glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+
+
+def journal_files(*roots: Path) -> dict[str, bytes]:
+    """Every journal and archive segment under the given memory roots, with its bytes."""
+    out: dict[str, bytes] = {}
+    for root in roots:
+        for folder in ("journal", "archive"):
+            for path in sorted((root / ".eventmem" / folder).glob("*.jsonl")):
+                out[str(path)] = path.read_bytes()
+    return out
 
 
 def reopen(project: Path) -> MemoryService:

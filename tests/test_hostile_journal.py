@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from conftest import reopen
+from mcp_client import WAIT, assert_clean_stderr, call, serve, server_env
 from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
-from test_mcp_stdio import WAIT, assert_clean_stderr, call, serve, server_env
 
 from eventmem.codec import LineError, decode_line, decode_lines, encode_event
 from eventmem.errors import InvalidInput
@@ -218,11 +218,6 @@ async def test_a_running_server_reports_hostile_lines_another_process_appended_a
         recalled = await call(session, "recall_memories", query="hatch pytest build")
         assert first in [hit["id"] for hit in recalled["results"]]
     assert_clean_stderr(errlog)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def test_the_writer_refuses_an_event_its_readers_would_refuse_and_writes_nothing(project: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 import secret_corpus
 from conftest import REPO, eventmem_command, git
 from mcp import ClientSession
-from test_mcp_stdio import call, serve, server_env
+from mcp_client import call, serve, server_env
 
 from eventmem.redact import scrub
 
@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 
 CORPUS = secret_corpus.secrets()
 ALL_LINES = "\n".join(secret.line for secret in CORPUS)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def chunks(limit: int, separator: str = "\n") -> Iterator[str]:

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import eventmem_command, git
 from embedding_standins import StandIn, serve
-from test_mcp_stdio import serve as serve_stdio
-from test_mcp_stdio import server_env
+from mcp_client import call, server_env
+from mcp_client import serve as serve_stdio
 from test_sampling import LONG, FakeModel, connect, extractive
-from test_sampling import save as save_over_mcp
 
 from eventmem.config import load_settings, network_settings
 
@@ -27,11 +26,6 @@ TOKEN = "hunter2-not-a-real-token"
 def standin() -> Iterator[StandIn]:
     with serve() as running:
         yield running
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def remote(standin: StandIn) -> str:
@@ -156,8 +150,8 @@ async def test_a_tracked_sampling_summarizer_is_ignored_and_the_clients_model_is
     track(project, 'summarizer = "sampling"\n')
     model = FakeModel()
     async with connect(project, model) as client:
-        out = await save_over_mcp(client, "save_context", context_text=LONG)
-        recalled = await save_over_mcp(client, "retrieve_context", query="invoice pdf")
+        out = await call(client, "save_context", context_text=LONG)
+        recalled = await call(client, "retrieve_context", query="invoice pdf")
     assert out["summary"] == extractive(LONG)
     assert model.requests == []
     assert any("summarizer" in warning and "ignored" in warning for warning in recalled.get("warnings", []))

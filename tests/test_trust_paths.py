@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from mcp_client import serve, server_env, text_of
 from test_cli import eventmem, ok_json, save, search_ids
-from test_mcp_stdio import serve, server_env, text_of
 
 from eventmem.errors import UnsafePath
 from eventmem.project import ProjectPaths, RootChoice
@@ -41,11 +41,6 @@ def outside_folder(tmp_path: Path) -> Path:
     target.mkdir()
     (target / "keep.txt").write_text("not eventmem's\n", encoding="utf-8")
     return target
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def refused_in_one_line(result: subprocess.CompletedProcess[str], link: str) -> None:
