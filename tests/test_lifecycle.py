@@ -66,6 +66,15 @@ async def store(client: Client, content: str, **fields: Any) -> str:
     return memory_id
 
 
+def compact_twice(project: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reports of two compactions in a row, by a fresh service on the project."""
+    service = reopen(project)
+    try:
+        return service.compact(), service.compact()
+    finally:
+        service.close()
+
+
 def lines_of(root: Path) -> list[bytes]:
     """Every line of every segment (journal and archive)."""
     return [
@@ -205,12 +214,7 @@ async def test_compaction_writes_one_expired_event_per_memory_past_its_ttl(proje
     fresh = old_memory("Temporary: the release freeze lasts a week.", days=1, ttl=30 * 86400)
     forever = old_memory("We deploy on Tuesdays.", days=1, ttl=None)
     write_events(project, [due, fresh, forever])
-    service = reopen(project)
-    try:
-        report = service.compact()
-        again = service.compact()
-    finally:
-        service.close()
+    report, again = compact_twice(project)
     assert report["expired"] == [due.memory]
     assert again["expired"] == []
     expired = [e for e in journal_events(project) if e["type"] == "expired"]
@@ -886,12 +890,7 @@ def test_compaction_moves_the_history_of_long_dead_memories_into_an_archive_segm
     seeded = seed_archive(project)
     before_lines = lines_of(project)
     before = answers(project)
-    service = reopen(project)
-    try:
-        report = service.compact()
-        again = service.compact()
-    finally:
-        service.close()
+    report, again = compact_twice(project)
     (archived,) = report["archived"]
     assert again["archived"] == []
     archive_files = list((project / ".eventmem" / "archive").glob("*.jsonl"))

@@ -43,6 +43,17 @@ def outside_folder(tmp_path: Path) -> Path:
     return target
 
 
+def linked_outside(tmp_path: Path, project: Path, folder: str) -> Path:
+    """``.eventmem/<folder>`` made a link to a folder outside the project (the real one, if any, moved
+    away); returns the link's target."""
+    target = outside_folder(tmp_path)
+    link = project / ".eventmem" / folder
+    if link.exists():
+        os.rename(link, tmp_path / f"{folder}-moved-away")
+    link.symlink_to(target, target_is_directory=True)
+    return target
+
+
 def refused_in_one_line(result: subprocess.CompletedProcess[str], link: str) -> None:
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("eventmem: ")]
@@ -80,11 +91,7 @@ def test_a_save_into_a_linked_memory_folder_is_refused_and_writes_nothing_there(
     tmp_path: Path, project: Path, folder: str
 ) -> None:
     assert eventmem(project, "init").returncode == 0
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        link.rmdir()
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "save", "A decision about retries."), folder)
@@ -96,11 +103,7 @@ def test_a_rebuild_with_a_linked_cache_or_local_folder_is_refused_and_writes_not
     tmp_path: Path, project: Path, folder: str
 ) -> None:
     save(project, "The scheduler retries failed jobs three times.")
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        os.rename(link, tmp_path / f"{folder}-moved-away")
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "rebuild"), folder)
@@ -127,11 +130,7 @@ def test_an_import_into_a_linked_memory_folder_is_refused_and_writes_nothing_the
     incoming = project / "incoming"
     incoming.mkdir()
     (incoming / "project.md").write_text("# Project\n\nA scheduler for batch jobs.\n", encoding="utf-8")
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        link.rmdir()
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "import", "pmp", "incoming"), folder)
