@@ -9,18 +9,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import anyio
 import pytest
+import watchfiles
 
 import eventmem.store as store_module
 from eventmem.project import RootChoice
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
+WAIT = 60.0  # seconds: a bound on every wait for a process or a server, far above what a loaded machine needs
 
 
 @pytest.fixture(autouse=True)
@@ -111,6 +114,23 @@ def journal_files(*roots: Path) -> dict[str, bytes]:
             for path in sorted((root / ".eventmem" / folder).glob("*.jsonl")):
                 out[str(path)] = path.read_bytes()
     return out
+
+
+async def wait_until(
+    condition: Callable[[], bool], watched: Path, failure: Callable[[], str], *, timeout: float = WAIT
+) -> None:
+    """Return once ``condition()`` holds. It is checked at once, then at each change of ``watched`` (a file,
+    or a folder and what is under it), and at least once a second in case a change came before the
+    watch began; after ``timeout`` seconds the test fails with ``failure()``."""
+    if condition():
+        return
+    try:
+        with anyio.fail_after(timeout):
+            async for _ in watchfiles.awatch(watched, watch_filter=None, yield_on_timeout=True, rust_timeout=1000):
+                if condition():
+                    return
+    except TimeoutError:
+        pytest.fail(failure())
 
 
 def reopen(project: Path) -> MemoryService:

@@ -16,7 +16,6 @@ from mcp.types import CallToolResult, Implementation, TextContent
 from eventmem.mcp_server import build_server
 from eventmem.project import RootChoice
 
-WAIT = 60.0  # seconds: a bound on every wait for the server, far above what a loaded machine needs
 DEFAULT_TOOLS = {  # tools every profile offers
     "save_context",
     "retrieve_context",

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from conftest import journal_events
+from conftest import WAIT, journal_events
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_client import WAIT, assert_clean_stderr, serve
+from mcp_client import assert_clean_stderr, serve
 
 from eventmem.events import MemorySaved
 from eventmem.ids import new_id, to_iso

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ProcessGroup, eventmem_command, git, journal_events, journal_files
+from conftest import WAIT, ProcessGroup, eventmem_command, git, journal_events, journal_files
 from mcp_client import (
     DEFAULT_TOOLS,
     STDIO_CLIENT,
-    WAIT,
     assert_clean_stderr,
     call,
     call_error,

@@ -19,11 +19,11 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import eventmem_command, git, journal_events, reopen
+from conftest import WAIT, eventmem_command, git, journal_events, reopen, wait_until
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, ResourceUpdatedNotification
-from mcp_client import WAIT, assert_clean_stderr, call_error, call_tool, serve, server_env
+from mcp_client import assert_clean_stderr, call_error, call_tool, serve, server_env
 from mcp_client import connect as connect_client
 
 from eventmem.errors import InvalidInput
@@ -747,10 +747,9 @@ async def test_a_server_brings_the_ai_view_up_to_date_shortly_after_start(projec
     ProjectContext(writer).add_decision("Decided while no server was running.")
     writer.close()
     shutil.rmtree(project / ".eventmem" / "cache" / "ai", ignore_errors=True)
+    decisions = project / ".eventmem" / "cache" / "ai" / "decisions.md"
     async with connect(project, mode="legacy"):
-        with anyio.fail_after(WAIT):
-            while not (project / ".eventmem" / "cache" / "ai" / "decisions.md").is_file():
-                await anyio.sleep(0.05)
+        await wait_until(decisions.is_file, decisions.parent.parent, lambda: "no .ai view was rendered")
     assert "Decided while no server was running." in view(project, "decisions.md")
 
 

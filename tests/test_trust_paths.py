@@ -8,11 +8,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, wait_until
 from mcp_client import serve, server_env, text_of
 from test_cli import eventmem, ok_json, save, search_ids
 
@@ -265,10 +264,11 @@ async def test_a_server_whose_render_folder_became_a_link_says_so_in_one_log_lin
         before = tree(target)
         assert eventmem(project, "save", "Current task: ship the retry fix today", "--type", "current_task").returncode
         save(project, "A decision another process made", "--type", "decision")
-        deadline = time.monotonic() + 60
-        while "could not render the .ai view" not in log.read_text(encoding="utf-8"):
-            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
-            await session.send_ping()
+        await wait_until(
+            lambda: "could not render the .ai view" in log.read_text(encoding="utf-8"),
+            log,
+            lambda: log.read_text(encoding="utf-8"),
+        )
     assert tree(target) == before
     lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "could not render" in line]
     assert lines and all(".ai" in line and "symbolic link" in line for line in lines)
