@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from conftest import REPO, journal_files
 from mcp import Client
@@ -31,12 +32,13 @@ def connect_all(project: Path) -> AbstractAsyncContextManager[Client]:
     return connect(project, client_info=PYTEST_CLIENT, tools="all")
 
 
-def _tool_schemas() -> dict[str, dict[str, Any]]:
+def tool_schemas() -> dict[str, dict[str, Any]]:
+    """The input schema of every tool, as the server lists them."""
     server = build_server(RootChoice(REPO, "test"), tools="all")
-    return {tool.name: tool.parameters for tool in server._tool_manager.list_tools()}
+    return {tool.name: tool.input_schema for tool in anyio.run(server.list_tools)}
 
 
-TOOL_SCHEMAS = _tool_schemas()
+TOOL_SCHEMAS = tool_schemas()
 
 
 # -- the README and the schemas show the table ---------------------------------------------------------
