@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -19,7 +20,10 @@ import pytest
 import watchfiles
 
 import eventmem.store as store_module
-from eventmem.project import RootChoice
+from eventmem.events import MemorySaved
+from eventmem.ids import new_id, to_iso
+from eventmem.journal import Journal
+from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,6 +135,26 @@ async def wait_until(
                     return
     except TimeoutError:
         pytest.fail(failure())
+
+
+def journal_bytes(project: Path) -> bytes:
+    """The bytes of every ``.jsonl`` file eventmem keeps in the project (journal, archive, access counts)."""
+    return b"".join(p.read_bytes() for p in sorted((project / ".eventmem").glob("*/*.jsonl")))
+
+
+def ago(**delta: float) -> str:
+    """The time ``delta`` (``timedelta`` arguments) before now, as a journal writes it."""
+    return to_iso(datetime.now(UTC) - timedelta(**delta))
+
+
+def write_events(root: Path, events: list[Any]) -> None:
+    """Append events as another process of this clone would (old timestamps allowed)."""
+    Journal(ProjectPaths(root)).append(events)
+
+
+def old_memory(content: str, *, days: float, ttl: int | None = 3600, **fields: Any) -> MemorySaved:
+    """A memory saved ``days`` ago with a TTL of ``ttl`` seconds (``None``: long-term)."""
+    return MemorySaved(id=new_id(), ts=ago(days=days), memory=new_id(), content=content, ttl_seconds=ttl, **fields)
 
 
 def reopen(project: Path) -> MemoryService:

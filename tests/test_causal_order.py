@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import git
 from mcp_client import call, serve, server_env
-from test_cli import eventmem, ok_json, only_segment, save
 
 from eventmem.codec import decode_line, encode_event
 from eventmem.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated

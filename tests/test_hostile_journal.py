@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reopen, wait_until
+from cli_runner import eventmem, ok_json, only_segment, save
+from conftest import journal_bytes, reopen, wait_until
 from mcp_client import assert_clean_stderr, call, serve, server_env
-from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
 
 from eventmem.codec import LineError, decode_line, decode_lines, encode_event
 from eventmem.errors import InvalidInput

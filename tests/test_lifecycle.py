@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import global_dir, journal_events, reopen
+from conftest import ago, global_dir, journal_events, old_memory, reopen, write_events
 from mcp import Client
 from mcp.types import Implementation
 from mcp_client import call, call_error
@@ -28,7 +28,6 @@ from mcp_client import connect as connect_client
 
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryExpired, MemorySaved
 from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
 from eventmem.project import ProjectPaths
 
 pytestmark = pytest.mark.anyio
@@ -84,19 +83,6 @@ def lines_of(root: Path) -> list[bytes]:
         for line in path.read_bytes().splitlines()
         if line.strip()
     ]
-
-
-def ago(**delta: float) -> str:
-    return to_iso(datetime.now(UTC) - timedelta(**delta))
-
-
-def write_events(root: Path, events: list[Any]) -> None:
-    """Append events as another process of this clone would (old timestamps allowed)."""
-    Journal(ProjectPaths(root)).append(events)
-
-
-def old_memory(content: str, *, days: float, ttl: int | None = 3600, **fields: Any) -> MemorySaved:
-    return MemorySaved(id=new_id(), ts=ago(days=days), memory=new_id(), content=content, ttl_seconds=ttl, **fields)
 
 
 def ids(results: list[dict[str, Any]]) -> list[str]:

@@ -8,21 +8,18 @@ sleeping) until the journal holds the ``expired`` event the scheduler wrote.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as types
 import pytest
-from conftest import WAIT, journal_events
+from conftest import WAIT, journal_events, old_memory, write_events
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_client import assert_clean_stderr, serve
 
-from eventmem.events import MemorySaved
-from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths
+from eventmem.ids import to_iso
 
 
 def expired_events(project: Path) -> list[dict[str, Any]]:
@@ -34,14 +31,7 @@ def test_the_server_expires_memories_on_its_own_schedule(project: Path, tmp_path
     env["EVENTMEM_ROOT"] = str(project)
     env["EVENTMEM_COMPACT_INTERVAL_SECONDS"] = "0.2"
     errlog = tmp_path / "stderr.log"
-    memory = MemorySaved(
-        id=new_id(),
-        ts=to_iso(datetime.now(UTC) - timedelta(days=1)),
-        by="another-process",
-        memory=new_id(),
-        content="Temporary: the staging cluster is being rebuilt.",
-        ttl_seconds=3600,
-    )
+    memory = old_memory("Temporary: the staging cluster is being rebuilt.", days=1, by="another-process")
     done = anyio.Event()
 
     async def on_message(message: Any) -> None:
@@ -55,7 +45,7 @@ def test_the_server_expires_memories_on_its_own_schedule(project: Path, tmp_path
             with pytest.warns(MCPDeprecationWarning):
                 await client.subscribe_resource("memory://summary")
             await client.call_tool("retrieve_context", {"query": "warm up"})  # the memory is loaded
-            Journal(ProjectPaths(project)).append([memory])
+            write_events(project, [memory])
             with anyio.fail_after(WAIT):
                 await done.wait()
             found = await client.call_tool("recall_memories", {"query": "staging cluster rebuilt"})

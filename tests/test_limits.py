@@ -11,10 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import REPO, journal_files
+from cli_runner import eventmem, ok_json, save
+from conftest import REPO, journal_bytes, journal_files
 from mcp import Client
 from mcp_client import PYTEST_CLIENT, call, call_error, connect, serve, server_env, text_of
-from test_cli import eventmem, journal_bytes, ok_json, save
 
 from eventmem.errors import InvalidInput
 from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS, MAX_TTL_SECONDS, markdown_table

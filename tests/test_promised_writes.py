@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cli_runner import eventmem, ok_json
+from conftest import ago, old_memory, write_events
 from mcp_client import assert_clean_stderr, call, call_error, serve, server_env
-from test_cli import eventmem, ok_json
-from test_lifecycle import ago, old_memory, write_events
 
 from eventmem.errors import InvalidInput
 from eventmem.events import MemoryDeleted, MemorySaved

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import journal_files
+from cli_runner import eventmem, ok_json, save, search_ids
+from conftest import ago, journal_files, old_memory, write_events
 from mcp_client import STDIO_CLIENT, assert_clean_stderr, call, call_error, serve, server_env
-from test_cli import eventmem, ok_json, save, search_ids
-from test_lifecycle import ago, old_memory, write_events
 
 from eventmem.events import MemoryDeleted, MemoryExpired
 from eventmem.ids import new_id

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import secret_corpus
-from conftest import REPO, eventmem_command, git
+from cli_runner import eventmem
+from conftest import REPO, git
 from mcp import ClientSession
 from mcp_client import call, serve, server_env
 
@@ -56,7 +57,7 @@ def leaks_in(data: bytes) -> list[str]:
 
 
 def run_cli(project: Path, *args: str) -> str:
-    result = subprocess.run(eventmem_command(*args), cwd=project, capture_output=True, text=True, timeout=120)
+    result = eventmem(project, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, git
 from embedding_standins import StandIn, serve
 from mcp_client import call, server_env
@@ -34,9 +35,7 @@ def remote(standin: StandIn) -> str:
 
 def run(project: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SOME_SECRET=TOKEN, **extra)
-    return subprocess.run(
-        eventmem_command(*args), cwd=project, capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return eventmem(project, *args, env=env)
 
 
 def saved(project: Path, text: str, **extra: str) -> subprocess.CompletedProcess[str]:

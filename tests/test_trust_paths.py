@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_runner import eventmem, ok_json, save, search_ids
 from conftest import git, wait_until
 from mcp_client import serve, server_env, text_of
-from test_cli import eventmem, ok_json, save, search_ids
 
 from eventmem.errors import UnsafePath
 from eventmem.project import ProjectPaths, RootChoice
