@@ -65,7 +65,7 @@ from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.limits import MAX_CONFIG_BYTES, MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
-from eventmem.state import event_digest
+from eventmem.stamps import event_digest
 from eventmem.terminal import printable
 
 __all__ = [

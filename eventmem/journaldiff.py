@@ -22,8 +22,8 @@ from eventmem.codec import UnknownEvent
 from eventmem.concurrency import ConcurrentEdit, find_concurrent_edits
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryPromoted, MemoryRestored, memory_ids
 from eventmem.history import History, decode_segment, default_base, load, merge_base, read_revision
-from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
-from eventmem.state import LinkRecord, MemoryRecord, State
+from eventmem.records import REGISTERS, LinkRecord, MemoryRecord
+from eventmem.state import State
 from eventmem.terminal import print_json, printable
 
 __all__ = [
