@@ -463,7 +463,7 @@ class _Rules:
             self.links.add(event.link)
 
     def apply(self, events: list[tuple[_Line, Decoded]], findings: list[Finding]) -> None:
-        from eventmem.pmp import SECTIONS
+        from eventmem.context.sections import SECTIONS
 
         sections = {section.memory_id for section in SECTIONS if section.singleton}
         base_ids = set(self.by_id)

@@ -28,10 +28,10 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, ResourceUpdatedNotification
 from mcp_client import call_tool, text_of
 
+from eventmem.context.project_context import ProjectContext
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import PROFILES, build_server, choose_families
 from eventmem.project import RootChoice, find_root
-from eventmem.project_context import ProjectContext
 
 pytestmark = pytest.mark.anyio
 

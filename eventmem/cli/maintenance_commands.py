@@ -132,7 +132,7 @@ def cmd_allow(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``eventmem import pmp <dir>``: an ``.ai/`` directory of the shared project-memory protocol."""
-    from eventmem.project_context import ProjectContext
+    from eventmem.context.project_context import ProjectContext
 
     service = open_service_of(args)
     try:
