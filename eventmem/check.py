@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import msgspec
 
-from eventmem.audit import Finding, setting_line
+from eventmem.audit_report import Finding
 from eventmem.codec import LineError, UnknownEvent, decode_line
 from eventmem.config import invalid_setting, network_settings
 from eventmem.events import (
@@ -52,6 +52,7 @@ from eventmem.events import (
 from eventmem.history import HistoryError, cat_file, decode_segment, default_base, git, merge_base
 from eventmem.ids import iso_to_epoch
 from eventmem.limits import MAX_CHECKED_BLOB_BYTES
+from eventmem.trust_audit import setting_line
 
 __all__ = ["CheckReport", "check_branch"]
 

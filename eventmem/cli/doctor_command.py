@@ -13,7 +13,7 @@ from eventmem.project import ProjectPaths
 from eventmem.terminal import print_json, printable
 
 if TYPE_CHECKING:
-    from eventmem.audit import AuditReport, Finding
+    from eventmem.audit_report import AuditReport, Finding
 
 __all__ = ["cmd_doctor"]
 
@@ -128,7 +128,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def doctor_findings(paths: ProjectPaths) -> tuple[AuditReport, list[Finding]]:
     """The audit of the journal (git history not consulted) and its findings, as ``check`` tells them."""
-    from eventmem.audit import audit, findings
+    from eventmem.audit import audit
+    from eventmem.audit_findings import findings
 
     report = audit(paths, use_git=False)
     return report, findings(report)
