@@ -49,7 +49,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from eventmem.codec import LineError, UnknownEvent, decode_line
-    from eventmem.journaldiff import diff_files, diff_specs, show
+    from eventmem.journaldiff import diff_files, diff_specs
+    from eventmem.journaldiff_render import show
 
     if args.textconv:  # one sentence per line, so git's line diff reads as sentences
         with open(args.textconv, "rb") as handle:
@@ -76,7 +77,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_pr_summary(args: argparse.Namespace) -> int:
     from eventmem.history import default_base
-    from eventmem.journaldiff import pr_summary, render_markdown
+    from eventmem.journaldiff import pr_summary
+    from eventmem.journaldiff_render import render_markdown
 
     root = root_of(args).root
     base = args.base or default_base(root)
