@@ -26,7 +26,7 @@ __all__ = [
 Command = Callable[[argparse.Namespace], int]
 
 
-class PrintableFormatter(logging.Formatter):
+class _PrintableFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return printable(super().format(record), multiline=True)
 
@@ -37,7 +37,7 @@ def configure_logging() -> None:
     level = os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
     known = isinstance(logging.getLevelName(level), int)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PrintableFormatter("eventmem %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_PrintableFormatter("eventmem %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level if known else "WARNING", handlers=[handler])
     if not known:
         logging.getLogger("eventmem").warning(
@@ -62,7 +62,7 @@ def failure(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def fail(message: str, code: int, as_json: bool, prog: str) -> int:
+def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
     if as_json:
         try:
             print_json({"status": "error", "error": message})
@@ -93,7 +93,7 @@ def set_verdict(code: int) -> None:
     _VERDICT["code"] = code
 
 
-def quiet_stdout() -> None:
+def _quiet_stdout() -> None:
     """The reader went away (``eventmem log | head -1``): drop the rest of the output, as Unix tools do."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -115,14 +115,14 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         sys.stdout.flush()
         return code
     except BrokenPipeError:
-        quiet_stdout()
+        _quiet_stdout()
         return _VERDICT.get("code", 0)
     except KeyboardInterrupt:
         return 130
     except InvalidInput as exc:
-        return fail(str(exc), 2, as_json, prog)
+        return _fail(str(exc), 2, as_json, prog)
     except (EventmemError, OSError) as exc:
-        return fail(failure(exc), 1, as_json, prog)
+        return _fail(failure(exc), 1, as_json, prog)
     except Exception as exc:
         debug = os.environ.get("EVENTMEM_DEBUG", "").strip() not in ("", "0")
         if debug:
@@ -132,6 +132,6 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
             str(part) for part in (getattr(args, "command", None), getattr(args, "replay_command", None)) if part
         )
         what = f"`{prog} {command}`" if command else f"`{prog}`"
-        return fail(f"{what} failed unexpectedly ({type(exc).__name__}: {failure(exc)}); {where}", 1, as_json, prog)
+        return _fail(f"{what} failed unexpectedly ({type(exc).__name__}: {failure(exc)}); {where}", 1, as_json, prog)
     finally:
         sys.stdout = stdout

@@ -38,7 +38,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     snapshot = paths.cache_dir / "snapshot.bin"
     conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
     ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
-    audited, findings = doctor_findings(paths)
+    audited, findings = _doctor_findings(paths)
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -126,7 +126,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if report["healthy"] else 1
 
 
-def doctor_findings(paths: ProjectPaths) -> tuple[AuditReport, list[Finding]]:
+def _doctor_findings(paths: ProjectPaths) -> tuple[AuditReport, list[Finding]]:
     """The audit of the journal (git history not consulted) and its findings, as ``check`` tells them."""
     from eventmem.audit import audit
     from eventmem.audit_findings import findings

@@ -13,10 +13,10 @@ from eventmem.cli.roots import open_service_of, root_of
 from eventmem.terminal import print_json, printable
 from eventmem.validation import check_whole
 
-__all__ = ["cmd_check", "cmd_diff", "cmd_log", "cmd_pr_summary", "describe_event"]
+__all__ = ["cmd_check", "cmd_diff", "cmd_log", "cmd_pr_summary"]
 
 
-def describe_event(event: dict[str, Any]) -> str:
+def _describe(event: dict[str, Any]) -> str:
     kind = event["type"]
     who = f" by {event['by']}" if event.get("by") else ""
     target = event.get("memory") or event.get("link") or ""
@@ -43,7 +43,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(f"no history for {printable(args.id)}" if args.id else "the journal is empty")
     else:
         for event in events:
-            print(describe_event(event))
+            print(_describe(event))
     return 0 if events or not args.id else 1
 
 
@@ -63,7 +63,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 if isinstance(event, UnknownEvent):
                     print(printable(f"{event.ts}  {event.type:<9} (event type from a newer eventmem, kept)"))
                 else:
-                    print(describe_event(msgspec.to_builtins(event)))
+                    print(_describe(msgspec.to_builtins(event)))
         return 0
     if args.git_driver:  # git's external diff: path old-file old-hex old-mode new-file new-hex new-mode
         path, old_file, _, _, new_file, _, _ = args.git_driver

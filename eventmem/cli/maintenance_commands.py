@@ -60,7 +60,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.dry_run:
-        return show_compact_preview(args, report)
+        return _show_compact_preview(args, report)
     if args.json:
         print_json({"status": "success", **report})
     else:
@@ -75,7 +75,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_compact_preview(args: argparse.Namespace, report: dict[str, Any]) -> int:
+def _show_compact_preview(args: argparse.Namespace, report: dict[str, Any]) -> int:
     if args.json:
         print_json({"status": "success", **report})
         return 0

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-def show_memory(memory: Any) -> None:
+def _show_memory(memory: Any) -> None:
     print(f"{memory.id}  [{memory.kind}] {memory.status}  importance {memory.importance}")
     if memory.title:
         print(f"title:    {printable(memory.title)}")
@@ -94,7 +94,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def listed(values: list[str] | None) -> list[str] | None:
+def _listed(values: list[str] | None) -> list[str] | None:
     """Repeated options, each of which may also hold comma-separated values, as one list."""
     if values is None:
         return None
@@ -108,7 +108,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         text,
         title=args.title or "",
         summary=args.summary,
-        tags=listed(args.tag),
+        tags=_listed(args.tag),
         kind=args.type,
         importance=args.importance,
         ttl_seconds=args.ttl,
@@ -132,8 +132,8 @@ def cmd_save(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     service = open_service_of(args)
     filters = Filters(
-        kinds=tuple(listed(args.type) or ()),
-        tags=tuple(listed(args.tag) or ()),
+        kinds=tuple(_listed(args.type) or ()),
+        tags=tuple(_listed(args.tag) or ()),
         scope=args.scope,
         min_importance=args.min_importance,
     )
@@ -159,7 +159,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"status": "success", "memory": memory})
     else:
-        show_memory(memory)
+        _show_memory(memory)
     return 0
 
 
@@ -179,7 +179,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         content=args.content,
         title=args.title,
         summary=args.summary,
-        tags=listed(args.tag),
+        tags=_listed(args.tag),
         kind=args.type,
         importance=args.importance,
         ttl_seconds=ttl,
