@@ -20,7 +20,7 @@ from mcp_client import call, serve, server_env
 from eventmem.codec import decode_line, encode_event
 from eventmem.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso
-from eventmem.state import event_digest
+from eventmem.stamps import event_digest
 
 pytestmark = pytest.mark.anyio
 

@@ -26,10 +26,10 @@ from mcp.types import Implementation, ResourceUpdatedNotification
 from mcp_client import assert_clean_stderr, call_error, call_tool, serve, server_env
 from mcp_client import connect as connect_client
 
+from eventmem.context.project_context import ProjectContext
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import PROFILES, choose_families
 from eventmem.project import find_root
-from eventmem.project_context import ProjectContext
 
 pytestmark = pytest.mark.anyio
 
