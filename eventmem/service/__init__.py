@@ -6,7 +6,7 @@ here knows about MCP or the terminal.
 
 The parts: :mod:`~eventmem.service.models` (what it returns), :mod:`~eventmem.service.inputs` (argument
 checks), :mod:`~eventmem.service.part` (the stores the parts share), :mod:`~eventmem.service.commands`,
-:mod:`~eventmem.service.queries`, :mod:`~eventmem.service.access` (access counting),
+:mod:`~eventmem.service.links`, :mod:`~eventmem.service.queries`, :mod:`~eventmem.service.access` (access counting),
 :mod:`~eventmem.service.maintenance`, and :mod:`~eventmem.service.app`, the composition root.
 """
 

@@ -12,6 +12,7 @@ from eventmem.embedder import Embedder, HashingEmbedder
 from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
+from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
@@ -23,10 +24,12 @@ __all__ = ["MemoryService", "make_embedder", "open_service"]
 log = logging.getLogger("eventmem.service")
 
 
-class MemoryService:
-    """One project's memory (and the user-wide global memory, when present): its methods are those of
-    its parts, :class:`~eventmem.service.commands.Commands`, :class:`~eventmem.service.queries.Queries`,
-    :class:`~eventmem.service.access.Accesses` and :class:`~eventmem.service.maintenance.Maintenance`."""
+class MemoryService(Part):
+    """One project's memory (and the user-wide global memory, when present). Finding and showing a memory
+    are its own (:class:`~eventmem.service.part.Part`); its other methods are those of its parts:
+    :class:`~eventmem.service.commands.Commands`, :class:`~eventmem.service.links.Links`,
+    :class:`~eventmem.service.queries.Queries`, :class:`~eventmem.service.access.Accesses` and
+    :class:`~eventmem.service.maintenance.Maintenance`, all on the same :class:`~eventmem.service.part.Shared`."""
 
     def __init__(
         self,
@@ -43,14 +46,7 @@ class MemoryService:
             summarizer=summarizer or ExtractiveSummarizer(),
             global_store=global_store,
         )
-        self._shared = shared
-        stores = Part(shared)
-        self.stores = stores.stores
-        self.store_for = stores.store_for
-        self.catch_up = stores.catch_up
-        self.view = stores.view
-        self.search_notes = stores.search_notes
-        self.close = stores.close
+        super().__init__(shared)
         accesses = Accesses(shared)
         self.record_access = accesses.record_access
         commands = Commands(shared, accesses, self._write_section)
@@ -61,7 +57,7 @@ class MemoryService:
         self.restore = commands.restore
         self.promote = commands.promote
         self.supersede = commands.supersede
-        self.link = commands.link
+        self.link = Links(shared).link
         queries = Queries(shared, accesses)
         self.get = queries.get
         self.recall = queries.recall
@@ -76,47 +72,27 @@ class MemoryService:
         self.vector_status = maintenance.vector_status
 
     @property
-    def project(self) -> Store:
-        return self._shared.project
-
-    @property
-    def root(self) -> RootChoice:
-        return self._shared.root
-
-    @property
-    def config(self) -> Config:
-        return self._shared.config
-
-    @config.setter
-    def config(self, config: Config) -> None:
-        self._shared.config = config
-
-    @property
     def summarizer(self) -> Summarizer:
-        return self._shared.summarizer
-
-    @summarizer.setter
-    def summarizer(self, summarizer: Summarizer) -> None:
-        self._shared.summarizer = summarizer
+        return self.shared.summarizer
 
     @property
     def ignored_settings(self) -> list[str]:
         """Settings of a tracked config file left out because they reach the network (see
         :func:`eventmem.config.load_settings`)."""
-        return self._shared.ignored_settings
+        return self.shared.ignored_settings
 
     @ignored_settings.setter
     def ignored_settings(self, lines: list[str]) -> None:
-        self._shared.ignored_settings = lines
+        self.shared.ignored_settings = lines
 
     @property
     def allowed_settings(self) -> list[str]:
         """Settings of the tracked config file that reach the network, in effect by ``eventmem allow``."""
-        return self._shared.allowed_settings
+        return self.shared.allowed_settings
 
     @allowed_settings.setter
     def allowed_settings(self, lines: list[str]) -> None:
-        self._shared.allowed_settings = lines
+        self.shared.allowed_settings = lines
 
     def _write_section(self, key: str, content: str, by: str) -> None:
         """Write a project-context section through :class:`~eventmem.project_context.ProjectContext`,

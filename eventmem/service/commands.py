@@ -1,4 +1,4 @@
-"""The service's commands: save, update, delete, restore, promote, supersede and link.
+"""The service's commands on memories: save, update, delete, restore, promote and supersede.
 
 Each validates its arguments first, turns them into events and appends them; a plan run under the
 journal lock re-checks what another process may have changed meanwhile."""
@@ -28,19 +28,15 @@ from eventmem.ids import new_id, now_iso
 from eventmem.pmp import Section, singleton_of_kind
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import (
-    _check_by,
-    _check_importance,
-    _check_kind,
-    _check_relation,
-    _check_ttl,
-    _check_unit,
-    _normalize_tags,
-    _refuse_second_singleton,
-    clean_text,
+    check_by,
+    check_importance,
+    check_kind,
+    check_ttl,
+    normalize_tags,
+    refuse_second_singleton,
 )
 from eventmem.service.models import Link, Memory, Saved, _link_view
 from eventmem.service.part import Part, Shared
-from eventmem.state import LinkRecord
 from eventmem.store import Store
 from eventmem.validation import check_length, refusal
 
@@ -54,15 +50,12 @@ def _after(head: str, events: list[AnyEvent]) -> list[AnyEvent]:
 
 
 class Commands(Part):
-    """Every write a caller asks for. ``write_section`` writes a project-context section (key, text, by)."""
+    """Writes to memories. ``write_section`` writes a project-context section (key, text, by)."""
 
     def __init__(self, shared: Shared, accesses: Accesses, write_section: Callable[[str, str, str], None]) -> None:
         super().__init__(shared)
         self.accesses = accesses
         self.write_section = write_section
-
-    def _clean_text(self, text: str, field: str, *, required: bool) -> str:
-        return clean_text(self.config, text, field, required=required)
 
     def _summary_for(self, content: str, summary: str | None) -> str:
         if summary is not None and summary.strip():
@@ -125,11 +118,11 @@ class Commands(Part):
             return self._save_section(section, content, ttl_seconds=ttl_seconds, by=by, content_field=content_field)
         content = self._clean_text(content, content_field, required=True)
         title = self._clean_text(title or "", "title", required=False)
-        tag_list = _normalize_tags(tags)  # before the summary is made: every argument is checked first
-        checked_importance, checked_ttl = _check_importance(importance), _check_ttl(ttl_seconds)
+        tag_list = normalize_tags(tags)  # before the summary is made: every argument is checked first
+        checked_importance, checked_ttl = check_importance(importance), check_ttl(ttl_seconds)
         if summary is not None:
             check_length(summary, "summary")
-        _check_by(by)
+        check_by(by)
         if memory_id is not None:
             check_length(memory_id, "memory_id")
         if scope not in SCOPES:
@@ -139,7 +132,7 @@ class Commands(Part):
             ts=now_iso(),
             by=by,
             memory=memory_id or new_id(),
-            kind=_check_kind(kind),
+            kind=check_kind(kind),
             scope="global" if scope == "global" else "project",
             title=title,
             content=content,
@@ -217,18 +210,18 @@ class Commands(Part):
         by: str = "",
     ) -> Memory:
         store, record = self._find(memory_id)
-        _check_by(by)
+        check_by(by)
         if summary is not None:
             check_length(summary, "summary")
         changes: dict[str, Any] = {}
         if title is not None:  # the cheap checks first: a refused title must not cost a summary
             changes["title"] = self._clean_text(title, "title", required=False)
         if tags is not None:
-            changes["tags"] = _normalize_tags(tags)
+            changes["tags"] = normalize_tags(tags)
         if importance is not None:
-            changes["importance"] = _check_importance(importance)
+            changes["importance"] = check_importance(importance)
         if ttl_seconds != "unchanged":
-            changes["ttl_seconds"] = _check_ttl(ttl_seconds)
+            changes["ttl_seconds"] = check_ttl(ttl_seconds)
         if content is not None:
             new_content = self._clean_text(content, "content", required=True)
             if new_content != record.content:
@@ -238,8 +231,8 @@ class Commands(Part):
         if summary is not None:
             changes["summary"] = self._summary_for(changes.get("content", record.content), summary)
         if kind is not None:
-            changes["kind"] = _check_kind(kind)
-            _refuse_second_singleton(record.id, changes["kind"])
+            changes["kind"] = check_kind(kind)
+            refuse_second_singleton(record.id, changes["kind"])
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if not changes:
             return self.view(store, record)
@@ -249,7 +242,7 @@ class Commands(Part):
 
     def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
         reason = self._clean_text(reason or "", "reason", required=False)
-        _check_by(by)
+        check_by(by)
         store, record = self._find(memory_id)
         view = self.view(store, record)
         ts = now_iso()
@@ -289,7 +282,7 @@ class Commands(Part):
             raise refusal("memory_id", "a memory's id", memory_id)
         memory_id = check_length(memory_id.strip(), "memory_id")
         reason = self._clean_text(reason or "", "reason", required=False)
-        _check_by(by)
+        check_by(by)
         store = self._owner(memory_id)
         ts = now_iso()
         planned: list[tuple[Store, AnyEvent]] = []
@@ -313,7 +306,7 @@ class Commands(Part):
     def promote(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
         """Make a memory long-term with a ``promoted`` event. Returns (memory, whether it changed)."""
         reason = self._clean_text(reason or "", "reason", required=False)
-        _check_by(by)
+        check_by(by)
         store, record = self._find(memory_id)
 
         def plan() -> list[AnyEvent]:
@@ -347,23 +340,23 @@ class Commands(Part):
         scope from the old one unless given) and a ``supersedes`` link from it to the old one, in one
         append. The old memory stays in the history and is no longer returned by default."""
         store, old = self._find(old_id)
-        _refuse_second_singleton("", old.kind if kind is None else _check_kind(kind))
+        refuse_second_singleton("", old.kind if kind is None else check_kind(kind))
         content = self._clean_text(content, "content", required=True)
         new_title = old.title if title is None else self._clean_text(title, "title", required=False)
-        new_tags = old.tags if tags is None else _normalize_tags(tags)
-        new_importance = old.importance if importance is None else _check_importance(importance)
-        new_ttl = _check_ttl(ttl_seconds)
+        new_tags = old.tags if tags is None else normalize_tags(tags)
+        new_importance = old.importance if importance is None else check_importance(importance)
+        new_ttl = check_ttl(ttl_seconds)
         link_context = self._clean_text(reason or "", "reason", required=False)
         if summary is not None:
             check_length(summary, "summary")
-        _check_by(by)
+        check_by(by)
         ts = now_iso()
         event = MemorySaved(
             id=new_id(),
             ts=ts,
             by=by,
             memory=new_id(),
-            kind=old.kind if kind is None else _check_kind(kind),
+            kind=old.kind if kind is None else check_kind(kind),
             scope="global" if old.scope == "global" else "project",
             title=new_title,
             content=content,
@@ -385,51 +378,3 @@ class Commands(Part):
         )
         store.append([event, *self._promotion_at_save(event), link])
         return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])
-
-    def link(
-        self,
-        source_id: str,
-        target_id: str,
-        relation: str = "related_to",
-        *,
-        strength: float = 1.0,
-        context: str = "",
-        by: str = "",
-    ) -> tuple[Link, bool]:
-        """A typed link between two live memories. The same (source, target, relation) again
-        returns the existing link, updated if strength or context differ. Returns (link, created)."""
-        relation = _check_relation(relation)
-        strength = _check_unit(strength, "strength")
-        context = self._clean_text(context or "", "context", required=False)
-        _check_by(by)
-        source_store, source = self._find(source_id)
-        target_store, target = self._find(target_id)
-        if source.id == target.id:
-            raise InvalidInput("a memory cannot be linked to itself")
-        # a link between a project and a global memory is kept in the project journal
-        store = source_store if source_store is target_store else self.project
-        event = LinkAdded(
-            id=new_id(),
-            ts=now_iso(),
-            by=by,
-            link=new_id(),
-            source=source.id,
-            target=target.id,
-            relation=relation,
-            strength=strength,
-            context=context,
-        )
-        found: list[LinkRecord] = []
-
-        def plan() -> list[AnyEvent]:
-            for existing in store.state.links_of(source.id):
-                if (existing.source, existing.target, existing.relation) == (source.id, target.id, relation):
-                    found.append(existing)
-                    if (existing.strength, existing.context) == (strength, context):
-                        return []
-                    return [msgspec.structs.replace(event, link=existing.id, prev=existing.head)]
-            return [event]
-
-        store.append_planned(plan)
-        link_id = found[0].id if found else event.link
-        return _link_view(store.state.links[link_id]), not found

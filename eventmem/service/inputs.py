@@ -16,7 +16,7 @@ from eventmem.redact import scrub
 from eventmem.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
 
 
-def _normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
+def normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
     """Lower-cased, spaces to ``-``, duplicates dropped; the count is checked before any tag is read."""
     if tags is None:
         return ()
@@ -36,7 +36,7 @@ def _normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _check_kind(kind: str) -> str:
+def check_kind(kind: str) -> str:
     if not isinstance(kind, str) or len(kind) > 64:
         raise refusal("type", "one of: " + ", ".join(KINDS), kind)
     kind = kind.strip().lower().replace("-", "_").replace(" ", "_")
@@ -45,18 +45,14 @@ def _check_kind(kind: str) -> str:
     return kind
 
 
-def _check_importance(value: float) -> float:
+def check_importance(value: float) -> float:
     return check_number(value, "importance")
-
-
-def _check_unit(value: float, name: str) -> float:
-    return check_number(value, name)
 
 
 _RELATION = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
-def _check_relation(value: str) -> str:
+def check_relation(value: str) -> str:
     """A well-known relation (any case) or a free-form lower_snake_case one."""
     check_length(value, "relation")
     relation = value.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) else ""
@@ -68,19 +64,14 @@ def _check_relation(value: str) -> str:
     return relation
 
 
-def _check_whole(value: int, name: str, field: str | None = None) -> int:
-    """A whole number within the limit ``name`` of :data:`eventmem.limits.LIMITS`."""
-    return check_whole(value, name, field)
-
-
-def _check_ttl(value: int | None) -> int | None:
+def check_ttl(value: int | None) -> int | None:
     """Seconds, or ``None`` for long-term; at most :data:`eventmem.limits.MAX_TTL_SECONDS`."""
     if value is None:
         return None
     return check_whole(value, "ttl_seconds")
 
 
-def _check_by(value: str) -> str:
+def check_by(value: str) -> str:
     return check_length(value, "by")
 
 
@@ -110,7 +101,7 @@ def clean_text(config: Config, text: str, field: str, *, required: bool) -> str:
     return cleaned
 
 
-def _refuse_second_singleton(memory_id: str, kind: str) -> None:
+def refuse_second_singleton(memory_id: str, kind: str) -> None:
     """A singleton type belongs to one memory, its section's: no other memory may take it on."""
     section = singleton_of_kind(kind)
     if section is not None and memory_id != section.memory_id:

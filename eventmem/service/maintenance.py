@@ -22,11 +22,10 @@ from eventmem.lifecycle import (
     latest_stamp,
     plan_expiry,
 )
-from eventmem.service.inputs import _check_whole
 from eventmem.service.part import Part, Shared
 from eventmem.state import State
 from eventmem.store import Store
-from eventmem.validation import check_length
+from eventmem.validation import check_length, check_whole
 
 __all__ = ["Maintenance"]
 
@@ -137,7 +136,7 @@ class Maintenance(Part):
         if memory_id is not None:
             check_length(memory_id, "memory_id")
         if limit:  # 0: every event
-            _check_whole(limit, "log_limit", "limit")
+            check_whole(limit, "log_limit", "limit")
         rows: list[tuple[str, dict[str, Any]]] = []
         for store in self.stores():
             for segment, result in store.journal.iter_all(with_offsets=True):

@@ -15,6 +15,7 @@ from eventmem.config import Config
 from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.lifecycle import epoch_iso
 from eventmem.project import RootChoice
+from eventmem.service.inputs import clean_text
 from eventmem.service.models import Memory
 from eventmem.state import MemoryRecord
 from eventmem.store import Store
@@ -26,7 +27,7 @@ __all__ = ["Part", "Shared"]
 
 @dataclass(eq=False)
 class Shared:
-    """One service's stores and settings, shared by its parts; ``config`` may be replaced (tools/eval.py does)."""
+    """One service's stores and settings, shared by its parts."""
 
     project: Store
     root: RootChoice
@@ -58,7 +59,12 @@ class Part:
 
     @property
     def config(self) -> Config:
+        """The settings; replacing them replaces them for every part (tools/eval.py tries settings so)."""
         return self.shared.config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self.shared.config = config
 
     @property
     def _global(self) -> Store | None:
@@ -67,6 +73,10 @@ class Part:
     @property
     def _search_notes(self) -> threading.local:
         return self.shared.search_notes
+
+    def _clean_text(self, text: str, field: str, *, required: bool) -> str:
+        """``text`` checked, scrubbed and stripped (see :func:`~eventmem.service.inputs.clean_text`)."""
+        return clean_text(self.config, text, field, required=required)
 
     def stores(self) -> list[Store]:
         out = [self.project]

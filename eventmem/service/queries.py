@@ -18,12 +18,12 @@ from eventmem.lifecycle import context_bundle, walk
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
 from eventmem.service.access import Accesses
-from eventmem.service.inputs import _check_kind, _check_relation, _check_whole
+from eventmem.service.inputs import check_kind, check_relation
 from eventmem.service.models import Hit, Memory
 from eventmem.service.part import Part, Shared
 from eventmem.state import LinkRecord, MemoryRecord
 from eventmem.store import Store
-from eventmem.validation import check_count, check_length, has_visible, refusal
+from eventmem.validation import check_count, check_length, check_whole, has_visible, refusal
 
 __all__ = ["Queries"]
 
@@ -56,7 +56,7 @@ class Queries(Part):
         check_length(query, "query")
         if not has_visible(query):
             raise refusal("query", "a text with a visible character", query)
-        limit = _check_whole(limit, "limit")
+        limit = check_whole(limit, "limit")
         filters = filters or Filters()
         filters.validate()
         hits: list[Hit] = []
@@ -124,11 +124,11 @@ class Queries(Part):
         include_superseded: bool = False,
     ) -> list[dict[str, Any]]:
         """Memories reachable from one along live links, breadth first (nearest, then strongest)."""
-        depth = _check_whole(depth, "depth")
-        limit = _check_whole(limit, "related_limit", "limit")
+        depth = check_whole(depth, "depth")
+        limit = check_whole(limit, "related_limit", "limit")
         if direction not in ("out", "in", "both"):
             raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
-        wanted = [_check_relation(r) for r in check_count(relations or (), "relations")]
+        wanted = [check_relation(r) for r in check_count(relations or (), "relations")]
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
@@ -206,7 +206,7 @@ class Queries(Part):
         the filters match, most important (or most recent) first. ``project``: memories of that
         project (this project's own, and global ones saved from it)."""
         text = check_length(query, "query").strip() if query is not None else ""
-        limit = _check_whole(limit, "limit")
+        limit = check_whole(limit, "limit")
         if project is not None:
             check_length(project, "project")
         if mode not in ("hybrid", "vector", "keyword"):
@@ -300,9 +300,9 @@ class Queries(Part):
     ) -> dict[str, Any]:
         """The session-start bundle: per type, the most important and the most recent memories, in
         turns, as markdown within ``max_chars`` (global memories marked as such)."""
-        max_chars = _check_whole(max_chars, "max_chars")
-        per_type = _check_whole(per_type, "per_type")
-        filters = Filters(kinds=tuple(_check_kind(t) for t in check_count(types or (), "types")))
+        max_chars = check_whole(max_chars, "max_chars")
+        per_type = check_whole(per_type, "per_type")
+        filters = Filters(kinds=tuple(check_kind(t) for t in check_count(types or (), "types")))
         now = time.time()
         records: list[tuple[MemoryRecord, str]] = []
         counts: dict[str, int] = {}
