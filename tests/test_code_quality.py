@@ -33,7 +33,6 @@ STILL_OVER = {
     "eventmem/journal.py",
     "eventmem/lifecycle.py",
     "eventmem/providers.py",
-    "eventmem/service.py",
     "eventmem/store.py",
 }
 
