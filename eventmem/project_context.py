@@ -52,7 +52,7 @@ from eventmem.pmp import (
 )
 from eventmem.service import MemoryService
 from eventmem.state import State
-from eventmem.views import live_slots
+from eventmem.views import live_ids
 from eventmem.worktree import changes
 
 __all__ = ["IMPORT_BY", "ProjectContext", "archive_entries"]
@@ -121,7 +121,8 @@ def archive_entries(service: MemoryService, ids: Sequence[str], *, reason: str, 
     store = service.project
     months: dict[str, list[str]] = {}
     for memory_id in ids:
-        record = store.state.memories.get(memory_id)
+        with store.read() as view:
+            record = view.record(memory_id)
         months.setdefault(record.created_at[:7] if record else "", []).append(memory_id)
         service.delete(memory_id, reason=f"archived: {reason}", by=by)
     segments: list[str] = []
@@ -159,12 +160,12 @@ class ProjectContext:
         self.store.catch_up()
         out: dict[str, list[tuple[str, Entry]]] = {section.key: [] for section in SECTIONS}
         store = self.store
-        with store.lock:  # picked from the columns: only these memories are read (and decoded)
-            candidates = [store.slot_ids[slot] for slot in live_slots(store, kinds=_LIST_KINDS, ids=_SINGLETON_IDS)]
+        with store.read() as view:  # picked from the columns: only these memories are read (and decoded)
+            candidates = live_ids(view, kinds=_LIST_KINDS, ids=_SINGLETON_IDS)
         for start in range(0, len(candidates), _SCAN_BATCH):
-            with store.lock:
+            with store.read() as view:
                 for memory_id in candidates[start : start + _SCAN_BATCH]:
-                    record = store.state.visible(memory_id)
+                    record = view.visible(memory_id)
                     if record is None:
                         continue
                     singleton = _SINGLETON_IDS.get(record.id)
@@ -359,7 +360,8 @@ class ProjectContext:
         if not text:
             raise InvalidInput(f"{section.key} must not be empty")
         self.store.catch_up()
-        record = self.store.state.memories.get(section.memory_id)
+        with self.store.read() as view:
+            record = view.record(section.memory_id)
         live = record is not None and record.exists and record.status == "live"
         previous = record.content if record is not None and live else ""
         if mode == "append" and previous and not is_placeholder(previous):
@@ -916,7 +918,8 @@ class ProjectContext:
                 occurrence = seen[key]
                 seen[key] += 1
                 memory_id = import_id(section, title, content, occurrence)
-                record = self.store.state.memories.get(memory_id)
+                with self.store.read() as view:
+                    record = view.record(memory_id)
                 if (record is not None and record.exists) or occurrence < have[key]:
                     counts["unchanged"] += 1
                     continue

@@ -27,7 +27,8 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -38,6 +39,7 @@ import numpy.typing as npt
 
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config
+from eventmem.dedup import dedup_key
 from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable, UnsafePath
@@ -46,10 +48,10 @@ from eventmem.files import FileLock, atomic_replace, atomic_write
 from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
 from eventmem.journal import Appended, Journal, Segment, describe_os_error, name_of_segment
 from eventmem.keywords import BulkLoad, KeywordIndex, Row
-from eventmem.lifecycle import dedup_key
 from eventmem.project import ProjectPaths, sanitize
 from eventmem.providers import ProviderError
 from eventmem.redact import scrub_event
+from eventmem.runner.readview import ReadView
 from eventmem.state import MemoryRecord, MemoryRecords, State, StoredState
 from eventmem.usage import UsageLog
 from eventmem.vectors import VectorIndex
@@ -235,6 +237,25 @@ class Store:
         self._after_reply: threading.Thread | None = None
         self._deferred_failed = False
         self._reset()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[ReadView]:
+        """A consistent view of the fold and the indexes for the ``with`` block (the lock is held
+        throughout, so keep the block short; :meth:`catch_up` first to see other processes' writes)."""
+        with self.lock:
+            yield ReadView(self)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Keep every other read and write of this runner out for the block (a journal rewrite)."""
+        with self.lock:
+            yield
+
+    def hold_writes(self) -> None:
+        """Wait for the write in progress, if any, and let no other start (for an exit between writes)."""
+        self.lock.acquire()
 
     # -- state --------------------------------------------------------------------------------
 
@@ -429,6 +450,15 @@ class Store:
             self._sync(touched, defer_index=self.defer_after_reply)
             if not self._model_recorded:  # the first save of a project that had no journal yet
                 self._forget_other_models()
+
+    def apply_adopted(self, events: Iterable[AnyEvent]) -> None:
+        """:meth:`apply_local` for events whose lines went into a segment taken as applied with
+        :meth:`adopt_segments` (they will never be read back)."""
+        with self.lock:
+            events = list(events)
+            self.apply_local(events)
+            for event in events:
+                self.state.unread.pop(event.id, None)
 
     # -- keeping indexes in step with the fold ------------------------------------------------
 
@@ -929,6 +959,19 @@ class Store:
                 self._dedup_of[memory_id] = key
                 self._dedup.setdefault(key, set()).add(memory_id)
         self._dedup_dirty = set()
+
+    def record_usage(self, memory_ids: Iterable[str], ts: str) -> None:
+        """Count accesses in this clone's usage stream and move the expiry of those memories."""
+        self.usage.record(list(memory_ids), ts)
+        with self.lock:
+            for memory_id in self.usage.refresh():
+                self.refresh_expiry(memory_id)
+
+    def compact_usage(self, ts: str) -> str | None:
+        """Compact the usage stream against the fold; its path if it was rewritten."""
+        if self.usage.compact(self.state.memories, ts=ts):
+            return str(self.usage.path)
+        return None
 
     def refresh_expiry(self, memory_id: str) -> None:
         """Recompute one memory's expiry column (after its usage changed)."""
