@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -39,30 +38,32 @@ import numpy.typing as npt
 
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config
-from eventmem.dedup import dedup_key
 from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable, UnsafePath
-from eventmem.events import KINDS, SCOPES, AnyEvent
+from eventmem.events import AnyEvent
 from eventmem.files import FileLock, atomic_replace, atomic_write
-from eventmem.ids import iso_to_epoch, isos_to_epochs, new_id
+from eventmem.ids import iso_to_epoch, new_id
 from eventmem.journal import Appended, Journal, Segment, describe_os_error, name_of_segment
-from eventmem.keywords import BulkLoad, KeywordIndex, Row
 from eventmem.project import ProjectPaths, sanitize
+from eventmem.projectors.base import Batch, Projected
+from eventmem.projectors.columns import ColumnsProjector, SlotTable
+from eventmem.projectors.keywords import KeywordsProjector
+from eventmem.projectors.vectors import EmbedItem, VectorIndex, VectorsProjector, embed_text
 from eventmem.providers import ProviderError
 from eventmem.redact import scrub_event
 from eventmem.runner.readview import ReadView
 from eventmem.state import MemoryRecord, MemoryRecords, State, StoredState
 from eventmem.usage import UsageLog
-from eventmem.vectors import VectorIndex
 
 __all__ = ["Store"]
 
 log = logging.getLogger("eventmem.store")
 
-SNAPSHOT_FORMAT = 6
+SNAPSHOT_FORMAT = 7
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
-6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`)."""
+6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
+columns projector's own snapshot."""
 EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
@@ -70,8 +71,6 @@ inside a call (a save reads its own vector at once); a larger backlog goes to th
 RETRY_UNAVAILABLE_SECONDS = 30.0
 OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
-BULK_KEYWORDS_MIN = 2000
-"""From this many memories on, a rebuild fills the keyword index from a second thread."""
 AFTER_REPLY_SECONDS = 0.001
 """With ``defer_after_reply`` (a server), work that a reply need not wait for (the texts of this
 process's own changes into the keyword and vector indexes, access counts) runs this long after the
@@ -82,8 +81,6 @@ GC_PAUSE_BYTES = 1 << 20
 HASH_AHEAD_BYTES = 1 << 20
 """A catch-up that reads more than this digests the segments in a second thread."""
 Progress = Callable[[int, int], None]
-EmbedItem = tuple[int, str, bytes]
-"""(slot, text to embed, the text's content hash)"""
 
 
 class Cursor(msgspec.Struct, kw_only=True):
@@ -106,9 +103,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     problems: list[tuple[str, int, str]] = []
     """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
     columns: bytes = b""
-    """The filter columns of every slot (see :meth:`Columns.dump`): no per-memory work on load."""
-    dedup: dict[str, bytes] | None = None
-    """Each live memory's dedup key, so a new process's first save does not hash every memory."""
+    """The columns projector's snapshot (filter columns of every slot, dedup keys): no per-memory
+    work on load, and a new process's first save does not hash every memory."""
     vectors_file: str = ""
     """The vector index's own file in the cache: loaded as a read-only map, so that a cold start
     does not copy it (see :meth:`VectorIndex.load`)."""
@@ -128,75 +124,9 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     slot_hashes: list[bytes]
     keywords: memoryview
     problems: list[tuple[str, int, str]] = []
-    columns: bytes = b""
-    dedup: msgspec.Raw = msgspec.Raw(b"\xc0")
-    """(Decoded on first use: a first query does not need it.)"""
+    columns: memoryview = memoryview(b"")
     vectors_file: str = ""
     owner: str = ""
-
-
-@dataclass
-class Columns:
-    """Per-slot arrays for filtering before the top-k cut."""
-
-    live: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(1024, bool))
-    superseded: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(1024, bool))
-    kind: npt.NDArray[np.int16] = field(default_factory=lambda: np.full(1024, -1, np.int16))
-    scope: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(1024, np.int8))
-    importance: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(1024, np.float32))
-    created: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1024, np.float64))
-    updated: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(1024, np.float64))
-    expires: npt.NDArray[np.float64] = field(default_factory=lambda: np.full(1024, np.inf, np.float64))
-
-    def grow(self, size: int) -> None:
-        if size <= len(self.live):
-            return
-        new = max(size, len(self.live) * 2)
-        for name, fill in (
-            ("live", False),
-            ("superseded", False),
-            ("kind", -1),
-            ("scope", 0),
-            ("importance", 0.0),
-            ("created", 0.0),
-            ("updated", 0.0),
-            ("expires", np.inf),
-        ):
-            old = getattr(self, name)
-            grown = np.full(new, fill, dtype=old.dtype)
-            grown[: len(old)] = old
-            setattr(self, name, grown)
-
-    NAMES = ("live", "superseded", "kind", "scope", "importance", "created", "updated", "expires")
-
-    def dump(self, count: int) -> bytes:
-        """The first ``count`` entries of every column, back to back."""
-        return b"".join(getattr(self, name)[:count].tobytes() for name in self.NAMES)
-
-    def load(self, data: bytes, count: int) -> bool:
-        """Fill the first ``count`` entries from :meth:`dump` output; False if it does not fit."""
-        self.grow(count)
-        if len(data) != sum(getattr(self, name).dtype.itemsize for name in self.NAMES) * count:
-            return False
-        position = 0
-        for name in self.NAMES:
-            column = getattr(self, name)
-            size = column.dtype.itemsize * count
-            column[:count] = np.frombuffer(data, dtype=column.dtype, count=count, offset=position)
-            position += size
-        return True
-
-
-_KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
-_SCOPE_CODE = {scope: code for code, scope in enumerate(SCOPES)}
-
-
-def embed_text(record: MemoryRecord) -> str:
-    """The text a memory's vector is made from."""
-    parts = [record.title, record.content]
-    if record.tags:
-        parts.append(" ".join(record.tags))
-    return "\n".join(p for p in parts if p)
 
 
 class Store:
@@ -236,6 +166,9 @@ class Store:
         self._deferred_stop = threading.Event()
         self._after_reply: threading.Thread | None = None
         self._deferred_failed = False
+        self.table = SlotTable()
+        """Memory id <-> slot: the row of the filter columns, the keyword index and the vector index
+        (one object for the life of the store: the projectors hold it)."""
         self._reset()
 
     # -- reading ------------------------------------------------------------------------------
@@ -265,18 +198,14 @@ class Store:
             self._pending = {}
             self._generation += 1  # results the vector worker has in flight are for the old slots
         self.state = State()
-        self.vectors = VectorIndex(self.embedder.dim)
-        self.keywords = KeywordIndex()
         self.cursors: dict[str, Cursor] = {}
         self._hashers: dict[str, hashlib.blake2b] = {}
-        self.slots: dict[str, int] = {}
-        self.slot_ids: list[str] = []
+        self.table.replace([])
         self.slot_hashes: list[bytes] = []
-        self.columns = Columns()
-        self.tag_slots: dict[str, set[int]] = {}
-        self.slot_tags: dict[int, tuple[str, ...]] = {}
-        self._tags_built = True
-        """False after a snapshot load: the tag sets are made on the first tag filter, not at start."""
+        """Per slot, the digest of the text indexed (see :meth:`_sync`): unchanged means no re-index."""
+        self.columns = ColumnsProjector(self.table, self._visible)
+        self.keywords = KeywordsProjector(self.table)
+        self.vectors = VectorsProjector(self.table, self.embedder.dim, self._embed_or_defer)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
         self._deferred: list[Callable[[], None]] = []
@@ -284,25 +213,18 @@ class Store:
         self.changed: set[str] = set()
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
-        self._dedup: dict[bytes, set[str]] = {}
-        self._dedup_unindexed = False
-        """``_dedup_of`` came from a snapshot and ``_dedup`` is not made from it yet."""
-        self._dedup_of: dict[str, bytes] = {}
-        self._dedup_encoded: msgspec.Raw | None = None
-        self._dedup_dirty: set[str] | None = None
-        """Memories to re-index for dedup; ``None``: index everything on the next lookup."""
         self._encoded_state: tuple[State, int, bytes] | None = None
         """The fold encoded ahead of a snapshot, while the keyword index was being filled (see
         :meth:`_encoded_state_for_snapshot`)."""
 
-    def _slot(self, memory_id: str) -> int:
-        slot = self.slots.get(memory_id)
-        if slot is None:
-            slot = self.slots[memory_id] = len(self.slot_ids)
-            self.slot_ids.append(memory_id)
-            self.slot_hashes.append(b"")
-            self.columns.grow(slot + 1)
-        return slot
+    def _visible(self, memory_id: str) -> MemoryRecord | None:
+        return self.state.visible(memory_id)
+
+    def _projected(self, record: MemoryRecord) -> Projected:
+        """A visible memory as the projectors see it."""
+        expires = math.inf if record.ttl_seconds is None else self.expires_epoch(record.id, record)
+        superseded = record.id in self.state.adjacency and self._is_superseded(record.id)
+        return Projected(record, superseded, expires)
 
     # -- catching up --------------------------------------------------------------------------
 
@@ -435,7 +357,7 @@ class Store:
             return -1
         touched = set(folded)
         if touched:
-            if self.slot_ids:
+            if len(self.table):
                 self._sync(touched)
             else:
                 self._sync_all(touched, snapshot_due=self.events_since_snapshot + count >= self._snapshot_due())
@@ -508,11 +430,10 @@ class Store:
             with self.lock:
                 self._run_deferred()
 
-    def _index_texts(self, rows: list[Row], items: list[EmbedItem]) -> None:
-        if rows:
-            self.keywords.upsert(rows)
-        if items:
-            self._embed_or_defer(items)
+    def _index_texts(self, texts: Batch, items: list[EmbedItem]) -> None:
+        if texts.upserts:
+            self.keywords.apply(texts)
+        self.vectors.embed(items)
 
     def _sync(self, touched: set[str], *, defer_index: bool = False) -> None:
         """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
@@ -520,47 +441,53 @@ class Store:
         self._run_deferred()  # earlier texts first: the indexes take changes in order
         state = self.state
         self.changed.update(touched)
-        if self._dedup_dirty is not None:
-            self._dedup_dirty.update(touched)
         # a memory's "superseded" flag depends on its superseder being alive
         for memory_id in list(touched):
             for link in state.links_of(memory_id):
                 if link.relation == "supersedes":
                     touched.add(link.target)
         removed: list[int] = []
+        removals: list[str] = []
+        upserts: list[Projected] = []
         to_embed: list[EmbedItem] = []
-        keyword_rows: list[Row] = []
-        cols = self.columns
+        texts: list[Projected] = []
+        table, hashes = self.table, self.slot_hashes
+        live = self.columns.visible()
         for memory_id in touched:
             record = state.visible(memory_id)
-            slot = self.slots.get(memory_id)
+            slot = table.get(memory_id)
             if record is None:
-                if slot is not None and cols.live[slot]:
-                    cols.live[slot] = False
+                if slot is not None and live[slot]:
+                    removals.append(memory_id)
                     removed.append(slot)
-                    self.slot_hashes[slot] = b""
-                    self._untag(slot)
+                    hashes[slot] = b""
                 continue
             if slot is None:
-                slot = self._slot(memory_id)
-                cols = self.columns
+                slot, _ = table.assign(memory_id)
+                hashes.append(b"")
+                was_live = False
+            else:
+                was_live = bool(live[slot])
             text = embed_text(record)
             digest = content_hash(text + "\x00" + record.summary)
-            if self.slot_hashes[slot] != digest or not cols.live[slot]:
+            projected = self._projected(record)
+            if hashes[slot] != digest or not was_live:
                 to_embed.append((slot, text, content_hash(text)))
-                keyword_rows.append((slot, record.title, record.summary, record.content, " ".join(record.tags)))
-                self.slot_hashes[slot] = digest
-            self._set_columns(slot, memory_id, record)
+                texts.append(projected)
+                hashes[slot] = digest
+            upserts.append(projected)
+        self.columns.apply(Batch(tuple(upserts), tuple(removals)))
         if removed:
             for slot in removed:
                 self._pending.pop(slot, None)
-            slots = np.asarray(removed, np.int64)
-            self.vectors.remove(slots)
-            self.keywords.remove(removed)
-        if defer_index and (keyword_rows or to_embed):
-            self.defer(functools.partial(self._index_texts, keyword_rows, to_embed))
+            gone = Batch((), tuple(removals))
+            self.vectors.apply(gone)
+            self.keywords.apply(gone)
+        changed = Batch(tuple(texts), ())
+        if defer_index and (texts or to_embed):
+            self.defer(functools.partial(self._index_texts, changed, to_embed))
         else:
-            self._index_texts(keyword_rows, to_embed)
+            self._index_texts(changed, to_embed)
 
     def _sync_all(self, touched: set[str], *, snapshot_due: bool = False) -> None:
         """:meth:`_sync` for a store with no slot yet (a rebuild, a start without a snapshot): every
@@ -569,14 +496,11 @@ class Store:
         thread (SQLite works without the GIL) while this one makes the columns and vectors."""
         state = self.state
         self.changed.update(touched)
-        if self._dedup_dirty is not None:
-            self._dedup_dirty.update(touched)
-        slot_ids, slot_hashes = self.slot_ids, self.slot_hashes
+        slot_ids: list[str] = []
+        slot_hashes = self.slot_hashes
         records: list[MemoryRecord] = []
         to_embed: list[EmbedItem] = []
-        bulk: BulkLoad | None = None
         try:
-            rows: list[tuple[int, str, str, str, str]] = []
             blake2b = hashlib.blake2b
             for memory_id, record in state.memories.items():
                 if not record.exists or ((record.deleted_stamp or record.expired_stamp) and record.status != "live"):
@@ -584,7 +508,6 @@ class Store:
                 slot = len(slot_ids)
                 slot_ids.append(memory_id)
                 records.append(record)
-                tags = " ".join(record.tags)
                 text = embed_text(record)
                 # content_hash(text), then content_hash(text + "\x00" + summary) from the same state
                 hasher = blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
@@ -592,116 +515,26 @@ class Store:
                 hasher.update(b"\x00" + record.summary.encode("utf-8"))
                 slot_hashes.append(hasher.digest())
                 to_embed.append((slot, text, text_hash))
-                rows.append((slot, record.title, record.summary, record.content, tags))
-            if len(rows) >= BULK_KEYWORDS_MIN:
-                bulk = self.keywords.bulk_load(rows)
-            elif rows:
-                self.keywords.upsert(rows)
-            self.slots = dict(zip(slot_ids, range(len(slot_ids)), strict=True))
-            self._fill_columns(records)
-            if to_embed:
-                self._embed_or_defer(to_embed)
-            if self._dedup_dirty is None:  # (wanted by the snapshot: made while the keywords go in)
-                self._index_dedup(records)
-            if snapshot_due and bulk is not None and not self._pending and not self._inflight:
+            self.table.extend(slot_ids)
+            batch = Batch(tuple(map(self._projected, records)), ())
+            self.keywords.load(batch)  # (a large one from a thread, while this one goes on)
+            self.columns.load(batch)
+            self.vectors.embed(to_embed)  # (what its load would embed, hashed above in the same pass)
+            if snapshot_due and self.keywords.loading and not self._pending and not self._inflight:
                 try:
                     self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
                 except OverflowError:  # (no snapshot then: see save_snapshot)
                     self._encoded_state = None
         finally:
-            if bulk is not None:
-                bulk.finish()
-
-    def _index_dedup(self, records: list[MemoryRecord]) -> None:
-        """The dedup keys of every visible memory, which ``records`` are."""
-        self._dedup_of = dict(zip((r.id for r in records), map(dedup_key, (r.content for r in records)), strict=True))
-        self._dedup = _by_dedup_key(self._dedup_of)
-        self._dedup_dirty = set()
-
-    def _fill_columns(self, records: list[MemoryRecord]) -> None:
-        """:meth:`_set_columns` of slots ``0..len(records)`` at once (columns freshly made)."""
-        count = len(records)
-        cols = self.columns
-        cols.grow(count)
-        kind_code, scope_code = _KIND_CODE.get, _SCOPE_CODE.get
-        cols.live[:count] = True
-        cols.kind[:count] = [kind_code(r.kind, -1) for r in records]
-        cols.scope[:count] = [scope_code(r.scope, 0) for r in records]
-        cols.importance[:count] = [r.importance for r in records]
-        cols.created[:count] = created = isos_to_epochs([r.created_at for r in records])
-        updated = [i for i, r in enumerate(records) if r.updated_stamp and r.updated_stamp != r.created_stamp]
-        cols.updated[:count] = created
-        if updated:
-            cols.updated[updated] = isos_to_epochs([records[i].updated_at for i in updated])
-        cols.expires[:count] = math.inf
-        cols.superseded[:count] = False
-        adjacency = self.state.adjacency
-        for slot in [i for i, r in enumerate(records) if r.ttl_seconds is not None or r.id in adjacency]:
-            record = records[slot]
-            if record.ttl_seconds is not None:
-                cols.expires[slot] = self.expires_epoch(record.id, record)
-            if record.id in adjacency:
-                cols.superseded[slot] = self._is_superseded(record.id)
-        # tag sets are made on the first tag filter, as after a snapshot load
-        self._tags_built = False
-        self.tag_slots.clear()
-        self.slot_tags.clear()
-
-    def _set_columns(self, slot: int, memory_id: str, record: MemoryRecord) -> None:
-        cols = self.columns
-        cols.live[slot] = True
-        cols.kind[slot] = _KIND_CODE.get(record.kind, -1)
-        cols.scope[slot] = _SCOPE_CODE.get(record.scope, 0)
-        cols.importance[slot] = record.importance
-        created = cols.created[slot] = iso_to_epoch(record.created_at)
-        same = not record.updated_stamp or record.updated_stamp == record.created_stamp
-        cols.updated[slot] = created if same else iso_to_epoch(record.updated_at)
-        cols.expires[slot] = math.inf if record.ttl_seconds is None else self.expires_epoch(memory_id, record)
-        cols.superseded[slot] = memory_id in self.state.adjacency and self._is_superseded(memory_id)
-        if record.tags or slot in self.slot_tags:
-            self._tag(slot, record.tags)
+            self.keywords.settle()
 
     def hidden_memories(self) -> list[str]:
         """Memories the fold knows that are not live now (deleted, expired, or never saved): found
         from the live column, without looking at (or decoding) the live ones. Call with the lock held."""
-        count = len(self.slot_ids)
-        hidden = [self.slot_ids[slot] for slot in np.flatnonzero(~self.columns.live[:count]).tolist()]
-        hidden += self.state.memories.keys() - self.slots.keys()
+        ids = self.table.ids
+        hidden = [ids[slot] for slot in np.flatnonzero(~self.columns.visible()).tolist()]
+        hidden += self.state.memories.keys() - self.table.of.keys()
         return hidden
-
-    def slots_of_kinds(self, kinds: Iterable[str]) -> npt.NDArray[np.bool_]:
-        """A mask over slots: those whose memory has one of these types (from the kind column)."""
-        count = len(self.slot_ids)
-        codes = [_KIND_CODE.get(kind, -1) for kind in kinds]
-        return np.isin(self.columns.kind[:count], np.asarray(codes, np.int16))
-
-    def tag_index(self) -> dict[str, set[int]]:
-        """Live slots by tag (built from the fold on first use after a snapshot load)."""
-        with self.lock:
-            if not self._tags_built:
-                self._tags_built = True
-                live = self.columns.live
-                memories = self.state.memories
-                for memory_id, slot in self.slots.items():
-                    if live[slot]:
-                        tags = memories[memory_id].tags
-                        if tags:
-                            self._tag(slot, tags)
-            return self.tag_slots
-
-    def _untag(self, slot: int) -> None:
-        if not self._tags_built:
-            return
-        for tag in self.slot_tags.pop(slot, ()):
-            self.tag_slots.get(tag, set()).discard(slot)
-
-    def _tag(self, slot: int, tags: tuple[str, ...]) -> None:
-        if not self._tags_built:
-            return
-        self._untag(slot)
-        self.slot_tags[slot] = tags
-        for tag in tags:
-            self.tag_slots.setdefault(tag, set()).add(slot)
 
     def _is_superseded(self, memory_id: str) -> bool:
         return any(
@@ -730,7 +563,7 @@ class Store:
             self.embeddings.store([hashes[i] for i in batch], fresh)
             if self.embed_progress is not None and len(missing) > EMBED_BATCH:
                 self.embed_progress(start + len(batch), len(missing))
-        self.vectors.upsert(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
+        self.vectors.put(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
 
     def _embed_unique(self, texts: list[str], digests: list[bytes]) -> npt.NDArray[np.float32]:
         """Vectors for ``texts``, embedding each distinct text (by content hash) once."""
@@ -819,7 +652,7 @@ class Store:
         absent = set(missing)
         cached = [i for i in range(len(items)) if i not in absent]
         if cached:
-            self.vectors.upsert(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
+            self.vectors.put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
         for i in cached:
             self._pending.pop(items[i][0], None)
         if not missing:
@@ -892,10 +725,10 @@ class Store:
                     keep = [
                         i
                         for i, (slot, _) in enumerate(batch)
-                        if slot < len(self.slot_ids) and self.columns.live[slot] and slot not in self._pending
+                        if slot < len(self.table) and self.columns.visible()[slot] and slot not in self._pending
                     ]
                     if keep:
-                        self.vectors.upsert(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
+                        self.vectors.put(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
                     done += len(batch)
                     if self.embed_progress is not None:
                         self.embed_progress(done, total)
@@ -930,35 +763,7 @@ class Store:
     def find_duplicate(self, text: str) -> list[str]:
         """Live memories whose content normalises to the same text (see :func:`dedup_key`)."""
         with self.lock:
-            self._refresh_dedup()
-            return sorted(self._dedup.get(dedup_key(text), ()))
-
-    def _refresh_dedup(self) -> None:
-        """Bring the dedup keys up to date (all of them the first time, then what changed)."""
-        if self._dedup_unindexed:  # keys loaded with a snapshot: decoded and indexed on first use
-            self._dedup_unindexed = False
-            encoded, self._dedup_encoded = self._dedup_encoded, None
-            try:
-                if encoded is not None:
-                    self._dedup_of = msgspec.msgpack.decode(encoded, type=dict[str, bytes])
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                self._dedup_dirty = None  # (damaged: made again from the memories)
-            else:
-                self._dedup = _by_dedup_key(self._dedup_of)  # (empty until now)
-        if self._dedup_dirty is None:
-            state = self.state
-            self._index_dedup([r for m in state.memories if (r := state.visible(m)) is not None])
-            return
-        for memory_id in self._dedup_dirty:
-            old = self._dedup_of.pop(memory_id, None)
-            if old is not None:
-                self._dedup[old].discard(memory_id)
-            record = self.state.visible(memory_id)
-            if record is not None:
-                key = dedup_key(record.content)
-                self._dedup_of[memory_id] = key
-                self._dedup.setdefault(key, set()).add(memory_id)
-        self._dedup_dirty = set()
+            return self.columns.duplicates(text)
 
     def record_usage(self, memory_ids: Iterable[str], ts: str) -> None:
         """Count accesses in this clone's usage stream and move the expiry of those memories."""
@@ -976,10 +781,9 @@ class Store:
     def refresh_expiry(self, memory_id: str) -> None:
         """Recompute one memory's expiry column (after its usage changed)."""
         with self.lock:
-            slot = self.slots.get(memory_id)
             record = self.state.visible(memory_id)
-            if slot is not None and record is not None:
-                self.columns.expires[slot] = self.expires_epoch(memory_id, record)
+            if record is not None:
+                self.columns.expire_at([(memory_id, self.expires_epoch(memory_id, record))])
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -1082,7 +886,6 @@ class Store:
             self._run_deferred()
             if not self.cursors or self._pending or self._inflight or self._deferred_failed:
                 return False  # (vectors still being made: a snapshot would lack them)
-            self._refresh_dedup()
             try:
                 state = self._encoded_state_for_snapshot()
             except OverflowError as exc:  # an integer of a journal line beyond 64 bits: the journal still holds it
@@ -1093,16 +896,15 @@ class Store:
                 embedder=self.embedder.model_id,
                 cursors=dict(self.cursors),
                 state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
-                slot_ids=list(self.slot_ids),
+                slot_ids=list(self.table.ids),
                 slot_hashes=list(self.slot_hashes),
-                keywords=self.keywords.serialize(),
+                keywords=self.keywords.snapshot(),
                 problems=[(p.path, p.offset, p.reason) for p in self.problems.values()],
-                columns=self.columns.dump(len(self.slot_ids)),
-                dedup=dict(self._dedup_of),
+                columns=self.columns.snapshot(),
                 vectors_file=f"vectors-{new_id()}.faiss",
                 owner=self.paths.cache_owner(),
             )
-            vectors = self.vectors.copy()
+            vectors = self.vectors.index.copy()
             self.events_since_snapshot = 0
         write = functools.partial(self._write_snapshot, snapshot, vectors)
         if background:
@@ -1188,7 +990,9 @@ class Store:
                 raise ValueError("it names no vector index file")
             path = self.paths.cache_dir / snapshot.vectors_file
             vectors = VectorIndex.load(path, self.embedder.dim, mapped=map_vectors)
-            keywords = KeywordIndex(snapshot.keywords)
+            keywords = KeywordsProjector(self.table)
+            if not keywords.restore(snapshot.keywords):
+                raise ValueError("its keyword index does not open")
         except Exception as exc:  # a damaged snapshot is never used
             log.warning("ignoring damaged snapshot: %s", exc)
             return False
@@ -1203,23 +1007,18 @@ class Store:
             self._reset()
             self.state = snapshot.state.state()
             self.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
-            self.vectors, self.keywords = vectors, keywords
-            self.slot_ids = snapshot.slot_ids
+            self.vectors.adopt(vectors)
+            self.keywords = keywords
+            self.table.replace(snapshot.slot_ids)
             self.slot_hashes = snapshot.slot_hashes
-            self.slots = {memory_id: slot for slot, memory_id in enumerate(self.slot_ids)}
-            self.columns.grow(len(self.slot_ids))
             # the digests were just verified: only bytes past each offset remain to be read
             self.cursors = {
                 name: msgspec.structs.replace(cursor, stat=_stat_after_load(segments[name], cursor.offset))
                 for name, cursor in snapshot.cursors.items()
             }
             self.embeddings.skip_to_end()
-            if bytes(snapshot.dedup) != b"\xc0":  # (nil: a snapshot made before dedup keys were kept)
-                self._dedup_encoded = snapshot.dedup
-                self._dedup_unindexed = True
-                self._dedup_dirty = set()
-            if self.columns.load(snapshot.columns, len(self.slot_ids)):
-                self._restore_tags_and_expiry()
+            if self.columns.restore(snapshot.columns):
+                self._refresh_expiries()
             else:
                 self._rebuild_columns()
             self._hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
@@ -1248,29 +1047,21 @@ class Store:
                 if name not in self._hashers and self.cursors.get(name) == cursor:
                     self._hashers[name] = hasher
 
-    def _restore_tags_and_expiry(self) -> None:
-        """After loading saved columns: expiry (usage may have moved it); tag sets wait for use.
-
-        Only memories with a TTL have a finite expiry, so only those are looked at (and decoded)."""
-        self._tags_built = False
-        cols = self.columns
-        count = len(self.slot_ids)
+    def _refresh_expiries(self) -> None:
+        """After restoring the columns: the expiry of memories with a TTL (usage may have moved it).
+        Only those are looked at (and decoded)."""
         memories = self.state.memories
-        for slot in np.flatnonzero(cols.live[:count] & np.isfinite(cols.expires[:count])).tolist():
-            memory_id = self.slot_ids[slot]
+        expiries = []
+        for memory_id in self.columns.with_expiry():
             record = memories[memory_id]
             if record.ttl_seconds is not None:
-                cols.expires[slot] = self.expires_epoch(memory_id, record)
+                expiries.append((memory_id, self.expires_epoch(memory_id, record)))
+        self.columns.expire_at(expiries)
 
     def _rebuild_columns(self) -> None:
-        """Recompute filter columns and tag sets from the fold (after loading a snapshot)."""
-        cols = self.columns
-        for memory_id, slot in self.slots.items():
-            record = self.state.visible(memory_id)
-            if record is None:
-                cols.live[slot] = False
-                continue
-            self._set_columns(slot, memory_id, record)
+        """Make the columns projection again from the fold (its snapshot did not fit)."""
+        visible = [record for memory_id in self.table.ids if (record := self.state.visible(memory_id)) is not None]
+        self.columns.load(Batch(tuple(map(self._projected, visible)), ()))
 
     # -- whole rebuild ------------------------------------------------------------------------
 
@@ -1305,9 +1096,9 @@ class Store:
             self.defer_after_reply = background_vectors
             if background_vectors:
                 self.start_vectors()
-            if self.load_snapshot(map_vectors=background_vectors) and self.vectors.mapped:
+            if self.load_snapshot(map_vectors=background_vectors) and self.vectors.index.mapped:
                 # (a moment later: the first calls of a session come first)
-                copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.vectors.own)
+                copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.vectors.index.own)
                 copier.name, copier.daemon = "eventmem-vectors-own", True
                 copier.start()
             self.catch_up()
@@ -1373,18 +1164,6 @@ def _read_snapshot(path: Path) -> StoredSnapshot:
     finally:
         if enabled:
             gc.enable()
-
-
-def _by_dedup_key(keys: dict[str, bytes]) -> dict[bytes, set[str]]:
-    """Memory ids grouped by their dedup key."""
-    groups: dict[bytes, set[str]] = {}
-    for memory_id, key in keys.items():
-        group = groups.get(key)
-        if group is None:
-            groups[key] = {memory_id}
-        else:
-            group.add(memory_id)
-    return groups
 
 
 def _only_appended(segment: Segment, cursor: Cursor) -> bool:

@@ -16,6 +16,7 @@ from unittest import mock
 
 import pytest
 
+import eventmem.projectors.keywords as keywords_module
 import eventmem.store as store_module
 from eventmem.project import RootChoice
 from eventmem.service import MemoryService, open_service
@@ -68,12 +69,12 @@ def service(project: Path) -> Iterator[MemoryService]:
 
 
 def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones (see store.BULK_KEYWORDS_MIN): the
+    """Small journals take the paths meant for large ones (see keywords.BULK_KEYWORDS_MIN): the
     keyword index filled by a thread, digests made by a thread, the cyclic GC paused; and, if asked,
     a snapshot due at every catch-up."""
     stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(keywords_module, "BULK_KEYWORDS_MIN", 0))
     for name, value in (
-        ("BULK_KEYWORDS_MIN", 0),
         ("HASH_AHEAD_BYTES", 0),
         ("GC_PAUSE_BYTES", 0),
     ):

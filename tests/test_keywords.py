@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.keywords import KeywordIndex, fts_query
+from eventmem.projectors.keywords import KeywordIndex, fts_query
 
 FILLER = "some neutral words about the project and its ordinary daily work"
 
@@ -127,7 +127,7 @@ def test_the_allowed_mask_filters_before_the_cut() -> None:
 def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(barred: set[int], k: int, query: str) -> None:
     """With few slots barred, SQLite is asked for its best k + barred rows only; with many, the
     matches stream in rank order. Both give the best k allowed matches."""
-    import eventmem.keywords as keywords
+    import eventmem.projectors.keywords as keywords
 
     index = KeywordIndex()
     words = ["deploy", "notes", "cache", "key"]

@@ -29,6 +29,7 @@ from eventmem.errors import InvalidInput, SnapshotDamaged
 from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
+from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.query import Filters
 from eventmem.service import MemoryService, open_service
 from eventmem.state import MemoryRecords, State
@@ -223,7 +224,7 @@ def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
     store = server_mode.project
     with (
         mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0),
-        mock.patch.object(store.keywords, "upsert", side_effect=sqlite3.OperationalError("disk I/O error")),
+        mock.patch.object(store.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")),
     ):
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
         store.catch_up()  # the flush fails: logged, and the indexes are rebuilt from the journal
@@ -517,15 +518,18 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
         store.rebuild(wait=False)
         assert answers(service) == before  # (while the snapshot may still be written)
         store.wait_snapshot()
-    encoded = [call.args[0] for call in spy.call_args_list]
+    encoded = [call.args[0] for call in spy.call_args_list if isinstance(call.args[0], State | Snapshot)]
     assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
     assert isinstance(encoded[1].state, msgspec.Raw)
     snapshot = store_module._read_snapshot(snapshot_file(project))
     assert snapshot.state.state() == store.state
-    assert snapshot.slot_ids == store.slot_ids and snapshot.slot_hashes == store.slot_hashes
-    dedup = msgspec.msgpack.decode(snapshot.dedup, type=dict[str, bytes])
-    assert dedup == store._dedup_of and len(store._dedup_of) == len(ids) - 1
-    assert snapshot.columns == store.columns.dump(len(store.slot_ids))
+    assert snapshot.slot_ids == store.table.ids and snapshot.slot_hashes == store.slot_hashes
+    assert bytes(snapshot.columns) == store.columns.snapshot()  # the filter columns and the dedup keys
+    restored = ColumnsProjector(SlotTable(list(snapshot.slot_ids)), store.state.visible)
+    assert restored.restore(snapshot.columns)
+    visible = [r for r in store.state.memories.values() if store.state.visible(r.id) is not None]
+    assert len(visible) == len(ids) - 1
+    assert all(restored.duplicates(r.content) == [r.id] for r in visible)
     service.close()
     later, ok = loaded(project)
     try:
@@ -831,7 +835,9 @@ def test_a_duplicate_saved_after_a_snapshot_load_is_recognised(
     if damaged:  # the dedup keys only: made again from the memories
         path = snapshot_file(project)
         stored = msgspec.msgpack.decode(path.read_bytes(), type=StoredSnapshot)
-        path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(stored, dedup=msgspec.Raw(b"\x81\xa1x\x05"))))
+        count, columns, _dedup = msgspec.msgpack.decode(bytes(stored.columns))  # (the columns projector's own)
+        damaged_columns = msgspec.msgpack.encode([count, columns, msgspec.Raw(b"\x81\xa1x\x05")])
+        path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(stored, columns=memoryview(damaged_columns))))
     later, ok = loaded(project)
     try:
         assert ok

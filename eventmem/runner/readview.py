@@ -90,8 +90,8 @@ class ReadView:
     def superseded(self, memory_id: str) -> bool:
         """A live memory supersedes it (from the filter columns)."""
         store = self._store
-        slot = store.slots.get(memory_id)
-        return bool(slot is not None and store.columns.superseded[slot])
+        slot = store.table.get(memory_id)
+        return bool(slot is not None and store.columns.columns.superseded[slot])
 
     def access_count(self, memory_id: str) -> int:
         """Accesses recorded in this clone's usage stream."""
@@ -109,30 +109,30 @@ class ReadView:
 
     def size(self) -> int:
         """The number of positions (the length of every mask)."""
-        return len(self._store.slot_ids)
+        return len(self._store.table)
 
     def id_at(self, position: int) -> str:
-        return self._store.slot_ids[position]
+        return self._store.table.ids[position]
 
     def ids(self, mask: Mask) -> list[str]:
         """The memory ids of the positions set in ``mask``, in position order (the fold's)."""
-        slot_ids = self._store.slot_ids
+        slot_ids = self._store.table.ids
         return [slot_ids[slot] for slot in np.flatnonzero(mask).tolist()]
 
     def position_of(self, memory_id: str) -> int | None:
-        return self._store.slots.get(memory_id)
+        return self._store.table.get(memory_id)
 
     def positions(self) -> Sequence[str]:
         """The memory id at every position, in order (not to be changed)."""
-        return self._store.slot_ids
+        return self._store.table.ids
 
     def returnable(self, memory_id: str, now: float, *, superseded: bool = False) -> bool:
         """Visible, not past its expiry at ``now``, and (unless ``superseded``) not superseded."""
         store = self._store
-        slot = store.slots.get(memory_id)
+        slot = store.table.get(memory_id)
         if slot is None:
             return False
-        cols = store.columns
+        cols = store.columns.columns
         return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
 
     def mask(
@@ -153,15 +153,15 @@ class ReadView:
         """Positions that may be returned: visible, not past their TTL at ``now``, not superseded
         (unless ``include_superseded``), and passing every filter given (times in epoch seconds)."""
         store = self._store
-        n = len(store.slot_ids)
-        cols = store.columns
+        n = len(store.table)
+        cols = store.columns.columns
         now = time.time() if now is None else now
         mask = cols.live[:n] & (cols.expires[:n] > now)
         if not include_superseded:
             mask &= ~cols.superseded[:n]
         kinds = tuple(kinds)
         if kinds:
-            mask &= store.slots_of_kinds(kinds)
+            mask &= store.columns.of_kinds(kinds)
         if scope in SCOPES:
             mask &= cols.scope[:n] == SCOPES.index(scope)
         if min_importance is not None:
@@ -178,7 +178,7 @@ class ReadView:
             mask &= cols.updated[:n] < updated_before
         for tag in tags:
             tagged = np.zeros(n, bool)
-            slots = store.tag_index().get(tag)
+            slots = store.columns.tagged(tag)
             if slots:
                 tagged[np.fromiter(slots, np.int64, len(slots))] = True
             mask &= tagged
@@ -187,9 +187,9 @@ class ReadView:
     def of_kinds(self, kinds: Iterable[str], ids: Iterable[str] = ()) -> Mask:
         """Positions of the memories of these types, and of those named in ``ids`` (any state)."""
         store = self._store
-        wanted = store.slots_of_kinds(kinds)
+        wanted = store.columns.of_kinds(kinds)
         for memory_id in ids:
-            slot = store.slots.get(memory_id)
+            slot = store.table.get(memory_id)
             if slot is not None:
                 wanted[slot] = True
         return wanted
@@ -197,16 +197,16 @@ class ReadView:
     def due_for_expiry(self, now: float) -> list[str]:
         """Visible memories whose expiry column says their TTL ran out at ``now`` (a cheap pre-check)."""
         store = self._store
-        n = len(store.slot_ids)
-        cols = store.columns
+        n = len(store.table)
+        cols = store.columns.columns
         return self.ids(cols.live[:n] & (cols.expires[:n] <= now))
 
     def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return self._store.columns.importance[positions].astype(np.float64)
+        return self._store.columns.columns.importance[positions].astype(np.float64)
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
-        return self._store.columns.updated[positions]
+        return self._store.columns.columns.updated[positions]
 
     # -- the keyword index --------------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ class ReadView:
     ) -> list[tuple[int, float]]:
         """Top ``limit`` (position, BM25 score) among ``among``; higher is better. Safe to run from
         another thread while the view is open (the keyword index takes no lock)."""
-        return self._store.keywords.search(text, limit, among, beside_vectors=beside_vectors)
+        return self._store.keywords.search_slots(text, limit, among, beside_vectors=beside_vectors)
 
     def keyword_holds(self, word: str) -> bool:
         """Whether any memory holds ``word`` (or a form of its stem)."""
@@ -223,6 +223,10 @@ class ReadView:
 
     def keyword_count(self) -> int:
         return len(self._store.keywords)
+
+    def keyword_indexed(self, memory_id: str) -> bool:
+        """Whether the memory's text is in the keyword index."""
+        return self._store.keywords.indexed(memory_id)
 
     # -- the vector index -----------------------------------------------------------------------------
 
@@ -236,15 +240,14 @@ class ReadView:
         self, vector: npt.NDArray[np.float32], limit: int, among: Mask | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Top ``limit`` positions by cosine among ``among`` (filtered before the cut), with the cosines."""
-        return self._store.vectors.search(vector, limit, among)
+        return self._store.vectors.search_slots(vector, limit, among)
 
     def vector_similarities(self, positions: list[int], vector: npt.NDArray[np.float32]) -> dict[int, float]:
         """The cosine of ``vector`` with each of ``positions`` that has a vector."""
         return self._store.vectors.similarities(positions, vector)
 
     def vector_of(self, memory_id: str) -> npt.NDArray[np.float32] | None:
-        slot = self._store.slots.get(memory_id)
-        return None if slot is None else self._store.vectors.vector(slot)
+        return self._store.vectors.vector_of(memory_id)
 
     def vector_status(self) -> str:
         """``ready``, ``loading``, ``embedding`` or ``unavailable`` (see :meth:`Store.vector_status`)."""
