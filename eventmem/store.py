@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import itertools
 import logging
 import math
 import mmap
@@ -39,7 +38,7 @@ import numpy.typing as npt
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config
 from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
-from eventmem.embedder import Embedder, HashingEmbedder, Loadable
+from eventmem.embedder import Embedder
 from eventmem.errors import JournalCorrupt, JournalUnwritable, UnsafePath
 from eventmem.events import AnyEvent
 from eventmem.files import FileLock, atomic_replace, atomic_write
@@ -50,8 +49,9 @@ from eventmem.projectors.base import Batch, Projected
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import EmbedItem, VectorIndex, VectorsProjector, embed_text
-from eventmem.providers import ProviderError
 from eventmem.redact import scrub_event
+from eventmem.runner.deferral import Deferral
+from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.readview import ReadView
 from eventmem.state import MemoryRecord, MemoryRecords, State, StoredState
 from eventmem.usage import UsageLog
@@ -64,23 +64,12 @@ SNAPSHOT_FORMAT = 7
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
 columns projector's own snapshot."""
-EMBED_BATCH = 256
-INLINE_EMBED_MAX = 16
-"""With a model-backed embedder in the background mode, at most this many new texts are embedded
-inside a call (a save reads its own vector at once); a larger backlog goes to the vector worker."""
-RETRY_UNAVAILABLE_SECONDS = 30.0
 OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
-AFTER_REPLY_SECONDS = 0.001
-"""With ``defer_after_reply`` (a server), work that a reply need not wait for (the texts of this
-process's own changes into the keyword and vector indexes, access counts) runs this long after the
-call, from a thread, or at the start of the next call, whichever comes first: a save is answered once
-its event is durable and folded."""
 GC_PAUSE_BYTES = 1 << 20
 """A catch-up that reads more than this runs with the cyclic GC paused."""
 HASH_AHEAD_BYTES = 1 << 20
 """A catch-up that reads more than this digests the segments in a second thread."""
-Progress = Callable[[int, int], None]
 
 
 class Cursor(msgspec.Struct, kw_only=True):
@@ -143,32 +132,16 @@ class Store:
         self.usage_extension: Callable[[str, MemoryRecord], float] = self._usage_extension
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
-        # vectors made in the background (see start_vectors); guarded by self.lock
-        self.background_vectors = False
-        self.embed_progress: Progress | None = None
-        """Called with (embedded, to embed) as a large batch of texts is embedded."""
-        self._embedder_ready = not isinstance(embedder, Loadable) or embedder.loaded
-        self._pending: dict[int, tuple[str, bytes]] = {}
-        """Slot -> (text, content hash) waiting for the vector worker."""
-        self._inflight = 0
-        self._generation = 0
-        self._vector_error: str | None = None
-        self._vector_error_at = 0.0
-        self._vector_worker: threading.Thread | None = None
-        self._last_vector_worker: threading.Thread | None = None
-        self._vectors_stop = threading.Event()
-        self._vectors_done = threading.Condition(self.lock)
-        self._model_recorded = False
-        """The embedder's model id is in ``cache/embeddings/model`` (see _forget_other_models)."""
-        self.defer_after_reply = False
-        """Index the texts of local changes after the reply (see AFTER_REPLY_SECONDS and :meth:`defer`)."""
-        self._deferred_due = threading.Event()
-        self._deferred_stop = threading.Event()
-        self._after_reply: threading.Thread | None = None
-        self._deferred_failed = False
         self.table = SlotTable()
         """Memory id <-> slot: the row of the filter columns, the keyword index and the vector index
         (one object for the life of the store: the projectors hold it)."""
+        self.embedding = EmbeddingQueue(
+            self.lock, embedder, self.embeddings, self._put_vectors, self._wants_vector, self._vectors_done
+        )
+        self._model_recorded = False
+        """The embedder's model id is in ``cache/embeddings/model`` (see _forget_other_models)."""
+        self.deferral = Deferral(self.lock)
+        """Work run just after the reply in a server (see :mod:`eventmem.runner.deferral`)."""
         self._reset()
 
     # -- reading ------------------------------------------------------------------------------
@@ -194,9 +167,7 @@ class Store:
 
     def _reset(self) -> None:
         self.embeddings.rewind()  # a rebuild needs every cached vector
-        if hasattr(self, "_pending"):
-            self._pending = {}
-            self._generation += 1  # results the vector worker has in flight are for the old slots
+        self.embedding.forget_all()  # (results the vector worker has in flight are for the old slots)
         self.state = State()
         self.cursors: dict[str, Cursor] = {}
         self._hashers: dict[str, hashlib.blake2b] = {}
@@ -205,11 +176,10 @@ class Store:
         """Per slot, the digest of the text indexed (see :meth:`_sync`): unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self._visible)
         self.keywords = KeywordsProjector(self.table)
-        self.vectors = VectorsProjector(self.table, self.embedder.dim, self._embed_or_defer)
+        self.vectors = VectorsProjector(self.table, self.embedder.dim, self.embedding.submit)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
-        self._deferred: list[Callable[[], None]] = []
-        """Work deferred until after the reply (see :meth:`defer`), in order."""
+        self.deferral.drop()
         self.changed: set[str] = set()
         """Memories whose visible state changed since :meth:`drain_changes` (for push updates)."""
         self.changed_all = True
@@ -237,14 +207,13 @@ class Store:
         """
         with self.lock:
             if flush:
-                self._run_deferred()
+                self.deferral.run()
             memories = self.state.memories
             damaged = isinstance(memories, MemoryRecords) and memories.damaged
             if damaged:
                 log.error("the snapshot in %s was damaged: dropping it and rebuilding", self.paths.cache_dir)
                 (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
-            damaged = damaged or self._deferred_failed
-            self._deferred_failed = False
+            damaged = self.deferral.take_failure() or damaged
             try:
                 applied = -1 if damaged else self._catch_up_once(progress)
                 if applied < 0:
@@ -369,7 +338,7 @@ class Store:
         with self.lock:
             events = list(events)
             touched = set(self.state.written(events))
-            self._sync(touched, defer_index=self.defer_after_reply)
+            self._sync(touched, defer_index=self.deferral.enabled)
             if not self._model_recorded:  # the first save of a project that had no journal yet
                 self._forget_other_models()
 
@@ -391,44 +360,16 @@ class Store:
             self.changed_all, self.changed = False, set()
             return everything, changed
 
+    @property
+    def defer_after_reply(self) -> bool:
+        """Index the texts of local changes after the reply (see :meth:`defer`)."""
+        return self.deferral.enabled
+
     def defer(self, work: Callable[[], None]) -> None:
         """Run ``work`` under the lock just after the reply: from a thread a moment later, or at the
         start of the next call (catch-up), whichever comes first; in order with other deferred work.
         Without ``defer_after_reply`` (one command, a library user) it runs now."""
-        with self.lock:
-            if not self.defer_after_reply:
-                work()
-                return
-            self._deferred.append(work)
-            if self._after_reply is None:
-                self._after_reply = threading.Thread(target=self._run_later, name="eventmem-after-reply", daemon=True)
-                self._after_reply.start()
-            self._deferred_due.set()
-
-    def _run_deferred(self) -> None:
-        """Run the deferred work (caller holds the lock). If some fails the indexes may lack a text,
-        so the next catch-up rebuilds them from the journal (the events are durable and folded)."""
-        while self._deferred:
-            work, self._deferred = self._deferred, []
-            for index, item in enumerate(work):
-                try:
-                    item()
-                except Exception:
-                    log.exception("deferred work failed: the indexes will be rebuilt from the journal")
-                    self._deferred_failed = True
-                    self._deferred = work[index + 1 :] + self._deferred
-                    break
-
-    def _run_later(self) -> None:
-        """The after-reply thread: runs deferred work a moment after it was deferred."""
-        while True:
-            self._deferred_due.wait()
-            if self._deferred_stop.is_set():
-                return
-            time.sleep(AFTER_REPLY_SECONDS)
-            self._deferred_due.clear()
-            with self.lock:
-                self._run_deferred()
+        self.deferral.defer(work)
 
     def _index_texts(self, texts: Batch, items: list[EmbedItem]) -> None:
         if texts.upserts:
@@ -438,7 +379,7 @@ class Store:
     def _sync(self, touched: set[str], *, defer_index: bool = False) -> None:
         """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
         ``defer_index`` the new texts reach the keyword and vector indexes after the reply (:meth:`defer`)."""
-        self._run_deferred()  # earlier texts first: the indexes take changes in order
+        self.deferral.run()  # earlier texts first: the indexes take changes in order
         state = self.state
         self.changed.update(touched)
         # a memory's "superseded" flag depends on its superseder being alive
@@ -478,8 +419,7 @@ class Store:
             upserts.append(projected)
         self.columns.apply(Batch(tuple(upserts), tuple(removals)))
         if removed:
-            for slot in removed:
-                self._pending.pop(slot, None)
+            self.embedding.forget(removed)
             gone = Batch((), tuple(removals))
             self.vectors.apply(gone)
             self.keywords.apply(gone)
@@ -520,7 +460,7 @@ class Store:
             self.keywords.load(batch)  # (a large one from a thread, while this one goes on)
             self.columns.load(batch)
             self.vectors.embed(to_embed)  # (what its load would embed, hashed above in the same pass)
-            if snapshot_due and self.keywords.loading and not self._pending and not self._inflight:
+            if snapshot_due and self.keywords.loading and not self.embedding.busy:
                 try:
                     self._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
                 except OverflowError:  # (no snapshot then: see save_snapshot)
@@ -548,212 +488,58 @@ class Store:
         base = iso_to_epoch(record.ttl_set_at) + _ttl_float(record.ttl_seconds)
         return base + self.usage_extension(memory_id, record)
 
-    def _embed_into_index(self, items: list[EmbedItem]) -> None:
-        hashes = [h for _, _, h in items]
-        vectors, missing = self.embeddings.lookup(hashes)
-        # Another process may have embedded these already: read what it appended to the cache.
-        # For a save or two with the built-in embedder, embedding again is cheaper than reading.
-        if missing and (len(missing) > 8 or not isinstance(self.embedder, HashingEmbedder)):
-            self.embeddings.refresh()
-            vectors, missing = self.embeddings.lookup(hashes)
-        for start in range(0, len(missing), EMBED_BATCH):
-            batch = missing[start : start + EMBED_BATCH]
-            fresh = self._embed_unique([items[i][1] for i in batch], [hashes[i] for i in batch])
-            vectors[batch] = fresh
-            self.embeddings.store([hashes[i] for i in batch], fresh)
-            if self.embed_progress is not None and len(missing) > EMBED_BATCH:
-                self.embed_progress(start + len(batch), len(missing))
-        self.vectors.put(np.asarray([slot for slot, _, _ in items], np.int64), vectors)
+    # -- vectors ------------------------------------------------------------------------------
+    #
+    # Texts go to the embedding queue (see eventmem.runner.embedding): embedded at once, or by a
+    # worker thread with a model that loads slowly (``background_vectors``, a server).
 
-    def _embed_unique(self, texts: list[str], digests: list[bytes]) -> npt.NDArray[np.float32]:
-        """Vectors for ``texts``, embedding each distinct text (by content hash) once."""
-        first: dict[bytes, int] = {}
-        for position, digest in enumerate(digests):
-            first.setdefault(digest, position)
-        if len(first) == len(digests):
-            return self.embedder.embed(texts)
-        unique = list(first)
-        fresh = self.embedder.embed([texts[first[d]] for d in unique])
-        row = {digest: i for i, digest in enumerate(unique)}
-        return fresh[[row[d] for d in digests]]
+    @property
+    def embed_progress(self) -> Progress | None:
+        """Called with (embedded, to embed) as a large batch of texts is embedded."""
+        return self.embedding.progress
+
+    @embed_progress.setter
+    def embed_progress(self, progress: Progress | None) -> None:
+        self.embedding.progress = progress
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        try:
-            vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
-        except ProviderError as exc:
-            with self.lock:
-                self._vector_failed(exc)
-            raise
-        return vector
-
-    # -- vectors from a model that loads slowly -------------------------------------------------
-    #
-    # A model-backed embedder (ONNX, Ollama, an OpenAI-compatible endpoint) may take seconds to load
-    # and minutes to embed a whole journal. With ``background_vectors`` the fold and the keyword index
-    # are made at once, cached vectors are used at once, and the rest is embedded by one worker thread
-    # that holds the lock only to take a batch and to put the vectors in; until it is done,
-    # :meth:`vector_status` is not "ready" and recall answers from the keyword index alone. Snapshots
-    # wait until nothing is pending, so a snapshot never lacks a vector.
+        return self.embedding.embed_query(text)
 
     def vector_status(self) -> str:
         """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
         with self.lock:
-            self._run_deferred()  # (of every change made so far)
-            if self._vector_error is not None and self.background_vectors:
-                self._ensure_worker()  # tries again once RETRY_UNAVAILABLE_SECONDS have passed
-            if self._vector_error is not None:
-                return "unavailable"
-            if not self._embedder_ready and self.background_vectors:
-                return "loading"  # (in the foreground mode the first embed loads the model)
-            if self._pending or self._inflight:
-                return "embedding"
-            return "ready"
+            self.deferral.run()  # (of every change made so far)
+            return self.embedding.status()
 
     def vector_note(self) -> str:
         """The status in words, for a result that had to do without vectors."""
         with self.lock:
-            status = self.vector_status()
-            model = self.embedder.model_id
-            if status == "unavailable":
-                return f"semantic search is unavailable ({self._vector_error}); these are keyword matches only"
-            if status == "loading":
-                return f"the embedding model {model} is still loading; these are keyword matches only"
-            if status == "embedding":
-                left = len(self._pending) + self._inflight
-                return f"{left} memories are still being embedded with {model}; these are keyword matches only"
-            return ""
+            return self.embedding.note(self.vector_status())
 
     def wait_vectors(self, timeout: float | None = None) -> bool:
         """Wait until the vector worker is done (or has failed); true when vectors are ready."""
-        with self._vectors_done:
-            self._vectors_done.wait_for(lambda: self._vector_worker is None, timeout)
-            return self.vector_status() == "ready"
+        self.embedding.wait(timeout)
+        return self.vector_status() == "ready"
 
     def start_vectors(self) -> None:
         """Switch to background embedding and start loading the model (returns at once)."""
-        with self.lock:
-            self.background_vectors = True
-            if not self._embedder_ready:
-                self._ensure_worker()
-
-    def _vector_failed(self, exc: BaseException) -> None:
-        log.warning("embedder %s failed: %s", self.embedder.model_id, exc)
-        self._vector_error = str(exc)
-        self._vector_error_at = time.monotonic()
-
-    def _embed_or_defer(self, items: list[EmbedItem]) -> None:
-        if not self.background_vectors or not isinstance(self.embedder, Loadable):
-            self._embed_inline(items)
-            return
-        vectors, missing = self.embeddings.lookup([h for _, _, h in items])
-        if missing:
-            self.embeddings.refresh()
-            vectors, missing = self.embeddings.lookup([h for _, _, h in items])
-        absent = set(missing)
-        cached = [i for i in range(len(items)) if i not in absent]
-        if cached:
-            self.vectors.put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
-        for i in cached:
-            self._pending.pop(items[i][0], None)
-        if not missing:
-            return
-        backlog = self._pending or self._inflight or self._vector_error is not None
-        if self._embedder_ready and not backlog and len(missing) <= INLINE_EMBED_MAX:
-            self._embed_inline([items[i] for i in missing])
-            return
-        for i in missing:
-            slot, text, digest = items[i]
-            self._pending[slot] = (text, digest)
-        self._ensure_worker()
-
-    def _embed_inline(self, items: list[EmbedItem]) -> None:
-        try:
-            self._embed_into_index(items)
-        except ProviderError as exc:
-            # the event is in the journal already: keep it findable by keywords, embed it later
-            self._vector_failed(exc)
-            for slot, text, digest in items:
-                self._pending[slot] = (text, digest)
-
-    def _ensure_worker(self) -> None:
-        if self._vector_worker is not None or self._vectors_stop.is_set():
-            return
-        if self._vector_error is not None:
-            if time.monotonic() - self._vector_error_at < RETRY_UNAVAILABLE_SECONDS:
-                return
-            self._vector_error = None
-        worker = threading.Thread(target=self._vector_work, name="eventmem-vectors", daemon=True)
-        self._vector_worker = self._last_vector_worker = worker
-        worker.start()
-
-    def _vector_work(self) -> None:
-        done = 0
-        try:
-            if not self._embedder_ready:
-                assert isinstance(self.embedder, Loadable)
-                self.embedder.load()
-                with self.lock:
-                    self._embedder_ready = True
-            while True:
-                with self.lock:
-                    if self._vectors_stop.is_set() or not self._pending:
-                        # decided under the lock: a backlog added after this starts a new worker
-                        self._vector_worker = None
-                        self._vectors_done.notify_all()
-                        snapshot = done > 0 and not self._pending and not self._vectors_stop.is_set()
-                        break
-                    generation = self._generation
-                    batch = list(itertools.islice(self._pending.items(), EMBED_BATCH))
-                    for slot, _ in batch:
-                        del self._pending[slot]
-                    self._inflight = len(batch)
-                    total = done + len(batch) + len(self._pending)
-                try:
-                    fresh = self._embed_unique([text for _, (text, _) in batch], [d for _, (_, d) in batch])
-                except BaseException:
-                    with self.lock:
-                        self._inflight = 0
-                        if generation == self._generation:
-                            for slot, item in batch:
-                                self._pending.setdefault(slot, item)
-                    raise
-                with self.lock:
-                    self._inflight = 0
-                    self.embeddings.store([digest for _, (_, digest) in batch], fresh)
-                    if generation != self._generation:
-                        continue
-                    keep = [
-                        i
-                        for i, (slot, _) in enumerate(batch)
-                        if slot < len(self.table) and self.columns.visible()[slot] and slot not in self._pending
-                    ]
-                    if keep:
-                        self.vectors.put(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
-                    done += len(batch)
-                    if self.embed_progress is not None:
-                        self.embed_progress(done, total)
-                    if done % (EMBED_BATCH * 8) < len(batch):
-                        log.info("embedded %d of %d memories with %s", done, total, self.embedder.model_id)
-        except Exception as exc:
-            with self.lock:
-                self._vector_failed(exc)
-                self._vector_worker = None
-                self._vectors_done.notify_all()
-            return
-        if snapshot:
-            with self.lock:
-                self._forget_other_models()
-            self.save_snapshot(background=True)
+        self.embedding.start()
 
     def stop_vectors(self, timeout: float | None = 10.0) -> None:
-        """Stop the vector worker after its current batch (what it embedded stays cached).
+        """Stop the vector worker after its current batch. Not to be called with the lock held."""
+        self.embedding.stop(timeout)
 
-        Not to be called with the lock held (the worker needs it to finish its batch)."""
-        self._vectors_stop.set()
+    def _put_vectors(self, slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        self.vectors.put(slots, vectors)
+
+    def _vectors_done(self) -> None:
+        """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
-            worker = self._last_vector_worker  # (may still be finishing after it marked itself done)
-        if worker is not None:
-            worker.join(timeout)
+            self._forget_other_models()
+        self.save_snapshot(background=True)
+
+    def _wants_vector(self, slot: int) -> bool:
+        return slot < len(self.table) and bool(self.columns.visible()[slot])
 
     def _usage_extension(self, memory_id: str, record: MemoryRecord) -> float:
         """Each access (local usage stream) extends a TTL by half of it."""
@@ -883,8 +669,8 @@ class Store:
         process is writing one right now). The state is taken under the lock; with ``background``
         the snapshot is encoded from copies and written by a thread so that calls are not held up."""
         with self.lock:
-            self._run_deferred()
-            if not self.cursors or self._pending or self._inflight or self._deferred_failed:
+            self.deferral.run()
+            if not self.cursors or self.embedding.busy or self.deferral.failed:
                 return False  # (vectors still being made: a snapshot would lack them)
             try:
                 state = self._encoded_state_for_snapshot()
@@ -1093,7 +879,7 @@ class Store:
         thread while keyword search already answers (see :meth:`vector_status`), and the texts of
         local changes are indexed just after the reply (see ``defer_after_reply``)."""
         with self.lock:
-            self.defer_after_reply = background_vectors
+            self.deferral.enabled = background_vectors
             if background_vectors:
                 self.start_vectors()
             if self.load_snapshot(map_vectors=background_vectors) and self.vectors.index.mapped:
@@ -1108,7 +894,7 @@ class Store:
         """After a change of embedder, once every memory has its vector from the new model, drop the
         previous model's embedding cache. Not before: a model that cannot be reached, or an override
         in one command, must not cost the cache of the model that works."""
-        if self._pending or self._inflight or self._vector_error is not None:
+        if self.embedding.busy or self.embedding.failing:
             return
         if not self.paths.journal_dir.is_dir():
             return  # no memory here yet: reading must not create .eventmem/
@@ -1136,10 +922,7 @@ class Store:
             log.warning("could not record the embedder in %s: %s", marker, exc)
 
     def close(self) -> None:
-        self._deferred_stop.set()
-        self._deferred_due.set()
-        with self.lock:
-            self._run_deferred()  # (access counts must not be lost)
+        self.deferral.stop()  # (access counts must not be lost)
         self.stop_vectors()
         self.wait_snapshot()
         with self.lock:

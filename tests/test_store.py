@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -162,13 +161,13 @@ def server_mode(project: Path) -> Any:
 
 def test_a_save_acknowledged_before_its_text_is_indexed_is_found_by_the_next_call(server_mode: MemoryService) -> None:
     store = server_mode.project
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):  # the indexer thread waits
-        saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
-        assert store._deferred  # acknowledged, folded, not yet in the keyword or vector index
-        assert server_mode.get(saved.id).content == TOPICS[0][1]
-        (hit,) = server_mode.recall("database connection pool")
-        assert hit.id == saved.id
-        assert not store._deferred
+    store.deferral.delay = 60.0  # the indexer thread waits
+    saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
+    assert store.deferral.pending()  # acknowledged, folded, not yet in the keyword or vector index
+    assert server_mode.get(saved.id).content == TOPICS[0][1]
+    (hit,) = server_mode.recall("database connection pool")
+    assert hit.id == saved.id
+    assert not store.deferral.pending()
 
 
 def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
@@ -178,22 +177,19 @@ def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
     server_mode.update(ids[1], content="Deploy to staging from main with make deploy.")
     server_mode.delete(ids[2])  # deleted while its text may still wait to be indexed
     server_mode.save(TOPICS[2][1] + " Again.", title=TOPICS[2][0])
-    deadline = time.monotonic() + 10
-    while server_mode.project._deferred and time.monotonic() < deadline:
-        time.sleep(0.01)  # the indexer thread, not a call, indexes them
-    assert not server_mode.project._deferred
+    assert server_mode.project.deferral.wait_idle(10)  # the indexer thread, not a call, indexes them
     assert answers(server_mode) == fresh_answers(project)
 
 
 def test_accesses_counted_after_the_reply_are_seen_by_the_next_call_and_kept_at_close(project: Path) -> None:
     svc = open_service(RootChoice(project, "test"), background_vectors=True)
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
-        saved = svc.save(TOPICS[0][1], title=TOPICS[0][0])
-        svc.recall("database connection pool", access=True)
-        assert not svc.project.usage.path.exists()  # not written yet: the reply went first
-        assert svc.get(saved.id).access_count == 1
-        svc.recall("database connection pool", access=True)
-        svc.close()  # the second access is written before the process goes
+    svc.project.deferral.delay = 60.0
+    saved = svc.save(TOPICS[0][1], title=TOPICS[0][0])
+    svc.recall("database connection pool", access=True)
+    assert not svc.project.usage.path.exists()  # not written yet: the reply went first
+    assert svc.get(saved.id).access_count == 1
+    svc.recall("database connection pool", access=True)
+    svc.close()  # the second access is written before the process goes
     other = reopen(project)
     try:
         assert other.get(saved.id).access_count == 2
@@ -208,12 +204,12 @@ def test_deferred_work_runs_once_in_order_past_a_failing_item(server_mode: Memor
     def fail() -> None:
         raise RuntimeError("boom")
 
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
-        store.defer(lambda: ran.append(1))
-        store.defer(fail)
-        store.defer(lambda: ran.append(3))
-        store.defer(lambda: ran.append(4))
-        store.catch_up()
+    store.deferral.delay = 60.0
+    store.defer(lambda: ran.append(1))
+    store.defer(fail)
+    store.defer(lambda: ran.append(3))
+    store.defer(lambda: ran.append(4))
+    store.catch_up()
     assert ran == [1, 3, 4]
     assert store.rebuilds == 1  # a failed item may have been an index update: rebuilt from the journal
 
@@ -222,10 +218,8 @@ def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
     server_mode: MemoryService, project: Path
 ) -> None:
     store = server_mode.project
-    with (
-        mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0),
-        mock.patch.object(store.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")),
-    ):
+    store.deferral.delay = 60.0
+    with mock.patch.object(store.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")):
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
         store.catch_up()  # the flush fails: logged, and the indexes are rebuilt from the journal
     assert store.rebuilds == 1
