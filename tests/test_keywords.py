@@ -203,7 +203,7 @@ def varied_rows(count: int) -> list[tuple[int, str, str, str, str]]:
 
 
 def hashsize(index: KeywordIndex) -> int:
-    return int(index._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone()[0])
+    return index.engine_state()[0]
 
 
 @pytest.mark.parametrize("count", [0, 1, 120])
@@ -218,7 +218,7 @@ def test_a_bulk_load_answers_exactly_as_upserts_do(count: int) -> None:
     assert len(index) == len(expected) == count
     assert index.df == expected.df
     assert hashsize(index) == 1024 * 1024  # the bulk setting does not outlive the load
-    assert index._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    assert index.engine_state()[1] == 0
     mask = np.arange(200) % 2 == 0
     queries = ["cache", "deploy redis", "worker token schema", "ops", "nothing here"]
     for query in queries:
@@ -283,13 +283,11 @@ class FailingFill:
 
 
 def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_empty_index() -> None:
-    index = KeywordIndex()
-    real = index._db
-    index._db = FailingFill(real)  # type: ignore[assignment]
+    real = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    index = KeywordIndex(connection=FailingFill(real))  # type: ignore[arg-type]
     bulk = index.bulk_load(varied_rows(30))
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         bulk.finish()
-    index._db = real
     assert len(index) == 0 and not index.df
     assert not real.in_transaction and hashsize(index) == 1024 * 1024
     assert real.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0

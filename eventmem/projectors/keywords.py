@@ -70,8 +70,9 @@ def _words(text: str) -> set[str]:
 
 
 class KeywordIndex:
-    def __init__(self, data: bytes | memoryview | None = None) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    def __init__(self, data: bytes | memoryview | None = None, *, connection: sqlite3.Connection | None = None) -> None:
+        """``connection``: an in-memory database to use (autocommit, any thread), else a new one."""
+        self._db = connection or sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         # closed when the index is dropped (a rebuild replaces it): Python 3.13 warns of a connection
         # that is collected open
         weakref.finalize(self, self._db.close)
@@ -96,6 +97,14 @@ class KeywordIndex:
 
     def __contains__(self, slot: int) -> bool:
         return slot in self._present
+
+    def engine_state(self) -> tuple[int, int, bool]:
+        """(FTS5 ``hashsize``, temporary tables, in a transaction): a bulk load leaves them as it found them."""
+        (hashsize,) = self._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone() or (
+            DEFAULT_HASHSIZE,
+        )
+        (temporary,) = self._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()
+        return int(hashsize), int(temporary), self._db.in_transaction
 
     def _forget(self, slots: list[int]) -> None:
         """Delete rows, taking their words out of the document frequencies."""
