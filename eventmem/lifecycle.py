@@ -42,7 +42,7 @@ from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_o
 
 if TYPE_CHECKING:
     from eventmem.runner.readview import ReadView
-    from eventmem.store import Store
+    from eventmem.runner.runner import Store
 
 __all__ = [
     "ArchiveResult",

@@ -17,8 +17,9 @@ from unittest import mock
 import pytest
 
 import eventmem.projectors.keywords as keywords_module
-import eventmem.store as store_module
+import eventmem.runner.cursors as cursors_module
 from eventmem.project import RootChoice
+from eventmem.runner.runner import Store
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,9 +79,9 @@ def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.Exit
         ("HASH_AHEAD_BYTES", 0),
         ("GC_PAUSE_BYTES", 0),
     ):
-        stack.enter_context(mock.patch.object(store_module, name, value))
+        stack.enter_context(mock.patch.object(cursors_module, name, value))
     if snapshot_every_catch_up:
-        stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
+        stack.enter_context(mock.patch.object(Store, "_snapshot_due", lambda self: 1))
     return stack
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import bulk_everywhere, reopen
 
-import eventmem.store as store_module
+import eventmem.runner.snapshots as snapshots_module
 from eventmem import query
 from eventmem.codec import encode_event
 from eventmem.embedcache import EmbeddingCache
@@ -30,9 +30,9 @@ from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.query import Filters
+from eventmem.runner.snapshots import Snapshot, StoredSnapshot
 from eventmem.service import MemoryService, open_service
 from eventmem.state import MemoryRecords, State
-from eventmem.store import Snapshot, StoredSnapshot
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
 
@@ -507,7 +507,7 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     encode = msgspec.msgpack.encode
     with (
         bulk_everywhere(snapshot_every_catch_up=True),
-        mock.patch.object(store_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
+        mock.patch.object(snapshots_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
     ):
         store.rebuild(wait=False)
         assert answers(service) == before  # (while the snapshot may still be written)
@@ -515,7 +515,7 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     encoded = [call.args[0] for call in spy.call_args_list if isinstance(call.args[0], State | Snapshot)]
     assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
     assert isinstance(encoded[1].state, msgspec.Raw)
-    snapshot = store_module._read_snapshot(snapshot_file(project))
+    snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert snapshot.state.state() == store.state
     assert snapshot.slot_ids == store.table.ids and snapshot.slot_hashes == store.slot_hashes
     assert bytes(snapshot.columns) == store.columns.snapshot()  # the filter columns and the dedup keys
@@ -541,7 +541,7 @@ def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryS
     store._encoded_state = (store.state, len(store.state.seen), b"stale")
     added = service.save("A memory saved after the fold was encoded.", title="Late").id
     assert store.save_snapshot()
-    snapshot = store_module._read_snapshot(snapshot_file(project))
+    snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert added in snapshot.state.memories
     assert snapshot.state.state() == store.state
 

@@ -19,7 +19,7 @@ from eventmem.events import SCOPES
 from eventmem.state import LinkRecord, MemoryRecord, State
 
 if TYPE_CHECKING:
-    from eventmem.store import Store
+    from eventmem.runner.runner import Store
 
 __all__ = ["Mask", "ReadView"]
 
