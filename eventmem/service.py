@@ -57,8 +57,9 @@ from eventmem.project import ProjectPaths, RootChoice, global_root
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
 from eventmem.redact import scrub
+from eventmem.runner.readview import ReadView
+from eventmem.runner.runner import Store
 from eventmem.state import LinkRecord, MemoryRecord, State, ts_of
-from eventmem.store import Store
 from eventmem.summarizer import ExtractiveSummarizer, Summarizer
 from eventmem.validation import (
     check_count,
@@ -278,9 +279,10 @@ class MemoryService:
         memory_id = memory_id.strip()
         for store in self.stores():
             store.catch_up()
-            record = store.state.visible(memory_id)
+            with store.read() as view:
+                record = view.visible(memory_id)
+                expires = math.inf if record is None else view.expires_at(record)
             if record is not None:
-                expires = store.expires_epoch(memory_id, record)
                 if expires <= time.time():
                     raise tombstones.expired_error(record, epoch_iso(expires))
                 return store, record
@@ -289,8 +291,8 @@ class MemoryService:
     def _gone_or_unknown(self, memory_id: str) -> UnknownMemory:
         """For an id no live memory has: what happened to it (deleted or expired), else unknown."""
         for store in self.stores():
-            with store.lock:
-                record = store.state.memories.get(memory_id)
+            with store.read() as view:
+                record = view.record(memory_id)
             if record is not None and record.exists and record.status != "live":
                 return tombstones.gone(store, record)
         return UnknownMemory(memory_id)
@@ -416,19 +418,20 @@ class MemoryService:
         def plan() -> list[AnyEvent]:
             if memory_id is None:
                 now = time.time()
-                duplicates.extend(m for m in store.find_duplicate(content) if self._returnable(store, m, now))
+                with store.read() as view:
+                    duplicates.extend(m for m in view.duplicates(content) if view.returnable(m, now))
                 if duplicates:
                     return []
-            elif head := store.state.head_of(event.memory):  # a well-known id written anew: after its head
+            elif head := _head_of(store, event.memory):  # a well-known id written anew: after its head
                 events[:] = _after(head, events)
             return events
 
         store.append_planned(plan)
         if duplicates:
-            memory = self.view(store, store.state.memories[duplicates[0]])
+            memory = self.view(store, _record(store, duplicates[0]))
             self.record_access(store, duplicates[:1])
             return Saved(memory=memory, deduplicated=True)
-        return Saved(memory=self.view(store, store.state.memories[event.memory]))
+        return Saved(memory=self.view(store, _record(store, event.memory)))
 
     def _save_section(
         self, section: Section, content: str, *, ttl_seconds: int | None, by: str, content_field: str
@@ -445,7 +448,7 @@ class MemoryService:
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput(f"{content_field} must not be empty")
         ProjectContext(self, by=by).write_section(section.key, content)
-        record = self.project.state.memories[section.memory_id]
+        record = _record(self.project, section.memory_id)
         return Saved(memory=self.view(self.project, record), section=section.key)
 
     def _promotion_at_save(self, event: MemorySaved) -> list[AnyEvent]:
@@ -455,15 +458,6 @@ class MemoryService:
         return [
             MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, prev=event.id, memory=event.memory, reason=reason)
         ]
-
-    @staticmethod
-    def _returnable(store: Store, memory_id: str, now: float, *, superseded: bool = False) -> bool:
-        """Live, not past its expiry, and (unless asked) not superseded."""
-        slot = store.slots.get(memory_id)
-        if slot is None:
-            return False
-        cols = store.columns
-        return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
 
     def update(
         self,
@@ -505,7 +499,7 @@ class MemoryService:
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if not changes:
             return self.view(store, record)
-        prev = store.state.head_of(record.id)
+        prev = _head_of(store, record.id)
         store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **changes)])
         return self.get(record.id)
 
@@ -517,28 +511,30 @@ class MemoryService:
         ts = now_iso()
 
         def unlinks(where: Store) -> list[AnyEvent]:
-            return [
-                LinkRemoved(
-                    id=new_id(),
-                    ts=ts,
-                    by=by,
-                    prev=where.state.link_head_of(link.id),
-                    link=link.id,
-                    reason=f"memory {record.id} deleted",
-                )
-                for link in where.state.links_of(record.id)
-            ]
+            with where.read() as view:
+                return [
+                    LinkRemoved(
+                        id=new_id(),
+                        ts=ts,
+                        by=by,
+                        prev=view.link_head_of(link.id),
+                        link=link.id,
+                        reason=f"memory {record.id} deleted",
+                    )
+                    for link in view.links_of(record.id)
+                ]
 
         def plan() -> list[AnyEvent]:
-            if store.state.visible(record.id) is None:
-                return []  # deleted by another process meanwhile
-            prev = store.state.head_of(record.id)
+            with store.read() as view:
+                if view.visible(record.id) is None:
+                    return []  # deleted by another process meanwhile
+                prev = view.head_of(record.id)
             deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, prev=prev, memory=record.id, reason=reason)
             return [deleted, *unlinks(store)]
 
         store.append_planned(plan)
         for other in self.stores():  # a link between a project and a global memory lives in the project journal
-            if other is not store and other.state.adjacency.get(record.id):
+            if other is not store and _has_links(other, record.id):
                 other.append_planned(functools.partial(unlinks, other))
         view.status = "deleted"
         return view
@@ -559,9 +555,10 @@ class MemoryService:
         def plan() -> list[AnyEvent]:
             planned.clear()
             now = time.time()
-            record = store.state.memories[memory_id]
-            if record.status == "live" and store.expires_epoch(record.id, record) > now:
-                return []
+            with store.read() as view:
+                record = _known(view, memory_id)
+                if record.status == "live" and view.expires_at(record) > now:
+                    return []
             found = tombstones.restore_events(store, record, ts=ts, by=by, reason=reason, now=now, stores=self.stores())
             planned.extend(found)
             return [event for where, event in planned if where is store]
@@ -570,14 +567,14 @@ class MemoryService:
         for other in self.stores():  # a link between a project and a global memory lives in the project journal
             if other is not store and (links := [event for where, event in planned if where is other]):
                 other.append(links)
-        return self.view(store, store.state.memories[memory_id]), bool(written)
+        return self.view(store, _record(store, memory_id)), bool(written)
 
     def _owner(self, memory_id: str) -> Store:
         """The store holding a memory, live or not; :class:`UnknownMemory` if none was ever saved."""
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                record = store.state.memories.get(memory_id)
+            with store.read() as view:
+                record = view.record(memory_id)
             if record is not None and record.exists:
                 return store
         raise UnknownMemory(memory_id)
@@ -593,9 +590,10 @@ class MemoryService:
         return memory
 
     def view(self, store: Store, record: MemoryRecord) -> Memory:
-        expires = store.expires_epoch(record.id, record)
-        slot = store.slots.get(record.id)
-        superseded = bool(slot is not None and store.columns.superseded[slot])
+        with store.read() as view:
+            expires = view.expires_at(record)
+            superseded = view.superseded(record.id)
+            access_count = view.access_count(record.id)
         status = record.status
         if status == "live" and expires <= time.time():
             status = "expired"
@@ -616,7 +614,7 @@ class MemoryService:
             updated_by=record.updated_by,
             status=status,
             superseded=superseded,
-            access_count=store.usage.count(record.id),
+            access_count=access_count,
             promoted=bool(record.promoted_stamp),
             project=record.project or (self.root.root.name if store is self.project else ""),
         )
@@ -645,13 +643,13 @@ class MemoryService:
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
                 continue
             store.catch_up()
-            with store.lock:
-                mask = build_mask(store, filters, now)
+            with store.read() as view:
+                mask = build_mask(view, filters, now)
                 # until a slow embedding model is ready, answer from the keyword index and say so
-                vectors = mode != "keyword" and store.vector_status() == "ready"
+                vectors = mode != "keyword" and view.vector_status() == "ready"
                 try:
                     scored = hybrid_search(
-                        store,
+                        view,
                         query,
                         limit,
                         mask,
@@ -662,11 +660,12 @@ class MemoryService:
                     )
                 except ProviderError:
                     vectors = False
-                    scored = hybrid_search(store, query, limit, mask, self.config, use_vectors=False, now=now)
+                    scored = hybrid_search(view, query, limit, mask, self.config, use_vectors=False, now=now)
                 if mode != "keyword" and not vectors:
-                    self._search_notes.notes = [*self.search_notes(), store.vector_note()]
+                    self._search_notes.notes = [*self.search_notes(), view.vector_note()]
+                memories = view.memories()
                 for item in scored:
-                    record = store.state.memories[store.slot_ids[item.slot]]
+                    record = memories[view.id_at(item.slot)]
                     hits.append(
                         Hit(
                             id=record.id,
@@ -702,10 +701,7 @@ class MemoryService:
             store.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
 
     def _record_access_now(self, store: Store, memory_ids: Sequence[str], ts: str) -> None:
-        store.usage.record(memory_ids, ts)
-        with store.lock:
-            for memory_id in store.usage.refresh():
-                store.refresh_expiry(memory_id)
+        store.record_usage(memory_ids, ts)
         threshold = self.config.promote_accesses
         if threshold <= 0:
             return
@@ -713,8 +709,9 @@ class MemoryService:
         def plan() -> list[AnyEvent]:
             events: list[AnyEvent] = []
             for memory_id in dict.fromkeys(memory_ids):
-                record = store.state.visible(memory_id)
-                count = store.usage.count(memory_id)
+                with store.read() as view:
+                    record = view.visible(memory_id)
+                    count = view.access_count(memory_id)
                 if record is not None and record.ttl_seconds is not None and count >= threshold:
                     reason = f"accessed {count} times (promote_accesses {threshold})"
                     promoted = MemoryPromoted(
@@ -723,9 +720,8 @@ class MemoryService:
                     events.append(promoted)
             return events
 
-        with store.lock:
-            if not plan():
-                return
+        if not plan():
+            return
         try:
             store.append_planned(plan)  # re-checked under the journal lock: written once
         except EventmemError as exc:
@@ -742,7 +738,8 @@ class MemoryService:
         store, record = self._find(memory_id)
 
         def plan() -> list[AnyEvent]:
-            current = store.state.visible(record.id)
+            with store.read() as view:
+                current = view.visible(record.id)
             if current is None or current.ttl_seconds is None:
                 return []
             return [
@@ -752,7 +749,7 @@ class MemoryService:
             ]
 
         written = store.append_planned(plan)
-        return self.view(store, store.state.memories[record.id]), bool(written)
+        return self.view(store, _record(store, record.id)), bool(written)
 
     def supersede(
         self,
@@ -809,7 +806,7 @@ class MemoryService:
             context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
-        return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])
+        return self.view(store, _record(store, event.memory)), _link_view(_link(store, link.link))
 
     def link(
         self,
@@ -847,7 +844,9 @@ class MemoryService:
         found: list[LinkRecord] = []
 
         def plan() -> list[AnyEvent]:
-            for existing in store.state.links_of(source.id):
+            with store.read() as view:
+                existing_links = view.links_of(source.id)
+            for existing in existing_links:
                 if (existing.source, existing.target, existing.relation) == (source.id, target.id, relation):
                     found.append(existing)
                     if (existing.strength, existing.context) == (strength, context):
@@ -857,7 +856,7 @@ class MemoryService:
 
         store.append_planned(plan)
         link_id = found[0].id if found else event.link
-        return _link_view(store.state.links[link_id]), not found
+        return _link_view(_link(store, link_id)), not found
 
     def related(
         self,
@@ -878,31 +877,27 @@ class MemoryService:
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
-        owners: dict[str, Store | None] = {}
+        owners: dict[str, ReadView | None] = {}
 
         def links_of(memory: str) -> list[LinkRecord]:
-            return [s.state.links[i] for s in stores for i in s.state.adjacency.get(memory, ())]
+            return [link for v, _ in returnable for i in v.link_ids_of(memory) if (link := v.link(i)) is not None]
 
-        def owner(memory: str) -> Store | None:
+        def owner(memory: str) -> ReadView | None:
             if memory not in owners:
                 found = None
-                for s, ok in returnable:
-                    slot = s.slots.get(memory)
+                for v, ok in returnable:
+                    slot = v.position_of(memory)
                     if slot is not None and slot < len(ok) and ok[slot]:
-                        found = s
+                        found = v
                         break
                 owners[memory] = found
             return owners[memory]
 
         with contextlib.ExitStack() as locks:
-            returnable: list[tuple[Store, npt.NDArray[np.bool_]]] = []
+            returnable: list[tuple[ReadView, npt.NDArray[np.bool_]]] = []
             for s in stores:
-                locks.enter_context(s.lock)
-                n = len(s.slot_ids)
-                ok = s.columns.live[:n] & (s.columns.expires[:n] > now)
-                if not include_superseded:
-                    ok &= ~s.columns.superseded[:n]
-                returnable.append((s, ok))
+                v = locks.enter_context(s.read())
+                returnable.append((v, v.mask(now=now, include_superseded=include_superseded)))
             steps = walk(
                 root.id,
                 links_of,
@@ -916,7 +911,7 @@ class MemoryService:
             for step in steps:
                 where = owner(step.memory)
                 assert where is not None
-                record = where.state.memories[step.memory]
+                record = where.memories()[step.memory]
                 out.append(
                     {
                         "id": step.memory,
@@ -971,17 +966,16 @@ class MemoryService:
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
                 continue
             store.catch_up()
-            with store.lock:
-                mask = build_mask(store, filters, now)
+            with store.read() as view:
+                mask = build_mask(view, filters, now)
                 if project is not None:
-                    mask &= self._project_mask(store, project)
-                cols = store.columns
+                    mask &= self._project_mask(store, view, project)
                 if text:
-                    vectors = mode != "keyword" and store.vector_status() == "ready"
+                    vectors = mode != "keyword" and view.vector_status() == "ready"
                     scored = [
                         (s.slot, s.score, s.vector_score, s.keyword_score)
                         for s in hybrid_search(
-                            store,
+                            view,
                             text,
                             limit,
                             mask,
@@ -993,13 +987,20 @@ class MemoryService:
                     ]
                 else:
                     slots = mask.nonzero()[0]
-                    updated = cols.updated[slots]
-                    importance = cols.importance[slots].astype(np.float64)
+                    updated = view.updated_at(slots)
+                    importance = view.importance_at(slots)
                     keys = np.stack([updated] if order == "recent" else [updated, importance])
-                    picked = slots[np.lexsort(keys)[::-1][:limit]]
-                    scored = [(int(slot), float(cols.importance[slot]), 0.0, 0.0) for slot in picked]
+                    order_of = np.lexsort(keys)[::-1][:limit]
+                    picked, picked_importance = slots[order_of], importance[order_of]
+                    scored = [
+                        (slot, weight, 0.0, 0.0)
+                        for slot, weight in zip(picked.tolist(), picked_importance.tolist(), strict=True)
+                    ]
+                memories = view.memories()
+                positions = np.asarray([slot for slot, _, _, _ in scored], np.int64)
+                updated_of = dict(zip(positions.tolist(), view.updated_at(positions).tolist(), strict=True))
                 for slot, score, vector_score, keyword_score in scored:
-                    record = store.state.memories[store.slot_ids[slot]]
+                    record = memories[view.id_at(slot)]
                     hit = Hit(
                         id=record.id,
                         score=round(score, 4),
@@ -1015,7 +1016,7 @@ class MemoryService:
                         keyword_score=round(keyword_score, 4),
                         content=record.content if include_content else None,
                     )
-                    hits.append((hit, float(cols.updated[slot])))
+                    hits.append((hit, float(updated_of[slot])))
                     owners[record.id] = store
         if order == "relevance":
             hits.sort(key=lambda h: (-h[0].score, h[0].id))
@@ -1028,13 +1029,13 @@ class MemoryService:
             self._record_hits(owners, found)
         return found
 
-    def _project_mask(self, store: Store, project: str) -> npt.NDArray[np.bool_]:
-        n = len(store.slot_ids)
+    def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
+        n = view.size()
         wanted = project.strip().casefold()
         if store is self.project:
             return np.full(n, wanted == self.root.root.name.casefold(), bool)
-        memories = store.state.memories
-        return np.fromiter((memories[m].project.casefold() == wanted for m in store.slot_ids), bool, n)
+        memories = view.memories()
+        return np.fromiter((memories[m].project.casefold() == wanted for m in view.positions()), bool, n)
 
     def context(
         self,
@@ -1056,9 +1057,10 @@ class MemoryService:
             if store is not self.project and not include_global:
                 continue
             store.catch_up()
-            with store.lock:
-                for slot in build_mask(store, filters, now).nonzero()[0].tolist():
-                    record = store.state.memories[store.slot_ids[slot]]
+            with store.read() as view:
+                memories = view.memories()
+                for memory_id in view.ids(build_mask(view, filters, now)):
+                    record = memories[memory_id]
                     records.append((record, record.scope))
                     counts[record.kind] = counts.get(record.kind, 0) + 1
         text, lines, omitted = context_bundle(
@@ -1118,8 +1120,8 @@ class MemoryService:
         report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                due = due_for_expiry(store, now)
+            with store.read() as view:
+                due = due_for_expiry(view, now)
             if due:
                 written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
                 report["expired"] += [getattr(e, "memory", "") for e in written]
@@ -1127,8 +1129,8 @@ class MemoryService:
                 result = self._archive_dead(store, now, by)
                 if result is not None:
                     report["archived"].append(result)
-            if store.usage.compact(store.state.memories, ts=epoch_iso(now)):
-                report["usage_compacted"].append(str(store.usage.path))
+            if (usage_path := store.compact_usage(epoch_iso(now))) is not None:
+                report["usage_compacted"].append(usage_path)
         return report
 
     def _compact_preview(self, now: float, *, archive: bool) -> dict[str, Any]:
@@ -1138,33 +1140,36 @@ class MemoryService:
         report: dict[str, Any] = {"dry_run": True, "now": epoch_iso(now), "would_expire": [], "would_archive": []}
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                report["would_expire"] += [event.memory for event in plan_expiry(store, now)]
+            with store.read() as view:
+                report["would_expire"] += [event.memory for event in plan_expiry(view, now)]
                 if archive:
-                    report["would_archive"] += archive_candidates(store.state, cutoff, store.hidden_memories())
+                    report["would_archive"] += archive_candidates(view.fold, cutoff, view.hidden())
         return report
 
     @staticmethod
     def _plan_expiry(store: Store, now: float, by: str) -> list[AnyEvent]:
-        return list(plan_expiry(store, now, by=by))
+        with store.read() as view:
+            return list(plan_expiry(view, now, by=by))
 
     def _archive_dead(self, store: Store, now: float, by: str) -> dict[str, Any] | None:
         cutoff = now - self.config.archive_after_days * 86400.0
         checked = self._archive_checked.setdefault(str(store.paths.base), {})
 
         def select(state: State) -> list[str]:
-            among = store.hidden_memories() if state is store.state else None  # the live are no candidates
+            with store.read() as view:
+                among = view.hidden() if state is view.fold else None  # the live are no candidates
             found = archive_candidates(state, cutoff, among)
             return [m for m in found if checked.get(m) != latest_stamp(state.memories[m])]
 
-        with store.lock:
-            candidates = select(store.state)
+        with store.read() as view:
+            candidates = select(view.fold)
         if not candidates:
             return None
         result = archive_memories(store, select, now=now, by=by)
-        with store.lock:  # looked at: not again until something new happens to them
+        with store.read() as view:  # looked at: not again until something new happens to them
+            memories = view.memories()
             for memory_id in candidates:
-                checked[memory_id] = latest_stamp(store.state.memories[memory_id])
+                checked[memory_id] = latest_stamp(memories[memory_id])
         if not result.segment:
             return None
         return {
@@ -1207,8 +1212,9 @@ class MemoryService:
     def stats(self) -> dict[str, Any]:
         self.catch_up()
         store = self.project
-        with store.lock:
-            records = [r for r in store.state.memories.values() if r.exists]
+        with store.read() as view:
+            state = view.fold
+            records = [r for r in state.memories.values() if r.exists]
             by_status: dict[str, int] = {}
             by_kind: dict[str, int] = {}
             tags: dict[str, int] = {}
@@ -1226,9 +1232,9 @@ class MemoryService:
                 "by_status": by_status,
                 "by_kind": dict(sorted(by_kind.items())),
                 "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
-                "links": sum(1 for link in store.state.links.values() if link.alive),
-                "events": len(store.state.seen),
-                "unknown_events": dict(store.state.unknown),
+                "links": sum(1 for link in state.links.values() if link.alive),
+                "events": len(state.seen),
+                "unknown_events": dict(state.unknown),
                 "segments": len(segments),
                 "journal_bytes": sum(s.size for s in segments),
                 "embedder": store.embedder.model_id,
@@ -1278,8 +1284,40 @@ def _refuse_second_singleton(memory_id: str, kind: str) -> None:
 
 
 def _link_touches(store: Store, event: AnyEvent, memory_id: str) -> bool:
-    link = store.state.links.get(getattr(event, "link", ""))
+    with store.read() as view:
+        link = view.link(getattr(event, "link", ""))
     return link is not None and memory_id in (link.source, link.target)
+
+
+def _known(view: ReadView, memory_id: str) -> MemoryRecord:
+    record = view.record(memory_id)
+    if record is None:
+        raise KeyError(memory_id)
+    return record
+
+
+def _record(store: Store, memory_id: str) -> MemoryRecord:
+    """The folded record of a memory the journal names (a ``KeyError`` otherwise)."""
+    with store.read() as view:
+        return _known(view, memory_id)
+
+
+def _link(store: Store, link_id: str) -> LinkRecord:
+    with store.read() as view:
+        link = view.link(link_id)
+    if link is None:
+        raise KeyError(link_id)
+    return link
+
+
+def _head_of(store: Store, memory_id: str) -> str:
+    with store.read() as view:
+        return view.head_of(memory_id)
+
+
+def _has_links(store: Store, memory_id: str) -> bool:
+    with store.read() as view:
+        return bool(view.link_ids_of(memory_id))
 
 
 def make_embedder(config: Config) -> Embedder:
