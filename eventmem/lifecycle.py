@@ -18,16 +18,15 @@ Planning is pure (state in, decisions out); the one function here that does IO i
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
-import string
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from eventmem.codec import UnknownEvent, encode_event
+from eventmem.dedup import dedup_key
 from eventmem.events import (
     KINDS,
     AnyEvent,
@@ -42,7 +41,8 @@ from eventmem.journal import decode_bytes
 from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
 
 if TYPE_CHECKING:
-    from eventmem.store import Store
+    from eventmem.runner.readview import ReadView
+    from eventmem.runner.runner import Store
 
 __all__ = [
     "ArchiveResult",
@@ -61,20 +61,6 @@ __all__ = [
 ]
 
 Direction = Literal["out", "in", "both"]
-_EDGE_PUNCTUATION = string.punctuation + string.whitespace
-
-
-# -- dedup ------------------------------------------------------------------------------------
-
-
-def normalize_text(text: str) -> str:
-    """Case-folded, whitespace collapsed, punctuation stripped at both ends."""
-    return " ".join(text.casefold().split()).strip(_EDGE_PUNCTUATION)
-
-
-def dedup_key(text: str) -> bytes:
-    """Two texts with the same key are the same memory for dedup."""
-    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).digest()
 
 
 # -- expiry -----------------------------------------------------------------------------------
@@ -100,23 +86,20 @@ def _last_day(epoch: float) -> str:
     return to_iso(datetime(9999, 12, 31, tzinfo=UTC) + timedelta(seconds=epoch - _LAST_EPOCH))
 
 
-def due_for_expiry(store: Store, now: float) -> list[str]:
+def due_for_expiry(view: ReadView, now: float) -> list[str]:
     """Live memories whose expiry column says their TTL ran out (a cheap pre-check)."""
-    n = len(store.slot_ids)
-    cols = store.columns
-    due = (cols.live[:n] & (cols.expires[:n] <= now)).nonzero()[0]
-    return [store.slot_ids[slot] for slot in due.tolist()]
+    return view.due_for_expiry(now)
 
 
-def plan_expiry(store: Store, now: float, *, by: str = "") -> list[MemoryExpired]:
-    """``expired`` events for the live memories of ``store`` whose TTL (usage included) ran out."""
+def plan_expiry(view: ReadView, now: float, *, by: str = "") -> list[MemoryExpired]:
+    """``expired`` events for the live memories of a view whose TTL (usage included) ran out."""
     events: list[MemoryExpired] = []
     ts = epoch_iso(now)
-    for memory_id in due_for_expiry(store, now):
-        record = store.state.visible(memory_id)
+    for memory_id in view.due_for_expiry(now):
+        record = view.visible(memory_id)
         if record is None:
             continue
-        expires = store.expires_epoch(memory_id, record)  # the column may lag a usage refresh
+        expires = view.expires_at(record)  # the column may lag a usage refresh
         if math.isinf(expires) or expires > now:
             continue
         events.append(
@@ -251,15 +234,16 @@ def archive_memories(
     result = ArchiveResult()
     paths = store.paths
     segment_path = paths.journal_dir / paths.segment_name()
-    with store.lock:
+    with store.writing():
         if not segment_path.exists():
             return result
         with store.journal.lock.hold():
             store.catch_up()
-            memories = set(select(store.state))
+            with store.read() as view:
+                memories = set(select(view.fold))
+                links = {link for m in memories for link in view.link_ids_of(m)}
             if not memories:
                 return result
-            links = {link for m in memories for link in store.state.adjacency.get(m, ())}
             store.journal.settle(segment_path)  # (as a writer would: a torn tail is quarantined, then cut)
             data = segment_path.read_bytes()
             kept, moved, moved_memories = split_lines(data, memories, links)
@@ -280,8 +264,7 @@ def archive_memories(
             atomic_write(segment_path, live, durable=store.journal.durable)
             live_name = f"journal/{segment_path.name}"
             store.adopt_segments([f"archive/{name}", live_name])
-            store.apply_local([event])
-            store.state.unread.pop(event.id, None)  # (its line was adopted above, never read back)
+            store.apply_adopted([event])
             result = ArchiveResult(
                 segment=f"archive/{name}",
                 memories=list(event.memories),

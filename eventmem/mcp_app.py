@@ -109,7 +109,7 @@ def terminate() -> None:
     for app in _RUNNING:
         if app.service_ is not None:
             for store in app.service_.stores():
-                store.lock.acquire()
+                store.hold_writes()
     os._exit(0)
 
 

@@ -26,7 +26,7 @@ from eventmem.embedder import STOPWORDS
 from eventmem.errors import InvalidInput
 from eventmem.events import KINDS, SCOPES
 from eventmem.ids import iso_to_epoch
-from eventmem.store import Store
+from eventmem.runner.readview import ReadView
 from eventmem.validation import check_count, check_length, check_number, refusal, shown
 
 __all__ = ["Filters", "ScoredSlot", "build_mask", "hybrid_search"]
@@ -70,12 +70,12 @@ def unknown_words_floor(model_id: str) -> float:
     return UNKNOWN_WORDS_FLOOR.get(model_id.split("-", 1)[0], MODEL_UNKNOWN_WORDS_FLOOR)
 
 
-def holds_a_query_word(store: Store, text: str, matched: Collection[int]) -> bool:
+def holds_a_query_word(view: ReadView, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
     matched among those searched (``matched``), or one it did not ask (too common: the index is
     asked, exactly, so that a rebuild gives the same answer)."""
     words = {w.lower() for w in _WORD.findall(text)} - STOPWORDS
-    return bool(words) and (bool(matched) or any(store.keywords.holds(w) for w in sorted(words)))
+    return bool(words) and (bool(matched) or any(view.keyword_holds(w) for w in sorted(words)))
 
 
 @functools.cache
@@ -127,42 +127,29 @@ class ScoredSlot:
     keyword_score: float
 
 
-def build_mask(store: Store, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
-    """Slots that may be returned: live, not expired, not superseded, and passing the filters."""
-    n = len(store.slot_ids)
-    cols = store.columns
-    now = time.time() if now is None else now
-    mask = cols.live[:n] & (cols.expires[:n] > now)
-    if not filters.include_superseded:
-        mask &= ~cols.superseded[:n]
-    if filters.kinds:
-        codes = np.asarray([KINDS.index(k) for k in filters.kinds], np.int16)
-        mask &= np.isin(cols.kind[:n], codes)
-    if filters.scope in SCOPES:
-        mask &= cols.scope[:n] == SCOPES.index(filters.scope)
-    if filters.min_importance is not None:
-        mask &= cols.importance[:n] >= filters.min_importance
-    if filters.created_after is not None:
-        mask &= cols.created[:n] >= iso_to_epoch(filters.created_after)
-    if filters.created_before is not None:
-        mask &= cols.created[:n] < iso_to_epoch(filters.created_before)
-    if filters.max_importance is not None:
-        mask &= cols.importance[:n] <= filters.max_importance
-    if filters.updated_after is not None:
-        mask &= cols.updated[:n] >= iso_to_epoch(filters.updated_after)
-    if filters.updated_before is not None:
-        mask &= cols.updated[:n] < iso_to_epoch(filters.updated_before)
-    for tag in filters.tags:
-        tagged = np.zeros(n, bool)
-        slots = store.tag_index().get(tag)
-        if slots:
-            tagged[np.fromiter(slots, np.int64, len(slots))] = True
-        mask &= tagged
-    return mask
+def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
+    """Positions that may be returned: live, not expired, not superseded, and passing the filters."""
+
+    def epoch(value: str | None) -> float | None:
+        return None if value is None else iso_to_epoch(value)
+
+    return view.mask(
+        now=now,
+        include_superseded=filters.include_superseded,
+        kinds=filters.kinds,
+        scope=filters.scope,
+        tags=filters.tags,
+        min_importance=filters.min_importance,
+        max_importance=filters.max_importance,
+        created_after=epoch(filters.created_after),
+        created_before=epoch(filters.created_before),
+        updated_after=epoch(filters.updated_after),
+        updated_before=epoch(filters.updated_before),
+    )
 
 
 def hybrid_search(
-    store: Store,
+    view: ReadView,
     text: str,
     limit: int,
     mask: npt.NDArray[np.bool_],
@@ -179,32 +166,31 @@ def hybrid_search(
     vector_hits: dict[int, float] = {}
     query_vector = None
     keywords: Future[list[tuple[int, float]]] | None = None
-    if use_keywords and use_vectors and len(store.vectors) >= PARALLEL_FROM:
+    if use_keywords and use_vectors and view.vector_count() >= PARALLEL_FROM:
         # both indexes scan in C with the GIL released: on a second core, the keyword side is free
-        keywords = _keyword_worker().submit(store.keywords.search, text, depth, mask, beside_vectors=True)
-    if use_vectors and len(store.vectors):
-        query_vector = store.embed_query(text)
-        found, similarity = store.vectors.search(query_vector, depth, mask)
+        keywords = _keyword_worker().submit(view.keyword_search, text, depth, mask, beside_vectors=True)
+    if use_vectors and view.vector_count():
+        query_vector = view.embed_query(text)
+        found, similarity = view.vector_search(query_vector, depth, mask)
         vector_hits = dict(zip(found.tolist(), similarity.tolist(), strict=True))
     keyword_hits: dict[int, float] = {}
     if keywords is not None:
         keyword_hits = dict(keywords.result())
     elif use_keywords:
-        keyword_hits = dict(store.keywords.search(text, depth, mask, beside_vectors=query_vector is not None))
+        keyword_hits = dict(view.keyword_search(text, depth, mask, beside_vectors=query_vector is not None))
     # a memory the query's words do not occur in needs a cosine unrelated texts rarely reach, and a
     # query none of whose words the memories hold needs more (see UNKNOWN_WORDS_FLOOR)
     matched: set[int] | dict[int, float] = keyword_hits
-    strict = unknown_words_floor(store.embedder.model_id)
+    strict = unknown_words_floor(view.embedder_id)
     if not use_keywords and any(c < strict for c in vector_hits.values()):
-        matched = {s for s, _ in store.keywords.search(text, depth, mask, beside_vectors=True)}
+        matched = {s for s, _ in view.keyword_search(text, depth, mask, beside_vectors=True)}
     floor = VECTOR_FLOOR
-    if any(c < strict for c in vector_hits.values()) and not holds_a_query_word(store, text, matched):
+    if any(c < strict for c in vector_hits.values()) and not holds_a_query_word(view, text, matched):
         floor = strict
     noise = {s for s, c in vector_hits.items() if c < floor and s not in matched}
     candidates = list((vector_hits.keys() | keyword_hits.keys()) - noise)  # (the ranks below still count them)
     if not candidates:
         return []
-    cols = store.columns
     now = time.time() if now is None else now
     slots = np.asarray(candidates, dtype=np.int64)
     if config.fusion == "rrf":
@@ -220,7 +206,7 @@ def hybrid_search(
         top_keyword = max(keyword_hits.values(), default=0.0)
         others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
         if query_vector is not None:
-            others = store.vectors.similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
+            others = view.vector_similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
         cosine_of = others | vector_hits  # (disjoint: others holds only slots the scan did not reach)
         cosines = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, len(candidates))
         vector_scores = np.maximum(cosines, 0.0)
@@ -239,9 +225,9 @@ def hybrid_search(
         scores = (
             config.vector_weight * vector_scores * use_vectors + keyword_weight * keyword_scores * use_keywords
         ) / (weights or 1.0)
-    boosts = config.importance_boost * (cols.importance[slots].astype(np.float64) - 0.5)
+    boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
-        age_days = np.maximum(now - cols.updated[slots], 0.0) / 86400.0
+        age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
     totals = scores + boosts
     if len(candidates) > limit:
@@ -251,7 +237,7 @@ def hybrid_search(
     else:
         kept = list(range(len(candidates)))
     final = totals.tolist()
-    ids = store.slot_ids
-    order = sorted(kept, key=lambda i: (-final[i], ids[candidates[i]]))[:limit]
+    id_at = view.id_at
+    order = sorted(kept, key=lambda i: (-final[i], id_at(candidates[i])))[:limit]
     v_list, k_list = vector_scores.tolist(), keyword_scores.tolist()
     return [ScoredSlot(candidates[i], final[i], v_list[i], k_list[i]) for i in order]

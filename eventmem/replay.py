@@ -72,8 +72,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         bar.close()
         store.wait_snapshot()
         elapsed = time.perf_counter() - started
-        state = store.state
         segments = store.journal.segments()
+        with store.read() as view:
+            state = view.fold
+            memories = sum(1 for memory_id in state.memories if state.visible(memory_id) is not None)
+            links = sum(1 for link in state.links.values() if link.alive)
+            unknown = dict(state.unknown)
         summary = {
             "status": "success",
             "root": str(root.root),
@@ -82,9 +86,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             "events": events,
             "segments": len(segments),
             "journal_bytes": sum(s.size for s in segments),
-            "memories": sum(1 for memory_id in state.memories if state.visible(memory_id) is not None),
-            "links": sum(1 for link in state.links.values() if link.alive),
-            "unknown_events": dict(state.unknown),
+            "memories": memories,
+            "links": links,
+            "unknown_events": unknown,
             "corrupt_lines": [
                 {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
             ],
@@ -102,7 +106,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             f"in {elapsed:.2f}s (answers ready after {ready:.2f}s, then the snapshot)"
         )
         print(f"  {summary['memories']} live memories, {summary['links']} links")
-        if state.unknown:
+        if unknown:
             print(f"  unknown event types (kept, skipped): {summary['unknown_events']}")
         for problem in store.problems.values():
             print(printable(f"  skipped {problem}; run `eventmem replay audit` for details"))

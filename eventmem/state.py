@@ -22,7 +22,7 @@ the same state:
   greatest tombstone is newer than its greatest restore, so later updates never resurrect it;
 - ``created_at`` is the earliest ``saved``; an event id seen before is a no-op.
 
-No IO here: :mod:`eventmem.store` feeds events in and keeps the indexes in step.
+No IO here: the runner (:mod:`eventmem.runner`) feeds events in and keeps the indexes in step.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from eventmem.errors import MemoryGone
 from eventmem.events import AnyEvent, LinkAdded, MemoryDeleted, MemoryExpired, MemoryRestored, MemoryUpdated
 from eventmem.ids import new_id
 from eventmem.records import MemoryRecord
+from eventmem.runner.runner import Store
 from eventmem.stamps import id_of, ts_of
-from eventmem.store import Store
 
 __all__ = ["expired_error", "gone", "latest_tombstone", "restore_events"]
 
@@ -83,7 +83,8 @@ def restore_events(
     """
     restored = MemoryRestored(id=new_id(), ts=ts, by=by, prev=record.head, memory=record.id, reason=reason)
     out: list[tuple[Store, AnyEvent]] = [(store, restored)]
-    expires = store.expires_epoch(record.id, record)
+    with store.read() as view:
+        expires = view.expires_at(record)
     if not math.isinf(expires) and expires <= now:
         fresh_ttl = MemoryUpdated(
             id=new_id(), ts=ts, by=by, prev=restored.id, memory=record.id, ttl_seconds=record.ttl_seconds
@@ -94,17 +95,17 @@ def restore_events(
     deleted_at = ts_of(record.deleted_stamp)
     seen: set[tuple[str, str, str]] = set()
     for where in stores:
-        for link_id in sorted(where.state.adjacency.get(record.id, ())):
-            link = where.state.links[link_id]
+        with where.read() as view:
+            removed = [link for i in sorted(view.link_ids_of(record.id)) if (link := view.link(i)) is not None]
+            alive = {(link.source, link.target, link.relation) for link in view.links_of(record.id)}
+        for link in removed:
             if not link.removed_stamp or ts_of(link.removed_stamp) != deleted_at:
                 continue
             other = link.target if link.source == record.id else link.source
             if not any(_live(s, other, now) for s in stores):
                 continue
             key = (link.source, link.target, link.relation)
-            if key in seen or any(
-                (alive.source, alive.target, alive.relation) == key for alive in where.state.links_of(record.id)
-            ):
+            if key in seen or key in alive:
                 continue
             seen.add(key)
             again = LinkAdded(
@@ -123,5 +124,5 @@ def restore_events(
 
 
 def _live(store: Store, memory_id: str, now: float) -> bool:
-    record = store.state.visible(memory_id)
-    return record is not None and store.expires_epoch(memory_id, record) > now
+    with store.read() as view:
+        return view.alive(memory_id, now)

@@ -2,52 +2,39 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
-
-import numpy as np
 
 from eventmem.events import KINDS
 from eventmem.records import MemoryRecord
+from eventmem.runner.readview import ReadView
 from eventmem.service import MemoryService
-from eventmem.store import Store
 
-__all__ = ["live_records", "live_slots", "render_summary"]
+__all__ = ["live_ids", "live_records", "render_summary"]
 
 
-def live_slots(
-    store: Store, now: float | None = None, *, kinds: Iterable[str] | None = None, ids: Iterable[str] = ()
-) -> list[int]:
-    """Slots of the memories that would be returned (live, not expired by time, not superseded),
-    in order; with ``kinds``, only memories of those types and those named in ``ids``. Read from the
-    filter columns: no memory is looked at. Call with the store's lock held."""
-    now = time.time() if now is None else now
-    cols = store.columns
-    count = len(store.slot_ids)
-    mask = cols.live[:count] & (cols.expires[:count] > now) & ~cols.superseded[:count]
+def live_ids(
+    view: ReadView, now: float | None = None, *, kinds: Iterable[str] | None = None, ids: Iterable[str] = ()
+) -> list[str]:
+    """The memories that would be returned (live, not expired by time, not superseded), in order;
+    with ``kinds``, only memories of those types and those named in ``ids``. Read from the filter
+    columns: no memory is looked at."""
+    mask = view.mask(now=now)
     if kinds is not None:
-        wanted = store.slots_of_kinds(kinds)
-        for memory_id in ids:
-            slot = store.slots.get(memory_id)
-            if slot is not None:
-                wanted[slot] = True
-        mask &= wanted
-    slots: list[int] = np.flatnonzero(mask).tolist()
-    return slots
+        mask &= view.of_kinds(kinds, ids)
+    return view.ids(mask)
 
 
-def live_records(store: Store, now: float | None = None) -> Iterator[MemoryRecord]:
-    """The memories of :func:`live_slots`."""
-    memories = store.state.memories
-    for slot in live_slots(store, now):
-        yield memories[store.slot_ids[slot]]
+def live_records(view: ReadView, now: float | None = None) -> Iterator[MemoryRecord]:
+    """The memories of :func:`live_ids`."""
+    memories = view.memories()
+    for memory_id in live_ids(view, now):
+        yield memories[memory_id]
 
 
 def render_summary(service: MemoryService, *, per_kind: int = 5) -> str:
     """Markdown: counts, then the most important and most recent memories of each type."""
-    store = service.project
-    with store.lock:
-        records = list(live_records(store))
+    with service.project.read() as view:
+        records = list(live_records(view))
     lines = [f"# Project memory: {service.root.root.name}", ""]
     if not records:
         lines.append("No memories yet. Save decisions, fixes and conventions as you work.")

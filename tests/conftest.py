@@ -19,11 +19,13 @@ import anyio
 import pytest
 import watchfiles
 
-import eventmem.store as store_module
+import eventmem.projectors.keywords as keywords_module
+import eventmem.runner.cursors as cursors_module
 from eventmem.events import MemorySaved
 from eventmem.ids import new_id, to_iso
 from eventmem.journal import Journal
 from eventmem.project import ProjectPaths, RootChoice
+from eventmem.runner.runner import Store
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,18 +83,18 @@ def service(project: Path) -> Iterator[MemoryService]:
 
 
 def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones (see store.BULK_KEYWORDS_MIN): the
+    """Small journals take the paths meant for large ones (see keywords.BULK_KEYWORDS_MIN): the
     keyword index filled by a thread, digests made by a thread, the cyclic GC paused; and, if asked,
     a snapshot due at every catch-up."""
     stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(keywords_module, "BULK_KEYWORDS_MIN", 0))
     for name, value in (
-        ("BULK_KEYWORDS_MIN", 0),
         ("HASH_AHEAD_BYTES", 0),
         ("GC_PAUSE_BYTES", 0),
     ):
-        stack.enter_context(mock.patch.object(store_module, name, value))
+        stack.enter_context(mock.patch.object(cursors_module, name, value))
     if snapshot_every_catch_up:
-        stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
+        stack.enter_context(mock.patch.object(Store, "_snapshot_due", lambda self: 1))
     return stack
 
 

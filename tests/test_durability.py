@@ -204,10 +204,9 @@ def test_a_server_killed_during_a_save_storm_loses_no_acknowledged_save(project:
     # a next start (from whatever snapshot a killed server wrote) with a memory its indexes lack
     service = open_service(RootChoice(project, "test"))
     try:
-        store = service.project
-        for memory_id in acknowledged:
-            slot = store.slots[memory_id]
-            assert slot in store.keywords._present and store.vectors._present[slot], memory_id
+        with service.project.read() as view:
+            for memory_id in acknowledged:
+                assert view.keyword_indexed(memory_id) and view.vector_of(memory_id) is not None, memory_id
         last = acknowledged[-1]
         hits = service.recall(service.get(last).content, mode="keyword", limit=10)
         assert last in [hit.id for hit in hits]

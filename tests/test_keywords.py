@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.keywords import KeywordIndex, fts_query
+from eventmem.projectors.keywords import KeywordIndex, fts_query
 
 FILLER = "some neutral words about the project and its ordinary daily work"
 
@@ -127,7 +127,7 @@ def test_the_allowed_mask_filters_before_the_cut() -> None:
 def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(barred: set[int], k: int, query: str) -> None:
     """With few slots barred, SQLite is asked for its best k + barred rows only; with many, the
     matches stream in rank order. Both give the best k allowed matches."""
-    import eventmem.keywords as keywords
+    import eventmem.projectors.keywords as keywords
 
     index = KeywordIndex()
     words = ["deploy", "notes", "cache", "key"]
@@ -203,7 +203,7 @@ def varied_rows(count: int) -> list[tuple[int, str, str, str, str]]:
 
 
 def hashsize(index: KeywordIndex) -> int:
-    return int(index._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone()[0])
+    return index.engine_state()[0]
 
 
 @pytest.mark.parametrize("count", [0, 1, 120])
@@ -218,7 +218,7 @@ def test_a_bulk_load_answers_exactly_as_upserts_do(count: int) -> None:
     assert len(index) == len(expected) == count
     assert index.df == expected.df
     assert hashsize(index) == 1024 * 1024  # the bulk setting does not outlive the load
-    assert index._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    assert index.engine_state()[1] == 0
     mask = np.arange(200) % 2 == 0
     queries = ["cache", "deploy redis", "worker token schema", "ops", "nothing here"]
     for query in queries:
@@ -283,13 +283,11 @@ class FailingFill:
 
 
 def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_empty_index() -> None:
-    index = KeywordIndex()
-    real = index._db
-    index._db = FailingFill(real)  # type: ignore[assignment]
+    real = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    index = KeywordIndex(connection=FailingFill(real))  # type: ignore[arg-type]
     bulk = index.bulk_load(varied_rows(30))
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         bulk.finish()
-    index._db = real
     assert len(index) == 0 and not index.df
     assert not real.in_transaction and hashsize(index) == 1024 * 1024
     assert real.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0

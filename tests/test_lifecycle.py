@@ -243,7 +243,10 @@ def test_two_processes_that_both_write_an_expiry_still_fold_to_one_consistent_st
     try:
         now = datetime.now(UTC).timestamp()
         # both decide before either writes (the race the lock normally prevents), then both write
-        plans = [plan_expiry(first.project, now), plan_expiry(second.project, now)]
+        plans = []
+        for svc in (first, second):
+            with svc.project.read() as view:
+                plans.append(plan_expiry(view, now))
         assert all(len(plan) == 1 for plan in plans)
         first.project.append(list(plans[0]))
         second.project.append(list(plans[1]))

@@ -31,8 +31,8 @@ from eventmem.events import (
 )
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.query import Filters
+from eventmem.runner.runner import Store
 from eventmem.service import MemoryService
-from eventmem.store import Store
 
 Decoded = AnyEvent | UnknownEvent
 

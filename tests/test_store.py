@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import bulk_everywhere, reopen
 
-import eventmem.store as store_module
+import eventmem.runner.snapshots as snapshots_module
 from eventmem import query
 from eventmem.codec import encode_event
 from eventmem.embedcache import EmbeddingCache
@@ -29,11 +28,12 @@ from eventmem.errors import InvalidInput, SnapshotDamaged
 from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
+from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.query import Filters
 from eventmem.records import MemoryRecords
+from eventmem.runner.snapshots import Snapshot, StoredSnapshot
 from eventmem.service import MemoryService, open_service
 from eventmem.state import State
-from eventmem.store import Snapshot, StoredSnapshot
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
 
@@ -162,13 +162,13 @@ def server_mode(project: Path) -> Any:
 
 def test_a_save_acknowledged_before_its_text_is_indexed_is_found_by_the_next_call(server_mode: MemoryService) -> None:
     store = server_mode.project
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):  # the indexer thread waits
-        saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
-        assert store._deferred  # acknowledged, folded, not yet in the keyword or vector index
-        assert server_mode.get(saved.id).content == TOPICS[0][1]
-        (hit,) = server_mode.recall("database connection pool")
-        assert hit.id == saved.id
-        assert not store._deferred
+    store.deferral.delay = 60.0  # the indexer thread waits
+    saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
+    assert store.deferral.pending()  # acknowledged, folded, not yet in the keyword or vector index
+    assert server_mode.get(saved.id).content == TOPICS[0][1]
+    (hit,) = server_mode.recall("database connection pool")
+    assert hit.id == saved.id
+    assert not store.deferral.pending()
 
 
 def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
@@ -178,22 +178,19 @@ def test_texts_indexed_after_the_reply_give_the_same_answers_as_a_fresh_fold(
     server_mode.update(ids[1], content="Deploy to staging from main with make deploy.")
     server_mode.delete(ids[2])  # deleted while its text may still wait to be indexed
     server_mode.save(TOPICS[2][1] + " Again.", title=TOPICS[2][0])
-    deadline = time.monotonic() + 10
-    while server_mode.project._deferred and time.monotonic() < deadline:
-        time.sleep(0.01)  # the indexer thread, not a call, indexes them
-    assert not server_mode.project._deferred
+    assert server_mode.project.deferral.wait_idle(10)  # the indexer thread, not a call, indexes them
     assert answers(server_mode) == fresh_answers(project)
 
 
 def test_accesses_counted_after_the_reply_are_seen_by_the_next_call_and_kept_at_close(project: Path) -> None:
     svc = open_service(RootChoice(project, "test"), background_vectors=True)
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
-        saved = svc.save(TOPICS[0][1], title=TOPICS[0][0])
-        svc.recall("database connection pool", access=True)
-        assert not svc.project.usage.path.exists()  # not written yet: the reply went first
-        assert svc.get(saved.id).access_count == 1
-        svc.recall("database connection pool", access=True)
-        svc.close()  # the second access is written before the process goes
+    svc.project.deferral.delay = 60.0
+    saved = svc.save(TOPICS[0][1], title=TOPICS[0][0])
+    svc.recall("database connection pool", access=True)
+    assert not svc.project.usage.path.exists()  # not written yet: the reply went first
+    assert svc.get(saved.id).access_count == 1
+    svc.recall("database connection pool", access=True)
+    svc.close()  # the second access is written before the process goes
     other = reopen(project)
     try:
         assert other.get(saved.id).access_count == 2
@@ -208,12 +205,12 @@ def test_deferred_work_runs_once_in_order_past_a_failing_item(server_mode: Memor
     def fail() -> None:
         raise RuntimeError("boom")
 
-    with mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0):
-        store.defer(lambda: ran.append(1))
-        store.defer(fail)
-        store.defer(lambda: ran.append(3))
-        store.defer(lambda: ran.append(4))
-        store.catch_up()
+    store.deferral.delay = 60.0
+    store.defer(lambda: ran.append(1))
+    store.defer(fail)
+    store.defer(lambda: ran.append(3))
+    store.defer(lambda: ran.append(4))
+    store.catch_up()
     assert ran == [1, 3, 4]
     assert store.rebuilds == 1  # a failed item may have been an index update: rebuilt from the journal
 
@@ -222,10 +219,8 @@ def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
     server_mode: MemoryService, project: Path
 ) -> None:
     store = server_mode.project
-    with (
-        mock.patch.object(store_module, "AFTER_REPLY_SECONDS", 60.0),
-        mock.patch.object(store.keywords, "upsert", side_effect=sqlite3.OperationalError("disk I/O error")),
-    ):
+    store.deferral.delay = 60.0
+    with mock.patch.object(store.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")):
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
         store.catch_up()  # the flush fails: logged, and the indexes are rebuilt from the journal
     assert store.rebuilds == 1
@@ -513,20 +508,23 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     encode = msgspec.msgpack.encode
     with (
         bulk_everywhere(snapshot_every_catch_up=True),
-        mock.patch.object(store_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
+        mock.patch.object(snapshots_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
     ):
         store.rebuild(wait=False)
         assert answers(service) == before  # (while the snapshot may still be written)
         store.wait_snapshot()
-    encoded = [call.args[0] for call in spy.call_args_list]
+    encoded = [call.args[0] for call in spy.call_args_list if isinstance(call.args[0], State | Snapshot)]
     assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
     assert isinstance(encoded[1].state, msgspec.Raw)
-    snapshot = store_module._read_snapshot(snapshot_file(project))
+    snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert snapshot.state.state() == store.state
-    assert snapshot.slot_ids == store.slot_ids and snapshot.slot_hashes == store.slot_hashes
-    dedup = msgspec.msgpack.decode(snapshot.dedup, type=dict[str, bytes])
-    assert dedup == store._dedup_of and len(store._dedup_of) == len(ids) - 1
-    assert snapshot.columns == store.columns.dump(len(store.slot_ids))
+    assert snapshot.slot_ids == store.table.ids and snapshot.slot_hashes == store.slot_hashes
+    assert bytes(snapshot.columns) == store.columns.snapshot()  # the filter columns and the dedup keys
+    restored = ColumnsProjector(SlotTable(list(snapshot.slot_ids)), store.state.visible)
+    assert restored.restore(snapshot.columns)
+    visible = [r for r in store.state.memories.values() if store.state.visible(r.id) is not None]
+    assert len(visible) == len(ids) - 1
+    assert all(restored.duplicates(r.content) == [r.id] for r in visible)
     service.close()
     later, ok = loaded(project)
     try:
@@ -544,7 +542,7 @@ def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryS
     store._encoded_state = (store.state, len(store.state.seen), b"stale")
     added = service.save("A memory saved after the fold was encoded.", title="Late").id
     assert store.save_snapshot()
-    snapshot = store_module._read_snapshot(snapshot_file(project))
+    snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert added in snapshot.state.memories
     assert snapshot.state.state() == store.state
 
@@ -832,7 +830,9 @@ def test_a_duplicate_saved_after_a_snapshot_load_is_recognised(
     if damaged:  # the dedup keys only: made again from the memories
         path = snapshot_file(project)
         stored = msgspec.msgpack.decode(path.read_bytes(), type=StoredSnapshot)
-        path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(stored, dedup=msgspec.Raw(b"\x81\xa1x\x05"))))
+        count, columns, _dedup = msgspec.msgpack.decode(bytes(stored.columns))  # (the columns projector's own)
+        damaged_columns = msgspec.msgpack.encode([count, columns, msgspec.Raw(b"\x81\xa1x\x05")])
+        path.write_bytes(msgspec.msgpack.encode(msgspec.structs.replace(stored, columns=memoryview(damaged_columns))))
     later, ok = loaded(project)
     try:
         assert ok

@@ -20,8 +20,8 @@ from eventmem.ids import new_id, now_iso
 from eventmem.mcp_server import build_server
 from eventmem.project import ProjectPaths, RootChoice, sanitize
 from eventmem.providers import ProviderError
+from eventmem.runner.runner import Store
 from eventmem.service import MemoryService
-from eventmem.store import Store
 
 
 class GatedEmbedder:

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from eventmem.vectors import VectorIndex
+from eventmem.projectors.vectors import VectorIndex
 
 DIM = 32
 

@@ -55,7 +55,7 @@ from eventmem.events import MemorySaved  # noqa: E402
 from eventmem.ids import new_id, to_iso  # noqa: E402
 from eventmem.project import ProjectPaths  # noqa: E402
 from eventmem.providers import OllamaEmbedder, OnnxEmbedder, OpenAIEmbedder, onnx_available  # noqa: E402
-from eventmem.store import Store  # noqa: E402
+from eventmem.runner.runner import Store  # noqa: E402
 
 SEGMENT_EVENTS = 25_000
 QUERY = "how are invoice numbers allocated"

@@ -408,11 +408,11 @@ class Bench:
         out: dict[str, Any] = {"memories": memories, "warm_open_s": round(warm_s, 3)}
         try:
             store = service.project
-            vectors = store.vectors
             for name, filters in cases.items():
                 samples = [timed(lambda q=q, f=filters: service.recall(q, limit=10, filters=f))[0] for q in questions]
-                n = len(store.slot_ids)
-                matching = int(build_mask(store, filters).sum())
+                with store.read() as view:
+                    n = view.size()
+                    matching = int(build_mask(view, filters).sum())
                 out[f"recall_{name}"] = summary(samples) | {"matching": matching, "of": n}
             for name in ("type", "tags", "min_importance", "created_after", "all_four"):
                 out[f"recall_{name}"]["ratio_to_unfiltered"] = ratio(
@@ -420,9 +420,11 @@ class Bench:
                 )
             # floors: a bare numpy scan of every vector, and of the masked ones (vectors only: no
             # keyword side, no fusion, no boosts)
-            matrix = np.stack([vectors.vector(s) for s in range(len(store.slot_ids))]).astype(np.float32)
-            query_vectors = [store.embed_query(q) for q in questions]
-            for name, mask in (("full", None), ("masked_all_four", build_mask(store, cases["all_four"]))):
+            with store.read() as view:
+                matrix = np.stack([view.vector_of(m) for m in view.positions()]).astype(np.float32)
+                query_vectors = [view.embed_query(q) for q in questions]
+                masked = build_mask(view, cases["all_four"])
+            for name, mask in (("full", None), ("masked_all_four", masked)):
                 bare = []
                 for qv in query_vectors:
                     started = time.perf_counter()

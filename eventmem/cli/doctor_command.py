@@ -28,6 +28,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     service = open_service(root)
     store = service.project
     segments = store.journal.segments()
+    with store.read() as view:
+        unknown = view.unknown_event_types()
     torn = []
     corrupt: list[dict[str, Any]] = []  # full scan: store.problems misses lines a loaded snapshot covers
     for segment in segments:
@@ -50,7 +52,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "corrupt_lines": corrupt,
         "torn_tails": torn,
         "quarantined": store.journal.quarantined(),
-        "unknown_event_types": dict(store.state.unknown),
+        "unknown_event_types": unknown,
         "refused_segments": dict(store.journal.refused),
         "ignored_settings": service.ignored_settings,
         "allowed_settings": service.allowed_settings,

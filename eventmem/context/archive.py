@@ -23,7 +23,8 @@ def archive_entries(service: MemoryService, ids: Sequence[str], *, reason: str, 
     store = service.project
     months: dict[str, list[str]] = {}
     for memory_id in ids:
-        record = store.state.memories.get(memory_id)
+        with store.read() as view:
+            record = view.record(memory_id)
         months.setdefault(record.created_at[:7] if record else "", []).append(memory_id)
         service.delete(memory_id, reason=f"archived: {reason}", by=by)
     segments: list[str] = []

@@ -113,7 +113,8 @@ class PmpImport(ContextWrites):
                 occurrence = seen[key]
                 seen[key] += 1
                 memory_id = import_id(section, title, content, occurrence)
-                record = self.store.state.memories.get(memory_id)
+                with self.store.read() as view:
+                    record = view.record(memory_id)
                 if (record is not None and record.exists) or occurrence < have[key]:
                     counts["unchanged"] += 1
                     continue

@@ -9,7 +9,7 @@ from eventmem.context.optimization import Plan, plan_optimization
 from eventmem.context.sections import SECTIONS, Entry, Section, section_named
 from eventmem.errors import InvalidInput
 from eventmem.service import MemoryService
-from eventmem.views import live_slots
+from eventmem.views import live_ids
 
 __all__ = [
     "BY_KEY",
@@ -66,12 +66,12 @@ class ContextReader:
         self.store.catch_up()
         out: dict[str, list[tuple[str, Entry]]] = {section.key: [] for section in SECTIONS}
         store = self.store
-        with store.lock:  # picked from the columns: only these memories are read (and decoded)
-            candidates = [store.slot_ids[slot] for slot in live_slots(store, kinds=LIST_KINDS, ids=SINGLETON_IDS)]
+        with store.read() as view:  # picked from the columns: only these memories are read (and decoded)
+            candidates = live_ids(view, kinds=LIST_KINDS, ids=SINGLETON_IDS)
         for start in range(0, len(candidates), _SCAN_BATCH):
-            with store.lock:
+            with store.read() as view:
                 for memory_id in candidates[start : start + _SCAN_BATCH]:
-                    record = store.state.visible(memory_id)
+                    record = view.visible(memory_id)
                     if record is None:
                         continue
                     singleton = SINGLETON_IDS.get(record.id)

@@ -53,7 +53,8 @@ class ContextWrites(ContextView):
         if not text:
             raise InvalidInput(f"{section.key} must not be empty")
         self.store.catch_up()
-        record = self.store.state.memories.get(section.memory_id)
+        with self.store.read() as view:
+            record = view.record(section.memory_id)
         live = record is not None and record.exists and record.status == "live"
         previous = record.content if record is not None and live else ""
         if mode == "append" and previous and not is_placeholder(previous):

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from eventmem.errors import EventmemError
 from eventmem.events import AnyEvent, MemoryPromoted
 from eventmem.ids import new_id, now_iso
+from eventmem.runner.runner import Store
 from eventmem.service.models import Hit
 from eventmem.service.part import Part
-from eventmem.store import Store
 
 __all__ = ["Accesses"]
 
@@ -31,10 +31,7 @@ class Accesses(Part):
             store.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
 
     def _record_access_now(self, store: Store, memory_ids: Sequence[str], ts: str) -> None:
-        store.usage.record(memory_ids, ts)
-        with store.lock:
-            for memory_id in store.usage.refresh():
-                store.refresh_expiry(memory_id)
+        store.record_usage(memory_ids, ts)
         threshold = self.config.promote_accesses
         if threshold <= 0:
             return
@@ -42,8 +39,9 @@ class Accesses(Part):
         def plan() -> list[AnyEvent]:
             events: list[AnyEvent] = []
             for memory_id in dict.fromkeys(memory_ids):
-                record = store.state.visible(memory_id)
-                count = store.usage.count(memory_id)
+                with store.read() as view:
+                    record = view.visible(memory_id)
+                    count = view.access_count(memory_id)
                 if record is not None and record.ttl_seconds is not None and count >= threshold:
                     reason = f"accessed {count} times (promote_accesses {threshold})"
                     promoted = MemoryPromoted(
@@ -52,9 +50,8 @@ class Accesses(Part):
                     events.append(promoted)
             return events
 
-        with store.lock:
-            if not plan():
-                return
+        if not plan():
+            return
         try:
             store.append_planned(plan)  # re-checked under the journal lock: written once
         except EventmemError as exc:

@@ -10,13 +10,13 @@ import time
 from eventmem.config import Config, load_settings
 from eventmem.embedder import Embedder, HashingEmbedder
 from eventmem.project import ProjectPaths, RootChoice, global_root
+from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
 from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
-from eventmem.store import Store
 from eventmem.summarizer import ExtractiveSummarizer, Summarizer
 
 __all__ = ["MemoryService", "make_embedder", "open_service"]

@@ -26,6 +26,7 @@ from eventmem.events import (
 )
 from eventmem.ids import new_id, now_iso
 from eventmem.pmp import Section, singleton_of_kind
+from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import (
     check_by,
@@ -35,9 +36,9 @@ from eventmem.service.inputs import (
     normalize_tags,
     refuse_second_singleton,
 )
+from eventmem.service.lookups import has_links, head_of, known_record, link_of, record_of
 from eventmem.service.models import Link, Memory, Saved, _link_view
 from eventmem.service.part import Part, Shared
-from eventmem.store import Store
 from eventmem.validation import check_length, refusal
 
 __all__ = ["Commands"]
@@ -149,19 +150,20 @@ class Commands(Part):
         def plan() -> list[AnyEvent]:
             if memory_id is None:
                 now = time.time()
-                duplicates.extend(m for m in store.find_duplicate(content) if self._returnable(store, m, now))
+                with store.read() as view:
+                    duplicates.extend(m for m in view.duplicates(content) if view.returnable(m, now))
                 if duplicates:
                     return []
-            elif head := store.state.head_of(event.memory):  # a well-known id written anew: after its head
+            elif head := head_of(store, event.memory):  # a well-known id written anew: after its head
                 events[:] = _after(head, events)
             return events
 
         store.append_planned(plan)
         if duplicates:
-            memory = self.view(store, store.state.memories[duplicates[0]])
+            memory = self.view(store, record_of(store, duplicates[0]))
             self.accesses.record_access(store, duplicates[:1])
             return Saved(memory=memory, deduplicated=True)
-        return Saved(memory=self.view(store, store.state.memories[event.memory]))
+        return Saved(memory=self.view(store, record_of(store, event.memory)))
 
     def _save_section(
         self, section: Section, content: str, *, ttl_seconds: int | None, by: str, content_field: str
@@ -176,7 +178,7 @@ class Commands(Part):
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput(f"{content_field} must not be empty")
         self.write_section(section.key, content, by)
-        record = self.project.state.memories[section.memory_id]
+        record = record_of(self.project, section.memory_id)
         return Saved(memory=self.view(self.project, record), section=section.key)
 
     def _promotion_at_save(self, event: MemorySaved) -> list[AnyEvent]:
@@ -186,15 +188,6 @@ class Commands(Part):
         return [
             MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, prev=event.id, memory=event.memory, reason=reason)
         ]
-
-    @staticmethod
-    def _returnable(store: Store, memory_id: str, now: float, *, superseded: bool = False) -> bool:
-        """Live, not past its expiry, and (unless asked) not superseded."""
-        slot = store.slots.get(memory_id)
-        if slot is None:
-            return False
-        cols = store.columns
-        return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
 
     def update(
         self,
@@ -236,7 +229,7 @@ class Commands(Part):
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if not changes:
             return self.view(store, record)
-        prev = store.state.head_of(record.id)
+        prev = head_of(store, record.id)
         store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **changes)])
         return self.view(*self._find(record.id))
 
@@ -248,28 +241,30 @@ class Commands(Part):
         ts = now_iso()
 
         def unlinks(where: Store) -> list[AnyEvent]:
-            return [
-                LinkRemoved(
-                    id=new_id(),
-                    ts=ts,
-                    by=by,
-                    prev=where.state.link_head_of(link.id),
-                    link=link.id,
-                    reason=f"memory {record.id} deleted",
-                )
-                for link in where.state.links_of(record.id)
-            ]
+            with where.read() as view:
+                return [
+                    LinkRemoved(
+                        id=new_id(),
+                        ts=ts,
+                        by=by,
+                        prev=view.link_head_of(link.id),
+                        link=link.id,
+                        reason=f"memory {record.id} deleted",
+                    )
+                    for link in view.links_of(record.id)
+                ]
 
         def plan() -> list[AnyEvent]:
-            if store.state.visible(record.id) is None:
-                return []  # deleted by another process meanwhile
-            prev = store.state.head_of(record.id)
+            with store.read() as view:
+                if view.visible(record.id) is None:
+                    return []  # deleted by another process meanwhile
+                prev = view.head_of(record.id)
             deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, prev=prev, memory=record.id, reason=reason)
             return [deleted, *unlinks(store)]
 
         store.append_planned(plan)
         for other in self.stores():  # a link between a project and a global memory lives in the project journal
-            if other is not store and other.state.adjacency.get(record.id):
+            if other is not store and has_links(other, record.id):
                 other.append_planned(functools.partial(unlinks, other))
         view.status = "deleted"
         return view
@@ -290,9 +285,10 @@ class Commands(Part):
         def plan() -> list[AnyEvent]:
             planned.clear()
             now = time.time()
-            record = store.state.memories[memory_id]
-            if record.status == "live" and store.expires_epoch(record.id, record) > now:
-                return []
+            with store.read() as view:
+                record = known_record(view, memory_id)
+                if record.status == "live" and view.expires_at(record) > now:
+                    return []
             found = tombstones.restore_events(store, record, ts=ts, by=by, reason=reason, now=now, stores=self.stores())
             planned.extend(found)
             return [event for where, event in planned if where is store]
@@ -301,7 +297,7 @@ class Commands(Part):
         for other in self.stores():  # a link between a project and a global memory lives in the project journal
             if other is not store and (links := [event for where, event in planned if where is other]):
                 other.append(links)
-        return self.view(store, store.state.memories[memory_id]), bool(written)
+        return self.view(store, record_of(store, memory_id)), bool(written)
 
     def promote(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
         """Make a memory long-term with a ``promoted`` event. Returns (memory, whether it changed)."""
@@ -310,7 +306,8 @@ class Commands(Part):
         store, record = self._find(memory_id)
 
         def plan() -> list[AnyEvent]:
-            current = store.state.visible(record.id)
+            with store.read() as view:
+                current = view.visible(record.id)
             if current is None or current.ttl_seconds is None:
                 return []
             return [
@@ -320,7 +317,7 @@ class Commands(Part):
             ]
 
         written = store.append_planned(plan)
-        return self.view(store, store.state.memories[record.id]), bool(written)
+        return self.view(store, record_of(store, record.id)), bool(written)
 
     def supersede(
         self,
@@ -377,4 +374,4 @@ class Commands(Part):
             context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
-        return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])
+        return self.view(store, record_of(store, event.memory)), _link_view(link_of(store, link.link))

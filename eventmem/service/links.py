@@ -8,6 +8,7 @@ from eventmem.errors import InvalidInput
 from eventmem.events import AnyEvent, LinkAdded
 from eventmem.ids import new_id, now_iso
 from eventmem.service.inputs import check_by, check_relation
+from eventmem.service.lookups import link_of
 from eventmem.service.models import Link, _link_view
 from eventmem.service.part import Part
 from eventmem.state import LinkRecord
@@ -55,7 +56,9 @@ class Links(Part):
         found: list[LinkRecord] = []
 
         def plan() -> list[AnyEvent]:
-            for existing in store.state.links_of(source.id):
+            with store.read() as view:
+                existing_links = view.links_of(source.id)
+            for existing in existing_links:
                 if (existing.source, existing.target, existing.relation) == (source.id, target.id, relation):
                     found.append(existing)
                     if (existing.strength, existing.context) == (strength, context):
@@ -65,4 +68,4 @@ class Links(Part):
 
         store.append_planned(plan)
         link_id = found[0].id if found else event.link
-        return _link_view(store.state.links[link_id]), not found
+        return _link_view(link_of(store, link_id)), not found

@@ -22,9 +22,10 @@ from eventmem.lifecycle import (
     latest_stamp,
     plan_expiry,
 )
+from eventmem.runner.runner import Store
+from eventmem.service.lookups import link_touches
 from eventmem.service.part import Part, Shared
 from eventmem.state import State
-from eventmem.store import Store
 from eventmem.validation import check_length, check_whole
 
 __all__ = ["Maintenance"]
@@ -73,8 +74,8 @@ class Maintenance(Part):
         report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                due = due_for_expiry(store, now)
+            with store.read() as view:
+                due = due_for_expiry(view, now)
             if due:
                 written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
                 report["expired"] += [getattr(e, "memory", "") for e in written]
@@ -82,8 +83,8 @@ class Maintenance(Part):
                 result = self._archive_dead(store, now, by)
                 if result is not None:
                     report["archived"].append(result)
-            if store.usage.compact(store.state.memories, ts=epoch_iso(now)):
-                report["usage_compacted"].append(str(store.usage.path))
+            if (usage_path := store.compact_usage(epoch_iso(now))) is not None:
+                report["usage_compacted"].append(usage_path)
         return report
 
     def _compact_preview(self, now: float, *, archive: bool) -> dict[str, Any]:
@@ -93,33 +94,36 @@ class Maintenance(Part):
         report: dict[str, Any] = {"dry_run": True, "now": epoch_iso(now), "would_expire": [], "would_archive": []}
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                report["would_expire"] += [event.memory for event in plan_expiry(store, now)]
+            with store.read() as view:
+                report["would_expire"] += [event.memory for event in plan_expiry(view, now)]
                 if archive:
-                    report["would_archive"] += archive_candidates(store.state, cutoff, store.hidden_memories())
+                    report["would_archive"] += archive_candidates(view.fold, cutoff, view.hidden())
         return report
 
     @staticmethod
     def _plan_expiry(store: Store, now: float, by: str) -> list[AnyEvent]:
-        return list(plan_expiry(store, now, by=by))
+        with store.read() as view:
+            return list(plan_expiry(view, now, by=by))
 
     def _archive_dead(self, store: Store, now: float, by: str) -> dict[str, Any] | None:
         cutoff = now - self.config.archive_after_days * 86400.0
         checked = self._archive_checked.setdefault(str(store.paths.base), {})
 
         def select(state: State) -> list[str]:
-            among = store.hidden_memories() if state is store.state else None  # the live are no candidates
+            with store.read() as view:
+                among = view.hidden() if state is view.fold else None  # the live are no candidates
             found = archive_candidates(state, cutoff, among)
             return [m for m in found if checked.get(m) != latest_stamp(state.memories[m])]
 
-        with store.lock:
-            candidates = select(store.state)
+        with store.read() as view:
+            candidates = select(view.fold)
         if not candidates:
             return None
         result = archive_memories(store, select, now=now, by=by)
-        with store.lock:  # looked at: not again until something new happens to them
+        with store.read() as view:  # looked at: not again until something new happens to them
+            memories = view.memories()
             for memory_id in candidates:
-                checked[memory_id] = latest_stamp(store.state.memories[memory_id])
+                checked[memory_id] = latest_stamp(memories[memory_id])
         if not result.segment:
             return None
         return {
@@ -149,7 +153,7 @@ class Maintenance(Part):
                     if (
                         memory_id is not None
                         and memory_id not in memory_ids(event)
-                        and not (getattr(event, "link", None) and _link_touches(store, event, memory_id))
+                        and not (getattr(event, "link", None) and link_touches(store, event, memory_id))
                     ):
                         continue
                     data = msgspec.to_builtins(event)
@@ -162,8 +166,9 @@ class Maintenance(Part):
     def stats(self) -> dict[str, Any]:
         self.catch_up()
         store = self.project
-        with store.lock:
-            records = [r for r in store.state.memories.values() if r.exists]
+        with store.read() as view:
+            state = view.fold
+            records = [r for r in state.memories.values() if r.exists]
             by_status: dict[str, int] = {}
             by_kind: dict[str, int] = {}
             tags: dict[str, int] = {}
@@ -181,9 +186,9 @@ class Maintenance(Part):
                 "by_status": by_status,
                 "by_kind": dict(sorted(by_kind.items())),
                 "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
-                "links": sum(1 for link in store.state.links.values() if link.alive),
-                "events": len(store.state.seen),
-                "unknown_events": dict(store.state.unknown),
+                "links": sum(1 for link in state.links.values() if link.alive),
+                "events": len(state.seen),
+                "unknown_events": dict(state.unknown),
                 "segments": len(segments),
                 "journal_bytes": sum(s.size for s in segments),
                 "embedder": store.embedder.model_id,
@@ -211,8 +216,3 @@ class Maintenance(Part):
     def vector_status(self) -> str:
         """The project store's vectors: ``ready``, ``loading``, ``embedding`` or ``unavailable``."""
         return self.project.vector_status()
-
-
-def _link_touches(store: Store, event: AnyEvent, memory_id: str) -> bool:
-    link = store.state.links.get(getattr(event, "link", ""))
-    return link is not None and memory_id in (link.source, link.target)

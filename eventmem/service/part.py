@@ -15,10 +15,10 @@ from eventmem.config import Config
 from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.lifecycle import epoch_iso
 from eventmem.project import RootChoice
+from eventmem.runner.runner import Store
 from eventmem.service.inputs import clean_text
 from eventmem.service.models import Memory
 from eventmem.state import MemoryRecord
-from eventmem.store import Store
 from eventmem.summarizer import Summarizer
 from eventmem.validation import check_length
 
@@ -102,9 +102,10 @@ class Part:
         memory_id = memory_id.strip()
         for store in self.stores():
             store.catch_up()
-            record = store.state.visible(memory_id)
+            with store.read() as view:
+                record = view.visible(memory_id)
+                expires = math.inf if record is None else view.expires_at(record)
             if record is not None:
-                expires = store.expires_epoch(memory_id, record)
                 if expires <= time.time():
                     raise tombstones.expired_error(record, epoch_iso(expires))
                 return store, record
@@ -113,8 +114,8 @@ class Part:
     def _gone_or_unknown(self, memory_id: str) -> UnknownMemory:
         """For an id no live memory has: what happened to it (deleted or expired), else unknown."""
         for store in self.stores():
-            with store.lock:
-                record = store.state.memories.get(memory_id)
+            with store.read() as view:
+                record = view.record(memory_id)
             if record is not None and record.exists and record.status != "live":
                 return tombstones.gone(store, record)
         return UnknownMemory(memory_id)
@@ -123,16 +124,17 @@ class Part:
         """The store holding a memory, live or not; :class:`UnknownMemory` if none was ever saved."""
         for store in self.stores():
             store.catch_up()
-            with store.lock:
-                record = store.state.memories.get(memory_id)
+            with store.read() as view:
+                record = view.record(memory_id)
             if record is not None and record.exists:
                 return store
         raise UnknownMemory(memory_id)
 
     def view(self, store: Store, record: MemoryRecord) -> Memory:
-        expires = store.expires_epoch(record.id, record)
-        slot = store.slots.get(record.id)
-        superseded = bool(slot is not None and store.columns.superseded[slot])
+        with store.read() as view:
+            expires = view.expires_at(record)
+            superseded = view.superseded(record.id)
+            access_count = view.access_count(record.id)
         status = record.status
         if status == "live" and expires <= time.time():
             status = "expired"
@@ -153,7 +155,7 @@ class Part:
             updated_by=record.updated_by,
             status=status,
             superseded=superseded,
-            access_count=store.usage.count(record.id),
+            access_count=access_count,
             promoted=bool(record.promoted_stamp),
             project=record.project or (self.root.root.name if store is self.project else ""),
         )

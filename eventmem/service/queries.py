@@ -17,12 +17,13 @@ from eventmem.events import KINDS
 from eventmem.lifecycle import context_bundle, walk
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
+from eventmem.runner.readview import ReadView
+from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import check_kind, check_relation
 from eventmem.service.models import Hit, Memory
 from eventmem.service.part import Part, Shared
 from eventmem.state import LinkRecord, MemoryRecord
-from eventmem.store import Store
 from eventmem.validation import check_count, check_length, check_whole, has_visible, refusal
 
 __all__ = ["Queries"]
@@ -67,13 +68,13 @@ class Queries(Part):
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
                 continue
             store.catch_up()
-            with store.lock:
-                mask = build_mask(store, filters, now)
+            with store.read() as view:
+                mask = build_mask(view, filters, now)
                 # until a slow embedding model is ready, answer from the keyword index and say so
-                vectors = mode != "keyword" and store.vector_status() == "ready"
+                vectors = mode != "keyword" and view.vector_status() == "ready"
                 try:
                     scored = hybrid_search(
-                        store,
+                        view,
                         query,
                         limit,
                         mask,
@@ -84,11 +85,12 @@ class Queries(Part):
                     )
                 except ProviderError:
                     vectors = False
-                    scored = hybrid_search(store, query, limit, mask, self.config, use_vectors=False, now=now)
+                    scored = hybrid_search(view, query, limit, mask, self.config, use_vectors=False, now=now)
                 if mode != "keyword" and not vectors:
-                    self._search_notes.notes = [*self.search_notes(), store.vector_note()]
+                    self._search_notes.notes = [*self.search_notes(), view.vector_note()]
+                memories = view.memories()
                 for item in scored:
-                    record = store.state.memories[store.slot_ids[item.slot]]
+                    record = memories[view.id_at(item.slot)]
                     hits.append(
                         Hit(
                             id=record.id,
@@ -132,31 +134,27 @@ class Queries(Part):
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
-        owners: dict[str, Store | None] = {}
+        owners: dict[str, ReadView | None] = {}
 
         def links_of(memory: str) -> list[LinkRecord]:
-            return [s.state.links[i] for s in stores for i in s.state.adjacency.get(memory, ())]
+            return [link for v, _ in returnable for i in v.link_ids_of(memory) if (link := v.link(i)) is not None]
 
-        def owner(memory: str) -> Store | None:
+        def owner(memory: str) -> ReadView | None:
             if memory not in owners:
                 found = None
-                for s, ok in returnable:
-                    slot = s.slots.get(memory)
+                for v, ok in returnable:
+                    slot = v.position_of(memory)
                     if slot is not None and slot < len(ok) and ok[slot]:
-                        found = s
+                        found = v
                         break
                 owners[memory] = found
             return owners[memory]
 
         with contextlib.ExitStack() as locks:
-            returnable: list[tuple[Store, npt.NDArray[np.bool_]]] = []
+            returnable: list[tuple[ReadView, npt.NDArray[np.bool_]]] = []
             for s in stores:
-                locks.enter_context(s.lock)
-                n = len(s.slot_ids)
-                ok = s.columns.live[:n] & (s.columns.expires[:n] > now)
-                if not include_superseded:
-                    ok &= ~s.columns.superseded[:n]
-                returnable.append((s, ok))
+                v = locks.enter_context(s.read())
+                returnable.append((v, v.mask(now=now, include_superseded=include_superseded)))
             steps = walk(
                 root.id,
                 links_of,
@@ -170,7 +168,7 @@ class Queries(Part):
             for step in steps:
                 where = owner(step.memory)
                 assert where is not None
-                record = where.state.memories[step.memory]
+                record = where.memories()[step.memory]
                 out.append(
                     {
                         "id": step.memory,
@@ -225,17 +223,16 @@ class Queries(Part):
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
                 continue
             store.catch_up()
-            with store.lock:
-                mask = build_mask(store, filters, now)
+            with store.read() as view:
+                mask = build_mask(view, filters, now)
                 if project is not None:
-                    mask &= self._project_mask(store, project)
-                cols = store.columns
+                    mask &= self._project_mask(store, view, project)
                 if text:
-                    vectors = mode != "keyword" and store.vector_status() == "ready"
+                    vectors = mode != "keyword" and view.vector_status() == "ready"
                     scored = [
                         (s.slot, s.score, s.vector_score, s.keyword_score)
                         for s in hybrid_search(
-                            store,
+                            view,
                             text,
                             limit,
                             mask,
@@ -247,13 +244,20 @@ class Queries(Part):
                     ]
                 else:
                     slots = mask.nonzero()[0]
-                    updated = cols.updated[slots]
-                    importance = cols.importance[slots].astype(np.float64)
+                    updated = view.updated_at(slots)
+                    importance = view.importance_at(slots)
                     keys = np.stack([updated] if order == "recent" else [updated, importance])
-                    picked = slots[np.lexsort(keys)[::-1][:limit]]
-                    scored = [(int(slot), float(cols.importance[slot]), 0.0, 0.0) for slot in picked]
+                    order_of = np.lexsort(keys)[::-1][:limit]
+                    picked, picked_importance = slots[order_of], importance[order_of]
+                    scored = [
+                        (slot, weight, 0.0, 0.0)
+                        for slot, weight in zip(picked.tolist(), picked_importance.tolist(), strict=True)
+                    ]
+                memories = view.memories()
+                positions = np.asarray([slot for slot, _, _, _ in scored], np.int64)
+                updated_of = dict(zip(positions.tolist(), view.updated_at(positions).tolist(), strict=True))
                 for slot, score, vector_score, keyword_score in scored:
-                    record = store.state.memories[store.slot_ids[slot]]
+                    record = memories[view.id_at(slot)]
                     hit = Hit(
                         id=record.id,
                         score=round(score, 4),
@@ -269,7 +273,7 @@ class Queries(Part):
                         keyword_score=round(keyword_score, 4),
                         content=record.content if include_content else None,
                     )
-                    hits.append((hit, float(cols.updated[slot])))
+                    hits.append((hit, float(updated_of[slot])))
                     owners[record.id] = store
         if order == "relevance":
             hits.sort(key=lambda h: (-h[0].score, h[0].id))
@@ -282,13 +286,13 @@ class Queries(Part):
             self.accesses.record_hits(owners, found)
         return found
 
-    def _project_mask(self, store: Store, project: str) -> npt.NDArray[np.bool_]:
-        n = len(store.slot_ids)
+    def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
+        n = view.size()
         wanted = project.strip().casefold()
         if store is self.project:
             return np.full(n, wanted == self.root.root.name.casefold(), bool)
-        memories = store.state.memories
-        return np.fromiter((memories[m].project.casefold() == wanted for m in store.slot_ids), bool, n)
+        memories = view.memories()
+        return np.fromiter((memories[m].project.casefold() == wanted for m in view.positions()), bool, n)
 
     def context(
         self,
@@ -310,9 +314,10 @@ class Queries(Part):
             if store is not self.project and not include_global:
                 continue
             store.catch_up()
-            with store.lock:
-                for slot in build_mask(store, filters, now).nonzero()[0].tolist():
-                    record = store.state.memories[store.slot_ids[slot]]
+            with store.read() as view:
+                memories = view.memories()
+                for memory_id in view.ids(build_mask(view, filters, now)):
+                    record = memories[memory_id]
                     records.append((record, record.scope))
                     counts[record.kind] = counts.get(record.kind, 0) + 1
         text, lines, omitted = context_bundle(

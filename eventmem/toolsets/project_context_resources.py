@@ -57,8 +57,8 @@ def view_updates(service: MemoryService, everything: bool, changed: set[str]) ->
     try:
         store = service.project
         if not everything:
-            with store.lock:
-                memories = store.state.memories
+            with store.read() as reading:
+                memories = reading.memories()
                 relevant = any(
                     is_section_memory(m, record.kind if (record := memories.get(m)) is not None else "")
                     for m in changed

@@ -1,4 +1,4 @@
-"""The keyword index: SQLite FTS5 (BM25 ranking, Porter stemming), held in memory.
+"""The keyword projector: SQLite FTS5 (BM25 ranking, Porter stemming), held in memory.
 
 SQLite ships with Python, so this is a well-kept engine at no extra cost. The index lives in an
 in-memory database; a snapshot is its serialized bytes.
@@ -26,8 +26,10 @@ import numpy as np
 import numpy.typing as npt
 
 from eventmem.embedder import STOPWORDS
+from eventmem.projectors.base import Batch, Projected, SegmentPosition
+from eventmem.projectors.columns import SlotTable
 
-__all__ = ["KeywordIndex", "fts_query"]
+__all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
 _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
@@ -68,8 +70,9 @@ def _words(text: str) -> set[str]:
 
 
 class KeywordIndex:
-    def __init__(self, data: bytes | memoryview | None = None) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    def __init__(self, data: bytes | memoryview | None = None, *, connection: sqlite3.Connection | None = None) -> None:
+        """``connection``: an in-memory database to use (autocommit, any thread), else a new one."""
+        self._db = connection or sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         # closed when the index is dropped (a rebuild replaces it): Python 3.13 warns of a connection
         # that is collected open
         weakref.finalize(self, self._db.close)
@@ -91,6 +94,17 @@ class KeywordIndex:
 
     def __len__(self) -> int:
         return len(self._present)
+
+    def __contains__(self, slot: int) -> bool:
+        return slot in self._present
+
+    def engine_state(self) -> tuple[int, int, bool]:
+        """(FTS5 ``hashsize``, temporary tables, in a transaction): a bulk load leaves them as it found them."""
+        (hashsize,) = self._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone() or (
+            DEFAULT_HASHSIZE,
+        )
+        (temporary,) = self._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()
+        return int(hashsize), int(temporary), self._db.in_transaction
 
     def _forget(self, slots: list[int]) -> None:
         """Delete rows, taking their words out of the document frequencies."""
@@ -317,3 +331,119 @@ class BulkLoad:
             df[term] += documents
         self._index.df = df
         self._index._present = {r[0] for r in self._rows}
+
+
+BULK_KEYWORDS_MIN: Final = 2000
+"""From this many memories on, :meth:`KeywordsProjector.load` fills the index from a second thread."""
+
+
+class KeywordsProjector:
+    """The keyword index over a :class:`SlotTable`: a memory's row is its slot.
+
+    The runner hands it the memories whose text changed (title, summary, content, tags). A large
+    :meth:`load` fills the index from a thread (see :class:`BulkLoad`) while the caller goes on;
+    :meth:`settle` waits for it, and every other method settles first, but for
+    :meth:`search_slots`, which the runner asks (from any thread) only once it settled."""
+
+    name = "keywords"
+    version = 1
+
+    def __init__(self, table: SlotTable, *, bulk_from: int | None = None) -> None:
+        self.table = table
+        self.bulk_from = bulk_from
+        """From this many rows on a load is filled by a thread; ``None``: :data:`BULK_KEYWORDS_MIN`."""
+        self.index = KeywordIndex()
+        self._bulk: BulkLoad | None = None
+
+    def _rows(self, upserts: tuple[Projected, ...]) -> list[Row]:
+        of = self.table.of
+        return [(of[r.id], r.title, r.summary, r.content, " ".join(r.tags)) for r in (p.record for p in upserts)]
+
+    def apply(self, batch: Batch) -> None:
+        self.settle()
+        if batch.removals:
+            get = self.table.get
+            self.index.remove([slot for memory_id in batch.removals if (slot := get(memory_id)) is not None])
+        if batch.upserts:
+            self.index.upsert(self._rows(batch.upserts))
+
+    def load(self, batch: Batch) -> None:
+        self.reset()
+        rows = self._rows(batch.upserts)
+        if len(rows) >= (BULK_KEYWORDS_MIN if self.bulk_from is None else self.bulk_from):
+            rows.sort(key=lambda row: row[0])
+            self._bulk = self.index.bulk_load(rows)
+        elif rows:
+            self.index.upsert(rows)
+
+    @property
+    def loading(self) -> bool:
+        """A bulk load is being made by its thread (see :meth:`settle`)."""
+        return self._bulk is not None
+
+    def settle(self) -> None:
+        """Wait for a bulk load to be in; raises what it raised (the index is then empty)."""
+        bulk, self._bulk = self._bulk, None
+        if bulk is not None:
+            bulk.finish()
+
+    def position(self) -> dict[str, SegmentPosition] | None:
+        return None  # (the runner keeps the cursors of in-process projections)
+
+    def snapshot(self) -> bytes:
+        self.settle()
+        return self.index.serialize()
+
+    def restore(self, data: bytes | memoryview | None) -> bool:
+        self.reset()
+        if data is None:
+            return False
+        try:
+            self.index = KeywordIndex(data)
+        except (sqlite3.Error, ValueError):
+            self.index = KeywordIndex()
+            return False
+        return True
+
+    def reset(self) -> None:
+        try:
+            self.settle()
+        finally:
+            self.index = KeywordIndex()
+
+    def close(self) -> None:
+        self.settle()
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def search_slots(
+        self, text: str, limit: int, among: npt.NDArray[np.bool_] | None = None, *, beside_vectors: bool = False
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` (slot, BM25 score) among the slots set in ``among``; higher is better."""
+        return self.index.search(text, limit, among, beside_vectors=beside_vectors)
+
+    def search(self, text: str, limit: int, among: Iterable[str] | None = None) -> list[tuple[str, float]]:
+        """Top ``limit`` (memory id, score) among the memories ``among`` (all when ``None``)."""
+        self.settle()
+        mask = None
+        if among is not None:
+            mask = np.zeros(len(self.table), bool)
+            slots = [slot for memory_id in among if (slot := self.table.get(memory_id)) is not None]
+            mask[slots] = True
+        ids = self.table.ids
+        return [(ids[slot], score) for slot, score in self.search_slots(text, limit, mask)]
+
+    def holds(self, word: str) -> bool:
+        """Whether any memory holds ``word`` (or a form of its stem)."""
+        self.settle()
+        return self.index.holds(word)
+
+    def indexed(self, memory_id: str) -> bool:
+        """Whether the memory has a row."""
+        self.settle()
+        slot = self.table.get(memory_id)
+        return slot is not None and slot in self.index
+
+    def __len__(self) -> int:
+        self.settle()
+        return len(self.index)

@@ -1,4 +1,4 @@
-"""The vector index: FAISS ``IndexIDMap2`` over a flat float16 index, keyed by each memory's slot.
+"""The vector projector: FAISS ``IndexIDMap2`` over a flat float16 index, keyed by each memory's slot.
 
 Vectors are unit length, so inner product is cosine similarity. ``IndexIDMap2`` keeps ids stable
 through deletes (a bare flat index renumbers on removal). The scan is exhaustive over float16
@@ -11,20 +11,36 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from eventmem.embedcache import content_hash
+from eventmem.projectors.base import Batch, Projected, SegmentPosition
+from eventmem.projectors.columns import SlotTable
+from eventmem.state import MemoryRecord
+
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)
 
-__all__ = ["VectorIndex"]
+__all__ = ["EmbedItem", "VectorIndex", "VectorsProjector", "embed_text"]
 
 faiss.omp_set_num_threads(1)  # one eventmem server per AI client: threads would only contend
 
 Slots = npt.NDArray[np.int64]
+EmbedItem = tuple[int, str, bytes]
+"""(slot, text to embed, the text's content hash)"""
+
+
+def embed_text(record: MemoryRecord) -> str:
+    """The text a memory's vector is made from."""
+    parts = [record.title, record.content]
+    if record.tags:
+        parts.append(" ".join(record.tags))
+    return "\n".join(p for p in parts if p)
 
 
 class VectorIndex:
@@ -193,3 +209,114 @@ class VectorIndex:
         index._index = loaded
         index._mark(faiss.vector_to_array(loaded.id_map).astype(np.int64), True)
         return index
+
+
+class VectorsProjector:
+    """The vector index over a :class:`SlotTable`: a memory's id in FAISS is its slot.
+
+    A batch's texts go to ``embed`` as :data:`EmbedItem` lists: the runner's embedding queue, which
+    embeds them now or in the background (a slow model), and hands the vectors back to :meth:`put`.
+    The runner gives it the memories whose text changed."""
+
+    name = "vectors"
+    version = 1
+
+    def __init__(self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None]) -> None:
+        self.table = table
+        self.dim = dim
+        self._embed = embed
+        self.index = VectorIndex(dim)
+
+    def items(self, upserts: Iterable[Projected]) -> list[EmbedItem]:
+        """What to embed for these memories."""
+        of = self.table.of
+        out: list[EmbedItem] = []
+        for projected in upserts:
+            text = embed_text(projected.record)
+            out.append((of[projected.record.id], text, content_hash(text)))
+        return out
+
+    def apply(self, batch: Batch) -> None:
+        if batch.removals:
+            get = self.table.get
+            self.remove([slot for memory_id in batch.removals if (slot := get(memory_id)) is not None])
+        if batch.upserts:
+            self.embed(self.items(batch.upserts))
+
+    def load(self, batch: Batch) -> None:
+        self.reset()
+        self.apply(batch)
+
+    def embed(self, items: list[EmbedItem]) -> None:
+        """Have these texts embedded (the runner computes them with its own hashes in one pass)."""
+        if items:
+            self._embed(items)
+
+    def put(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
+        """Vectors made for these slots (by the embedding queue)."""
+        self.index.upsert(slots, vectors)
+
+    def remove(self, slots: list[int]) -> None:
+        if slots:
+            self.index.remove(np.asarray(slots, np.int64))
+
+    def adopt(self, index: VectorIndex) -> None:
+        """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`)."""
+        self.index = index
+
+    @property
+    def mapped(self) -> bool:
+        """The index is a read-only map of the snapshot's file (see :meth:`VectorIndex.load`)."""
+        return self.index.mapped
+
+    def position(self) -> dict[str, SegmentPosition] | None:
+        return None  # (the runner keeps the cursors of in-process projections)
+
+    def snapshot(self) -> bytes:
+        return self.index.serialize()
+
+    def restore(self, data: bytes | memoryview | None) -> bool:
+        self.reset()
+        if data is None:
+            return False
+        try:
+            self.index = VectorIndex.deserialize(data, self.dim)
+        except (RuntimeError, ValueError):
+            return False
+        return True
+
+    def reset(self) -> None:
+        self.index = VectorIndex(self.dim)
+
+    def close(self) -> None:
+        pass
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search_slots(
+        self, vector: npt.NDArray[np.float32], limit: int, among: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[Slots, npt.NDArray[np.float32]]:
+        """Top ``limit`` slots by cosine among the slots set in ``among`` (filtered before the cut)."""
+        return self.index.search(vector, limit, among)
+
+    def search(
+        self, vector: npt.NDArray[np.float32], limit: int, among: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` (memory id, cosine) among the memories ``among`` (all when ``None``)."""
+        mask = None
+        if among is not None:
+            mask = np.zeros(len(self.table), bool)
+            mask[[slot for memory_id in among if (slot := self.table.get(memory_id)) is not None]] = True
+        ids = self.table.ids
+        found, scores = self.search_slots(vector, limit, mask)
+        return [(ids[slot], score) for slot, score in zip(found.tolist(), scores.tolist(), strict=True)]
+
+    def similarities(self, slots: list[int], vector: npt.NDArray[np.float32]) -> dict[int, float]:
+        return self.index.similarities(slots, vector)
+
+    def vector_of(self, memory_id: str) -> npt.NDArray[np.float32] | None:
+        slot = self.table.get(memory_id)
+        return None if slot is None else self.index.vector(slot)

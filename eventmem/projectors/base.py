@@ -1,0 +1,108 @@
+"""The projector contract: what every derived view of the fold implements.
+
+The runner folds the journal (see :mod:`eventmem.state`) and hands each projector the changes as a
+:class:`Batch`: the visible memories whose projection changed, the memories no longer visible,
+the links whose state changed, the events folded, and where the journal stands afterwards. A
+projector turns batches into its own index and answers its own kind of query in memory ids.
+
+Nothing here assumes the projector lives in this process or shares a lock with the runner: one
+backed by a database persists itself (its :meth:`Projector.snapshot` returns ``None``) and reports
+the journal position it last committed (:meth:`Projector.position`), from which the runner goes on.
+
+Rules every implementation keeps (the contract suite, ``tests/contracts``, checks them):
+
+- ``apply`` is idempotent: delivering a batch again changes nothing;
+- ``load`` (from empty, one big batch) gives the same answers as ``apply`` of the same changes in
+  any cut into batches; it may take a faster path, never other logic;
+- ``restore(snapshot())`` then ``apply`` of the tail gives the same answers as a rebuild;
+- a memory in ``removals``, or one upserted with ``superseded`` set, is in no default answer.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from eventmem.codec import UnknownEvent
+from eventmem.events import AnyEvent
+from eventmem.state import LinkRecord, MemoryRecord
+
+__all__ = ["Batch", "Projected", "Projector", "SegmentPosition"]
+
+
+class Projected(msgspec.Struct, frozen=True):
+    """One visible memory as projectors see it."""
+
+    record: MemoryRecord
+    """The folded record, every field (the memory id is ``record.id``)."""
+    superseded: bool
+    """A live memory supersedes it."""
+    expires_at: float
+    """Epoch seconds when its TTL runs out (usage extension included); ``math.inf`` without TTL."""
+
+
+class SegmentPosition(msgspec.Struct, frozen=True):
+    """How much of one journal segment a projection covers."""
+
+    offset: int
+    """Bytes of the segment applied."""
+    digest: bytes
+    """Prefix digest of those bytes (BLAKE2b, 16 bytes, as the runner's cursors keep it)."""
+
+
+class Batch(msgspec.Struct, frozen=True):
+    """The changes of one catch-up (or one local append), in fold order."""
+
+    upserts: tuple[Projected, ...]
+    """Visible memories whose projection changed."""
+    removals: tuple[str, ...]
+    """Memory ids no longer visible (deleted, expired, or a save that never was)."""
+    links: tuple[LinkRecord, ...] = ()
+    """Links whose state changed."""
+    events: tuple[AnyEvent | UnknownEvent, ...] = ()
+    """The events folded in this batch."""
+    position: dict[str, SegmentPosition] = {}
+    """Where the journal stands after the batch (segment name -> position); empty for a local append
+    whose position the next catch-up reports."""
+
+
+@runtime_checkable
+class Projector(Protocol):
+    """A derived view of the fold, kept current batch by batch."""
+
+    name: str
+    """Short, stable: names the projector in snapshots, logs and status."""
+    version: int
+    """Bumped when the projection changes shape: a saved one of another version is rebuilt."""
+
+    def apply(self, batch: Batch) -> None:
+        """Bring the projection in step with one batch (idempotent)."""
+        ...
+
+    def load(self, batch: Batch) -> None:
+        """Fill an empty projection from one batch holding every visible memory (a rebuild, a cold
+        start without a snapshot); the result equals :meth:`apply` of the same batch."""
+        ...
+
+    def position(self) -> dict[str, SegmentPosition] | None:
+        """The journal position the projection covers; ``None`` if it has none (empty, or the
+        runner keeps positions for it)."""
+        ...
+
+    def snapshot(self) -> bytes | None:
+        """The projection as bytes for :meth:`restore`; ``None`` if it persists itself."""
+        ...
+
+    def restore(self, data: bytes | None) -> bool:
+        """Take back what :meth:`snapshot` gave (``None``: what it persisted); false if unusable,
+        in which case the projection is empty and the runner loads it again."""
+        ...
+
+    def reset(self) -> None:
+        """Drop everything: the projection is empty."""
+        ...
+
+    def close(self) -> None:
+        """Release what the projection holds (threads, connections, files)."""
+        ...

@@ -1,0 +1,268 @@
+"""Snapshots: the derived state written to ``cache/snapshot.bin`` with the cursors it covers.
+
+The fold, the slot table, the columns projector's and the keyword projector's own snapshots go in
+one msgpack file; the vector index in its own file beside it, mapped on load. A snapshot whose
+format, embedder, owner or digests do not match is ignored and rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import logging
+import mmap
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import msgspec
+
+from eventmem.errors import JournalCorrupt, UnsafePath
+from eventmem.files import atomic_replace, atomic_write
+from eventmem.ids import new_id
+from eventmem.projectors.base import Batch
+from eventmem.projectors.keywords import KeywordsProjector
+from eventmem.projectors.vectors import VectorIndex
+from eventmem.runner.cursors import Cursor, make_hashers, only_appended, prefix_hasher, stat_after_load
+from eventmem.runner.projection import projected
+from eventmem.state import State, StoredState
+
+if TYPE_CHECKING:
+    from eventmem.runner.runner import Store
+
+__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "load", "read_snapshot", "save"]
+
+log = logging.getLogger("eventmem.runner")
+
+SNAPSHOT_FORMAT = 7
+"""3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
+6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
+columns projector's own snapshot."""
+
+
+class Snapshot(msgspec.Struct, kw_only=True):
+    format: int
+    embedder: str
+    cursors: dict[str, Cursor]
+    state: State
+    slot_ids: list[str]
+    slot_hashes: list[bytes]
+    keywords: bytes
+    problems: list[tuple[str, int, str]] = []
+    """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
+    columns: bytes = b""
+    """The columns projector's snapshot (filter columns of every slot, dedup keys): no per-memory
+    work on load, and a new process's first save does not hash every memory."""
+    vectors_file: str = ""
+    """The vector index's own file in the cache: loaded as a read-only map, so that a cold start
+    does not copy it (see :meth:`VectorIndex.load`)."""
+    owner: str = ""
+    """The clone that wrote it: a snapshot of another (one committed to git and merged) is ignored."""
+
+
+class StoredSnapshot(msgspec.Struct, kw_only=True):
+    """How a snapshot is read back: as :class:`Snapshot`, but nothing is copied out of the file
+    that need not be (the memories stay encoded until used, the indexes are views of the file)."""
+
+    format: int
+    embedder: str
+    cursors: dict[str, Cursor]
+    state: StoredState
+    slot_ids: list[str]
+    slot_hashes: list[bytes]
+    keywords: memoryview
+    problems: list[tuple[str, int, str]] = []
+    columns: memoryview = memoryview(b"")
+    vectors_file: str = ""
+    owner: str = ""
+
+
+def read_snapshot(path: Path) -> StoredSnapshot:
+    """Decode the snapshot straight from a memory map (no copy of the file), the cyclic GC paused:
+    it would otherwise scan the many young objects of the fold again and again.
+
+    The map is not closed here: the encoded memories point into it (it is read-only and the file is
+    only ever replaced by a rename, so the pages stay valid); it goes with the last of them."""
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return msgspec.msgpack.decode(mapped, type=StoredSnapshot)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def save(store: Store, *, background: bool = False) -> bool:
+    """Write the derived state atomically with the offsets it covers (skipped if another
+    process is writing one right now). The state is taken under the lock; with ``background``
+    the snapshot is encoded from copies and written by a thread so that calls are not held up."""
+    with store.lock:
+        store.deferral.run()
+        if not store.cursors or store.embedding.busy or store.deferral.failed:
+            return False  # (vectors still being made: a snapshot would lack them)
+        try:
+            state = encoded_state(store)
+        except OverflowError as exc:  # an integer of a journal line beyond 64 bits: the journal still holds it
+            log.warning("no snapshot written: %s", exc)
+            return False
+        snapshot = Snapshot(
+            format=SNAPSHOT_FORMAT,
+            embedder=store.embedder.model_id,
+            cursors=dict(store.cursors),
+            state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
+            slot_ids=list(store.table.ids),
+            slot_hashes=list(store.slot_hashes),
+            keywords=store.keywords.snapshot(),
+            problems=[(p.path, p.offset, p.reason) for p in store.problems.values()],
+            columns=store.columns.snapshot(),
+            vectors_file=f"vectors-{new_id()}.faiss",
+            owner=store.paths.cache_owner(),
+        )
+        vectors = store.vectors.index.copy()
+        store.events_since_snapshot = 0
+    writing = functools.partial(write, store, snapshot, vectors)
+    if background:
+        thread = threading.Thread(target=writing, name="eventmem-snapshot")
+        thread.start()
+        store._snapshot_thread = thread
+        return True
+    return writing()
+
+
+def encoded_state(store: Store) -> bytes:
+    """The fold encoded: made ahead while the keyword index was being filled if the fold has not
+    changed since (every change adds an event id to ``seen``: the same object with as many ids
+    is the same state)."""
+    encoded, store._encoded_state = store._encoded_state, None
+    if encoded is not None and encoded[0] is store.state and encoded[1] == len(store.state.seen):
+        return encoded[2]
+    return msgspec.msgpack.encode(store.state)
+
+
+def write(store: Store, snapshot: Snapshot, vectors: VectorIndex) -> bool:
+    """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
+    first, then the snapshot that names it; older index files go, but for the one the previous
+    snapshot named (a process may be about to open it)."""
+    cache = store.paths.cache_dir
+    try:
+        with store._snapshot_lock.hold(blocking=False) as locked:
+            if not locked:
+                return False
+            data = msgspec.msgpack.encode(snapshot)
+            atomic_replace(cache / snapshot.vectors_file, vectors.write)
+            atomic_write(cache / "snapshot.bin", data)
+            files = sorted(cache.glob("vectors-*.faiss"), key=lambda path: path.stat().st_mtime_ns)
+            for stale in files[:-2]:
+                if stale.name != snapshot.vectors_file:
+                    stale.unlink(missing_ok=True)
+    except (OSError, UnsafePath) as exc:
+        log.warning("could not write snapshot: %s", exc)
+        return False
+    return True
+
+
+def load(store: Store, *, map_vectors: bool = False) -> bool:
+    """Load the snapshot if it matches this version, embedder and journal; else leave it.
+
+    ``map_vectors`` (a server): the vector index is mapped, not read, and copied into memory by
+    a background thread (see :meth:`VectorIndex.load`)."""
+    started = time.perf_counter()
+    try:
+        snapshot = read_snapshot(store.paths.cache_dir / "snapshot.bin")
+    except OSError:
+        return False
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        log.warning("ignoring unreadable snapshot: %s", exc)
+        return False
+    if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != store.embedder.model_id:
+        log.info("ignoring snapshot made by another version or embedder")
+        return False
+    if snapshot.owner != store.paths.cache_owner():
+        log.warning("ignoring a snapshot this clone did not write (did it come in through git?)")
+        return False
+    segments = {s.name: s for s in store.journal.segments()}
+    for name, cursor in snapshot.cursors.items():
+        segment = segments.get(name)
+        if segment is None or segment.size < cursor.offset:
+            log.info("ignoring stale snapshot: %s changed", name)
+            return False
+    # A segment that was only appended to since (same file, not older, not smaller: the rule
+    # every catch-up goes by) needs no check. The others' prefixes are hashed by a thread
+    # (hashing and reading release the GIL) while this one loads the indexes; a prefix that
+    # does not match means the snapshot is not used.
+    suspect = [name for name, cursor in snapshot.cursors.items() if not only_appended(segments[name], cursor)]
+    hashers: dict[str, hashlib.blake2b] = {}
+
+    def check() -> None:
+        for name in suspect:
+            try:
+                hashers[name] = prefix_hasher(segments[name], snapshot.cursors[name].offset)
+            except OSError:  # gone meanwhile: no hasher, so the snapshot is not used
+                return
+
+    checker = threading.Thread(target=check, name="eventmem-snapshot-check")
+    checker.start()
+    try:
+        if not snapshot.vectors_file:
+            raise ValueError("it names no vector index file")
+        path = store.paths.cache_dir / snapshot.vectors_file
+        vectors = VectorIndex.load(path, store.embedder.dim, mapped=map_vectors)
+        keywords = KeywordsProjector(store.table)
+        if not keywords.restore(snapshot.keywords):
+            raise ValueError("its keyword index does not open")
+    except Exception as exc:  # a damaged snapshot is never used
+        log.warning("ignoring damaged snapshot: %s", exc)
+        return False
+    finally:
+        checker.join()
+    for name in suspect:
+        hasher = hashers.get(name)
+        if hasher is None or hasher.digest() != snapshot.cursors[name].digest:
+            log.info("ignoring stale snapshot: %s was rewritten", name)
+            return False
+    with store.lock:
+        store._reset()
+        store.state = snapshot.state.state()
+        store.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
+        store.vectors.adopt(vectors)
+        store.keywords = keywords
+        store.table.replace(snapshot.slot_ids)
+        store.slot_hashes = snapshot.slot_hashes
+        # the digests were just verified: only bytes past each offset remain to be read
+        store.cursors = {
+            name: msgspec.structs.replace(cursor, stat=stat_after_load(segments[name], cursor.offset))
+            for name, cursor in snapshot.cursors.items()
+        }
+        store.embeddings.skip_to_end()
+        if store.columns.restore(snapshot.columns):
+            refresh_expiries(store)
+        else:
+            rebuild_columns(store)
+        store._hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
+    trusted = [name for name in snapshot.cursors if name not in hashers]
+    if trusted:  # their digests go on from here later: made now, beside the first calls
+        threading.Thread(target=make_hashers, args=(store, trusted), name="eventmem-digests", daemon=True).start()
+    log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
+    return True
+
+
+def refresh_expiries(store: Store) -> None:
+    """After restoring the columns: the expiry of memories with a TTL (usage may have moved it).
+    Only those are looked at (and decoded)."""
+    memories = store.state.memories
+    expiries = []
+    for memory_id in store.columns.with_expiry():
+        record = memories[memory_id]
+        if record.ttl_seconds is not None:
+            expiries.append((memory_id, store.expires_epoch(memory_id, record)))
+    store.columns.expire_at(expiries)
+
+
+def rebuild_columns(store: Store) -> None:
+    """Make the columns projection again from the fold (its snapshot did not fit)."""
+    visible = [record for memory_id in store.table.ids if (record := store.state.visible(memory_id)) is not None]
+    store.columns.load(Batch(tuple(map(functools.partial(projected, store), visible)), ()))
