@@ -35,7 +35,16 @@ from eventmem.files import FileLock, atomic_replace, fsync_dir
 from eventmem.limits import MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
 
-__all__ = ["Appended", "Journal", "ScanResult", "Segment", "decode_bytes", "decode_stream", "name_of_segment"]
+__all__ = [
+    "Appended",
+    "Journal",
+    "ScanResult",
+    "Segment",
+    "decode_bytes",
+    "decode_stream",
+    "name_of_segment",
+    "segment_lines",
+]
 
 log = logging.getLogger("eventmem.journal")
 
@@ -373,6 +382,23 @@ def decode_bytes(data: bytes, name: str, *, with_offsets: bool = False) -> ScanR
     if result.corrupt:
         _number_lines(io.BytesIO(data).read, result.corrupt)
     return result
+
+
+def segment_lines(data: bytes, name: str = "") -> list[tuple[bytes, Decoded | None]]:
+    """Every non-blank line of a segment's bytes, exactly as written (with its newline when it has
+    one), with the event :func:`decode_bytes` made of it: ``None`` for a line it reports as corrupt
+    and for a torn tail. For rewriting a segment line by line without a second reading of it."""
+    result = decode_bytes(data, name, with_offsets=True)
+    places: list[tuple[int, Decoded | None]] = list(zip(result.offsets, result.events, strict=True))
+    places += [(problem.offset, None) for problem in result.corrupt]
+    if result.torn_tail and data[result.end :].strip():
+        places.append((result.end, None))
+    places.sort(key=lambda place: place[0])
+    lines: list[tuple[bytes, Decoded | None]] = []
+    for offset, event in places:
+        end = data.find(b"\n", offset)
+        lines.append((data[offset : len(data) if end < 0 else end + 1], event))
+    return lines
 
 
 def _decode_block(block: bytes, position: int, label: str, with_offsets: bool, result: ScanResult) -> None:

@@ -38,7 +38,7 @@ from eventmem.events import (
 )
 from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
-from eventmem.journal import decode_bytes
+from eventmem.journal import segment_lines
 from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
 
 if TYPE_CHECKING:
@@ -176,25 +176,19 @@ def _moves(event: AnyEvent | UnknownEvent, memories: set[str], links: set[str]) 
 
 
 def split_lines(data: bytes, memories: set[str], links: set[str]) -> tuple[list[bytes], list[bytes], set[str]]:
-    """Split a segment's lines into (kept, moved, memories that had a line moved), decoded by the
-    journal's decoder. Bytes are kept exactly (each line ends with a newline); a line that does not
-    decode is kept."""
-    result = decode_bytes(data, "", with_offsets=True)
-    decoded = dict(zip(result.offsets, result.events, strict=True))
+    """Split a segment's lines into (kept, moved, memories that had a line moved), as the journal's
+    decoder reads them (:func:`eventmem.journal.segment_lines`). Bytes are kept exactly (each line
+    ends with a newline); a line that does not decode is kept."""
     kept: list[bytes] = []
     moved: list[bytes] = []
     moved_memories: set[str] = set()
-    position = 0
-    for line in data.split(b"\n"):
-        offset, position = position, position + len(line) + 1
-        if not line.strip():
-            continue
-        event = decoded.get(offset)
+    for line, event in segment_lines(data):
+        line = line if line.endswith(b"\n") else line + b"\n"
         target = None if event is None else _moves(event, memories, links)
         if target is None:
-            kept.append(line + b"\n")
+            kept.append(line)
         else:
-            moved.append(line + b"\n")
+            moved.append(line)
             if target:
                 moved_memories.add(target)
     return kept, moved, moved_memories
