@@ -31,7 +31,7 @@ from pathlib import Path
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
 from eventmem.errors import InvalidInput, JournalCorrupt, JournalUnwritable, LimitExceeded, UnsafePath
 from eventmem.events import AnyEvent, Event
-from eventmem.files import FileLock, atomic_replace, fsync_dir
+from eventmem.files import FileLock, atomic_replace, atomic_write, fsync_dir
 from eventmem.limits import MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
 
@@ -234,6 +234,25 @@ class Journal:
                 if self.settle(segment.path):
                     repaired.append(segment.name)
         return repaired
+
+    def read_settled(self, path: Path) -> bytes:
+        """A live segment's bytes after :meth:`settle` (as a writer would: a torn tail is quarantined,
+        then cut); the caller holds the lock and is about to :meth:`rewrite_segment` it."""
+        self.settle(path)
+        return self.paths.inside(path).read_bytes()
+
+    def rewrite_segment(self, path: Path, live: bytes, *, archive: Path, archived: bytes) -> None:
+        """Move lines of a live segment into a new archive segment; the caller holds the lock.
+
+        The archive segment is written first (temp file, fsync, rename, fsync of its folder), then the
+        live segment is replaced by ``live`` the same way: a crash between the two leaves lines in
+        both places (duplicates the fold ignores), never a line in neither. Raises
+        :class:`JournalUnwritable` when the disk refuses (the live segment is then unchanged)."""
+        try:
+            atomic_write(self.paths.inside(archive), archived, durable=self.durable)
+            atomic_write(self.paths.inside(path), live, durable=self.durable)
+        except OSError as exc:
+            raise JournalUnwritable(describe_os_error(exc)) from exc
 
     def settle(self, path: Path) -> bool:
         """:meth:`repair` of one segment; the caller holds the lock. Whether it changed."""

@@ -36,7 +36,6 @@ from eventmem.events import (
     MemoryArchived,
     MemoryExpired,
 )
-from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
 from eventmem.journal import segment_lines
 from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
@@ -254,14 +253,12 @@ def archive_memories(
             if not memories:
                 return result
             links = {link for m in memories for link in store.state.adjacency.get(m, ())}
-            store.journal.settle(segment_path)  # (as a writer would: a torn tail is quarantined, then cut)
-            data = segment_path.read_bytes()
+            data = store.journal.read_settled(segment_path)
             kept, moved, moved_memories = split_lines(data, memories, links)
             if not moved:
                 return result
             name = _archive_name(store, epoch_iso(now)[:10])
             archive_path = paths.archive_dir / name
-            atomic_write(archive_path, b"".join(moved), durable=store.journal.durable)
             event = MemoryArchived(
                 id=new_id(),
                 ts=epoch_iso(now),
@@ -271,7 +268,7 @@ def archive_memories(
                 events=len(moved),
             )
             live = b"".join(kept) + encode_event(event)
-            atomic_write(segment_path, live, durable=store.journal.durable)
+            store.journal.rewrite_segment(segment_path, live, archive=archive_path, archived=b"".join(moved))
             live_name = f"journal/{segment_path.name}"
             store.adopt_segments([f"archive/{name}", live_name])
             store.apply_local([event])
