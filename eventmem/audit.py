@@ -39,7 +39,6 @@ so memory use is one small entry per event id, not the events themselves.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -61,6 +60,7 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
+from eventmem.gitrunner import GitError, run_git
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.limits import MAX_CONFIG_BYTES, MAX_LINE_BYTES
@@ -508,14 +508,8 @@ def _tracked_cache(root: Path) -> list[Finding]:
     if not os.path.lexists(root / ".git"):
         return []
     try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        listed = run_git(root, "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local", timeout=30, check=False)
+    except GitError:
         return []
     message = "a file of this clone's own cache is tracked by git: remove it from the index (`git rm --cached`)"
     return [
