@@ -1,4 +1,5 @@
-"""The ``eventmem`` command: ``serve`` for MCP clients, and the same service for people.
+"""The ``eventmem`` commands for people: the service on the command line (``eventmem serve``, for MCP
+clients, is added by :mod:`eventmem.main`).
 
 Human-readable output by default; ``--json`` prints the objects the MCP tools return.
 """
@@ -6,58 +7,39 @@ Human-readable output by default; ``--json`` prints the objects the MCP tools re
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
 import sys
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from eventmem import __version__
+from eventmem.command_line import (
+    EXIT_CODES,
+    Parser,
+    chosen_root,
+    command_options,
+    describe_failure,
+    global_options,
+    set_verdict,
+)
 from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.files import atomic_write
 from eventmem.progress import ProgressBar
-from eventmem.project import ProjectPaths, RootChoice, find_root
+from eventmem.project import ProjectPaths, RootChoice
 from eventmem.query import Filters
-from eventmem.terminal import EscapingStream, print_json, printable
+from eventmem.terminal import print_json, printable
 from eventmem.validation import check_whole
 
 if TYPE_CHECKING:
     from eventmem.audit import AuditReport, Finding
 
-__all__ = [
-    "Parser",
-    "ProgressBar",
-    "chosen_root",
-    "command_options",
-    "configure_logging",
-    "global_options",
-    "main",
-    "run_command",
-]
-
-
-def chosen_root(flag: str | None, *, create: bool = False) -> RootChoice:
-    """The project root from ``--root``, else :func:`~eventmem.project.find_root`; it must be an existing
-    folder (a mistyped path must not quietly start a new memory), unless ``create`` (``eventmem init``)."""
-    root = RootChoice(Path(flag).expanduser().resolve(), "flag:--root") if flag else find_root()
-    if create and not root.root.exists():
-        root.root.mkdir(parents=True)
-    if not root.root.exists():
-        raise InvalidInput(
-            f"the project root {root.root} (chosen by {root.source}) does not exist; "
-            "check the path, or create a memory there with `eventmem init --root PATH`"
-        )
-    if not root.root.is_dir():
-        raise InvalidInput(f"the project root {root.root} (chosen by {root.source}) is not a folder")
-    return root
+__all__ = ["build_parser"]
 
 
 def _root(args: argparse.Namespace) -> RootChoice:
@@ -83,24 +65,6 @@ def _show_memory(memory: Any) -> None:
         print(f"expires:  {memory.expires_at}")
     print()
     print(printable(memory.content, multiline=True))
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from eventmem.mcp_server import build_server, terminate
-
-    root = _root(args)
-    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    if sys.stdin.isatty():
-        from eventmem.mcp_server import waiting_notice
-
-        print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
-    # SIGTERM: let a save in progress finish, then exit (stdin's reader thread cannot be joined)
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
-    try:
-        build_server(root, tools=args.tools).run("stdio")
-    except KeyboardInterrupt:
-        pass
-    return 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -161,7 +125,7 @@ def cmd_save(args: argparse.Namespace) -> int:
     try:
         service.close()
     except (OSError, EventmemError) as exc:  # the journal has the memory; only the derived cache is behind
-        _warn(f"saved, but the cache could not be written ({_failure(exc)}); it is rebuilt on a later call")
+        _warn(f"saved, but the cache could not be written ({describe_failure(exc)}); it is rebuilt on a later call")
     if args.json:
         print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:
@@ -600,31 +564,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with the user's input in its error messages shown escaped."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
-
-
-JSON_HELP = "print JSON (the objects MCP tools return)"
-ROOT_HELP = "project root, an existing folder (default: EVENTMEM_ROOT, else found from the cwd)"
-
-
-def global_options(parser: argparse.ArgumentParser) -> None:
-    """``--json`` and ``--root`` before the command."""
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    parser.add_argument("--root", help=ROOT_HELP)
-
-
-def command_options(parser: argparse.ArgumentParser) -> None:
-    """``--json`` and ``--root`` after the command too (given there, they win over the ones before)."""
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
-    parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> argparse.ArgumentParser:
+    """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` (given by :mod:`eventmem.main`, which
+    alone knows the MCP server)."""
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
     global_options(parser)
@@ -636,8 +578,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=fn)
         return p
 
-    p = add("serve", cmd_serve, "run the stdio MCP server for this project")
-    p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
+    if serve is not None:
+        p = add("serve", serve, "run the stdio MCP server for this project")
+        p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
     p = add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
     p.add_argument(
         "--git-drivers",
@@ -720,112 +663,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _PrintableFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record), multiline=True)
-
-
-def configure_logging() -> None:
-    """Logs go to stderr (stdout belongs to the MCP protocol and to --json), at EVENTMEM_LOG_LEVEL,
-    with control characters shown escaped (a log line may quote a journal's bytes)."""
-    level = os.environ.get("EVENTMEM_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
-    known = isinstance(logging.getLevelName(level), int)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_PrintableFormatter("eventmem %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level if known else "WARNING", handlers=[handler])
-    if not known:
-        logging.getLogger("eventmem").warning(
-            "EVENTMEM_LOG_LEVEL=%r is not a level (DEBUG, INFO, WARNING, ERROR); using WARNING", level
-        )
-
-
-EXIT_CODES = """exit codes: 0 done; 1 the command failed (a disk or journal problem, doctor or audit found
-problems, log found no history); 2 bad usage or input (nothing was written). A closed pipe
-(eventmem log | head) ends quietly with 0. EVENTMEM_DEBUG=1 shows the traceback of an unexpected error."""
-
-
 def _warn(message: str) -> None:
     print(f"eventmem: warning: {printable(message)}", file=sys.stderr)
-
-
-def _failure(exc: BaseException) -> str:
-    """One line saying what went wrong: for an OS error, the reason and the file."""
-    if isinstance(exc, OSError) and exc.strerror:
-        files = [str(name) for name in (exc.filename, exc.filename2) if name is not None]
-        return f"{exc.strerror}: {' -> '.join(files)}" if files else exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
-    if as_json:
-        try:
-            print_json({"status": "error", "error": message})
-            sys.stdout.flush()
-        except OSError:
-            pass
-    print(f"{prog}: {printable(message)}", file=sys.stderr)
-    return code
-
-
-_VERDICT: dict[str, int] = {}
-"""The exit code a command that judges (doctor, check, replay audit) reached before printing."""
-
-
-def set_verdict(code: int) -> None:
-    """Record a judging command's exit code before it prints: a reader that goes away early
-    (``eventmem check | head``) must not turn a failed check into a success."""
-    _VERDICT["code"] = code
-
-
-def _quiet_stdout() -> None:
-    """The reader went away (``eventmem log | head -1``): drop the rest of the output, as Unix tools do."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
-def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, *, prog: str = "eventmem") -> int:
-    """Run one command behind the error boundary: every failure is one line on stderr and an exit code
-    (:data:`EXIT_CODES`); human-readable output passes through :class:`~eventmem.terminal.EscapingStream`."""
-    as_json = bool(getattr(args, "json", False))
-    stdout = sys.stdout
-    if not as_json and func is not cmd_serve:
-        sys.stdout = cast(TextIO, EscapingStream(stdout))
-    _VERDICT.clear()
-    try:
-        code = func(args)
-        sys.stdout.flush()
-        return code
-    except BrokenPipeError:
-        _quiet_stdout()
-        return _VERDICT.get("code", 0)
-    except KeyboardInterrupt:
-        return 130
-    except InvalidInput as exc:
-        return _fail(str(exc), 2, as_json, prog)
-    except (EventmemError, OSError) as exc:
-        return _fail(_failure(exc), 1, as_json, prog)
-    except Exception as exc:
-        debug = os.environ.get("EVENTMEM_DEBUG", "").strip() not in ("", "0")
-        if debug:
-            traceback.print_exc()
-        where = "the traceback is above" if debug else "run it again with EVENTMEM_DEBUG=1 for the traceback"
-        command = " ".join(
-            str(part) for part in (getattr(args, "command", None), getattr(args, "replay_command", None)) if part
-        )
-        what = f"`{prog} {command}`" if command else f"`{prog}`"
-        return _fail(f"{what} failed unexpectedly ({type(exc).__name__}: {_failure(exc)}); {where}", 1, as_json, prog)
-    finally:
-        sys.stdout = stdout
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    configure_logging()
-    args = build_parser().parse_args(argv)
-    return run_command(args.func, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

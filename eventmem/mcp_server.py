@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -32,6 +34,7 @@ from eventmem.errors import EventmemError, InvalidInput
 from eventmem.mcp_app import _RUNNING, App, ArgumentErrors, app_of, terminate
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
+from eventmem.terminal import printable
 from eventmem.toolsets import context as context_tools
 from eventmem.toolsets import memory as memory_tools
 from eventmem.toolsets import project_context as project_context_tools
@@ -44,6 +47,7 @@ __all__ = [
     "build_server",
     "choose_families",
     "configured_tools",
+    "serve_stdio",
     "terminate",
     "waiting_notice",
 ]
@@ -185,6 +189,18 @@ def waiting_notice(root: RootChoice) -> str:
         "An MCP client starts this itself: connect one with `claude mcp add eventmem -- eventmem serve` "
         "(other clients: see the README's Set-up). Ctrl-C stops."
     )
+
+
+def serve_stdio(root: RootChoice, *, tools: str | None = None) -> None:
+    """``eventmem serve``: the server over stdio until the client goes away. SIGTERM lets a save in
+    progress finish, then exits (stdin's reader thread cannot be joined); Ctrl-C stops quietly."""
+    if sys.stdin.isatty():
+        print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
+    try:
+        build_server(root, tools=tools).run("stdio")
+    except KeyboardInterrupt:
+        pass
 
 
 def build_server(

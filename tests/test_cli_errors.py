@@ -94,7 +94,7 @@ def test_a_bad_time_for_compact_is_bad_input_not_a_crash(project: Path) -> None:
 def test_an_unexpected_error_is_one_line_naming_the_command_and_eventmem_debug(project: Path) -> None:
     program = (
         "import argparse, sys\n"
-        "from eventmem.cli import run_command\n"
+        "from eventmem.command_line import run_command\n"
         "def broken(args): raise RuntimeError('an invariant broke')\n"
         "sys.exit(run_command(broken, argparse.Namespace(command='stats', json=False)))\n"
     )
