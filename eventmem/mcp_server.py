@@ -31,7 +31,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from eventmem import __version__
 from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
-from eventmem.mcp_app import _RUNNING, App, ArgumentErrors, app_of, terminate
+from eventmem.mcp_app import App, ArgumentErrors, Running, app_of
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.terminal import printable
@@ -48,7 +48,6 @@ __all__ = [
     "choose_families",
     "configured_tools",
     "serve_stdio",
-    "terminate",
     "waiting_notice",
 ]
 
@@ -196,9 +195,10 @@ def serve_stdio(root: RootChoice, *, tools: str | None = None) -> None:
     progress finish, then exits (stdin's reader thread cannot be joined); Ctrl-C stops quietly."""
     if sys.stdin.isatty():
         print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
+    running = Running()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: running.terminate())
     try:
-        build_server(root, tools=tools).run("stdio")
+        build_server(root, tools=tools, running=running).run("stdio")
     except KeyboardInterrupt:
         pass
 
@@ -208,11 +208,14 @@ def build_server(
     *,
     opener: Callable[[RootChoice], MemoryService] | None = None,
     tools: str | None = None,
+    running: Running | None = None,
 ) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one);
-    ``tools`` chooses the tool families (default: :func:`configured_tools`)."""
+    ``tools`` chooses the tool families (default: :func:`configured_tools`); ``running`` is the
+    registry its lifespan enters its app in (default: a new one; the caller passes its own to reach
+    the open memory from outside a request, as the SIGTERM handler does)."""
 
-    running = _RUNNING
+    running = Running() if running is None else running
 
     async def push_changes(app: App, paths: set[str] | None) -> None:
         """Catch up with the journal and tell subscribed clients which resources changed.
@@ -229,7 +232,7 @@ def build_server(
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
         if app.views_ready:
-            uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, service, everything, changed)
+            uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, app, everything, changed)
         await announce(app, uris, everything)
 
     async def render_views_after_start(app: App, stop: anyio.Event) -> None:
@@ -241,7 +244,7 @@ def build_server(
         if stop.is_set() or service is None:
             return
         app.views_ready = True
-        uris = await anyio.to_thread.run_sync(project_context_tools.view_updates, service, True, set())
+        uris = await anyio.to_thread.run_sync(project_context_tools.view_updates, app, True, set())
         await announce(app, uris, False)
 
     async def announce(app: App, uris: set[str], everything: bool) -> None:
@@ -260,7 +263,7 @@ def build_server(
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         # a slow embedding model loads in the background: tools answer with keywords meanwhile
         app = App(root=root, opener=opener or functools.partial(open_service, background_vectors=True))
-        running.append(app)
+        running.apps.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()
         stop = anyio.Event()
@@ -294,7 +297,7 @@ def build_server(
                     tasks.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(loader.join)
-            running.remove(app)
+            running.apps.remove(app)
             if app.service_ is not None:
                 await anyio.to_thread.run_sync(app.service_.close)
 
@@ -321,10 +324,7 @@ def build_server(
         mime_type="text/markdown",
     )
     def memory_summary() -> str:
-        # static resources get no Context in the SDK: use the app the lifespan opened
-        if not running:
-            raise ResourceNotFoundError("the server is not running")
-        service = running[-1].service
+        service = running.service()  # (static resources get no Context in the SDK)
         service.catch_up()
         return render_summary(service)
 
@@ -355,7 +355,7 @@ def build_server(
         ctx.lifespan_context.subscriptions.get(str(params.uri), set()).discard(ctx.session)
         return mcp_types.EmptyResult()
 
-    project_context_tools.register_resources(server)
+    project_context_tools.register_resources(server, running)
     server._lowlevel_server.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
     server._lowlevel_server.add_request_handler(
         "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
