@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
+from eventmem.mcp_sdk import registered_tool
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService
@@ -292,7 +293,7 @@ class ArgumentErrors:
             return result
         params = ctx.params if isinstance(ctx.params, dict) else {}
         name, arguments = params.get("name"), params.get("arguments") or {}
-        tool = self.server._tool_manager.get_tool(name) if isinstance(name, str) else None  # no public lookup
+        tool = registered_tool(self.server, name) if isinstance(name, str) else None
         if tool is None or not isinstance(arguments, dict):
             return result
         try:

@@ -26,12 +26,13 @@ from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.server.subscriptions import ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from eventmem import __version__
 from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.mcp_app import App, ArgumentErrors, Running, app_of
+from eventmem.mcp_sdk import serve_resource_subscriptions
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.terminal import printable
@@ -72,13 +73,6 @@ DEFAULT_FAMILIES = ("core",)
 
 log = logging.getLogger("eventmem.mcp")
 T = TypeVar("T")
-
-INSTRUCTIONS = """\
-eventmem is this project's memory, shared by every agent and teammate through git.
-At the start of a task, retrieve what is known (retrieve_context or recall_memories). When you make
-a decision, fix a bug, learn a convention or hit an error worth remembering, save it (save_context or
-store_memory) with a short summary and a few tags. Keep secrets out: they are scrubbed, and
-<private>…</private> spans are dropped."""
 
 
 def instructions_for(tools: set[str]) -> str:
@@ -171,6 +165,28 @@ class _PickedTools:
         return getattr(self._server, name)
 
 
+class _ToolNames:
+    """Stands in for the server while the families register, to learn which tools they add: the
+    instructions name only those, and a server takes its instructions when it is made. Nothing is
+    built (no schema); prompts and resources are ignored."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.names.add(kwargs.get("name") or (args[0] if args else None) or fn.__name__)
+            return fn
+
+        return decorator
+
+    def __getattr__(self, name: str) -> Any:
+        def ignored(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            return lambda fn: fn
+
+        return ignored
+
+
 def register_tools(server: MCPServer[App], chosen: tuple[str, ...]) -> None:
     """Register the chosen families whole, and the tools the chosen profiles pick from the others."""
     for family, register in FAMILIES.items():
@@ -249,7 +265,7 @@ def build_server(
 
     async def announce(app: App, uris: set[str], everything: bool) -> None:
         for uri in sorted(uris):
-            await server._subscriptions.publish(ResourceUpdated(uri=uri))
+            await bus.publish(ResourceUpdated(uri=uri))
         for uri, sessions in list(app.subscriptions.items()):
             if not (everything and uri.startswith("memory://")) and uri not in uris:
                 continue
@@ -301,18 +317,22 @@ def build_server(
             if app.service_ is not None:
                 await anyio.to_thread.run_sync(app.service_.close)
 
+    chosen = choose_families(tools if tools is not None else configured_tools(root))
+    names = _ToolNames()
+    register_tools(cast("MCPServer[App]", names), chosen)
+    bus = InMemorySubscriptionBus()  # (the SDK's default, made here to publish on it)
     server: MCPServer[App] = MCPServer(
         "eventmem",
         title="eventmem project memory",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=instructions_for(names.names),
         lifespan=lifespan,
         log_level="WARNING",
+        subscriptions=bus,
     )
     server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
-    register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
-    server._lowlevel_server.instructions = instructions_for({tool.name for tool in server._tool_manager.list_tools()})
+    register_tools(server, chosen)
 
     # -- resources and subscriptions -----------------------------------------------------------
 
@@ -356,8 +376,5 @@ def build_server(
         return mcp_types.EmptyResult()
 
     project_context_tools.register_resources(server, running)
-    server._lowlevel_server.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
-    server._lowlevel_server.add_request_handler(
-        "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
-    )
+    serve_resource_subscriptions(server, subscribe, unsubscribe)
     return server

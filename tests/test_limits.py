@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from conftest import REPO
 from mcp import Client
@@ -43,7 +44,7 @@ async def connect_all(project: Path) -> AsyncIterator[Client]:
 
 def _tool_schemas() -> dict[str, dict[str, Any]]:
     server = build_server(RootChoice(REPO, "test"), tools="all")
-    return {tool.name: tool.parameters for tool in server._tool_manager.list_tools()}
+    return {tool.name: tool.input_schema for tool in anyio.run(server.list_tools)}
 
 
 TOOL_SCHEMAS = _tool_schemas()

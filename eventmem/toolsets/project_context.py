@@ -29,6 +29,7 @@ from eventmem.mcp_app import (
     call,
     client_name,
 )
+from eventmem.mcp_sdk import registered_tool
 from eventmem.pmp import SECTIONS, Section, render_section
 from eventmem.project_context import ProjectContext, is_section_memory
 
@@ -48,7 +49,7 @@ def _context(ctx: Context[App, Any]) -> ProjectContext:
 
 def register(server: MCPServer[App]) -> None:
     def exposed(name: str) -> bool:
-        return server._tool_manager.get_tool(name) is not None
+        return registered_tool(server, name) is not None
 
     # -- reading ---------------------------------------------------------------------------------
 
