@@ -71,7 +71,9 @@ def run_git(
             env=environment,
             check=False,
         )
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if exc.filename not in (None, "git"):  # the folder to run in is missing, not git
+            raise GitError(f"git could not be run in {root}: {exc.strerror or exc}") from None
         raise GitError("git is not installed (no `git` on PATH)") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"git {command} did not answer within {timeout:g} seconds") from None
