@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ import msgspec
 
 from eventmem.errors import InvalidInput, UnsafePath
 from eventmem.files import atomic_write, check_path
+from eventmem.gitrunner import GitError, run_git
 from eventmem.limits import CONTENT_BYTES_CEILING, MAX_CONFIG_BYTES
 from eventmem.project import user_data_dir, user_dir
 
@@ -301,15 +301,8 @@ def _parse(path: Path, content: bytes) -> dict[str, Any]:
 def _tracked_by_git(path: Path) -> bool:
     """Whether git tracks ``path`` (a file of a project that may be a git repository)."""
     try:
-        result = subprocess.run(
-            ["git", "ls-files", "--", path.name],
-            cwd=path.parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        result = run_git(path.parent, "ls-files", "--", path.name, timeout=10, check=False)
+    except GitError:
         return False
     return result.returncode == 0 and bool(result.stdout.strip())
 

@@ -31,9 +31,17 @@ from typing import Final, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "HashingEmbedder", "Loadable", "tokens"]
+__all__ = ["Embedder", "HashingEmbedder", "Loadable", "normalize_rows", "tokens"]
 
 Vectors = npt.NDArray[np.float32]
+
+
+def normalize_rows(matrix: Vectors) -> Vectors:
+    """Each row scaled to length 1 (an all-zero row stays zero), as float32."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: Vectors = (matrix / norms).astype(np.float32, copy=False)
+    return out
 
 
 @runtime_checkable

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import re
-import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import msgspec
 from eventmem.codec import UnknownEvent
 from eventmem.errors import InvalidInput, JournalCorrupt
 from eventmem.events import AnyEvent, LinkAdded, LinkRemoved, memory_ids
+from eventmem.gitrunner import GitError, git_bytes
 from eventmem.ids import parse_iso, to_iso
 from eventmem.journal import Journal, decode_bytes
 from eventmem.project import ProjectPaths
@@ -137,23 +137,20 @@ def read_worktree(paths: ProjectPaths, *, source: str = WORKTREE) -> History:
 
 
 def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """Run git in ``root``; a failure becomes :class:`HistoryError` with git's own message."""
+    """:func:`eventmem.gitrunner.git_bytes`, a failure as :class:`HistoryError` with git's own message."""
     try:
-        result = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, check=False)
-    except FileNotFoundError:
-        raise HistoryError("git is not installed") from None
-    if result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise HistoryError(f"git {args[0]}: {message[-1] if message else 'failed'}")
-    return result.stdout
+        return git_bytes(root, *args, stdin=stdin)
+    except GitError as exc:
+        raise HistoryError(str(exc)) from None
 
 
 def read_revision(root: Path, rev: str) -> History:
     """The journal as the commit ``rev`` holds it (``root`` is the project root, inside the repo)."""
     try:
-        commit = git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
-    except HistoryError:
-        raise HistoryError(f"{rev!r} is neither a path nor a git revision of {root}") from None
+        commit = git_bytes(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+    except GitError as exc:  # (git missing or too slow: said as such)
+        reason = f"{rev!r} is neither a path nor a git revision of {root}" if exc.returncode else str(exc)
+        raise HistoryError(reason) from None
     listing = git(root, "ls-tree", "-r", "-z", commit, "--", *_SEGMENT_DIRS)
     blobs: list[tuple[str, str]] = []
     for item in listing.split(b"\0"):

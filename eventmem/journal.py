@@ -31,11 +31,20 @@ from pathlib import Path
 from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
 from eventmem.errors import InvalidInput, JournalCorrupt, JournalUnwritable, LimitExceeded, UnsafePath
 from eventmem.events import AnyEvent, Event
-from eventmem.files import FileLock, atomic_replace, fsync_dir
+from eventmem.files import FileLock, atomic_replace, atomic_write, fsync_dir
 from eventmem.limits import MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
 
-__all__ = ["Appended", "Journal", "ScanResult", "Segment", "decode_bytes", "decode_stream", "name_of_segment"]
+__all__ = [
+    "Appended",
+    "Journal",
+    "ScanResult",
+    "Segment",
+    "decode_bytes",
+    "decode_stream",
+    "name_of_segment",
+    "segment_lines",
+]
 
 log = logging.getLogger("eventmem.journal")
 
@@ -226,6 +235,25 @@ class Journal:
                     repaired.append(segment.name)
         return repaired
 
+    def read_settled(self, path: Path) -> bytes:
+        """A live segment's bytes after :meth:`settle` (as a writer would: a torn tail is quarantined,
+        then cut); the caller holds the lock and is about to :meth:`rewrite_segment` it."""
+        self.settle(path)
+        return self.paths.inside(path).read_bytes()
+
+    def rewrite_segment(self, path: Path, live: bytes, *, archive: Path, archived: bytes) -> None:
+        """Move lines of a live segment into a new archive segment; the caller holds the lock.
+
+        The archive segment is written first (temp file, fsync, rename, fsync of its folder), then the
+        live segment is replaced by ``live`` the same way: a crash between the two leaves lines in
+        both places (duplicates the fold ignores), never a line in neither. Raises
+        :class:`JournalUnwritable` when the disk refuses (the live segment is then unchanged)."""
+        try:
+            atomic_write(self.paths.inside(archive), archived, durable=self.durable)
+            atomic_write(self.paths.inside(path), live, durable=self.durable)
+        except OSError as exc:
+            raise JournalUnwritable(describe_os_error(exc)) from exc
+
     def settle(self, path: Path) -> bool:
         """:meth:`repair` of one segment; the caller holds the lock. Whether it changed."""
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -373,6 +401,23 @@ def decode_bytes(data: bytes, name: str, *, with_offsets: bool = False) -> ScanR
     if result.corrupt:
         _number_lines(io.BytesIO(data).read, result.corrupt)
     return result
+
+
+def segment_lines(data: bytes, name: str = "") -> list[tuple[bytes, Decoded | None]]:
+    """Every non-blank line of a segment's bytes, exactly as written (with its newline when it has
+    one), with the event :func:`decode_bytes` made of it: ``None`` for a line it reports as corrupt
+    and for a torn tail. For rewriting a segment line by line without a second reading of it."""
+    result = decode_bytes(data, name, with_offsets=True)
+    places: list[tuple[int, Decoded | None]] = list(zip(result.offsets, result.events, strict=True))
+    places += [(problem.offset, None) for problem in result.corrupt]
+    if result.torn_tail and data[result.end :].strip():
+        places.append((result.end, None))
+    places.sort(key=lambda place: place[0])
+    lines: list[tuple[bytes, Decoded | None]] = []
+    for offset, event in places:
+        end = data.find(b"\n", offset)
+        lines.append((data[offset : len(data) if end < 0 else end + 1], event))
+    return lines
 
 
 def _decode_block(block: bytes, position: int, label: str, with_offsets: bool, result: ScanResult) -> None:

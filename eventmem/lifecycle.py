@@ -35,9 +35,8 @@ from eventmem.events import (
     MemoryArchived,
     MemoryExpired,
 )
-from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
-from eventmem.journal import decode_bytes
+from eventmem.journal import segment_lines
 from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
 
 if TYPE_CHECKING:
@@ -159,25 +158,19 @@ def _moves(event: AnyEvent | UnknownEvent, memories: set[str], links: set[str]) 
 
 
 def split_lines(data: bytes, memories: set[str], links: set[str]) -> tuple[list[bytes], list[bytes], set[str]]:
-    """Split a segment's lines into (kept, moved, memories that had a line moved), decoded by the
-    journal's decoder. Bytes are kept exactly (each line ends with a newline); a line that does not
-    decode is kept."""
-    result = decode_bytes(data, "", with_offsets=True)
-    decoded = dict(zip(result.offsets, result.events, strict=True))
+    """Split a segment's lines into (kept, moved, memories that had a line moved), as the journal's
+    decoder reads them (:func:`eventmem.journal.segment_lines`). Bytes are kept exactly (each line
+    ends with a newline); a line that does not decode is kept."""
     kept: list[bytes] = []
     moved: list[bytes] = []
     moved_memories: set[str] = set()
-    position = 0
-    for line in data.split(b"\n"):
-        offset, position = position, position + len(line) + 1
-        if not line.strip():
-            continue
-        event = decoded.get(offset)
+    for line, event in segment_lines(data):
+        line = line if line.endswith(b"\n") else line + b"\n"
         target = None if event is None else _moves(event, memories, links)
         if target is None:
-            kept.append(line + b"\n")
+            kept.append(line)
         else:
-            moved.append(line + b"\n")
+            moved.append(line)
             if target:
                 moved_memories.add(target)
     return kept, moved, moved_memories
@@ -244,14 +237,12 @@ def archive_memories(
                 links = {link for m in memories for link in view.link_ids_of(m)}
             if not memories:
                 return result
-            store.journal.settle(segment_path)  # (as a writer would: a torn tail is quarantined, then cut)
-            data = segment_path.read_bytes()
+            data = store.journal.read_settled(segment_path)
             kept, moved, moved_memories = split_lines(data, memories, links)
             if not moved:
                 return result
             name = _archive_name(store, epoch_iso(now)[:10])
             archive_path = paths.archive_dir / name
-            atomic_write(archive_path, b"".join(moved), durable=store.journal.durable)
             event = MemoryArchived(
                 id=new_id(),
                 ts=epoch_iso(now),
@@ -261,7 +252,7 @@ def archive_memories(
                 events=len(moved),
             )
             live = b"".join(kept) + encode_event(event)
-            atomic_write(segment_path, live, durable=store.journal.durable)
+            store.journal.rewrite_segment(segment_path, live, archive=archive_path, archived=b"".join(moved))
             live_name = f"journal/{segment_path.name}"
             store.adopt_segments([f"archive/{name}", live_name])
             store.apply_adopted([event])

@@ -11,13 +11,13 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import msgspec
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.session import ServerSession
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
+from eventmem.mcp_sdk import registered_tool
 from eventmem.project import RootChoice
 from eventmem.query import Filters
 from eventmem.service import MemoryService
@@ -40,6 +41,7 @@ __all__ = [
     "App",
     "ArgumentErrors",
     "EntryText",
+    "Running",
     "TagText",
     "app_of",
     "as_list",
@@ -49,7 +51,6 @@ __all__ = [
     "dump",
     "make_filters",
     "one_line",
-    "terminate",
 ]
 
 log = logging.getLogger("eventmem.mcp")
@@ -77,6 +78,8 @@ class App:
     views_ready: bool = False
     """The ``.ai`` view is kept current from now on (it is first rendered a little after start,
     so that a large project's first calls are not slowed by it)."""
+    announced: dict[str, str] | None = None
+    """The digest of each ``.ai`` file as last announced to subscribers (``None``: nothing rendered yet)."""
 
     def load(self) -> None:
         try:
@@ -95,22 +98,32 @@ class App:
         return self.service_
 
 
-_RUNNING: list[App] = []
-"""Apps of the servers running in this process (one, for ``eventmem serve``)."""
+@dataclass
+class Running:
+    """The apps one server's lifespans opened (one at a time for ``eventmem serve``). The registry is
+    made with the server and handed to whatever must find the open memory without a request: the
+    static resources (the SDK gives them no Context) and the SIGTERM handler (through a closure)."""
 
+    apps: list[App] = field(default_factory=list)
 
-def terminate() -> None:
-    """Exit at once, but only between writes: wait for any save in progress, then leave.
+    def service(self) -> MemoryService:
+        """The service of the latest app; a resource read before the server started is not found."""
+        if not self.apps:
+            raise ResourceNotFoundError("the server is not running")
+        return self.apps[-1].service
 
-    Used for SIGTERM. Every acknowledged save is already on disk (and a killed process loses
-    nothing either), so there is nothing to flush; waiting for the store locks keeps a save that
-    is being written from being cut off before it is acknowledged.
-    """
-    for app in _RUNNING:
-        if app.service_ is not None:
-            for store in app.service_.stores():
-                store.hold_writes()
-    os._exit(0)
+    def terminate(self) -> NoReturn:
+        """Exit at once, but only between writes: wait for any save in progress, then leave.
+
+        Used for SIGTERM. Every acknowledged save is already on disk (and a killed process loses
+        nothing either), so there is nothing to flush; waiting for the store locks keeps a save that
+        is being written from being cut off before it is acknowledged.
+        """
+        for app in self.apps:
+            if app.service_ is not None:
+                for store in app.service_.stores():
+                    store.hold_writes()
+        os._exit(0)
 
 
 def client_name(ctx: Context[Any, Any] | None) -> str:
@@ -280,7 +293,7 @@ class ArgumentErrors:
             return result
         params = ctx.params if isinstance(ctx.params, dict) else {}
         name, arguments = params.get("name"), params.get("arguments") or {}
-        tool = self.server._tool_manager.get_tool(name) if isinstance(name, str) else None  # no public lookup
+        tool = registered_tool(self.server, name) if isinstance(name, str) else None
         if tool is None or not isinstance(arguments, dict):
             return result
         try:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -24,14 +26,16 @@ from mcp.server import MCPServer
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.server.subscriptions import ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from eventmem import __version__
 from eventmem.config import load_config
 from eventmem.errors import EventmemError, InvalidInput
-from eventmem.mcp_app import _RUNNING, App, ArgumentErrors, app_of, terminate
+from eventmem.mcp_app import App, ArgumentErrors, Running, app_of
+from eventmem.mcp_sdk import serve_resource_subscriptions
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
+from eventmem.terminal import printable
 from eventmem.toolsets import context as context_tools
 from eventmem.toolsets import memory as memory_tools
 from eventmem.toolsets import project_context as project_context_tools
@@ -44,7 +48,7 @@ __all__ = [
     "build_server",
     "choose_families",
     "configured_tools",
-    "terminate",
+    "serve_stdio",
     "waiting_notice",
 ]
 
@@ -69,13 +73,6 @@ DEFAULT_FAMILIES = ("core",)
 
 log = logging.getLogger("eventmem.mcp")
 T = TypeVar("T")
-
-INSTRUCTIONS = """\
-eventmem is this project's memory, shared by every agent and teammate through git.
-At the start of a task, retrieve what is known (retrieve_context or recall_memories). When you make
-a decision, fix a bug, learn a convention or hit an error worth remembering, save it (save_context or
-store_memory) with a short summary and a few tags. Keep secrets out: they are scrubbed, and
-<private>…</private> spans are dropped."""
 
 
 def instructions_for(tools: set[str]) -> str:
@@ -168,6 +165,28 @@ class _PickedTools:
         return getattr(self._server, name)
 
 
+class _ToolNames:
+    """Stands in for the server while the families register, to learn which tools they add: the
+    instructions name only those, and a server takes its instructions when it is made. Nothing is
+    built (no schema); prompts and resources are ignored."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.names.add(kwargs.get("name") or (args[0] if args else None) or fn.__name__)
+            return fn
+
+        return decorator
+
+    def __getattr__(self, name: str) -> Any:
+        def ignored(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            return lambda fn: fn
+
+        return ignored
+
+
 def register_tools(server: MCPServer[App], chosen: tuple[str, ...]) -> None:
     """Register the chosen families whole, and the tools the chosen profiles pick from the others."""
     for family, register in FAMILIES.items():
@@ -187,16 +206,32 @@ def waiting_notice(root: RootChoice) -> str:
     )
 
 
+def serve_stdio(root: RootChoice, *, tools: str | None = None) -> None:
+    """``eventmem serve``: the server over stdio until the client goes away. SIGTERM lets a save in
+    progress finish, then exits (stdin's reader thread cannot be joined); Ctrl-C stops quietly."""
+    if sys.stdin.isatty():
+        print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
+    running = Running()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: running.terminate())
+    try:
+        build_server(root, tools=tools, running=running).run("stdio")
+    except KeyboardInterrupt:
+        pass
+
+
 def build_server(
     root: RootChoice,
     *,
     opener: Callable[[RootChoice], MemoryService] | None = None,
     tools: str | None = None,
+    running: Running | None = None,
 ) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one);
-    ``tools`` chooses the tool families (default: :func:`configured_tools`)."""
+    ``tools`` chooses the tool families (default: :func:`configured_tools`); ``running`` is the
+    registry its lifespan enters its app in (default: a new one; the caller passes its own to reach
+    the open memory from outside a request, as the SIGTERM handler does)."""
 
-    running = _RUNNING
+    running = Running() if running is None else running
 
     async def push_changes(app: App, paths: set[str] | None) -> None:
         """Catch up with the journal and tell subscribed clients which resources changed.
@@ -213,7 +248,7 @@ def build_server(
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
         if app.views_ready:
-            uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, service, everything, changed)
+            uris |= await anyio.to_thread.run_sync(project_context_tools.view_updates, app, everything, changed)
         await announce(app, uris, everything)
 
     async def render_views_after_start(app: App, stop: anyio.Event) -> None:
@@ -225,12 +260,12 @@ def build_server(
         if stop.is_set() or service is None:
             return
         app.views_ready = True
-        uris = await anyio.to_thread.run_sync(project_context_tools.view_updates, service, True, set())
+        uris = await anyio.to_thread.run_sync(project_context_tools.view_updates, app, True, set())
         await announce(app, uris, False)
 
     async def announce(app: App, uris: set[str], everything: bool) -> None:
         for uri in sorted(uris):
-            await server._subscriptions.publish(ResourceUpdated(uri=uri))
+            await bus.publish(ResourceUpdated(uri=uri))
         for uri, sessions in list(app.subscriptions.items()):
             if not (everything and uri.startswith("memory://")) and uri not in uris:
                 continue
@@ -244,7 +279,7 @@ def build_server(
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         # a slow embedding model loads in the background: tools answer with keywords meanwhile
         app = App(root=root, opener=opener or functools.partial(open_service, background_vectors=True))
-        running.append(app)
+        running.apps.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()
         stop = anyio.Event()
@@ -278,22 +313,26 @@ def build_server(
                     tasks.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(loader.join)
-            running.remove(app)
+            running.apps.remove(app)
             if app.service_ is not None:
                 await anyio.to_thread.run_sync(app.service_.close)
 
+    chosen = choose_families(tools if tools is not None else configured_tools(root))
+    names = _ToolNames()
+    register_tools(cast("MCPServer[App]", names), chosen)
+    bus = InMemorySubscriptionBus()  # (the SDK's default, made here to publish on it)
     server: MCPServer[App] = MCPServer(
         "eventmem",
         title="eventmem project memory",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=instructions_for(names.names),
         lifespan=lifespan,
         log_level="WARNING",
+        subscriptions=bus,
     )
     server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
-    register_tools(server, choose_families(tools if tools is not None else configured_tools(root)))
-    server._lowlevel_server.instructions = instructions_for({tool.name for tool in server._tool_manager.list_tools()})
+    register_tools(server, chosen)
 
     # -- resources and subscriptions -----------------------------------------------------------
 
@@ -305,10 +344,7 @@ def build_server(
         mime_type="text/markdown",
     )
     def memory_summary() -> str:
-        # static resources get no Context in the SDK: use the app the lifespan opened
-        if not running:
-            raise ResourceNotFoundError("the server is not running")
-        service = running[-1].service
+        service = running.service()  # (static resources get no Context in the SDK)
         service.catch_up()
         return render_summary(service)
 
@@ -339,9 +375,6 @@ def build_server(
         ctx.lifespan_context.subscriptions.get(str(params.uri), set()).discard(ctx.session)
         return mcp_types.EmptyResult()
 
-    project_context_tools.register_resources(server)
-    server._lowlevel_server.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
-    server._lowlevel_server.add_request_handler(
-        "resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe
-    )
+    project_context_tools.register_resources(server, running)
+    serve_resource_subscriptions(server, subscribe, unsubscribe)
     return server

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from eventmem.cli import (
+from eventmem.command_line import (
     Parser,
     chosen_root,
     command_options,

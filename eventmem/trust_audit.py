@@ -4,11 +4,11 @@ and tracked settings that reach the network or read the environment."""
 from __future__ import annotations
 
 import os
-import subprocess
 import tomllib
 from pathlib import Path
 
 from eventmem.audit_report import Finding
+from eventmem.gitrunner import GitError, run_git
 from eventmem.limits import MAX_CONFIG_BYTES
 
 __all__ = ["setting_line", "trust_findings"]
@@ -62,14 +62,8 @@ def _tracked_cache(root: Path) -> list[Finding]:
     if not os.path.lexists(root / ".git"):
         return []
     try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        listed = run_git(root, "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local", timeout=30, check=False)
+    except GitError:
         return []
     message = "a file of this clone's own cache is tracked by git: remove it from the index (`git rm --cached`)"
     return [

@@ -1,18 +1,18 @@
 """The working tree's changes, from git: changed files, line counts, and a one-line summary.
 
-Runs a few short ``git`` subprocesses in the project root (never on a hot path: only when a tool asks),
-with ``GIT_OPTIONAL_LOCKS=0`` so that looking never takes the index lock from a commit in progress.
+Runs a few short ``git`` commands in the project root through :mod:`eventmem.gitrunner` (never on a
+hot path: only when a tool asks; looking never takes the index lock from a commit in progress).
 Outside a git work tree, or without git, the answer says so instead of failing.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from eventmem.gitrunner import GitError, GitResult, run_git
 
 __all__ = ["GitFile", "changes", "diff_summary", "parse_numstat", "parse_porcelain"]
 
@@ -120,11 +120,9 @@ def changes(root: Path, *, exclude: Sequence[str] = (), branch: str = "") -> dic
     ``branch`` is reported when there is no commit to name one."""
     try:
         inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-toplevel")
-    except FileNotFoundError:
-        return _unavailable("git is not installed (no `git` on PATH)")
-    except subprocess.TimeoutExpired:
-        return _unavailable("git did not answer in time")
-    lines = inside.stdout.split("\n")
+    except GitError as exc:
+        return _unavailable(str(exc))
+    lines = inside.text.split("\n")
     if inside.returncode != 0 or lines[0].strip() != "true":
         return _unavailable(f"{root} is not inside a git work tree")
     top = Path(lines[1].strip()).resolve() if len(lines) > 1 and lines[1].strip() else root.resolve()
@@ -139,17 +137,17 @@ def changes(root: Path, *, exclude: Sequence[str] = (), branch: str = "") -> dic
     if status.returncode != 0:
         return _unavailable(f"git status failed: {status.stderr.strip()[:200]}")
     if has_head:
-        numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "-M", "HEAD", "--", ".").stdout)
+        numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "-M", "HEAD", "--", ".").text)
     else:
-        numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "--cached", "--", ".").stdout)
-        for path, counts in parse_numstat(_git(root, "diff", "--numstat", "-z", "--", ".").stdout).items():
+        numstat = parse_numstat(_git(root, "diff", "--numstat", "-z", "--cached", "--", ".").text)
+        for path, counts in parse_numstat(_git(root, "diff", "--numstat", "-z", "--", ".").text).items():
             old = numstat.get(path)
             if old is None or None in old or None in counts:
                 numstat[path] = counts
             else:
                 numstat[path] = ((old[0] or 0) + (counts[0] or 0), (old[1] or 0) + (counts[1] or 0))
     files: list[GitFile] = []
-    for item in parse_porcelain(status.stdout):
+    for item in parse_porcelain(status.text):
         if any(item.path.startswith(p) for p in excluded):
             continue
         if item.path in numstat:
@@ -159,7 +157,7 @@ def changes(root: Path, *, exclude: Sequence[str] = (), branch: str = "") -> dic
         files.append(item)
     files.sort(key=lambda f: f.path)
     if has_head:
-        branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() or branch
+        branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD").text.strip() or branch
     return {
         "available": True,
         "branch": branch,
@@ -177,20 +175,8 @@ def _unavailable(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason, "files": [], "summary": ""}
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
-    return subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=GIT_TIMEOUT,
-        env=env,
-        check=False,
-    )
+def _git(root: Path, *args: str) -> GitResult:
+    return run_git(root, *args, timeout=GIT_TIMEOUT, check=False)
 
 
 def _count_lines(path: Path) -> int | None:

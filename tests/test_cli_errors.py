@@ -94,7 +94,7 @@ def test_a_bad_time_for_compact_is_bad_input_not_a_crash(project: Path) -> None:
 def test_an_unexpected_error_is_one_line_naming_the_command_and_eventmem_debug(project: Path) -> None:
     program = (
         "import argparse, sys\n"
-        "from eventmem.cli import run_command\n"
+        "from eventmem.command_line import run_command\n"
         "def broken(args): raise RuntimeError('an invariant broke')\n"
         "sys.exit(run_command(broken, argparse.Namespace(command='stats', json=False)))\n"
     )
@@ -173,6 +173,31 @@ def test_a_save_on_a_disk_that_fills_up_after_the_journal_line_is_a_success(tmp_
         assert b"a small one" in only_segment(project).read_bytes()
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_failing_git_is_one_line_with_gits_own_reason_and_no_traceback(project: Path) -> None:
+    save(project, "The build uses Bazel.")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "memory")
+    tree = git(project, "rev-parse", "HEAD^{tree}").strip()
+    (project / ".git" / "objects" / tree[:2] / tree[2:]).unlink()  # the commit is there, its tree is not
+    line = one_line_failure(eventmem(project, "diff", "HEAD", "--root", str(project)), 2)
+    assert line.startswith("eventmem: git ls-tree: fatal:")
+
+
+def test_without_git_a_command_that_needs_it_says_so_in_one_line(project: Path) -> None:
+    save(project, "The build uses Bazel.")
+    python = Path(sys.executable)
+    env = os.environ | {"PATH": str(project / "no-such-bin")}
+    result = subprocess.run(
+        [str(python), "-m", "eventmem", "diff", "HEAD", "--root", str(project)],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert "git is not installed" in one_line_failure(result, 2)
 
 
 # -- output that cannot attack a terminal ---------------------------------------------------------

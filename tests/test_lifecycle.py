@@ -1057,3 +1057,44 @@ def test_eventmem_compact_on_the_command_line_reports_what_it_did(project: Path)
     )
     assert human.returncode == 0 and "nothing to archive" in human.stdout
     assert seeded["deleted"] not in seeded["segment"].read_text(encoding="utf-8").split('"type":"reacted"')[0]
+
+
+def _cli_json(project: Path, *args: str) -> Any:
+    result = subprocess.run(
+        [sys.executable, "-m", "eventmem", *args, "--json", "--root", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("complete", [True, False], ids=["an-event-without-its-newline", "half-a-line"])
+def test_the_last_line_of_a_segment_is_read_the_same_way_by_the_log_the_replay_and_compaction(
+    project: Path, complete: bool
+) -> None:
+    from eventmem.codec import encode_event
+    from eventmem.events import MemoryUpdated
+
+    seeded = seed_archive(project)
+    update = MemoryUpdated(id=new_id(), ts=ago(days=0.5), memory=seeded["live"], title="CI on Actions")
+    line = encode_event(update)
+    tail = line[:-1] if complete else line[: len(line) // 2]
+    with open(seeded["segment"], "ab") as handle:
+        handle.write(tail)
+
+    def seen() -> tuple[bool, bool]:
+        logged = {event["id"] for event in _cli_json(project, "log", "--limit", "10000")}
+        replayed = {entry["event"] for entry in _cli_json(project, "replay", "log", seeded["live"])["events"]}
+        return update.id in logged, update.id in replayed
+
+    assert seen() == (complete, complete)
+    report = _cli_json(project, "compact")
+    assert report["archived"][0]["memories"] == 2
+    assert seen() == (complete, complete)  # compaction kept what the readers read, and only that
+    live = seeded["segment"].read_bytes()
+    assert live.endswith(b"\n") and live.count(line) == (1 if complete else 0)
+    quarantined = list((project / ".eventmem" / "cache" / "quarantine").glob("*.bin"))
+    assert [path.read_bytes() for path in quarantined] == ([] if complete else [tail])

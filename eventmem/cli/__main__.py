@@ -1,5 +1,5 @@
 import sys
 
-from eventmem.cli import main
+from eventmem.main import main
 
 sys.exit(main())

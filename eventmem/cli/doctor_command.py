@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from eventmem.cli.boundary import set_verdict
 from eventmem.cli.roots import root_of
+from eventmem.command_line import set_verdict
 from eventmem.project import ProjectPaths
 from eventmem.terminal import print_json, printable
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from eventmem.cli.boundary import set_verdict
 from eventmem.cli.roots import open_service_of, root_of
+from eventmem.command_line import set_verdict
 from eventmem.terminal import print_json, printable
 from eventmem.validation import check_whole
 

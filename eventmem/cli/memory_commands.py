@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
 import sys
 from typing import Any
 
-from eventmem.cli.boundary import failure, protocol_on_stdout, warn
-from eventmem.cli.roots import chosen_root, open_service_of, root_of
+from eventmem.cli.roots import chosen_root, open_service_of
+from eventmem.command_line import describe_failure, warn
 from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.files import atomic_write
@@ -25,7 +23,6 @@ __all__ = [
     "cmd_restore",
     "cmd_save",
     "cmd_search",
-    "cmd_serve",
     "cmd_show",
     "cmd_update",
 ]
@@ -44,25 +41,6 @@ def _show_memory(memory: Any) -> None:
         print(f"expires:  {memory.expires_at}")
     print()
     print(printable(memory.content, multiline=True))
-
-
-@protocol_on_stdout
-def cmd_serve(args: argparse.Namespace) -> int:
-    from eventmem.mcp_server import build_server, terminate
-
-    root = root_of(args)
-    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    if sys.stdin.isatty():
-        from eventmem.mcp_server import waiting_notice
-
-        print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
-    # SIGTERM: let a save in progress finish, then exit (stdin's reader thread cannot be joined)
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: terminate())
-    try:
-        build_server(root, tools=args.tools).run("stdio")
-    except KeyboardInterrupt:
-        pass
-    return 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -119,7 +97,7 @@ def cmd_save(args: argparse.Namespace) -> int:
     try:
         service.close()
     except (OSError, EventmemError) as exc:  # the journal has the memory; only the derived cache is behind
-        warn(f"saved, but the cache could not be written ({failure(exc)}); it is rebuilt on a later call")
+        warn(f"saved, but the cache could not be written ({describe_failure(exc)}); it is rebuilt on a later call")
     if args.json:
         print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:

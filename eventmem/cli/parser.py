@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
-from typing import NoReturn
 
 from eventmem import __version__
-from eventmem.cli.boundary import EXIT_CODES
 from eventmem.cli.doctor_command import cmd_doctor
 from eventmem.cli.journal_commands import cmd_check, cmd_diff, cmd_log, cmd_pr_summary
 from eventmem.cli.maintenance_commands import cmd_allow, cmd_compact, cmd_import, cmd_rebuild, cmd_stats
@@ -18,46 +15,21 @@ from eventmem.cli.memory_commands import (
     cmd_restore,
     cmd_save,
     cmd_search,
-    cmd_serve,
     cmd_show,
     cmd_update,
 )
+from eventmem.command_line import EXIT_CODES, Parser, command_options, global_options
 from eventmem.events import KINDS
-from eventmem.terminal import printable
 
-__all__ = ["Parser", "build_parser", "command_options", "global_options"]
+__all__ = ["build_parser"]
 
 TAGS_HELP = "repeat it, or separate tags with commas"
 TYPE_HELP = ", ".join(KINDS)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with the user's input in its error messages shown escaped."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
-
-
-JSON_HELP = "print JSON (the objects MCP tools return)"
-
-
-ROOT_HELP = "project root, an existing folder (default: EVENTMEM_ROOT, else found from the cwd)"
-
-
-def global_options(parser: argparse.ArgumentParser) -> None:
-    """``--json`` and ``--root`` before the command."""
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
-    parser.add_argument("--root", help=ROOT_HELP)
-
-
-def command_options(parser: argparse.ArgumentParser) -> None:
-    """``--json`` and ``--root`` after the command too (given there, they win over the ones before)."""
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
-    parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> argparse.ArgumentParser:
+    """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` (given by :mod:`eventmem.main`, which
+    alone knows the MCP server)."""
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
     global_options(parser)
@@ -69,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=fn)
         return p
 
-    p = add("serve", cmd_serve, "run the stdio MCP server for this project")
-    p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
+    if serve is not None:
+        p = add("serve", serve, "run the stdio MCP server for this project")
+        p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
     p = add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
     p.add_argument(
         "--git-drivers",

@@ -104,8 +104,6 @@ class MemoryService(Part):
 
 def make_embedder(config: Config) -> Embedder:
     """The embedder the config names (see :mod:`eventmem.providers` for the spec strings)."""
-    if config.embedder in ("hashing", "hashing-384", ""):
-        return HashingEmbedder()
     from eventmem.providers import make_embedder_from_spec
 
     return make_embedder_from_spec(config.embedder)

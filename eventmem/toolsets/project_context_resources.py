@@ -4,40 +4,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import weakref
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.reading import is_section_memory
 from eventmem.context.render import render_section
 from eventmem.context.sections import SECTIONS, Section
 from eventmem.errors import InvalidInput
-from eventmem.mcp_app import _RUNNING, App
-from eventmem.service import MemoryService
+from eventmem.mcp_app import App, Running
 
 __all__ = ["AI_URI", "register_resources", "view_updates"]
 
 log = logging.getLogger("eventmem.mcp")
 
 AI_URI = "memory://ai/{file}"
-_NOTIFIED: weakref.WeakKeyDictionary[MemoryService, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def _service() -> MemoryService:
-    # static resources get no Context in the SDK: use the app the lifespan opened
-    if not _RUNNING:
-        raise ResourceNotFoundError("the server is not running")
-    return _RUNNING[-1].service
-
-
-def register_resources(server: MCPServer[App]) -> None:
-    """``memory://ai/<file>``: each section rendered as its ``.ai/`` markdown file."""
+def register_resources(server: MCPServer[App], running: Running) -> None:
+    """``memory://ai/<file>``: each section rendered as its ``.ai/`` markdown file (read from the
+    memory ``running`` holds: static resources get no Context in the SDK)."""
 
     def add(section: Section) -> None:
         def read() -> str:
-            return render_section(section, ProjectContext(_service()).sections()[section.key])
+            return render_section(section, ProjectContext(running.service()).sections()[section.key])
 
         server.resource(
             AI_URI.format(file=section.file),
@@ -51,9 +41,12 @@ def register_resources(server: MCPServer[App]) -> None:
         add(section)
 
 
-def view_updates(service: MemoryService, everything: bool, changed: set[str]) -> set[str]:
-    """After the journal changed: re-render the ``.ai`` view if a section may have changed, and
-    return the URIs of the files whose text differs from what this process last announced."""
+def view_updates(app: App, everything: bool, changed: set[str]) -> set[str]:
+    """After the journal changed: re-render the ``.ai`` view of the app's memory if a section may have
+    changed, and return the URIs of the files whose text differs from what the app last announced."""
+    service = app.service_
+    if service is None:
+        return set()
     try:
         store = service.project
         if not everything:
@@ -66,10 +59,10 @@ def view_updates(service: MemoryService, everything: bool, changed: set[str]) ->
             if not relevant:
                 return set()
         context = ProjectContext(service)
-        if service not in _NOTIFIED and not any(context.sections().values()):
+        if app.announced is None and not any(context.sections().values()):
             return set()  # no project context in this memory: nothing to render or announce
         view = context.render_view()
-        notified = _NOTIFIED.setdefault(service, {})
+        notified = app.announced = {} if app.announced is None else app.announced
         uris: set[str] = set()
         for name, text in view["files"].items():
             digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

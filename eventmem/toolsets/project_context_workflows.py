@@ -11,6 +11,7 @@ from pydantic import Field
 
 from eventmem.context.sections import SECTIONS
 from eventmem.mcp_app import ADDITIVE, DESTRUCTIVE, READ_ONLY, App, EntryText, bounded, call
+from eventmem.mcp_sdk import registered_tool
 from eventmem.toolsets.project_context_sections import context_of
 
 __all__ = ["register_workflow_tools"]
@@ -18,7 +19,7 @@ __all__ = ["register_workflow_tools"]
 
 def register_workflow_tools(server: MCPServer[App]) -> None:
     def exposed(name: str) -> bool:
-        return server._tool_manager.get_tool(name) is not None
+        return registered_tool(server, name) is not None
 
     # -- optimization ----------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
-"""The CLI's error boundary: one line on stderr and an exit code for every failure, logs on stderr."""
+"""What every command-line entry point shares (``eventmem``, ``eventmem replay``, ``tools/replay.py``):
+the parser, the ``--json`` and ``--root`` options, the choice of the project root, logs on stderr,
+and the error boundary that turns every failure into one line and an exit code."""
 
 from __future__ import annotations
 
@@ -8,22 +10,65 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import TextIO, cast
+from pathlib import Path
+from typing import NoReturn, TextIO, cast
 
 from eventmem.errors import EventmemError, InvalidInput
+from eventmem.project import RootChoice, find_root
 from eventmem.terminal import EscapingStream, print_json, printable
 
 __all__ = [
     "EXIT_CODES",
+    "Parser",
+    "chosen_root",
+    "command_options",
     "configure_logging",
-    "failure",
-    "protocol_on_stdout",
+    "describe_failure",
+    "global_options",
     "run_command",
     "set_verdict",
     "warn",
 ]
 
-Command = Callable[[argparse.Namespace], int]
+
+def chosen_root(flag: str | None, *, create: bool = False) -> RootChoice:
+    """The project root from ``--root``, else :func:`~eventmem.project.find_root`; it must be an existing
+    folder (a mistyped path must not quietly start a new memory), unless ``create`` (``eventmem init``)."""
+    root = RootChoice(Path(flag).expanduser().resolve(), "flag:--root") if flag else find_root()
+    if create and not root.root.exists():
+        root.root.mkdir(parents=True)
+    if not root.root.exists():
+        raise InvalidInput(
+            f"the project root {root.root} (chosen by {root.source}) does not exist; "
+            "check the path, or create a memory there with `eventmem init --root PATH`"
+        )
+    if not root.root.is_dir():
+        raise InvalidInput(f"the project root {root.root} (chosen by {root.source}) is not a folder")
+    return root
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with the user's input in its error messages shown escaped."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
+
+
+JSON_HELP = "print JSON (the objects MCP tools return)"
+ROOT_HELP = "project root, an existing folder (default: EVENTMEM_ROOT, else found from the cwd)"
+
+
+def global_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--root`` before the command."""
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
+    parser.add_argument("--root", help=ROOT_HELP)
+
+
+def command_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--root`` after the command too (given there, they win over the ones before)."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
+    parser.add_argument("--root", default=argparse.SUPPRESS, help=ROOT_HELP)
 
 
 class _PrintableFormatter(logging.Formatter):
@@ -51,10 +96,11 @@ problems, log found no history); 2 bad usage or input (nothing was written). A c
 
 
 def warn(message: str) -> None:
+    """A warning line on stderr (the command goes on)."""
     print(f"eventmem: warning: {printable(message)}", file=sys.stderr)
 
 
-def failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> str:
     """One line saying what went wrong: for an OS error, the reason and the file."""
     if isinstance(exc, OSError) and exc.strerror:
         files = [str(name) for name in (exc.filename, exc.filename2) if name is not None]
@@ -71,16 +117,6 @@ def _fail(message: str, code: int, as_json: bool, prog: str) -> int:
             pass
     print(f"{prog}: {printable(message)}", file=sys.stderr)
     return code
-
-
-_RAW_STDOUT: set[Command] = set()
-"""Commands whose stdout is a protocol (``serve``): never passed through the escaping stream."""
-
-
-def protocol_on_stdout(func: Command) -> Command:
-    """Mark a command whose stdout carries a protocol, left as it is by :func:`run_command`."""
-    _RAW_STDOUT.add(func)
-    return func
 
 
 _VERDICT: dict[str, int] = {}
@@ -102,12 +138,19 @@ def _quiet_stdout() -> None:
         pass
 
 
-def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, *, prog: str = "eventmem") -> int:
+def run_command(
+    func: Callable[[argparse.Namespace], int],
+    args: argparse.Namespace,
+    *,
+    prog: str = "eventmem",
+    raw_stdout: bool = False,
+) -> int:
     """Run one command behind the error boundary: every failure is one line on stderr and an exit code
-    (:data:`EXIT_CODES`); human-readable output passes through :class:`~eventmem.terminal.EscapingStream`."""
+    (:data:`EXIT_CODES`); human-readable output passes through :class:`~eventmem.terminal.EscapingStream`
+    (not with ``raw_stdout``: ``eventmem serve``, whose stdout is the protocol's)."""
     as_json = bool(getattr(args, "json", False))
     stdout = sys.stdout
-    if not as_json and func not in _RAW_STDOUT:
+    if not as_json and not raw_stdout:
         sys.stdout = cast(TextIO, EscapingStream(stdout))
     _VERDICT.clear()
     try:
@@ -122,7 +165,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     except InvalidInput as exc:
         return _fail(str(exc), 2, as_json, prog)
     except (EventmemError, OSError) as exc:
-        return _fail(failure(exc), 1, as_json, prog)
+        return _fail(describe_failure(exc), 1, as_json, prog)
     except Exception as exc:
         debug = os.environ.get("EVENTMEM_DEBUG", "").strip() not in ("", "0")
         if debug:
@@ -132,6 +175,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
             str(part) for part in (getattr(args, "command", None), getattr(args, "replay_command", None)) if part
         )
         what = f"`{prog} {command}`" if command else f"`{prog}`"
-        return _fail(f"{what} failed unexpectedly ({type(exc).__name__}: {failure(exc)}); {where}", 1, as_json, prog)
+        return _fail(
+            f"{what} failed unexpectedly ({type(exc).__name__}: {describe_failure(exc)}); {where}", 1, as_json, prog
+        )
     finally:
         sys.stdout = stdout

@@ -1,0 +1,38 @@
+"""The ``eventmem`` program: the command line's commands (:mod:`eventmem.cli`, with ``eventmem
+replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.mcp_server`).
+
+The one module that knows both adapters; neither imports the other. The MCP server is imported only
+when ``eventmem serve`` runs, so the other commands do not pay for loading the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from eventmem.cli import build_parser
+from eventmem.command_line import chosen_root, configure_logging, run_command
+
+__all__ = ["cmd_serve", "main"]
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM)."""
+    from eventmem.mcp_server import serve_stdio
+
+    root = chosen_root(args.root)
+    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
+    serve_stdio(root, tools=args.tools)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    configure_logging()
+    args = build_parser(serve=cmd_serve).parse_args(argv)
+    return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
