@@ -25,6 +25,7 @@ from eventmem.events import KINDS
 from eventmem.files import atomic_write
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
+from eventmem.projectors.postgres.command import add_sync_command
 from eventmem.query import Filters
 from eventmem.terminal import EscapingStream, print_json, printable
 from eventmem.validation import check_whole
@@ -717,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help=description, description=description)
     command_options(p)
     replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
+    add_sync_command(sub)
     return parser
 
 

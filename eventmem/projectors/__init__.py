@@ -1,0 +1,1 @@
+"""Projectors: read models derived from the journal, fed folded batches through one contract."""
