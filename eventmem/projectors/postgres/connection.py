@@ -58,15 +58,20 @@ def check_uri(uri: str) -> str:
     return uri
 
 
-def connect(uri: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection to ``uri``; :class:`DatabaseUnavailable` (one line, no password) if there is none."""
+def connect(
+    uri: str, *, autocommit: bool = False, application_name: str = "eventmem"
+) -> psycopg.Connection[tuple[object, ...]]:
+    """A connection to ``uri``; :class:`DatabaseUnavailable` (one line, no password) if there is none.
+    ``application_name`` names it in ``pg_stat_activity``."""
     try:
         import psycopg
     except ImportError:
         raise DatabaseUnavailable("PostgreSQL support is not installed: pip install 'eventmem[postgres]'") from None
     check_uri(uri)
     try:
-        return psycopg.connect(uri, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
+        return psycopg.connect(
+            uri, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, application_name=application_name
+        )
     except psycopg.Error as exc:
         reason = _hide(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, uri)
         raise DatabaseUnavailable(f"cannot reach PostgreSQL at {shown_uri(uri)}: {reason}") from None

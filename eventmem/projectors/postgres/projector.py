@@ -119,9 +119,10 @@ class PostgresProjector:
         vectors = self._embed(batch.upserts)
         with self.conn.transaction():
             self._claim()
-            for table in ("eventmem_memories", "eventmem_links", "eventmem_events", "eventmem_positions"):
+            for table in ("eventmem_memories", "eventmem_links", "eventmem_events"):
                 self.conn.execute(f"DELETE FROM {table} WHERE project = %s", [self.project])
             self._write(batch, vectors)
+            self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
                 _UPSERT_POSITION,
                 [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],

@@ -25,6 +25,9 @@ __all__ = ["SyncRunner"]
 
 log = logging.getLogger("eventmem.sync")
 
+APPLICATION_NAME = "eventmem sync"
+"""How the sync's connection is named in ``pg_stat_activity``."""
+
 
 class SyncRunner:
     def __init__(self, uri: str, targets: Sequence[Target], embedder: Embedder) -> None:
@@ -39,7 +42,7 @@ class SyncRunner:
         """Connect, drop the rows of projects no longer named, and bring every journal up to date;
         returns the events taken per project."""
         self.close()
-        self.conn = connect(self.uri)
+        self.conn = connect(self.uri, application_name=APPLICATION_NAME)
         try:
             counts: dict[str, int] = {}
             for target in self.targets:
