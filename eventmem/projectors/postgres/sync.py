@@ -92,7 +92,13 @@ def batch_of(
 class _Cursor:
     offset: int
     hasher: hashlib.blake2b
-    inode: int
+    stat: tuple[int, int, int]
+    """(size, mtime_ns, inode) when read: unchanged means nothing to read."""
+
+    def only_appended(self, segment: Segment) -> bool:
+        """The segment is the file last read, grown since (a rewrite in place is told by its digest)."""
+        size, mtime_ns, inode = self.stat
+        return segment.inode == inode and segment.mtime_ns >= mtime_ns and segment.size > size
 
 
 @dataclass
@@ -158,11 +164,14 @@ class JournalFeed:
             if cursor is None:
                 events.extend(self._read(segment, 0, _hasher()))
                 continue
-            if segment.size < cursor.offset or segment.inode != cursor.inode:
+            if cursor.stat == (segment.size, segment.mtime_ns, segment.inode):
+                continue
+            if segment.size < cursor.offset:
                 return None
-            check = _hasher()
-            if _prefix(segment, cursor.offset, check) is None or check.digest() != cursor.hasher.digest():
-                return None
+            if not cursor.only_appended(segment):  # (touched but not grown: rewritten in place?)
+                check = _hasher()
+                if _prefix(segment, cursor.offset, check) is None or check.digest() != cursor.hasher.digest():
+                    return None
             if segment.size > cursor.offset:
                 events.extend(self._read(segment, cursor.offset, cursor.hasher))
         if not events:
@@ -179,7 +188,7 @@ class JournalFeed:
             with open(segment.path, "rb") as handle:
                 handle.seek(start)
                 hasher.update(handle.read(result.end - start))
-        self.cursors[segment.name] = _Cursor(result.end, hasher, segment.inode)
+        self.cursors[segment.name] = _Cursor(result.end, hasher, (segment.size, segment.mtime_ns, segment.inode))
         return result.events
 
     def _decode_prefix(self, segment: Segment, data: bytes) -> list[Decoded]:
