@@ -15,6 +15,7 @@ from pg_answers import NOW, answers, visible_ids
 from eventmem.embedder import HashingEmbedder
 from eventmem.errors import InvalidInput
 from eventmem.projectors.base import Batch
+from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
@@ -68,9 +69,16 @@ def steps(service: MemoryService) -> Iterator[None]:
     yield
 
 
+@pytest.mark.parametrize("index_rebuilt", [False, True], ids=["index kept", "index rebuilt by the load"])
 def test_incremental_applies_answer_like_one_bulk_load(
-    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    index_rebuilt: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 1 if index_rebuilt else 10**9)
     incremental, bulk = projector_factory("incremental"), projector_factory("bulk")
     feed = JournalFeed(project)
     incremental.load(feed.full())
