@@ -18,6 +18,10 @@ import pytest
 from conftest import ProcessGroup, eventmem_command, git
 from pg_answers import answers
 
+from eventmem.embedder import HashingEmbedder
+from eventmem.projectors.postgres import queries
+from eventmem.query import Filters
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 DEADLINE_S = 60.0
 
@@ -86,6 +90,13 @@ def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path,
     assert rows(pg_uri, "SELECT kind, tags, branch FROM eventmem_memories WHERE id = %s", b1) == [
         ("convention", [], "main")
     ]
+    every = ("alpha", "beta", "global")
+    with psycopg.connect(pg_uri) as conn:
+        assert {i for _, i in queries.matching(conn, every, Filters(), project="alpha")} == {a1, g1}
+        assert {i for _, i in queries.matching(conn, every, Filters(), project="BETA")} == {b1}
+        assert queries.matching(conn, every, Filters(scope="global")) == [("global", g1)]
+        hits = queries.hybrid(conn, every, HashingEmbedder(), "ruff lint", 3, Filters())
+        assert (hits[0].project, hits[0].id) == ("alpha", a1)
     again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
     assert {name: p["events"] for name, p in json.loads(again.stdout)["projects"].items()} == {
         "alpha": 0,

@@ -22,6 +22,7 @@ from eventmem.config import Config
 from eventmem.embedder import STOPWORDS, Embedder
 from eventmem.events import KINDS
 from eventmem.ids import iso_to_epoch
+from eventmem.projectors.postgres.command import GLOBAL
 from eventmem.query import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
 
 if TYPE_CHECKING:
@@ -49,10 +50,19 @@ class Scored:
     keyword_score: float
 
 
-def _where(projects: Sequence[str], filters: Filters, now: float | None) -> tuple[str, list[object]]:
-    """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``."""
+def _where(
+    projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
+) -> tuple[str, list[object]]:
+    """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``;
+    ``project``: only that project's own memories and the global ones saved from it (as in-process)."""
     clauses = ["m.project = ANY(%s)", "m.expires_at > %s"]
     params: list[object] = [list(projects), time.time() if now is None else now]
+    if project is not None:
+        wanted = project.strip().lower()
+        clauses.append(
+            "((m.project <> %s AND lower(m.project) = %s) OR (m.project = %s AND lower(m.origin_project) = %s))"
+        )
+        params.extend([GLOBAL, wanted, GLOBAL, wanted])
     if not filters.include_superseded:
         clauses.append("NOT m.superseded")
     if filters.kinds:
@@ -83,16 +93,20 @@ def _where(projects: Sequence[str], filters: Filters, now: float | None) -> tupl
     return " AND ".join(clauses), params
 
 
-def matching(conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None) -> list[Key]:
+def matching(
+    conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
+) -> list[Key]:
     """Every visible memory passing ``filters``, by project and id."""
-    where, params = _where(projects, filters, now)
+    where, params = _where(projects, filters, now, project)
     with conn.transaction():
         rows = conn.execute(f"SELECT m.project, m.id FROM eventmem_memories m WHERE {where} ORDER BY 1, 2", params)
         return [(str(p), str(i)) for p, i in rows.fetchall()]
 
 
-def count(conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None) -> int:
-    where, params = _where(projects, filters, now)
+def count(
+    conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
+) -> int:
+    where, params = _where(projects, filters, now, project)
     with conn.transaction():
         row = conn.execute(f"SELECT count(*) FROM eventmem_memories m WHERE {where}", params).fetchone()
     return int(row[0]) if row is not None else 0
@@ -109,14 +123,21 @@ def _tsquery(words: Sequence[str]) -> tuple[str, list[object]]:
 
 
 def keyword_hits(
-    conn: Any, projects: Sequence[str], text: str, k: int, filters: Filters, now: float | None = None
+    conn: Any,
+    projects: Sequence[str],
+    text: str,
+    k: int,
+    filters: Filters,
+    now: float | None = None,
+    *,
+    project: str | None = None,
 ) -> list[tuple[Key, float]]:
     """The ``k`` best (key, rank) by full-text rank among the filtered memories, best first."""
     words = query_words(text)
     if not words or k <= 0:
         return []
     query, query_params = _tsquery(words)
-    where, params = _where(projects, filters, now)
+    where, params = _where(projects, filters, now, project)
     sql = (
         f"SELECT m.project, m.id, ts_rank(m.keywords, q) AS r FROM eventmem_memories m, ({'SELECT ' + query}) AS t(q) "
         f"WHERE m.keywords @@ q AND {where} ORDER BY r DESC, m.project, m.id LIMIT %s"
@@ -151,14 +172,15 @@ def vector_hits(
     now: float | None = None,
     *,
     exact: bool | None = None,
+    project: str | None = None,
 ) -> list[tuple[Key, float]]:
     """The ``k`` nearest (key, cosine) among the filtered memories, best first (ties by key)."""
     if k <= 0:
         return []
     dim = int(vector.shape[0])
-    where, params = _where(projects, filters, now)
+    where, params = _where(projects, filters, now, project)
     if exact is None:
-        exact = count(conn, projects, filters, now) <= EXACT_UP_TO
+        exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
     literal = _vector(vector)
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
@@ -215,25 +237,26 @@ def hybrid(
     use_vectors: bool = True,
     use_keywords: bool = True,
     now: float | None = None,
+    project: str | None = None,
 ) -> list[Scored]:
     """Fuse vector and keyword candidates among the filtered memories; best first, at most ``limit``."""
     config = config or Config()
     now = time.time() if now is None else now
-    searched = count(conn, projects, filters, now)
+    searched = count(conn, projects, filters, now, project=project)
     if not searched or limit <= 0:
         return []
     depth = max(limit * 4, 50)
     query_vector = embedder.embed([text])[0] if use_vectors else None
     vector_hits_: dict[Key, float] = {}
     if query_vector is not None:
-        vector_hits_ = dict(vector_hits(conn, projects, query_vector, depth, filters, now))
+        vector_hits_ = dict(vector_hits(conn, projects, query_vector, depth, filters, now, project=project))
     keyword_hits_: dict[Key, float] = {}
     if use_keywords:
-        keyword_hits_ = dict(keyword_hits(conn, projects, text, depth, filters, now))
+        keyword_hits_ = dict(keyword_hits(conn, projects, text, depth, filters, now, project=project))
     matched: set[Key] | dict[Key, float] = keyword_hits_
     strict = unknown_words_floor(embedder.model_id)
     if not use_keywords and any(c < strict for c in vector_hits_.values()):
-        matched = {key for key, _ in keyword_hits(conn, projects, text, depth, filters, now)}
+        matched = {key for key, _ in keyword_hits(conn, projects, text, depth, filters, now, project=project)}
     floor = VECTOR_FLOOR
     if any(c < strict for c in vector_hits_.values()) and not (matched or holds_a_word(conn, projects, text)):
         floor = strict
