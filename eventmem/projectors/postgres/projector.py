@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from eventmem.codec import UnknownEvent, encode_event
+from eventmem.embedcache import EmbeddingCache, content_hash
 from eventmem.embedder import Embedder
 from eventmem.errors import InvalidInput
 from eventmem.events import AnyEvent
@@ -96,8 +97,10 @@ class PostgresProjector:
         *,
         root: str = "",
         branch: str = "",
+        cache: EmbeddingCache | None = None,
     ) -> None:
         self.conn = conn
+        self.cache = cache
         self.project = project
         self.embedder = embedder
         self.root = root
@@ -133,6 +136,7 @@ class PostgresProjector:
             self._write(Batch((), (), batch.links, batch.events), [])
             if rebuild:
                 self._create_vector_index()
+            self.conn.execute("ANALYZE eventmem_memories")  # (the planner then knows the HNSW index pays)
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
                 _UPSERT_POSITION,
@@ -252,11 +256,18 @@ class PostgresProjector:
         )
 
     def _embed(self, upserts: Sequence[Projected]) -> list[str]:
+        """The vectors of these memories' texts: from the project's embedding cache when the
+        in-process store made them already (read only), else made here."""
         texts = [embed_text(p.record) for p in upserts]
-        out: list[str] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            out.extend(vector_literal(v) for v in self.embedder.embed(texts[start : start + EMBED_BATCH]))
-        return out
+        if self.cache is not None and texts:
+            self.cache.refresh()
+            vectors, missing = self.cache.lookup([content_hash(t) for t in texts])
+        else:
+            vectors, missing = np.zeros((len(texts), self.embedder.dim), np.float32), list(range(len(texts)))
+        for start in range(0, len(missing), EMBED_BATCH):
+            chunk = missing[start : start + EMBED_BATCH]
+            vectors[chunk] = self.embedder.embed([texts[i] for i in chunk])
+        return [vector_literal(v) for v in vectors]
 
     def _write(self, batch: Batch, vectors: list[str]) -> None:
         cursor = self._cursor()

@@ -186,7 +186,7 @@ def vector_hits(
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
     sql = (
         f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c FROM eventmem_memories m "
-        f"WHERE m.embedding IS NOT NULL AND vector_dims(m.embedding) = {dim} AND {where} "
+        f"WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
     )
     with conn.transaction():
@@ -207,7 +207,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
     sql = (
         f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::vector({dim})) FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
-        f"WHERE m.embedding IS NOT NULL AND vector_dims(m.embedding) = {dim}"
+        f"WHERE m.embedding IS NOT NULL"
     )
     with conn.transaction():
         rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from eventmem.embedcache import EmbeddingCache
 from eventmem.embedder import Embedder
 from eventmem.errors import EventmemError
 from eventmem.project import ProjectPaths
@@ -47,8 +48,9 @@ class SyncRunner:
             counts: dict[str, int] = {}
             for target in self.targets:
                 paths = ProjectPaths(target.root)
+                cache = EmbeddingCache(paths.cache_dir / "embeddings", self.embedder.model_id, self.embedder.dim)
                 projector = PostgresProjector(
-                    self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch()
+                    self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
                 )
                 self.syncs[target.name] = ProjectSync(projector, target.root)
             with self.conn.transaction():
