@@ -15,8 +15,11 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from psycopg.pq import TransactionStatus
 
 from eventmem.config import Config
 from eventmem.embedder import STOPWORDS, Embedder
@@ -48,6 +51,13 @@ class Scored:
     score: float
     vector_score: float
     keyword_score: float
+
+
+def _reading(conn: Any) -> AbstractContextManager[Any]:
+    """A transaction for a read, unless one is open already (one hybrid search is one transaction)."""
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return nullcontext()
+    return conn.transaction()  # type: ignore[no-any-return]
 
 
 def _where(
@@ -98,7 +108,7 @@ def matching(
 ) -> list[Key]:
     """Every visible memory passing ``filters``, by project and id."""
     where, params = _where(projects, filters, now, project)
-    with conn.transaction():
+    with _reading(conn):
         rows = conn.execute(f"SELECT m.project, m.id FROM eventmem_memories m WHERE {where} ORDER BY 1, 2", params)
         return [(str(p), str(i)) for p, i in rows.fetchall()]
 
@@ -107,7 +117,7 @@ def count(
     conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
 ) -> int:
     where, params = _where(projects, filters, now, project)
-    with conn.transaction():
+    with _reading(conn):
         row = conn.execute(f"SELECT count(*) FROM eventmem_memories m WHERE {where}", params).fetchone()
     return int(row[0]) if row is not None else 0
 
@@ -142,7 +152,7 @@ def keyword_hits(
         f"SELECT m.project, m.id, ts_rank(m.keywords, q) AS r FROM eventmem_memories m, ({'SELECT ' + query}) AS t(q) "
         f"WHERE m.keywords @@ q AND {where} ORDER BY r DESC, m.project, m.id LIMIT %s"
     )
-    with conn.transaction():
+    with _reading(conn):
         rows = conn.execute(sql, [*query_params, *params, k]).fetchall()
     return [((str(p), str(i)), float(r)) for p, i, r in rows]
 
@@ -154,7 +164,7 @@ def holds_a_word(conn: Any, projects: Sequence[str], text: str) -> bool:
         return False
     query, query_params = _tsquery(words)
     sql = f"SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) AND m.keywords @@ ({query}))"
-    with conn.transaction():
+    with _reading(conn):
         row = conn.execute(sql, [list(projects), *query_params]).fetchone()
     return bool(row is not None and row[0])
 
@@ -189,7 +199,7 @@ def vector_hits(
         f"WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
     )
-    with conn.transaction():
+    with _reading(conn):
         if not exact:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(EF_SEARCH_MIN, min(k, 1000)))])
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
@@ -209,7 +219,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )
-    with conn.transaction():
+    with _reading(conn):
         rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): float(c) for p, i, c in rows}
 
@@ -220,7 +230,7 @@ def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float]]:
         "SELECT m.project, m.id, m.importance, m.updated_at FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
-    with conn.transaction():
+    with _reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): (float(imp), float(upd)) for p, i, imp, upd in rows}
 
@@ -240,7 +250,25 @@ def hybrid(
     project: str | None = None,
 ) -> list[Scored]:
     """Fuse vector and keyword candidates among the filtered memories; best first, at most ``limit``."""
-    config = config or Config()
+    with _reading(conn):
+        return _hybrid(
+            conn, projects, embedder, text, limit, filters, config or Config(), use_vectors, use_keywords, now, project
+        )
+
+
+def _hybrid(
+    conn: Any,
+    projects: Sequence[str],
+    embedder: Embedder,
+    text: str,
+    limit: int,
+    filters: Filters,
+    config: Config,
+    use_vectors: bool,
+    use_keywords: bool,
+    now: float | None,
+    project: str | None,
+) -> list[Scored]:
     now = time.time() if now is None else now
     searched = count(conn, projects, filters, now, project=project)
     if not searched or limit <= 0:
@@ -249,7 +277,11 @@ def hybrid(
     query_vector = embedder.embed([text])[0] if use_vectors else None
     vector_hits_: dict[Key, float] = {}
     if query_vector is not None:
-        vector_hits_ = dict(vector_hits(conn, projects, query_vector, depth, filters, now, project=project))
+        vector_hits_ = dict(
+            vector_hits(
+                conn, projects, query_vector, depth, filters, now, project=project, exact=searched <= EXACT_UP_TO
+            )
+        )
     keyword_hits_: dict[Key, float] = {}
     if use_keywords:
         keyword_hits_ = dict(keyword_hits(conn, projects, text, depth, filters, now, project=project))
