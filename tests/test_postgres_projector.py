@@ -12,8 +12,10 @@ import psycopg
 import pytest
 from pg_answers import NOW, answers, visible_ids
 
+from eventmem.codec import encode_event
 from eventmem.embedder import HashingEmbedder
 from eventmem.errors import InvalidInput
+from eventmem.events import MemorySaved, MemoryUpdated
 from eventmem.projectors.base import Batch
 from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
@@ -248,3 +250,27 @@ def test_a_batch_reaches_the_position_it_names(
     assert isinstance(batch, Batch)
     projector.apply(batch)
     assert projector.position() == batch.position == feed.position()
+
+
+def test_an_awaited_event_arriving_later_projects_the_journal_again(
+    project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    journal = project / ".eventmem" / "journal"
+    journal.mkdir(parents=True)
+    saved = MemorySaved(id="01J0000000000000000000000A", ts="2026-01-01T00:00:00Z", memory="m1", content="ruff lint")
+    middle = MemoryUpdated(
+        id="01J0000000000000000000000B", ts="2026-01-03T00:00:00Z", memory="m1", title="middle", prev=saved.id
+    )
+    last = MemoryUpdated(
+        id="01J0000000000000000000000C", ts="2026-01-02T00:00:00Z", memory="m1", title="last", prev=middle.id
+    )
+    (journal / "one.main.jsonl").write_bytes(encode_event(saved) + encode_event(last))
+    sync = ProjectSync(projector_factory("p"), project)
+    sync.start()
+    (journal / "two.other.jsonl").write_bytes(encode_event(middle))  # (a branch merged in)
+    sync.catch_up()
+    record = sync.projector.record("m1")  # type: ignore[attr-defined]  (a PostgresProjector)
+    assert record is not None
+    assert record.title == "last"  # it named "middle" as its prev: it comes after, whatever the clock said
+    projector_factory("rebuilt").load(JournalFeed(project).full())
+    assert answers(conn, "p") == answers(conn, "rebuilt")

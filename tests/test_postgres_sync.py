@@ -202,3 +202,22 @@ def test_follow_keeps_the_database_current_until_sigterm(tmp_path: Path, pg_uri:
     wait_for(lambda: ids_now(pg_uri, "p") == {second}, "the deleted memory to go")
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=DEADLINE_S) == 0
+
+
+def test_follow_projects_again_a_segment_git_rewrote(tmp_path: Path, pg_uri: str, processes: ProcessGroup) -> None:
+    root = new_project(tmp_path, "p")
+    kept = save(root, "Committed before the reset.")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    dropped = save(root, "Dropped by the reset.")
+    proc = processes.spawn(
+        eventmem_command("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: ids_now(pg_uri, "p") == {kept, dropped}, "the first sync")
+    git(root, "reset", "-q", "--hard", "HEAD")
+    later = save(root, "Saved after the reset.")
+    wait_for(lambda: ids_now(pg_uri, "p") == {kept, later}, "the rewritten segment to be projected again")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_S) == 0
