@@ -4,6 +4,7 @@ a batch delivered again changes nothing; a deleted or superseded memory is in no
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,16 @@ def test_an_awaited_event_arriving_later_projects_the_journal_again(
     assert record.title == "last"  # it named "middle" as its prev: it comes after, whatever the clock said
     projector_factory("rebuilt").load(JournalFeed(project).full())
     assert answers(conn, "p") == answers(conn, "rebuilt")
+
+
+def test_a_segment_whose_name_is_not_utf8_is_projected_and_resumed(
+    project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    journal = project / ".eventmem" / "journal"
+    journal.mkdir(parents=True)
+    saved = MemorySaved(id="01J0000000000000000000000A", ts="2026-01-01T00:00:00Z", memory="m1", content="ruff lint")
+    with open(os.fsencode(journal) + b"/odd\xff.main.jsonl", "wb") as handle:
+        handle.write(encode_event(saved))
+    assert ProjectSync(projector_factory("p"), project).start() == 1
+    assert ProjectSync(projector_factory("p"), project).start() == 0  # (resumed: nothing new)
+    assert queries.matching(conn, ("p",), Filters(), NOW) == [("p", "m1")]

@@ -74,6 +74,11 @@ def pg_text(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
+def pg_name(text: str) -> str:
+    """A file system name or path as text: undecodable bytes (lone surrogates) as ``\\udcXX``."""
+    return pg_text(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
 def vector_literal(vector: npt.NDArray[np.float32]) -> str:
     """A vector in pgvector's text form."""
     return "[" + ",".join(map(repr, vector.astype(np.float64).tolist())) + "]"
@@ -252,7 +257,7 @@ class PostgresProjector:
             "INSERT INTO eventmem_projects (project, root, branch, projector_version) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (project) DO UPDATE SET root = excluded.root, branch = excluded.branch, "
             "projector_version = excluded.projector_version",
-            [self.project, pg_text(self.root), pg_text(self.branch), self.version],
+            [self.project, pg_name(self.root), pg_name(self.branch), self.version],
         )
 
     def _embed(self, upserts: Sequence[Projected]) -> list[str]:
@@ -294,7 +299,7 @@ class PostgresProjector:
         return (
             self.project,
             r.id,
-            pg_text(self.branch),
+            pg_name(self.branch),
             r.kind,
             r.scope,
             pg_text(r.title),

@@ -25,11 +25,21 @@ from eventmem.project import ProjectPaths
 from eventmem.projectors.base import Batch, Projected, Projector, SegmentPosition
 from eventmem.state import LinkRecord, MemoryRecord, State
 
-__all__ = ["JournalFeed", "ProjectSync", "batch_of", "expires_at", "is_superseded"]
+__all__ = ["JournalFeed", "ProjectSync", "batch_of", "expires_at", "is_superseded", "segment_key"]
 
 log = logging.getLogger("eventmem.sync")
 
 Decoded = AnyEvent | UnknownEvent
+
+
+def segment_key(name: str) -> str:
+    """A segment's name as positions name it: valid UTF-8 (a file name's undecodable bytes, kept by
+    Python as lone surrogates, which no database text takes, become ``\\udcXX``)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return name
 
 
 def _hasher() -> hashlib.blake2b:
@@ -114,7 +124,9 @@ class JournalFeed:
         self.journal = Journal(ProjectPaths(self.root), durable=False)
 
     def position(self) -> dict[str, SegmentPosition]:
-        return {name: SegmentPosition(c.offset, c.hasher.digest()) for name, c in sorted(self.cursors.items())}
+        return {
+            segment_key(name): SegmentPosition(c.offset, c.hasher.digest()) for name, c in sorted(self.cursors.items())
+        }
 
     def full(self) -> Batch:
         """Everything, folded from scratch: a batch for a projector's ``load``."""
@@ -130,12 +142,12 @@ class JournalFeed:
         begins with the bytes ``position`` names; the journal must be projected again)."""
         self.state, self.cursors = State(), {}
         segments = {s.name: s for s in self.journal.segments()}
-        if any(name not in segments for name in position):
+        if any(key not in {segment_key(name) for name in segments} for key in position):
             return None
         before: list[Decoded] = []
         after: list[Decoded] = []
         for name, segment in segments.items():
-            known = position.get(name)
+            known = position.get(segment_key(name))
             start = 0
             hasher = _hasher()
             if known is not None:
