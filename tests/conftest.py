@@ -215,3 +215,22 @@ def run_quick_benchmark(script: str, tmp_path: Path, timeout: float = 300) -> di
 def eventmem_command(*args: str) -> list[str]:
     """The eventmem CLI, run with this interpreter (as a client config would run it)."""
     return [sys.executable, "-m", "eventmem", *args]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One PostgreSQL with pgvector for the session (see tests/postgres_server.py)."""
+    pytest.importorskip("psycopg")
+    from postgres_server import start_server
+
+    server = start_server()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_uri(pg_server: Any) -> Iterator[str]:
+    """The address of a database of this test's own on the session's server."""
+    name = pg_server.new_database()
+    yield pg_server.uri_of(name)
+    pg_server.drop_database(name)

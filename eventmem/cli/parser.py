@@ -18,6 +18,7 @@ from eventmem.cli.memory_commands import (
     cmd_show,
     cmd_update,
 )
+from eventmem.cli.sync_command import add_sync_command
 from eventmem.command_line import EXIT_CODES, Parser, command_options, global_options
 from eventmem.events import KINDS
 
@@ -123,4 +124,5 @@ def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> ar
     p = sub.add_parser("replay", help=description, description=description)
     command_options(p)
     replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
+    add_sync_command(sub)
     return parser

@@ -1,0 +1,345 @@
+"""Answers from the database, in (project, memory id) keys: filters, keywords, vectors, hybrid.
+
+The filters are the in-process ones (:class:`eventmem.query.Filters`) plus a set of projects, applied
+in SQL before either search takes its top ``k``. Keywords: a ``tsvector`` with a GIN index, ranked by
+``ts_rank``. Vectors: cosine over pgvector, exact while the filtered set holds at most
+:data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows came
+in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion
+is :func:`eventmem.query.hybrid_search`'s: linear (or reciprocal rank), the same floors for vector-only
+hits, the same boost of few exact keyword matches, importance and recency nudges, ties by id.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from psycopg.pq import TransactionStatus
+
+from eventmem.cli.sync_command import GLOBAL
+from eventmem.config import Config
+from eventmem.embedder import STOPWORDS, Embedder
+from eventmem.events import KINDS
+from eventmem.ids import iso_to_epoch
+from eventmem.query import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["EXACT_UP_TO", "Scored", "hybrid", "keyword_hits", "matching", "vector_hits"]
+
+Key = tuple[str, str]
+"""(project, memory id)"""
+EXACT_UP_TO = 20_000
+"""A vector search among at most this many memories scans them all (exact); above, HNSW."""
+EF_SEARCH_MIN = 200
+"""HNSW candidates kept while searching (``hnsw.ef_search``): at least this, else the depth asked."""
+MAX_QUERY_WORDS = 16
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    project: str
+    id: str
+    score: float
+    vector_score: float
+    keyword_score: float
+
+
+def _reading(conn: Any) -> AbstractContextManager[Any]:
+    """A transaction for a read, unless one is open already (one hybrid search is one transaction)."""
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return nullcontext()
+    return conn.transaction()  # type: ignore[no-any-return]
+
+
+def _where(
+    projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
+) -> tuple[str, list[object]]:
+    """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``;
+    ``project``: only that project's own memories and the global ones saved from it (as in-process)."""
+    clauses = ["m.project = ANY(%s)", "m.expires_at > %s"]
+    params: list[object] = [list(projects), time.time() if now is None else now]
+    if project is not None:
+        wanted = project.strip().lower()
+        clauses.append(
+            "((m.project <> %s AND lower(m.project) = %s) OR (m.project = %s AND lower(m.origin_project) = %s))"
+        )
+        params.extend([GLOBAL, wanted, GLOBAL, wanted])
+    if not filters.include_superseded:
+        clauses.append("NOT m.superseded")
+    if filters.kinds:
+        clauses.append("m.kind = ANY(%s)")
+        params.append([k for k in filters.kinds if k in KINDS])
+    if filters.scope in ("project", "global"):
+        clauses.append("m.scope = %s")
+        params.append(filters.scope)
+    for number, clause in (
+        (filters.min_importance, "m.importance >= %s"),
+        (filters.max_importance, "m.importance <= %s"),
+    ):
+        if number is not None:
+            clauses.append(clause)
+            params.append(float(number))
+    for value, clause in (
+        (filters.created_after, "m.created_at >= %s"),
+        (filters.created_before, "m.created_at < %s"),
+        (filters.updated_after, "m.updated_at >= %s"),
+        (filters.updated_before, "m.updated_at < %s"),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            params.append(iso_to_epoch(value))
+    if filters.tags:
+        clauses.append("m.tags @> %s::text[]")
+        params.append(list(filters.tags))
+    return " AND ".join(clauses), params
+
+
+def matching(
+    conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
+) -> list[Key]:
+    """Every visible memory passing ``filters``, by project and id."""
+    where, params = _where(projects, filters, now, project)
+    with _reading(conn):
+        rows = conn.execute(f"SELECT m.project, m.id FROM eventmem_memories m WHERE {where} ORDER BY 1, 2", params)
+        return [(str(p), str(i)) for p, i in rows.fetchall()]
+
+
+def count(
+    conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
+) -> int:
+    where, params = _where(projects, filters, now, project)
+    with _reading(conn):
+        row = conn.execute(f"SELECT count(*) FROM eventmem_memories m WHERE {where}", params).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def query_words(text: str) -> list[str]:
+    """The words a keyword search asks for: no stop words (unless there is nothing else), at most 16."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return ([w for w in words if w not in STOPWORDS] or words)[:MAX_QUERY_WORDS]
+
+
+def _tsquery(words: Sequence[str]) -> tuple[str, list[object]]:
+    return " || ".join(["plainto_tsquery('english', %s)"] * len(words)), list(words)
+
+
+def keyword_hits(
+    conn: Any,
+    projects: Sequence[str],
+    text: str,
+    k: int,
+    filters: Filters,
+    now: float | None = None,
+    *,
+    project: str | None = None,
+) -> list[tuple[Key, float]]:
+    """The ``k`` best (key, rank) by full-text rank among the filtered memories, best first."""
+    words = query_words(text)
+    if not words or k <= 0:
+        return []
+    query, query_params = _tsquery(words)
+    where, params = _where(projects, filters, now, project)
+    sql = (
+        f"SELECT m.project, m.id, ts_rank(m.keywords, q) AS r FROM eventmem_memories m, ({'SELECT ' + query}) AS t(q) "
+        f"WHERE m.keywords @@ q AND {where} ORDER BY r DESC, m.project, m.id LIMIT %s"
+    )
+    with _reading(conn):
+        rows = conn.execute(sql, [*query_params, *params, k]).fetchall()
+    return [((str(p), str(i)), float(r)) for p, i, r in rows]
+
+
+def holds_a_word(conn: Any, projects: Sequence[str], text: str) -> bool:
+    """Whether a memory of ``projects`` holds one of the query's words (stop words aside)."""
+    words = [w for w in dict.fromkeys(w.lower() for w in _WORD.findall(text)) if w not in STOPWORDS]
+    if not words:
+        return False
+    query, query_params = _tsquery(words)
+    sql = f"SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) AND m.keywords @@ ({query}))"
+    with _reading(conn):
+        row = conn.execute(sql, [list(projects), *query_params]).fetchone()
+    return bool(row is not None and row[0])
+
+
+def _vector(vector: npt.NDArray[np.float32]) -> str:
+    return "[" + ",".join(map(repr, vector.astype("float64").tolist())) + "]"
+
+
+def vector_hits(
+    conn: Any,
+    projects: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    k: int,
+    filters: Filters,
+    now: float | None = None,
+    *,
+    exact: bool | None = None,
+    project: str | None = None,
+) -> list[tuple[Key, float]]:
+    """The ``k`` nearest (key, cosine) among the filtered memories, best first (ties by key)."""
+    if k <= 0:
+        return []
+    dim = int(vector.shape[0])
+    where, params = _where(projects, filters, now, project)
+    if exact is None:
+        exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
+    literal = _vector(vector)
+    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
+    column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
+    sql = (
+        f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c FROM eventmem_memories m "
+        f"WHERE m.embedding IS NOT NULL AND {where} "
+        f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
+    )
+    with _reading(conn):
+        if not exact:
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(EF_SEARCH_MIN, min(k, 1000)))])
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        rows = conn.execute(sql, [literal, *params, literal, k]).fetchall()
+    hits = [((str(p), str(i)), float(c)) for p, i, c in rows]
+    hits.sort(key=lambda hit: (-hit[1], hit[0]))
+    return hits
+
+
+def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> dict[Key, float]:
+    """The cosine of each of these memories with ``vector``."""
+    if not keys:
+        return {}
+    dim = int(vector.shape[0])
+    sql = (
+        f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::vector({dim})) FROM eventmem_memories m "
+        "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
+        f"WHERE m.embedding IS NOT NULL"
+    )
+    with _reading(conn):
+        rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()
+    return {(str(p), str(i)): float(c) for p, i, c in rows}
+
+
+def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float]]:
+    """(importance, updated_at) of each memory."""
+    sql = (
+        "SELECT m.project, m.id, m.importance, m.updated_at FROM eventmem_memories m "
+        "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
+    )
+    with _reading(conn):
+        rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
+    return {(str(p), str(i)): (float(imp), float(upd)) for p, i, imp, upd in rows}
+
+
+def hybrid(
+    conn: Any,
+    projects: Sequence[str],
+    embedder: Embedder,
+    text: str,
+    limit: int,
+    filters: Filters,
+    *,
+    config: Config | None = None,
+    use_vectors: bool = True,
+    use_keywords: bool = True,
+    now: float | None = None,
+    project: str | None = None,
+) -> list[Scored]:
+    """Fuse vector and keyword candidates among the filtered memories; best first, at most ``limit``."""
+    with _reading(conn):
+        return _hybrid(
+            conn, projects, embedder, text, limit, filters, config or Config(), use_vectors, use_keywords, now, project
+        )
+
+
+def _hybrid(
+    conn: Any,
+    projects: Sequence[str],
+    embedder: Embedder,
+    text: str,
+    limit: int,
+    filters: Filters,
+    config: Config,
+    use_vectors: bool,
+    use_keywords: bool,
+    now: float | None,
+    project: str | None,
+) -> list[Scored]:
+    now = time.time() if now is None else now
+    searched = count(conn, projects, filters, now, project=project)
+    if not searched or limit <= 0:
+        return []
+    depth = max(limit * 4, 50)
+    query_vector = embedder.embed([text])[0] if use_vectors else None
+    vector_hits_: dict[Key, float] = {}
+    if query_vector is not None:
+        vector_hits_ = dict(
+            vector_hits(
+                conn, projects, query_vector, depth, filters, now, project=project, exact=searched <= EXACT_UP_TO
+            )
+        )
+    keyword_hits_: dict[Key, float] = {}
+    if use_keywords:
+        keyword_hits_ = dict(keyword_hits(conn, projects, text, depth, filters, now, project=project))
+    matched: set[Key] | dict[Key, float] = keyword_hits_
+    strict = unknown_words_floor(embedder.model_id)
+    if not use_keywords and any(c < strict for c in vector_hits_.values()):
+        matched = {key for key, _ in keyword_hits(conn, projects, text, depth, filters, now, project=project)}
+    floor = VECTOR_FLOOR
+    if any(c < strict for c in vector_hits_.values()) and not (matched or holds_a_word(conn, projects, text)):
+        floor = strict
+    noise = {key for key, c in vector_hits_.items() if c < floor and key not in matched}
+    candidates = sorted((vector_hits_.keys() | keyword_hits_.keys()) - noise)
+    if not candidates:
+        return []
+    if config.fusion == "rrf":
+        vector_rank = {key: r for r, key in enumerate(sorted(vector_hits_, key=lambda s: -vector_hits_[s]))}
+        keyword_rank = {key: r for r, key in enumerate(sorted(keyword_hits_, key=lambda s: -keyword_hits_[s]))}
+        scores = {
+            key: (
+                config.vector_weight / (RRF_K + vector_rank.get(key, math.inf) + 1)
+                + config.keyword_weight / (RRF_K + keyword_rank.get(key, math.inf) + 1)
+            )
+            * (RRF_K + 1)
+            for key in candidates
+        }
+        vector_scores = {key: vector_hits_.get(key, 0.0) for key in candidates}
+        keyword_scores = {key: keyword_hits_.get(key, 0.0) for key in candidates}
+    else:
+        top_keyword = max(keyword_hits_.values(), default=0.0)
+        others: dict[Key, float] = {}
+        if query_vector is not None:
+            others = cosines(conn, [key for key in keyword_hits_ if key not in vector_hits_], query_vector)
+        cosine_of = others | vector_hits_
+        vector_scores = {key: max(cosine_of.get(key, 0.0), 0.0) for key in candidates}
+        keyword_scores = {
+            key: (keyword_hits_.get(key, 0.0) / top_keyword if top_keyword > 0 else 0.0) for key in candidates
+        }
+        keyword_weight = config.keyword_weight
+        matches = len(keyword_hits_)
+        if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
+            keyword_weight = max(keyword_weight, config.vector_weight)
+        weights = (config.vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+        scores = {
+            key: (
+                config.vector_weight * vector_scores[key] * use_vectors
+                + keyword_weight * keyword_scores[key] * use_keywords
+            )
+            / (weights or 1.0)
+            for key in candidates
+        }
+    columns = _columns(conn, candidates)
+    totals: dict[Key, float] = {}
+    for key in candidates:
+        importance, updated = columns.get(key, (0.5, now))
+        boost = config.importance_boost * (importance - 0.5)
+        if config.recency_boost:
+            age_days = max(now - updated, 0.0) / 86400.0
+            boost += config.recency_boost * 0.5 ** (age_days / config.recency_half_life_days)
+        totals[key] = scores[key] + boost
+    order = sorted(candidates, key=lambda key: (-totals[key], key[1], key[0]))[:limit]
+    return [Scored(key[0], key[1], totals[key], vector_scores[key], keyword_scores[key]) for key in order]

@@ -1,0 +1,156 @@
+"""The sync runner: every journal named, one database, one connection, kept current on demand."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from eventmem.embedcache import EmbeddingCache
+from eventmem.embedder import Embedder
+from eventmem.errors import EventmemError
+from eventmem.project import ProjectPaths
+from eventmem.projectors.postgres.connection import DatabaseUnavailable, connect, describe, is_connection_lost
+from eventmem.projectors.postgres.projector import PostgresProjector
+from eventmem.projectors.postgres.sync import ProjectSync
+from eventmem.watcher import watch_journal
+
+if TYPE_CHECKING:
+    from eventmem.cli.sync_command import Target
+
+__all__ = ["SyncRunner"]
+
+log = logging.getLogger("eventmem.sync")
+
+APPLICATION_NAME = "eventmem sync"
+"""How the sync's connection is named in ``pg_stat_activity``."""
+
+
+class SyncRunner:
+    def __init__(self, uri: str, targets: Sequence[Target], embedder: Embedder) -> None:
+        self.uri = uri
+        self.targets = list(targets)
+        self.embedder = embedder
+        self.conn: Any = None
+        self.syncs: dict[str, ProjectSync] = {}
+        self._stop: anyio.Event | None = None
+
+    def start(self) -> dict[str, int]:
+        """Connect, drop the rows of projects no longer named, and bring every journal up to date;
+        returns the events taken per project."""
+        self.close()
+        self.conn = connect(self.uri, application_name=APPLICATION_NAME)
+        try:
+            counts: dict[str, int] = {}
+            for target in self.targets:
+                paths = ProjectPaths(target.root)
+                cache = EmbeddingCache(paths.cache_dir / "embeddings", self.embedder.model_id, self.embedder.dim)
+                projector = PostgresProjector(
+                    self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
+                )
+                self.syncs[target.name] = ProjectSync(projector, target.root)
+            with self.conn.transaction():
+                self.conn.execute(
+                    "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
+                )
+            for name, sync in self.syncs.items():
+                counts[name] = sync.start()
+            return counts
+        except Exception as exc:
+            raise self._failure(exc) from None
+
+    def _failure(self, exc: Exception) -> Exception:
+        """A driver error as one line without secrets; any other error as it is."""
+        import psycopg
+
+        if is_connection_lost(exc):
+            return DatabaseUnavailable(f"lost the connection to PostgreSQL: {describe(exc, self.uri)}")
+        if isinstance(exc, psycopg.Error):
+            return EventmemError(f"PostgreSQL refused the sync: {describe(exc, self.uri)}")
+        return exc
+
+    def catch_up(self, name: str) -> int:
+        try:
+            return self.syncs[name].catch_up()
+        except Exception as exc:
+            raise self._failure(exc) from None
+
+    def memory_counts(self) -> dict[str, int]:
+        with self.conn.transaction():
+            rows = self.conn.execute("SELECT project, count(*) FROM eventmem_memories GROUP BY project").fetchall()
+        return {str(p): int(n) for p, n in rows}
+
+    def follow(self, retry: Sequence[float]) -> None:
+        """Keep every journal current until SIGINT or SIGTERM."""
+        anyio.run(self._follow, retry)
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
+        self.syncs = {}
+
+    async def _follow(self, retry: Sequence[float]) -> None:
+        stop = self._stop = anyio.Event()
+        broken = False
+
+        async def recover() -> None:
+            nonlocal broken
+            attempt = 0
+            while not stop.is_set():
+                try:
+                    self.start()
+                    broken = False
+                    log.warning("reached PostgreSQL again; the journals are projected up to date")
+                    return
+                except DatabaseUnavailable as exc:
+                    log.warning("%s; trying again", exc)
+                with anyio.move_on_after(retry[min(attempt, len(retry) - 1)]):
+                    await stop.wait()
+                attempt += 1
+
+        def on_change_of(name: str) -> Any:
+            async def on_change(_paths: set[str] | None) -> None:
+                nonlocal broken
+                if broken:
+                    return
+                try:
+                    self.catch_up(name)
+                except DatabaseUnavailable as exc:
+                    log.warning("%s", exc)
+                    broken = True
+                    await recover()
+
+            return on_change
+
+        async def signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                async for _ in received:
+                    stop.set()
+                    return
+
+        async def keep_trying() -> None:
+            while not stop.is_set():  # a broken connection is noticed on the next change; retry idle too
+                if broken:
+                    await recover()
+                with anyio.move_on_after(retry[-1]):
+                    await stop.wait()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(signals)
+            group.start_soon(keep_trying)
+            for target in self.targets:
+                base = Path(target.root) / ".eventmem"
+                group.start_soon(watch_journal, base, on_change_of(target.name), stop)
+            await stop.wait()
+            group.cancel_scope.cancel()

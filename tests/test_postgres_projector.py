@@ -1,0 +1,290 @@
+"""The projector contract, held by the PostgreSQL projector on a real server: incremental applies,
+one bulk load, a restore from the committed position plus the tail, and a rebuild all answer alike;
+a batch delivered again changes nothing; a deleted or superseded memory is in no answer."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pg_answers import NOW, answers, visible_ids
+
+from eventmem.codec import encode_event
+from eventmem.embedder import HashingEmbedder
+from eventmem.errors import InvalidInput
+from eventmem.events import MemorySaved, MemoryUpdated
+from eventmem.projectors.base import Batch
+from eventmem.projectors.postgres import projector as projector_module
+from eventmem.projectors.postgres import queries
+from eventmem.projectors.postgres.projector import PostgresProjector
+from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
+from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
+from eventmem.query import Filters
+from eventmem.service import MemoryService
+
+Factory = Callable[[str], PostgresProjector]
+
+
+@pytest.fixture
+def projector_factory(pg_uri: str) -> Iterator[Factory]:
+    """Projectors of the test's database, one per project name, each on its own connection."""
+    made: list[PostgresProjector] = []
+
+    def make(project: str) -> PostgresProjector:
+        projector = PostgresProjector(psycopg.connect(pg_uri), project, HashingEmbedder(), branch="main")
+        made.append(projector)
+        return projector
+
+    yield make
+    for projector in made:
+        projector.close()
+
+
+@pytest.fixture
+def conn(pg_uri: str) -> Iterator[Any]:
+    with psycopg.connect(pg_uri) as connection:
+        yield connection
+
+
+def steps(service: MemoryService) -> Iterator[None]:
+    """A history touching every kind of change, a step at a time."""
+    lint = service.save("We lint with ruff; the line length is 120.", title="ruff lint", tags=["tooling"])
+    yield
+    decision = service.save(
+        "Schema changes go through versioned migrations.", title="database migrations", kind="decision", importance=0.8
+    )
+    flaky = service.save("The watcher test is flaky under load.", title="flaky test", kind="problem")
+    yield
+    service.update(lint.id, content="We lint and format with ruff; the line length is 120.", tags=["tooling", "ci"])
+    service.link(flaky.id, decision.id, "related_to")
+    yield
+    newer, _ = service.supersede(decision.id, "Migrations are SQL files applied on start.", title="migrations on start")
+    yield
+    service.delete(flaky.id, reason="fixed")
+    service.save("Never deploy on a Friday.", title="deploy friday", kind="convention", ttl_seconds=3600)
+    yield
+    service.restore(flaky.id)
+    service.update(newer.id, importance=0.9)
+    yield
+
+
+@pytest.mark.parametrize("index_rebuilt", [False, True], ids=["index kept", "index rebuilt by the load"])
+def test_incremental_applies_answer_like_one_bulk_load(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    index_rebuilt: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 1 if index_rebuilt else 10**9)
+    incremental, bulk = projector_factory("incremental"), projector_factory("bulk")
+    feed = JournalFeed(project)
+    incremental.load(feed.full())
+    for _ in steps(service):
+        batch = feed.tail()
+        assert batch is not None
+        incremental.apply(batch)
+    bulk.load(JournalFeed(project).full())
+    assert answers(conn, "incremental") == answers(conn, "bulk")
+    assert incremental.position() == bulk.position() == feed.position()
+    assert incremental.event_ids() == bulk.event_ids() == {e.id for s, r in _scans(project) for e in r}
+
+
+def _scans(project: Path) -> list[tuple[Any, list[Any]]]:
+    feed = JournalFeed(project)
+    return [(segment, feed.journal.scan(segment.path).events) for segment in feed.journal.segments()]
+
+
+def test_a_batch_delivered_again_changes_nothing(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    projector = projector_factory("p")
+    feed = JournalFeed(project)
+    projector.load(feed.full())
+    for _ in steps(service):
+        batch = feed.tail()
+        assert batch is not None
+        projector.apply(batch)
+        before = answers(conn, "p"), projector.event_ids(), projector.position()
+        projector.apply(batch)
+        assert (answers(conn, "p"), projector.event_ids(), projector.position()) == before
+    everything = JournalFeed(project).full()
+    before = answers(conn, "p")
+    projector.load(everything)
+    projector.load(everything)
+    assert answers(conn, "p") == before
+
+
+def test_resuming_from_the_committed_position_answers_like_a_rebuild(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    history = steps(service)
+    next(history)
+    next(history)
+    first = ProjectSync(projector_factory("resumed"), project)
+    assert first.start() > 0
+    first.projector.close()
+    for _ in history:
+        pass
+    again = projector_factory("resumed")
+    assert again.restore(None)
+    taken = ProjectSync(again, project).start()
+    assert 0 < taken < len(JournalFeed(project).full().events)  # only the tail was read on from
+    projector_factory("rebuilt").load(JournalFeed(project).full())
+    assert answers(conn, "resumed") == answers(conn, "rebuilt")
+
+
+def test_a_deleted_or_superseded_memory_is_in_no_answer(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    projector = projector_factory("p")
+    gone = service.save("Deploys happen on Friday afternoons.", title="deploy friday")
+    old = service.save("Migrations run by hand with psql.", title="database migrations by hand")
+    feed = JournalFeed(project)
+    projector.load(feed.full())
+    assert {gone.id, old.id} <= visible_ids(conn, "p")
+    service.delete(gone.id)
+    new, _ = service.supersede(old.id, "Migrations are applied on start.", title="database migrations on start")
+    batch = feed.tail()
+    assert batch is not None
+    assert gone.id in batch.removals
+    projector.apply(batch)
+    seen = visible_ids(conn, "p")
+    assert gone.id not in seen
+    assert old.id not in seen
+    assert new.id in seen
+    with_superseded = queries.matching(conn, ("p",), Filters(include_superseded=True), NOW)
+    assert ("p", old.id) in with_superseded
+    assert ("p", gone.id) not in with_superseded
+    assert projector.record(gone.id) is None
+
+
+def test_reset_forgets_the_journal_and_restore_then_says_so(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    projector = projector_factory("p")
+    service.save("Something worth keeping.", title="kept")
+    projector.load(JournalFeed(project).full())
+    assert projector.restore(None)
+    assert projector.snapshot() is None
+    projector.reset()
+    assert projector.position() is None
+    assert not projector.restore(None)
+    assert queries.matching(conn, ("p",), Filters(), NOW) == []
+    assert projector.event_ids() == set()
+
+
+def test_a_line_with_a_nul_character_is_kept_exactly(project: Path, projector_factory: Factory, conn: Any) -> None:
+    segment = project / ".eventmem" / "journal" / "hostile.main.jsonl"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(
+        b'{"type":"saved","id":"01J0000000000000000000000A","ts":"2026-01-01T00:00:00Z","memory":"m1",'
+        b'"title":"nul\\u0000title","content":"a\\u0000b ruff","tags":["x\\u0000y"]}\n'
+        b"not json at all\n"
+    )
+    projector = projector_factory("p")
+    feed = JournalFeed(project)
+    projector.load(feed.full())
+    record = projector.record("m1")
+    assert record is not None
+    assert record == feed.state.memories["m1"]
+    assert record.content == "a\x00b ruff"
+    assert [key for key, _ in queries.keyword_hits(conn, ("p",), "ruff", 5, Filters(), NOW)] == [("p", "m1")]
+
+
+def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: str) -> None:
+    with psycopg.connect(pg_uri) as conn:
+        assert applied_version(conn) == 0
+        assert migrate(conn, target=LATEST - 1) == LATEST - 1
+        with conn.transaction():
+            conn.execute("INSERT INTO eventmem_projects VALUES ('p', '', 'main', 1)")
+            conn.execute(
+                "INSERT INTO eventmem_memories (project, id, branch, kind, scope, title, content, summary, tags, "
+                "importance, origin_project, created_at, updated_at, created_by, updated_by, expires_at, "
+                "superseded, archived, event_count, record) VALUES ('p', 'm1', 'main', 'general', 'project', "
+                "'ruff', 'lint rules', '', '{}', 0.5, '', 0, 0, '', '', 'Infinity', false, false, 1, '')"
+            )
+        assert migrate(conn) == LATEST
+        assert migrate(conn) == LATEST  # (again: nothing to do)
+        assert applied_version(conn) == LATEST
+        hits = queries.keyword_hits(conn, ("p",), "lint", 5, Filters(), NOW)
+        assert [key for key, _ in hits] == [("p", "m1")]  # (a row written before version 2 is indexed)
+
+
+def test_a_projector_of_another_embedder_is_refused(pg_uri: str, projector_factory: Factory) -> None:
+    projector_factory("p")
+    with psycopg.connect(pg_uri) as conn, pytest.raises(InvalidInput, match="holds vectors of the embedder"):
+        PostgresProjector(conn, "p", HashingEmbedder(version=2))
+
+
+def test_vector_answers_equal_the_in_process_ones(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    embedder = HashingEmbedder()
+    for text in ("ruff lint", "database migrations", "flaky watcher test", "deploy on friday"):
+        expected = service.search(text, mode="vector", limit=5)
+        got = queries.hybrid(conn, ("p",), embedder, text, 5, Filters(), use_keywords=False)
+        assert [h.id for h in got] == [h.id for h in expected], text
+        # (the service shows scores rounded, and both rank by recency as of their own now)
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-3), text
+
+
+def test_a_batch_reaches_the_position_it_names(
+    project: Path, service: MemoryService, projector_factory: Factory
+) -> None:
+    projector = projector_factory("p")
+    assert projector.position() is None
+    service.save("First.", title="first")
+    feed = JournalFeed(project)
+    projector.load(feed.full())
+    assert projector.position() == feed.position()
+    service.save("Second.", title="second")
+    batch = feed.tail()
+    assert isinstance(batch, Batch)
+    projector.apply(batch)
+    assert projector.position() == batch.position == feed.position()
+
+
+def test_an_awaited_event_arriving_later_projects_the_journal_again(
+    project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    journal = project / ".eventmem" / "journal"
+    journal.mkdir(parents=True)
+    saved = MemorySaved(id="01J0000000000000000000000A", ts="2026-01-01T00:00:00Z", memory="m1", content="ruff lint")
+    middle = MemoryUpdated(
+        id="01J0000000000000000000000B", ts="2026-01-03T00:00:00Z", memory="m1", title="middle", prev=saved.id
+    )
+    last = MemoryUpdated(
+        id="01J0000000000000000000000C", ts="2026-01-02T00:00:00Z", memory="m1", title="last", prev=middle.id
+    )
+    (journal / "one.main.jsonl").write_bytes(encode_event(saved) + encode_event(last))
+    sync = ProjectSync(projector_factory("p"), project)
+    sync.start()
+    (journal / "two.other.jsonl").write_bytes(encode_event(middle))  # (a branch merged in)
+    sync.catch_up()
+    record = sync.projector.record("m1")  # type: ignore[attr-defined]  (a PostgresProjector)
+    assert record is not None
+    assert record.title == "last"  # it named "middle" as its prev: it comes after, whatever the clock said
+    projector_factory("rebuilt").load(JournalFeed(project).full())
+    assert answers(conn, "p") == answers(conn, "rebuilt")
+
+
+def test_a_segment_whose_name_is_not_utf8_is_projected_and_resumed(
+    project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    journal = project / ".eventmem" / "journal"
+    journal.mkdir(parents=True)
+    saved = MemorySaved(id="01J0000000000000000000000A", ts="2026-01-01T00:00:00Z", memory="m1", content="ruff lint")
+    with open(os.fsencode(journal) + b"/odd\xff.main.jsonl", "wb") as handle:
+        handle.write(encode_event(saved))
+    assert ProjectSync(projector_factory("p"), project).start() == 1
+    assert ProjectSync(projector_factory("p"), project).start() == 0  # (resumed: nothing new)
+    assert queries.matching(conn, ("p",), Filters(), NOW) == [("p", "m1")]

@@ -1,0 +1,223 @@
+"""``eventmem sync --to postgresql://…`` through the real CLI, with real journals, real git and a real
+server: many projects and the global memory in one database, a rewritten segment projected again,
+untrusted arguments refused in one line, and ``--follow`` kept current by the watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import ProcessGroup, eventmem_command, git
+from pg_answers import answers
+
+from eventmem.embedder import HashingEmbedder
+from eventmem.projectors.postgres import queries
+from eventmem.query import Filters
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+DEADLINE_S = 60.0
+
+
+def run(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(eventmem_command(*args), cwd=cwd, capture_output=True, text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def save(root: Path, text: str, *extra: str) -> str:
+    out = run("save", text, "--json", *extra, cwd=root)
+    memory_id: str = json.loads(out.stdout)["memory"]["id"]
+    return memory_id
+
+
+def new_project(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    return root
+
+
+def rows(uri: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(uri) as conn:
+        return conn.execute(sql, list(params)).fetchall()  # type: ignore[arg-type]
+
+
+def ids_of(uri: str, project: str) -> set[str]:
+    return {r[0] for r in rows(uri, "SELECT id FROM eventmem_memories WHERE project = %s", project)}
+
+
+def ids_now(uri: str, project: str) -> set[str]:
+    """The project's memory ids, or none while the sync has not made the tables yet."""
+    try:
+        return ids_of(uri, project)
+    except psycopg.errors.UndefinedTable:
+        return set()
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path, pg_uri: str) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    a1 = save(alpha, "Alpha lints with ruff.", "--title", "ruff", "--tag", "tooling")
+    b1 = save(beta, "Beta deploys on Tuesdays.", "--title", "deploys", "--type", "convention")
+    g1 = save(alpha, "Prefer small pull requests.", "--title", "small PRs", "--scope", "global")
+    out = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
+    summary = json.loads(out.stdout)["projects"]
+    assert summary == {
+        "alpha": {"events": 1, "memories": 1},
+        "beta": {"events": 1, "memories": 1},
+        "global": {"events": 1, "memories": 1},
+    }
+    assert ids_of(pg_uri, "alpha") == {a1}
+    assert ids_of(pg_uri, "beta") == {b1}
+    assert rows(pg_uri, "SELECT id, scope, origin_project FROM eventmem_memories WHERE project = 'global'") == [
+        (g1, "global", "alpha")
+    ]
+    assert rows(pg_uri, "SELECT kind, tags, branch FROM eventmem_memories WHERE id = %s", b1) == [
+        ("convention", [], "main")
+    ]
+    every = ("alpha", "beta", "global")
+    with psycopg.connect(pg_uri) as conn:
+        assert {i for _, i in queries.matching(conn, every, Filters(), project="alpha")} == {a1, g1}
+        assert {i for _, i in queries.matching(conn, every, Filters(), project="BETA")} == {b1}
+        assert queries.matching(conn, every, Filters(scope="global")) == [("global", g1)]
+        hits = queries.hybrid(conn, every, HashingEmbedder(), "ruff lint", 3, Filters())
+        assert (hits[0].project, hits[0].id) == ("alpha", a1)
+    again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
+    assert {name: p["events"] for name, p in json.loads(again.stdout)["projects"].items()} == {
+        "alpha": 0,
+        "beta": 0,
+        "global": 0,
+    }
+
+
+def test_a_project_left_out_of_the_set_loses_its_rows(tmp_path: Path, pg_uri: str) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    save(alpha, "Alpha memory.")
+    kept = save(beta, "Beta memory.")
+    run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--no-global")
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global")
+    assert rows(pg_uri, "SELECT project FROM eventmem_projects") == [("beta",)]
+    assert rows(pg_uri, "SELECT count(*) FROM eventmem_events WHERE project = 'alpha'") == [(0,)]
+    assert ids_of(pg_uri, "beta") == {kept}
+
+
+def test_a_segment_git_rewrote_is_projected_again(tmp_path: Path, pg_server: Any, pg_uri: str) -> None:
+    root = new_project(tmp_path, "p")
+    first = save(root, "Kept across the reset.", "--title", "kept")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    dropped = save(root, "Only in the commit the reset drops.", "--title", "dropped")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "second")
+    sync = ("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global")
+    run(*sync)
+    assert ids_of(pg_uri, "p") == {first, dropped}
+    git(root, "reset", "-q", "--hard", "HEAD~1")
+    later = save(root, "Written after the reset, to a segment that now begins otherwise.", "--title", "later")
+    run(*sync)
+    assert ids_of(pg_uri, "p") == {first, later}
+    rebuilt = pg_server.uri_of(pg_server.new_database())
+    run("sync", "--to", rebuilt, "--project", f"p={root}", "--no-global")
+    with psycopg.connect(pg_uri) as synced, psycopg.connect(rebuilt) as fresh:
+        assert answers(synced, "p") == answers(fresh, "p")
+
+
+def test_an_unreachable_database_is_one_line_without_the_password(project: Path) -> None:
+    save(project, "Something.")
+    result = run("sync", "--to", "postgresql://agent:s3cret-pw@127.0.0.1:9/memory", check=False, cwd=project)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "cannot reach PostgreSQL at postgresql://agent:***@127.0.0.1:9/memory" in lines[0]
+    assert "s3cret" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("alpha", "--project takes NAME=PATH"),
+        ("global={root}", "taken by the global memory"),
+        ("a b={root}", "must be 1-200 letters"),
+        ("-x={root}", "must be 1-200 letters"),
+        ("alpha={root}/missing", "is not an existing folder"),
+        ("a" * 201 + "={root}", "must be 1-200 letters"),
+    ],
+)
+def test_a_bad_project_argument_is_refused_in_one_line(project: Path, argument: str, message: str) -> None:
+    result = run(
+        "sync", "--to", "postgresql://nobody@127.0.0.1:9/x", f"--project={argument.format(root=project)}", check=False
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr
+
+
+def test_a_name_given_twice_and_a_foreign_address_are_refused(project: Path) -> None:
+    twice = run(
+        "sync",
+        "--to",
+        "postgresql://x@127.0.0.1:9/x",
+        "--project",
+        f"a={project}",
+        "--project",
+        f"a={project}",
+        check=False,
+    )
+    assert twice.returncode == 2
+    assert "given twice" in twice.stderr
+    foreign = run("sync", "--to", "mysql://root:pw@db/x", check=False, cwd=project)
+    assert foreign.returncode == 2
+    assert "pw" not in foreign.stderr
+    assert "must be a PostgreSQL address" in foreign.stderr
+
+
+def test_follow_keeps_the_database_current_until_sigterm(tmp_path: Path, pg_uri: str, processes: ProcessGroup) -> None:
+    root = new_project(tmp_path, "p")
+    first = save(root, "Before the follow began.")
+    proc = processes.spawn(
+        eventmem_command("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: ids_now(pg_uri, "p") == {first}, "the first sync")
+    second = save(root, "Saved while following.")
+    wait_for(lambda: ids_now(pg_uri, "p") == {first, second}, "the saved memory")
+    run("delete", first, cwd=root)
+    wait_for(lambda: ids_now(pg_uri, "p") == {second}, "the deleted memory to go")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_S) == 0
+
+
+def test_follow_projects_again_a_segment_git_rewrote(tmp_path: Path, pg_uri: str, processes: ProcessGroup) -> None:
+    root = new_project(tmp_path, "p")
+    kept = save(root, "Committed before the reset.")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    dropped = save(root, "Dropped by the reset.")
+    proc = processes.spawn(
+        eventmem_command("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: ids_now(pg_uri, "p") == {kept, dropped}, "the first sync")
+    git(root, "reset", "-q", "--hard", "HEAD")
+    later = save(root, "Saved after the reset.")
+    wait_for(lambda: ids_now(pg_uri, "p") == {kept, later}, "the rewritten segment to be projected again")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_S) == 0
