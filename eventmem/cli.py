@@ -23,6 +23,7 @@ from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
 from eventmem.files import atomic_write
+from eventmem.interchange.commands import add_interchange_commands
 from eventmem.progress import ProgressBar
 from eventmem.project import ProjectPaths, RootChoice, find_root
 from eventmem.query import Filters
@@ -699,10 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
     p.add_argument("--base", help="the revision to compare with (default: origin/HEAD, else main, else master)")
     p.add_argument("--head", default="HEAD", help="the revision to check (default: HEAD)")
-    p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
-    p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
-    p.add_argument("dir", help="the directory, such as .ai")
-    p.add_argument("--force", action="store_true", help="take a section from the file even if changed since")
+    add_interchange_commands(add, cmd_import)  # import FORMAT PATH (pmp: cmd_import), export FORMAT PATH
     p = add("diff", cmd_diff, "memory-level changes between two journals or git revisions")
     p.add_argument("old", nargs="?", default="HEAD", help="a git revision or a path (default: HEAD)")
     p.add_argument("new", nargs="?", default="WORKTREE", help="a git revision or a path (default: the working tree)")
