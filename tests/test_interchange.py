@@ -390,3 +390,106 @@ def test_import_pmp_of_an_ai_folder_still_works_as_documented(project: Path) -> 
     out = run(project, "import", "pmp", ".ai").stdout
     assert "event(s) appended" in out
     assert any("Faster." in m.content for m in memories(project))
+
+
+# -- the JSON exports of memorygraph and mcp-memory-service, and options --------------------------------
+
+
+def memorygraph_export(tmp_path: Path) -> Path:
+    """The fixture's database as ``memorygraph export`` writes it (format 2.0: memories with their
+    properties, relationships with from_memory_id, to_memory_id, type and properties)."""
+    db = sqlite3.connect(f"file:{PEERS / STORES['memorygraph']}?mode=ro", uri=True)
+    try:
+        nodes = [json.loads(row[0]) for row in db.execute("SELECT properties FROM nodes WHERE label = 'Memory'")]
+        rows = db.execute("SELECT from_id, to_id, rel_type, properties FROM relationships").fetchall()
+    finally:
+        db.close()
+    keep = ("id", "type", "title", "content", "summary", "tags", "importance", "confidence", "created_at", "updated_at")
+    data = {
+        "format_version": "2.0",
+        "export_version": "1.0",
+        "backend_type": "sqlite",
+        "memory_count": len(nodes),
+        "relationship_count": len(rows),
+        "memories": [{k: node.get(k) for k in keep} for node in nodes],
+        "relationships": [
+            {"from_memory_id": a, "to_memory_id": b, "type": kind, "properties": json.loads(props)}
+            for a, b, kind, props in rows
+        ],
+    }
+    path = tmp_path / "memorygraph-export.json"
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def memory_service_backup(tmp_path: Path) -> Path:
+    """The fixture's database as mcp-memory-service's exporter writes it (export_metadata, memories
+    with content, content_hash, tags as a list, times, memory_type, metadata, store)."""
+    db = sqlite3.connect(f"file:{PEERS / STORES['mcp-memory-service']}?mode=ro&immutable=1", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT content, content_hash, tags, created_at, updated_at, memory_type, metadata FROM memories"
+        )
+        memories_out = [
+            {
+                "content": content,
+                "content_hash": digest,
+                "tags": tags.split(","),
+                "created_at": created,
+                "updated_at": updated,
+                "memory_type": kind,
+                "metadata": json.loads(metadata),
+                "store": "default",
+                "export_source": "test",
+            }
+            for content, digest, tags, created, updated, kind, metadata in rows.fetchall()
+        ]
+    finally:
+        db.close()
+    path = tmp_path / "backup.json"
+    data = {"export_metadata": {"total_memories": len(memories_out)}, "memories": memories_out}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("peer", "make"), [("memorygraph", memorygraph_export), ("mcp-memory-service", memory_service_backup)]
+)
+def test_a_json_export_of_a_peer_brings_the_same_as_its_database(
+    project: Path, tmp_path: Path, peer: str, make: Any
+) -> None:
+    from_db = tmp_path / "from-db"
+    from_db.mkdir()
+    import_json(from_db, peer, str(PEERS / STORES[peer]))
+    report = import_json(project, peer, str(make(tmp_path)))
+    assert report["added"] == 12 and not report["problems"]
+
+    def shape(root: Path) -> set[tuple[str, str, str, tuple[str, ...], float]]:
+        return {(m.id, m.kind, body_and_metadata(m.content)[0], tuple(m.tags), m.importance) for m in memories(root)}
+
+    assert shape(project) == shape(from_db)
+    assert links(project) == links(from_db)
+
+
+def test_markdown_per_observation_makes_one_memory_per_observation(project: Path, tmp_path: Path) -> None:
+    note = tmp_path / "Billing.md"
+    note.write_text(
+        "---\ntitle: Billing\ntags: [billing]\n---\n\n# Billing\n\nOverview.\n\n## Observations\n"
+        "- [decision] Money as integer cents #money\n"
+        "- [fix] Retry with idempotency keys #webhooks (after the outage)\n",
+        encoding="utf-8",
+    )
+    report = import_json(project, "markdown", str(note), "--per-observation")
+    found = {m.kind: m for m in memories(project)}
+    assert report["added"] == 2
+    assert found["decision"].content.startswith("Money as integer cents")
+    assert set(found["decision"].tags) == {"billing", "money"}
+    assert set(found["fix"].tags) == {"billing", "webhooks"}
+
+
+def test_project_takes_only_the_memories_of_that_project_from_a_shared_store(project: Path) -> None:
+    store = str(PEERS / STORES["mcp-memory-service"])
+    other = import_json(project, "mcp-memory-service", store, "--project", "another-service")
+    same = import_json(project, "mcp-memory-service", store, "--project", "billing-service")
+    assert (other["added"], other["otherProject"]) == (0, 12)
+    assert (same["added"], same["otherProject"]) == (12, 0)
