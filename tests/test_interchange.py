@@ -5,6 +5,7 @@ through every export format, and hostile input."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -493,3 +494,20 @@ def test_project_takes_only_the_memories_of_that_project_from_a_shared_store(pro
     same = import_json(project, "mcp-memory-service", store, "--project", "billing-service")
     assert (other["added"], other["otherProject"]) == (0, 12)
     assert (same["added"], same["otherProject"]) == (12, 0)
+
+
+def test_a_memory_deleted_here_since_the_last_import_stays_deleted(project: Path) -> None:
+    store = str(PEERS / STORES["server-memory"])
+    import_json(project, "server-memory", store)
+    gone = find(memories(project), "Vite")
+    run(project, "delete", gone.id, "--reason", "not ours any more")
+    report = import_json(project, "server-memory", store)
+    assert (report["added"], report["kept"], report["unchanged"]) == (0, 1, 11)
+    assert gone.id not in {m.id for m in memories(project)}
+
+
+def test_a_pipe_given_as_a_store_is_refused_without_being_opened(project: Path, tmp_path: Path) -> None:
+    pipe = tmp_path / "memory.db"
+    os.mkfifo(pipe)
+    result = run(project, "import", "memorygraph", str(pipe), code=2)
+    assert "is not a regular file" in result.stderr

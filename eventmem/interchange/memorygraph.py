@@ -20,7 +20,7 @@ from typing import Any, Final
 from eventmem.errors import InvalidInput
 from eventmem.events import KINDS
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
-from eventmem.interchange.sources import open_sqlite, read_text
+from eventmem.interchange.sources import open_sqlite, read_text, real_file
 
 __all__ = ["read"]
 
@@ -30,6 +30,7 @@ _KNOWN: Final = ("id", "type", "title", "content", "summary", "tags", "importanc
 
 def read(path: Path) -> Bundle:
     """A memorygraph SQLite database, or its JSON export (told apart by the file's first bytes)."""
+    real_file(path)  # (a link or a pipe is refused before it is opened)
     with open(path, "rb") as handle:
         head = handle.read(16)
     if head.lstrip().startswith(b"{"):
