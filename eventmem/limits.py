@@ -16,6 +16,8 @@ __all__ = [
     "LIMITS",
     "MAX_CHECKED_BLOB_BYTES",
     "MAX_CONFIG_BYTES",
+    "MAX_IMPORT_BYTES",
+    "MAX_IMPORT_FILES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_TTL_SECONDS",
@@ -39,6 +41,10 @@ MAX_NESTING: Final = 8
 """How deep a journal line's JSON may nest; events nest at most 3 levels."""
 MAX_CONFIG_BYTES: Final = 1_048_576
 """A settings file larger than this is refused unread (a real one is a few hundred bytes)."""
+MAX_IMPORT_BYTES: Final = 512 * 1_048_576
+"""``eventmem import`` refuses a store (a file, or a folder's files together) larger than this, unread."""
+MAX_IMPORT_FILES: Final = 100_000
+"""``eventmem import`` of a folder of notes reads at most this many files."""
 
 
 @dataclass(frozen=True, slots=True)

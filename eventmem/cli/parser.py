@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from eventmem import __version__
 from eventmem.cli.doctor_command import cmd_doctor
+from eventmem.cli.interchange_commands import add_interchange_commands
 from eventmem.cli.journal_commands import cmd_check, cmd_diff, cmd_log, cmd_pr_summary
 from eventmem.cli.maintenance_commands import cmd_allow, cmd_compact, cmd_import, cmd_rebuild, cmd_stats
 from eventmem.cli.memory_commands import (
@@ -106,10 +107,7 @@ def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> ar
     p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
     p.add_argument("--base", help="the revision to compare with (default: origin/HEAD, else main, else master)")
     p.add_argument("--head", default="HEAD", help="the revision to check (default: HEAD)")
-    p = add("import", cmd_import, "turn an existing .ai/ directory (project-memory protocol) into events")
-    p.add_argument("format", choices=["pmp"], help="pmp: the shared project-memory protocol's .ai/ files")
-    p.add_argument("dir", help="the directory, such as .ai")
-    p.add_argument("--force", action="store_true", help="take a section from the file even if changed since")
+    add_interchange_commands(add, cmd_import)  # import FORMAT PATH (pmp: cmd_import), export FORMAT PATH
     p = add("diff", cmd_diff, "memory-level changes between two journals or git revisions")
     p.add_argument("old", nargs="?", default="HEAD", help="a git revision or a path (default: HEAD)")
     p.add_argument("new", nargs="?", default="WORKTREE", help="a git revision or a path (default: the working tree)")

@@ -26,6 +26,7 @@ from eventmem.mcp_app import (
     make_filters,
 )
 from eventmem.sampling import SampledSummary, content_summary, summary_text
+from eventmem.toolsets.interchange import register as register_interchange
 
 __all__ = ["register", "section_note"]
 
@@ -412,3 +413,5 @@ def register(server: MCPServer[App]) -> None:
             )
         )
         return {"status": "success", "memory": dump(memory), "superseded": memory_id, "relationship": dump(link)}
+
+    register_interchange(server)  # import_memories, export_memories

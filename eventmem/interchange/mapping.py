@@ -1,0 +1,218 @@
+"""How another store's memories map onto eventmem's model, whatever format they were read from.
+
+A reader turns its file into a :class:`Bundle` of :class:`Item` (one memory each) and
+:class:`Relation` (one link each), plus :class:`Problem` lines for what it could not read. Here the
+values are made to fit: a type name becomes one of :data:`~eventmem.events.KINDS` (the original is
+kept in metadata when it differs), tags are normalised and cut to their limits, importance is
+clamped, a relation name becomes lower_snake_case. What has no field of its own (times, authors,
+the original type, any property) goes into the memory's metadata, which is written at the end of
+its content as one ``<!-- eventmem:import {...} -->`` line, together with the original id
+(``source``): nothing is dropped. The memory id is derived from the format and that original id, so
+importing the same store again finds the same memories. No IO here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from eventmem.events import KINDS, RELATION_PATTERN
+from eventmem.limits import LIMITS
+
+__all__ = [
+    "Bundle",
+    "Item",
+    "Problem",
+    "Relation",
+    "body_and_metadata",
+    "importance_of",
+    "kind_of",
+    "link_id_for",
+    "memory_id_for",
+    "relation_of",
+    "tags_of",
+    "with_metadata",
+]
+
+#: Type names of other stores that mean one of eventmem's kinds.
+KIND_ALIASES: Final[dict[str, str]] = {
+    "bug": "problem",
+    "issue": "problem",
+    "learning": "solution",
+    "code_edit": "fix",
+    "bugfix": "fix",
+    "pattern": "code_pattern",
+    "planning": "workflow",
+    "process": "workflow",
+    "command": "workflow",
+    "note": "general",
+    "observation": "general",
+    "reference": "general",
+    "technology": "general",
+    "action_item": "task",
+    "todo": "task",
+    "rule": "convention",
+    "style": "convention",
+    "guideline": "convention",
+    "conversation": "general",
+    "file_context": "general",
+    "entity": "general",
+}
+_TRAILER: Final = re.compile(r"\n*<!-- eventmem:import (\{.*\}) -->\s*\Z", re.DOTALL)
+_RELATION: Final = re.compile(RELATION_PATTERN)
+
+
+@dataclass
+class Problem:
+    """Something of the input that was left out or changed to fit, and where it is."""
+
+    where: str
+    """The file and line, row or key: ``memory.jsonl line 4``."""
+    message: str
+    skipped: bool = True
+    """Left out (``True``), or taken in changed (a cut title, a clamped importance)."""
+
+    def render(self) -> str:
+        return f"{self.where}: {self.message}" + (" (skipped)" if self.skipped else "")
+
+
+@dataclass
+class Item:
+    """One memory as read from another store, before it is checked against eventmem's limits."""
+
+    source: str
+    """Its id in the other store (an entity name, a node id, a content hash, a file path)."""
+    content: str
+    where: str = ""
+    kind: str = "general"
+    title: str = ""
+    tags: list[str] = field(default_factory=list)
+    importance: float = 0.5
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Relation:
+    """One link as read: its ends are the ``source`` ids of two items (of this bundle or an earlier import)."""
+
+    source: str
+    target: str
+    relation: str = "related_to"
+    strength: float = 1.0
+    context: str = ""
+    where: str = ""
+
+
+@dataclass
+class Bundle:
+    """What a reader found in one store."""
+
+    format: str
+    items: list[Item] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def memory_id_for(format_name: str, source: str) -> str:
+    """The memory id an item of ``format_name`` with this original id gets, the same at every import."""
+    return f"imp.{format_name}.{_digest(format_name, source)}"
+
+
+def link_id_for(source_id: str, target_id: str, relation: str) -> str:
+    """The link id of an imported link between two memory ids."""
+    return f"imp.link.{_digest(source_id, target_id, relation)}"
+
+
+def kind_of(name: object, metadata: dict[str, Any]) -> str:
+    """One of :data:`~eventmem.events.KINDS` for another store's type name; the original name goes
+    into ``metadata["original_type"]`` when it is not the same."""
+    text = name.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(name, str) else ""
+    if text in KINDS:
+        return text
+    if isinstance(name, str) and name.strip():
+        metadata["original_type"] = name[: int(LIMITS["tag"].high)]
+    return KIND_ALIASES.get(text, "general")
+
+
+def tags_of(values: object, where: str, problems: list[Problem]) -> list[str]:
+    """Tags as eventmem keeps them (lower-case, spaces to ``-``), each cut to its limit, at most the
+    limit's number; what is dropped or cut is reported."""
+    if isinstance(values, str):
+        values = [part for part in re.split(r"[,\s]+", values) if part]
+    if not isinstance(values, list | tuple):
+        if values is not None:
+            problems.append(Problem(where, f"tags: expected a list, got a {type(values).__name__}", skipped=False))
+        return []
+    out: dict[str, None] = {}
+    longest = int(LIMITS["tag"].high)
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        tag = "-".join(value.strip().lower().lstrip("#").split())
+        if len(tag) > longest:
+            problems.append(Problem(where, f"a tag over {longest} characters was cut", skipped=False))
+            tag = tag[:longest]
+        if tag:
+            out[tag] = None
+    tags = list(out)
+    most = int(LIMITS["tags"].high)
+    if len(tags) > most:
+        problems.append(Problem(where, f"{len(tags)} tags; the first {most} were kept", skipped=False))
+    return tags[:most]
+
+
+def importance_of(value: object, where: str, problems: list[Problem]) -> float:
+    """A number from 0 to 1; a 1-10 or 0-100 scale is brought down, anything else is 0.5, reported."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if value is None:
+        return 0.5
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        problems.append(Problem(where, f"importance {value!r} is not a number from 0 to 1; 0.5 taken", skipped=False))
+        return 0.5
+    if value > 1:
+        value = value / 10 if value <= 10 else value / 100 if value <= 100 else 1.0
+    return round(float(value), 4)
+
+
+def relation_of(name: object) -> str | None:
+    """A relation name in lower_snake_case (``SOLVES`` → ``solves``, ``depends on`` → ``depends_on``)."""
+    if not isinstance(name, str):
+        return None
+    text = re.sub(r"[^a-z0-9_]+", "_", name.strip().lower()).strip("_")
+    text = text[: int(LIMITS["relation"].high)]
+    return text if _RELATION.fullmatch(text) else None
+
+
+def with_metadata(body: str, metadata: dict[str, Any]) -> str:
+    """The content as stored: the text, then one comment line holding the metadata (with ``source``)."""
+    if not metadata:
+        return body
+    encoded = json.dumps(metadata, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    safe = encoded.replace("-->", "--\\u003e")
+    return f"{body.rstrip()}\n\n<!-- eventmem:import {safe} -->"
+
+
+def body_and_metadata(content: str) -> tuple[str, dict[str, Any]]:
+    """The text and the metadata of a stored content (``{}`` when it has none or it does not parse)."""
+    match = _TRAILER.search(content)
+    if match is None:
+        return content, {}
+    try:
+        metadata = json.loads(match.group(1))
+    except ValueError:
+        return content, {}
+    if not isinstance(metadata, dict):
+        return content, {}
+    return content[: match.start()], metadata

@@ -1,0 +1,241 @@
+"""What an import would do to the project: the events to append, and the dry-run's account of them.
+
+The plan compares each item read with the memory its original id maps to (see
+:func:`~eventmem.interchange.mapping.memory_id_for`): none yet is *added* (a ``saved`` event), one
+with other fields is *updated* (an ``updated`` event with the fields that differ), the same is
+*unchanged*. A memory deleted here since an earlier import stays deleted (*kept*). Links are added
+once, by a link id derived from their two ends and relation. Every item is checked against
+eventmem's limits first: what cannot fit is reported by file and line or row and left out, what was
+cut to fit is reported and taken in. Every event has the same writer (``import:FORMAT@BATCH``) and
+time, so the import reads as one change. Pure: reads a fold, writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventmem.errors import SecretRefused
+from eventmem.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
+from eventmem.ids import new_id, now_iso
+from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, with_metadata
+from eventmem.limits import LIMITS
+from eventmem.pmp import singleton_of_kind
+from eventmem.redact import scrub
+from eventmem.state import State
+from eventmem.summarizer import Summarizer
+from eventmem.validation import has_visible
+
+__all__ = ["Plan", "make_plan"]
+
+
+@dataclass
+class Plan:
+    format: str
+    by: str
+    dry_run: bool = True
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    """Memories deleted (or expired) here since an earlier import: left as they are."""
+    other_project: int = 0
+    links_added: int = 0
+    links_updated: int = 0
+    links_unchanged: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    events: list[AnyEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "by": self.by,
+            "dryRun": self.dry_run,
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "kept": len(self.kept),
+            "otherProject": self.other_project,
+            "linksAdded": self.links_added,
+            "linksUpdated": self.links_updated,
+            "linksUnchanged": self.links_unchanged,
+            "events": len(self.events),
+            "problems": [p.render() for p in self.problems],
+            "ids": {"added": self.added, "updated": self.updated},
+        }
+
+
+def _cut(text: str, name: str) -> tuple[str, bool]:
+    high = int(LIMITS[name].high)
+    return (text, False) if len(text) <= high else (text[: high - 1] + "…", True)
+
+
+@dataclass
+class _Checked:
+    memory_id: str
+    item: Item
+    kind: str
+    title: str
+    content: str
+    body: str
+    tags: tuple[str, ...]
+
+
+def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Plan) -> _Checked | None:
+    """The item fitted to eventmem's limits and scrubbed, or ``None`` (reported) if it cannot be."""
+    where = item.where or item.source[:80]
+    body = item.content.strip()
+    if len(body.encode("utf-8", "surrogatepass")) > max_bytes:
+        size = len(body.encode("utf-8", "surrogatepass"))
+        plan.problems.append(
+            Problem(where, f"content is {size:,} bytes; the limit is {max_bytes:,} (max_memory_bytes)")
+        )
+        return None
+    if not has_visible(body):
+        plan.problems.append(Problem(where, "no visible text"))
+        return None
+    metadata = dict(item.metadata)
+    kind = item.kind
+    if singleton_of_kind(kind) is not None:  # a project-context section has one memory: this is one more note
+        metadata.setdefault("original_type", kind)
+        kind = "general"
+    content = with_metadata(body, metadata)
+    if len(content.encode("utf-8", "surrogatepass")) > max_bytes:
+        content = with_metadata(body, {"source": metadata.get("source", item.source)})
+        plan.problems.append(Problem(where, "metadata left out: with it the memory is over max_memory_bytes", False))
+    title, cut = _cut(" ".join(item.title.split()), "title")
+    if cut:
+        plan.problems.append(Problem(where, f"title cut to {int(LIMITS['title'].high)} characters", skipped=False))
+    try:
+        content = scrub(content, refuse=refuse, field="content").strip()
+        title = scrub(title, refuse=refuse, field="title")
+        tags = tuple(dict.fromkeys(t for t in (scrub(t, refuse=refuse, field="tag") for t in item.tags) if t))
+    except SecretRefused as exc:
+        plan.problems.append(Problem(where, str(exc)))
+        return None
+    return _Checked(memory_id_for(format_name, item.source), item, kind, title, content, body, tags)
+
+
+def make_plan(
+    state: State,
+    bundle: Bundle,
+    *,
+    by: str,
+    summarizer: Summarizer,
+    max_bytes: int,
+    refuse_secrets: bool = False,
+    project: str | None = None,
+) -> Plan:
+    """The events that bring ``bundle`` into a journal whose fold is ``state``, and their account."""
+    plan = Plan(bundle.format, by, problems=list(bundle.problems))
+    ts = now_iso()
+    checked: list[_Checked] = []
+    seen: set[str] = set()
+    for item in bundle.items:
+        wanted = item.metadata.get("project")
+        if project is not None and isinstance(wanted, str) and wanted and wanted != project:
+            plan.other_project += 1
+            continue
+        if item.source in seen:
+            plan.problems.append(Problem(item.where or item.source[:80], f"a second item with id {item.source[:80]!r}"))
+            continue
+        seen.add(item.source)
+        if (fitted := _check(item, bundle.format, max_bytes, refuse_secrets, plan)) is not None:
+            checked.append(fitted)
+    fresh = [c for c in checked if (r := state.memories.get(c.memory_id)) is None or not r.exists]
+    summaries = dict(zip((c.memory_id for c in fresh), summarizer.summarize([c.body for c in fresh]), strict=True))
+    live: set[str] = set()
+    for c in checked:
+        record = state.memories.get(c.memory_id)
+        if record is None or not record.exists:
+            summary, _ = _cut(summaries[c.memory_id], "summary")
+            plan.events.append(
+                MemorySaved(
+                    id=new_id(),
+                    ts=ts,
+                    by=by,
+                    memory=c.memory_id,
+                    kind=c.kind,
+                    title=c.title,
+                    content=c.content,
+                    summary=summary,
+                    tags=c.tags,
+                    importance=c.item.importance,
+                )
+            )
+            plan.added.append(c.memory_id)
+            live.add(c.memory_id)
+            continue
+        if record.status != "live":
+            plan.kept.append(c.memory_id)
+            continue
+        live.add(c.memory_id)
+        changes: dict[str, Any] = {}
+        if record.kind != c.kind:
+            changes["kind"] = c.kind
+        if record.title != c.title:
+            changes["title"] = c.title
+        if record.content != c.content:
+            changes["content"] = c.content
+            changes["summary"] = _cut(summarizer.summarize([c.body])[0], "summary")[0]
+        if tuple(record.tags) != c.tags:
+            changes["tags"] = c.tags
+        if record.importance != c.item.importance:
+            changes["importance"] = c.item.importance
+        if not changes:
+            plan.unchanged.append(c.memory_id)
+            continue
+        event = MemoryUpdated(id=new_id(), ts=ts, by=by, prev=record.head, memory=c.memory_id, **changes)
+        plan.events.append(event)
+        plan.updated.append(c.memory_id)
+    _plan_links(state, bundle, {c.item.source: c.memory_id for c in checked}, live, plan, ts)
+    return plan
+
+
+def _plan_links(state: State, bundle: Bundle, ids: dict[str, str], live: set[str], plan: Plan, ts: str) -> None:
+    done: set[str] = set()
+    for relation in bundle.relations:
+        where = relation.where or f"relation {relation.source[:40]} -> {relation.target[:40]}"
+        ends = []
+        for ref in (relation.source, relation.target):
+            memory_id = ids.get(ref) or memory_id_for(bundle.format, ref)
+            record = state.memories.get(memory_id)
+            if memory_id in live or (record is not None and record.exists and record.status == "live"):
+                ends.append(memory_id)
+        if len(ends) < 2:
+            plan.problems.append(Problem(where, f"a {relation.relation} link to a memory that is not imported"))
+            continue
+        source, target = ends
+        if source == target:
+            plan.problems.append(Problem(where, "a link from a memory to itself"))
+            continue
+        link_id = link_id_for(source, target, relation.relation)
+        if link_id in done:
+            continue
+        done.add(link_id)
+        context, _ = _cut(relation.context, "context")
+        existing = state.links.get(link_id)
+        if (
+            existing is not None
+            and existing.alive
+            and (existing.strength, existing.context) == (relation.strength, context)
+        ):
+            plan.links_unchanged += 1
+            continue
+        event = LinkAdded(
+            id=new_id(),
+            ts=ts,
+            by=plan.by,
+            prev=existing.head if existing is not None else "",
+            link=link_id,
+            source=source,
+            target=target,
+            relation=relation.relation,
+            strength=relation.strength,
+            context=context,
+        )
+        plan.events.append(event)
+        if existing is not None and existing.alive:
+            plan.links_updated += 1
+        else:
+            plan.links_added += 1

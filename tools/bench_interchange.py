@@ -1,0 +1,228 @@
+#!/usr/bin/env python
+"""Import throughput: ``eventmem import FORMAT PATH`` of a store of ``--memories`` memories, per format.
+
+For each format a store is written the way that tool writes it (server-memory JSONL; memorygraph's
+SQLite ``nodes`` and ``relationships``; mcp-memory-service's ``memories`` table; a folder of
+basic-memory notes; an eventmem JSON dump), from the benchmark's corpus, with a link from every
+memory to the one before it where the format has links. Each is imported by a fresh ``eventmem``
+process into a fresh project: the wall time (process start, read, plan, one append, indexing) and
+memories per second, then the time of a second import of the same store (a dry run that finds
+everything unchanged). Prints one JSON object on stdout (progress on stderr).
+
+Usage::
+
+    python tools/bench_interchange.py                 # 10,000 memories per format
+    python tools/bench_interchange.py --quick         # 200
+    python tools/bench_interchange.py --out bench-interchange.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench import Corpus  # noqa: E402
+
+Memory = tuple[str, str, tuple[str, ...], str, float]
+NODES = (
+    "CREATE TABLE nodes (id TEXT PRIMARY KEY, label TEXT NOT NULL, properties TEXT NOT NULL, "
+    "created_at TIMESTAMP, updated_at TIMESTAMP)"
+)
+RELATIONSHIPS = (
+    "CREATE TABLE relationships (id TEXT PRIMARY KEY, from_id TEXT NOT NULL, to_id TEXT NOT NULL, "
+    "rel_type TEXT NOT NULL, properties TEXT NOT NULL, created_at TIMESTAMP, valid_until TIMESTAMP)"
+)
+MEMORIES = (
+    "CREATE TABLE memories (id INTEGER PRIMARY KEY AUTOINCREMENT, content_hash TEXT UNIQUE NOT NULL, "
+    "content TEXT NOT NULL, tags TEXT, memory_type TEXT, metadata TEXT, created_at REAL, updated_at REAL, "
+    "created_at_iso TEXT, updated_at_iso TEXT, deleted_at REAL DEFAULT NULL)"
+)
+INSERT_MEMORY = (
+    "INSERT INTO memories (content_hash, content, tags, memory_type, metadata, created_at_iso) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def log(message: str) -> None:
+    print(f"[bench_interchange {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def server_memory(memories: list[Memory], folder: Path) -> Path:
+    path = folder / "memory.jsonl"
+    lines = []
+    for index, (title, content, tags, kind, importance) in enumerate(memories):
+        observations = [content, f"importance {importance:g}", "tags: " + ", ".join(tags)]
+        lines.append({"type": "entity", "name": f"{title} {index}", "entityType": kind, "observations": observations})
+    lines += [
+        {
+            "type": "relation",
+            "from": f"{memories[i][0]} {i}",
+            "to": f"{memories[i - 1][0]} {i - 1}",
+            "relationType": "RELATED_TO",
+        }
+        for i in range(1, len(memories))
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def memorygraph(memories: list[Memory], folder: Path) -> Path:
+    path = folder / "memory.db"
+    db = sqlite3.connect(path)
+    db.execute(NODES)
+    db.execute(RELATIONSHIPS)
+    for index, (title, content, tags, kind, importance) in enumerate(memories):
+        props = {
+            "id": f"n{index}",
+            "type": kind,
+            "title": title,
+            "content": content,
+            "tags": list(tags),
+            "importance": importance,
+        }
+        db.execute(
+            "INSERT INTO nodes VALUES (?, 'Memory', ?, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+            (f"n{index}", json.dumps(props)),
+        )
+        if index:
+            db.execute(
+                "INSERT INTO relationships VALUES (?, ?, ?, 'RELATED_TO', ?, '2026-01-01', NULL)",
+                (f"r{index}", f"n{index}", f"n{index - 1}", json.dumps({"strength": 0.8})),
+            )
+    db.commit()
+    db.close()
+    return path
+
+
+def mcp_memory_service(memories: list[Memory], folder: Path) -> Path:
+    path = folder / "sqlite_vec.db"
+    db = sqlite3.connect(path)
+    db.execute(MEMORIES)
+    for index, (title, content, tags, kind, importance) in enumerate(memories):
+        db.execute(
+            INSERT_MEMORY,
+            (
+                f"h{index:08d}",
+                f"{title}. {content}",
+                ",".join(tags),
+                kind,
+                json.dumps({"importance": importance}),
+                "2026-01-01T00:00:00Z",
+            ),
+        )
+    db.commit()
+    db.close()
+    return path
+
+
+def markdown(memories: list[Memory], folder: Path) -> Path:
+    notes = folder / "notes"
+    notes.mkdir()
+    for index, (title, content, tags, kind, _) in enumerate(memories):
+        relation = f"\n## Relations\n- relates_to [[{memories[index - 1][0]} {index - 1}]]\n" if index else ""
+        tag_list = "".join(f"- {tag}\n" for tag in tags)
+        header = f"---\ntitle: {title} {index}\ntype: note\ntags:\n{tag_list}---\n\n# {title} {index}\n\n"
+        text = f"{header}{content}\n\n## Observations\n- [{kind}] {content[:80]}\n{relation}"
+        (notes / f"{index:06d}.md").write_text(text, encoding="utf-8")
+    return notes
+
+
+def json_dump(memories: list[Memory], folder: Path) -> Path:
+    path = folder / "dump.json"
+    data = {
+        "format": "eventmem-dump",
+        "version": 1,
+        "memories": [
+            {"id": f"m{i}", "kind": kind, "title": title, "body": content, "tags": list(tags), "importance": importance}
+            for i, (title, content, tags, kind, importance) in enumerate(memories)
+        ],
+        "links": [
+            {"source": f"m{i}", "target": f"m{i - 1}", "relation": "related_to"} for i in range(1, len(memories))
+        ],
+    }
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+WRITERS: dict[str, Callable[[list[Memory], Path], Path]] = {
+    "server-memory": server_memory,
+    "memorygraph": memorygraph,
+    "mcp-memory-service": mcp_memory_service,
+    "markdown": markdown,
+    "json": json_dump,
+}
+
+
+def import_once(
+    project: Path, name: str, store: Path, env: dict[str, str], *extra: str
+) -> tuple[float, dict[str, Any]]:
+    command = [sys.executable, "-m", "eventmem", "import", name, str(store), "--json", *extra]
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"eventmem import {name} failed: {result.stderr.strip()}")
+    report: dict[str, Any] = json.loads(result.stdout)
+    return seconds, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200 memories per format (smoke test)")
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.memories = 200
+    memories = Corpus(11).memories(args.memories)
+    env = dict(os.environ)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="eventmem-bench-interchange-") as tmp:
+        env["EVENTMEM_GLOBAL_DIR"] = str(Path(tmp) / "global")
+        for name, write in WRITERS.items():
+            folder = Path(tmp) / name
+            project = folder / "project"
+            project.mkdir(parents=True)
+            subprocess.run(["git", "init", "-q", str(project)], check=True)
+            store = write(memories, folder)
+            seconds, report = import_once(project, name, store, env)
+            again, second = import_once(project, name, store, env, "--dry-run")
+            log(f"{name}: {report['added']} memories in {seconds:.2f}s; again (dry run) {again:.2f}s")
+            results[name] = {
+                "added": report["added"],
+                "links_added": report["linksAdded"],
+                "problems": len(report["problems"]),
+                "seconds": round(seconds, 3),
+                "memories_per_second": round(report["added"] / seconds, 1),
+                "second_import_dry_run_seconds": round(again, 3),
+                "second_import_unchanged": second["unchanged"],
+            }
+    result = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "memories": args.memories,
+        "formats": results,
+    }
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
