@@ -30,8 +30,12 @@ from eventmem.gitrunner import GitError, git_bytes
 from eventmem.ids import parse_iso, to_iso
 from eventmem.journal import Journal, decode_bytes
 from eventmem.project import ProjectPaths
-from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
-from eventmem.state import MemoryRecord, State, stamp_of
+from eventmem.records import (
+    REGISTERS,  # the fold's own list of last-writer-wins fields
+    MemoryRecord,
+)
+from eventmem.stamps import stamp_of
+from eventmem.state import State
 
 __all__ = [
     "AsOf",

@@ -37,7 +37,9 @@ from eventmem.events import (
 )
 from eventmem.ids import new_id, to_iso
 from eventmem.journal import segment_lines
-from eventmem.state import LinkRecord, MemoryRecord, State, normalize_ts, wall_of
+from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.stamps import normalize_ts, wall_of
+from eventmem.state import State
 
 if TYPE_CHECKING:
     from eventmem.runner.readview import ReadView

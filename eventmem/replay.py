@@ -37,7 +37,7 @@ from eventmem.project import ProjectPaths, RootChoice
 from eventmem.terminal import print_json, printable
 
 if TYPE_CHECKING:
-    from eventmem.audit import AuditReport
+    from eventmem.audit_report import AuditReport
 
 # The commands import the modules they use when they run: every ``eventmem`` command builds this
 # parser, and ``eventmem serve`` and git's textconv should not pay for loading the history modules.
@@ -178,7 +178,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _concurrent(edit: Any) -> str:
-    from eventmem.journaldiff import show_value
+    from eventmem.journaldiff_render import show_value
 
     wins, loses = edit.wins, edit.loses
     return (
@@ -211,7 +211,7 @@ def _memory_view(record: Any, moment: Any) -> dict[str, Any]:
 
 def cmd_at(args: argparse.Namespace) -> int:
     from eventmem.history import as_of
-    from eventmem.journaldiff import show_value
+    from eventmem.journaldiff_render import show_value
 
     found = as_of(_root(args).root, args.when)
     records = [r for r in found.state.memories.values() if r.exists]
@@ -242,7 +242,7 @@ def cmd_at(args: argparse.Namespace) -> int:
 def cmd_log(args: argparse.Namespace) -> int:
     from eventmem.concurrency import find_concurrent_edits
     from eventmem.history import memory_log, read_worktree
-    from eventmem.journaldiff import show_value
+    from eventmem.journaldiff_render import show_value
 
     root = _root(args)
     history = read_worktree(ProjectPaths(root.root))
@@ -271,7 +271,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from eventmem.journaldiff import diff_specs, show
+    from eventmem.journaldiff import diff_specs
+    from eventmem.journaldiff_render import show
 
     diff = diff_specs(_root(args).root, args.old, args.new)
     show(diff, as_json=args.json)

@@ -45,23 +45,9 @@ from eventmem.events import (
     MemoryUpdated,
 )
 from eventmem.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords
-from eventmem.stamps import NO_DEPTH, depth_digits, event_digest, key_of, normalize_ts, stamp_of, ts_of, wall_of
+from eventmem.stamps import NO_DEPTH, depth_digits, event_digest, key_of, normalize_ts
 
-__all__ = [
-    # Named here too for the modules that still import them from the fold (runner, service,
-    # lifecycle, history); their home is eventmem.records and eventmem.stamps.
-    "LinkRecord",
-    "MemoryRecord",
-    "MemoryRecords",
-    "State",
-    "StoredState",
-    "normalize_ts",
-    "stamp_of",
-    "ts_of",
-    "wall_of",
-]
-
-_REGISTERS = REGISTERS  # (history still imports it from here)
+__all__ = ["State", "StoredState"]
 
 
 class State(msgspec.Struct, kw_only=True):

@@ -1,6 +1,6 @@
 """``eventmem import FORMAT PATH`` and ``eventmem export FORMAT PATH``: the command-line side.
 
-``import pmp .ai`` keeps its behaviour (the ``.ai/`` import of :mod:`eventmem.project_context`);
+``import pmp .ai`` keeps its behaviour (the ``.ai/`` import of :mod:`eventmem.context.project_context`);
 every other format goes through :mod:`eventmem.interchange.formats`. An import prints what it
 added, updated and left unchanged, and each problem with its file and line or row; ``--dry-run``
 prints the same and writes nothing.

@@ -1,17 +1,18 @@
 """The ``.ai/`` folder of the shared project-memory protocol, written out.
 
 The eight section files rendered from the journal exactly as the project's own ``.ai`` view is
-(see :func:`eventmem.pmp.render_section`), into any folder. Reading a ``.ai/`` folder in is
-``eventmem import pmp`` (:meth:`eventmem.project_context.ProjectContext.import_pmp`).
+(see :func:`eventmem.context.render.render_section`), into any folder. Reading a ``.ai/`` folder in is
+``eventmem import pmp`` (:meth:`eventmem.context.project_context.ProjectContext.import_pmp`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from eventmem.context.project_context import ProjectContext
+from eventmem.context.render import render_section
+from eventmem.context.sections import SECTIONS
 from eventmem.files import atomic_write
-from eventmem.pmp import SECTIONS, render_section
-from eventmem.project_context import ProjectContext
 from eventmem.service import MemoryService
 
 __all__ = ["write"]

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eventmem.context.sections import singleton_of_kind
 from eventmem.errors import SecretRefused
 from eventmem.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso
 from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, with_metadata
 from eventmem.limits import LIMITS
-from eventmem.pmp import singleton_of_kind
 from eventmem.redact import scrub
 from eventmem.state import State
 from eventmem.summarizer import Summarizer

@@ -26,7 +26,7 @@ import msgspec
 
 from eventmem.codec import UnknownEvent
 from eventmem.events import AnyEvent
-from eventmem.state import LinkRecord, MemoryRecord
+from eventmem.records import LinkRecord, MemoryRecord
 
 __all__ = ["Batch", "Projected", "Projector", "SegmentPosition"]
 

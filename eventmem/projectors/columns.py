@@ -22,7 +22,7 @@ from eventmem.dedup import dedup_key
 from eventmem.events import KINDS, SCOPES
 from eventmem.ids import iso_to_epoch, isos_to_epochs
 from eventmem.projectors.base import Batch, SegmentPosition
-from eventmem.state import MemoryRecord
+from eventmem.records import MemoryRecord
 
 __all__ = ["Columns", "ColumnsProjector", "SlotTable"]
 

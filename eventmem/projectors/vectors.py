@@ -21,7 +21,7 @@ import numpy.typing as npt
 from eventmem.embedcache import content_hash
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
-from eventmem.state import MemoryRecord
+from eventmem.records import MemoryRecord
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)

@@ -19,7 +19,7 @@ import msgspec
 from eventmem.embedcache import HASH_BYTES, content_hash
 from eventmem.projectors.base import Batch, Projected
 from eventmem.projectors.vectors import EmbedItem, embed_text
-from eventmem.state import MemoryRecord
+from eventmem.records import MemoryRecord
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store

@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from eventmem.events import SCOPES
-from eventmem.state import LinkRecord, MemoryRecord, State
+from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.state import State
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store

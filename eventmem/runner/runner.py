@@ -39,6 +39,7 @@ from eventmem.project import ProjectPaths, sanitize
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorsProjector
+from eventmem.records import MemoryRecord, MemoryRecords
 from eventmem.redact import scrub_event
 from eventmem.runner import cursors, snapshots
 from eventmem.runner.cursors import Cursor, catch_up_once, cursor_past
@@ -46,7 +47,7 @@ from eventmem.runner.deferral import Deferral
 from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync
 from eventmem.runner.readview import ReadView
-from eventmem.state import MemoryRecord, MemoryRecords, State
+from eventmem.state import State
 from eventmem.usage import UsageLog
 
 __all__ = ["Store"]

@@ -95,9 +95,9 @@ class MemoryService(Part):
         self.shared.allowed_settings = lines
 
     def _write_section(self, key: str, content: str, by: str) -> None:
-        """Write a project-context section through :class:`~eventmem.project_context.ProjectContext`,
+        """Write a project-context section through :class:`~eventmem.context.project_context.ProjectContext`,
         which is built on this service (a save of a singleton type does)."""
-        from eventmem.project_context import ProjectContext  # built on this service
+        from eventmem.context.project_context import ProjectContext  # built on this service
 
         ProjectContext(self, by=by).write_section(key, content)
 

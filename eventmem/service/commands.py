@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from eventmem import tombstones
+from eventmem.context.sections import Section, singleton_of_kind
 from eventmem.errors import InvalidInput
 from eventmem.events import (
     SCOPES,
@@ -25,7 +26,6 @@ from eventmem.events import (
     MemoryUpdated,
 )
 from eventmem.ids import new_id, now_iso
-from eventmem.pmp import Section, singleton_of_kind
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import (

@@ -8,10 +8,10 @@ import re
 from collections.abc import Sequence
 
 from eventmem.config import Config
+from eventmem.context.sections import singleton_of_kind
 from eventmem.errors import InvalidInput, LimitExceeded
 from eventmem.events import KINDS, RELATIONS
 from eventmem.limits import LIMITS
-from eventmem.pmp import singleton_of_kind
 from eventmem.redact import scrub
 from eventmem.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
 

@@ -7,11 +7,11 @@ import msgspec
 from eventmem.errors import InvalidInput
 from eventmem.events import AnyEvent, LinkAdded
 from eventmem.ids import new_id, now_iso
+from eventmem.records import LinkRecord
 from eventmem.service.inputs import check_by, check_relation
 from eventmem.service.lookups import link_of
 from eventmem.service.models import Link, _link_view
 from eventmem.service.part import Part
-from eventmem.state import LinkRecord
 from eventmem.validation import check_number
 
 __all__ = ["Links"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from eventmem.events import AnyEvent
+from eventmem.records import LinkRecord, MemoryRecord
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
-from eventmem.state import LinkRecord, MemoryRecord
 
 __all__ = ["has_links", "head_of", "known_record", "link_of", "link_touches", "record_of"]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from eventmem.state import LinkRecord, ts_of
+from eventmem.records import LinkRecord
+from eventmem.stamps import ts_of
 
 __all__ = ["Hit", "Link", "Memory", "Saved"]
 

@@ -15,10 +15,10 @@ from eventmem.config import Config
 from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.lifecycle import epoch_iso
 from eventmem.project import RootChoice
+from eventmem.records import MemoryRecord
 from eventmem.runner.runner import Store
 from eventmem.service.inputs import clean_text
 from eventmem.service.models import Memory
-from eventmem.state import MemoryRecord
 from eventmem.summarizer import Summarizer
 from eventmem.validation import check_length
 

@@ -17,13 +17,13 @@ from eventmem.events import KINDS
 from eventmem.lifecycle import context_bundle, walk
 from eventmem.providers import ProviderError
 from eventmem.query import Filters, build_mask, hybrid_search
+from eventmem.records import LinkRecord, MemoryRecord
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import check_kind, check_relation
 from eventmem.service.models import Hit, Memory
 from eventmem.service.part import Part, Shared
-from eventmem.state import LinkRecord, MemoryRecord
 from eventmem.validation import check_count, check_length, check_whole, has_visible, refusal
 
 __all__ = ["Queries"]

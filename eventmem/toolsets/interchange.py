@@ -16,11 +16,11 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from eventmem.context.project_context import ProjectContext
 from eventmem.errors import InvalidInput, UnsafePath
 from eventmem.files import check_inside
 from eventmem.interchange.formats import EXPORTS, IMPORTS, PMP, canonical, export_store, import_store
 from eventmem.mcp_app import ADDITIVE, App, app_of, call
-from eventmem.project_context import ProjectContext
 
 __all__ = ["confined", "register"]
 

@@ -25,7 +25,8 @@ from eventmem.projectors.base import Batch, Projected, Projector
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
-from eventmem.state import MemoryRecord, State
+from eventmem.records import MemoryRecord
+from eventmem.state import State
 
 NOW = iso_to_epoch("2026-06-01T00:00:00.000000Z")
 KINDS = ("decision", "fix", "general")

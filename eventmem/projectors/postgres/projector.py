@@ -27,7 +27,7 @@ from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.projectors.vectors import embed_text
 from eventmem.query import Filters
-from eventmem.state import LinkRecord, MemoryRecord
+from eventmem.records import LinkRecord, MemoryRecord
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -23,7 +23,8 @@ from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
 from eventmem.project import ProjectPaths
 from eventmem.projectors.base import Batch, Projected, Projector, SegmentPosition
-from eventmem.state import LinkRecord, MemoryRecord, State
+from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.state import State
 
 __all__ = ["JournalFeed", "ProjectSync", "batch_of", "expires_at", "is_superseded", "segment_key"]
 
