@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 import msgspec
 
 from eventmem import __version__
+from eventmem.adapters.http.cli import add_http_options
 from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.events import KINDS
@@ -88,6 +89,10 @@ def _show_memory(memory: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from eventmem.mcp_server import build_server, terminate
 
+    if getattr(args, "http", False):
+        from eventmem.adapters.http.cli import serve_http
+
+        return serve_http(args, lambda: _root(args))
     root = _root(args)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
     if sys.stdin.isatty():
@@ -638,6 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("serve", cmd_serve, "run the stdio MCP server for this project")
     p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
+    add_http_options(p)
     p = add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
     p.add_argument(
         "--git-drivers",

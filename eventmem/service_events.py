@@ -1,0 +1,247 @@
+"""What the journal offers beyond the service's methods, for the HTTP adapter: a memory's version
+(its head event, for ``ETag``/``If-Match``), the events in pages with filters, the memory as of a
+time or revision, the link graph, the dashboard's counts and the effective settings with where each
+value came from. Functions over a :class:`~eventmem.service.MemoryService`; they only read."""
+
+from __future__ import annotations
+
+import base64
+import os
+import tomllib
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from eventmem.config import ENV_PREFIX, Config, user_config_file
+from eventmem.errors import InvalidInput, UnknownMemory
+from eventmem.history import LogLine, as_of, memory_log, read_worktree, status_at
+from eventmem.limits import MAX_CONFIG_BYTES
+from eventmem.service import MemoryService
+from eventmem.validation import check_length, check_whole, shown
+
+__all__ = [
+    "dashboard",
+    "effective_settings",
+    "events_page",
+    "graph",
+    "memories_as_of",
+    "memory_history",
+    "memory_version",
+]
+
+EVENT_PAGE_MAX = 500
+
+
+def memory_version(service: MemoryService, memory_id: str) -> str:
+    """The id of the memory's latest event (its head), live or not; ``""`` for an unknown id.
+    Any change to the memory (update, delete, restore, promote, expiry) gives it a new version."""
+    check_length(memory_id, "memory_id")
+    for store in service.stores():
+        store.catch_up()
+        with store.lock:
+            record = store.state.memories.get(memory_id)
+            if record is not None and record.exists:
+                return record.head
+    return ""
+
+
+def _cursor_key(cursor: str) -> str:
+    try:
+        key = base64.urlsafe_b64decode(cursor.encode("ascii") + b"==").decode("utf-8")
+    except (ValueError, UnicodeError):
+        raise InvalidInput(f"cursor {shown(cursor)} is not one this server gave") from None
+    if not key or len(key) > 200:
+        raise InvalidInput(f"cursor {shown(cursor)} is not one this server gave")
+    return key
+
+
+def _make_cursor(event: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(f"{event['ts']}{event['id']}".encode()).decode("ascii").rstrip("=")
+
+
+def events_page(
+    service: MemoryService,
+    *,
+    memory: str | None = None,
+    types: list[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    writer: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Journal events oldest first, filtered by memory, event type, time range (ISO-8601, ``since``
+    inclusive, ``until`` exclusive) and writer (``by``); a page of ``limit`` after ``cursor``, and the
+    cursor of the next page (``None``: this is the last)."""
+    if not 1 <= check_whole(limit, "log_limit", "limit") <= EVENT_PAGE_MAX:
+        raise InvalidInput(f"limit must be from 1 to {EVENT_PAGE_MAX}, not {limit}")
+    for value, name in ((since, "time"), (until, "time"), (writer, "by")):
+        if value is not None:
+            check_length(value, name)
+    after = _cursor_key(cursor) if cursor else ""
+    wanted = set(types or ())
+    service.catch_up()
+    rows = service.history(memory, limit=0)
+    out: list[dict[str, Any]] = []
+    for event in rows:
+        if after and f"{event['ts']}{event['id']}" <= after:
+            continue
+        if wanted and event.get("type") not in wanted:
+            continue
+        if since and event["ts"] < since:
+            continue
+        if until and event["ts"] >= until:
+            continue
+        if writer is not None and event.get("by", "") != writer:
+            continue
+        out.append(event)
+        if len(out) > limit:
+            break
+    more = len(out) > limit
+    page = out[:limit]
+    return page, (_make_cursor(page[-1]) if more and page else None)
+
+
+def _view_at(record: Any, moment: datetime | None) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "scope": record.scope,
+        "title": record.title,
+        "content": record.content,
+        "summary": record.summary,
+        "tags": list(record.tags),
+        "importance": record.importance,
+        "ttl_seconds": record.ttl_seconds,
+        "status": status_at(record, moment),
+        "created_at": record.created_at,
+        "created_by": record.created_by,
+        "updated_at": record.updated_at or record.created_at,
+        "updated_by": record.updated_by,
+    }
+
+
+def memories_as_of(service: MemoryService, when: str) -> tuple[str, list[dict[str, Any]]]:
+    """The project's memories as they were at ``when`` (a time, an event id or a git revision), each
+    with its status then, oldest first; and the moment in words (``as of 2026-01-05T10:02:00Z``)."""
+    check_length(when, "time")
+    found = as_of(service.root.root, when)
+    views = [_view_at(r, found.moment) for r in found.state.memories.values() if r.exists]
+    views.sort(key=lambda v: (v["created_at"], v["id"]))
+    return found.description, views
+
+
+def graph(service: MemoryService, *, limit: int = 500) -> dict[str, Any]:
+    """The live memories that have live links (most linked first, at most ``limit``), and those links."""
+    nodes: dict[str, dict[str, Any]] = {}
+    links: list[dict[str, Any]] = []
+    degree: Counter[str] = Counter()
+    for store in service.stores():
+        store.catch_up()
+        with store.lock:
+            state = store.state
+            for link in state.links.values():
+                source, target = state.visible(link.source), state.visible(link.target)
+                if not link.alive or source is None or target is None:
+                    continue
+                links.append({"id": link.id, "source": link.source, "target": link.target, "relation": link.relation})
+                degree.update((link.source, link.target))
+                for record in (source, target):
+                    nodes[record.id] = {
+                        "id": record.id,
+                        "kind": record.kind,
+                        "title": record.title or record.summary[:80],
+                        "importance": record.importance,
+                    }
+    kept = {m for m, _ in degree.most_common(limit)}
+    return {
+        "nodes": [nodes[m] for m in sorted(kept)],
+        "links": [link for link in links if link["source"] in kept and link["target"] in kept],
+    }
+
+
+def dashboard(service: MemoryService) -> dict[str, Any]:
+    """Counts by type, scope, project and tag of the live memories, saves per day, recent activity."""
+    by_kind: Counter[str] = Counter()
+    by_scope: Counter[str] = Counter()
+    by_project: Counter[str] = Counter()
+    by_tag: Counter[str] = Counter()
+    per_day: Counter[str] = Counter()
+    for store in service.stores():
+        store.catch_up()
+        with store.lock:
+            for record in store.state.memories.values():
+                if not record.exists:
+                    continue
+                per_day[record.created_at[:10]] += 1
+                if record.status != "live":
+                    continue
+                by_kind[record.kind] += 1
+                by_scope[record.scope] += 1
+                by_project[record.project or service.root.root.name] += 1
+                by_tag.update(record.tags)
+    recent = service.history(None, limit=20)
+    return {
+        "by_type": dict(sorted(by_kind.items())),
+        "by_scope": dict(sorted(by_scope.items())),
+        "by_project": dict(sorted(by_project.items())),
+        "by_tag": dict(by_tag.most_common(30)),
+        "saves_per_day": dict(sorted(per_day.items())[-60:]),
+        "recent": [
+            {
+                "ts": e["ts"],
+                "type": e.get("type", ""),
+                "memory": e.get("memory", e.get("link", "")),
+                "by": e.get("by", ""),
+            }
+            for e in reversed(recent)
+        ],
+        "vector_status": service.vector_status(),
+    }
+
+
+def _table(path: os.PathLike[str] | str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        return tomllib.loads(data.decode("utf-8")) if len(data) <= MAX_CONFIG_BYTES else {}
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def effective_settings(service: MemoryService) -> dict[str, Any]:
+    """Every setting in effect and where it came from: ``default``, the tracked ``.eventmem/config.toml``,
+    ``.eventmem/config.local.toml``, the user's config file or an ``EVENTMEM_*`` variable; and the
+    settings of the tracked file that were ignored."""
+    config_file = service.project.paths.config_file
+    layers = [
+        (".eventmem/config.toml", _table(config_file)),
+        ("user config (~/.config/eventmem/config.toml)", _table(user_config_file())),
+        (".eventmem/config.local.toml", _table(config_file.with_name("config.local.toml"))),
+    ]
+    values = msgspec.to_builtins(service.config)
+    rows: list[dict[str, Any]] = []
+    for field in msgspec.structs.fields(Config):
+        source = "default"
+        for name, table in layers:
+            if field.name in table and table[field.name] == values[field.name]:
+                source = name
+        variable = ENV_PREFIX + field.name.upper()
+        if os.environ.get(variable, "").strip() and "${" not in os.environ.get(variable, ""):
+            source = f"environment ({variable})"
+        rows.append({"key": field.name, "value": values[field.name], "source": source})
+    return {
+        "settings": rows,
+        "ignored": list(service.ignored_settings),
+        "embedder": service.project.embedder.model_id,
+        "vector_status": service.vector_status(),
+    }
+
+
+def memory_history(service: MemoryService, memory_id: str) -> list[LogLine]:
+    """Every event about the memory (its links included), oldest first, each with what it changed."""
+    if not memory_version(service, memory_id):
+        raise UnknownMemory(memory_id)
+    return memory_log(read_worktree(service.project.paths), memory_id)
