@@ -22,7 +22,8 @@ def http_server(
     processes: ProcessGroup, cwd: Path, *args: str, env: dict[str, str] | None = None, log: Path | None = None
 ) -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT``) of a server started in ``cwd`` with ``args``;
-    waits until the server answers. Its stderr goes to ``log`` (default: ``cwd/../http-server.log``)."""
+    waits until the server answers (whatever the answer: a rate limit or a token may refuse it).
+    Its stderr goes to ``log`` (default: ``cwd/../http-server.log``)."""
     log = log or cwd.parent / "http-server.log"
     with log.open("wb") as errors:
         proc = processes.spawn(
@@ -38,7 +39,7 @@ def http_server(
     while not base:
         found = ADDRESS.search(log.read_text(encoding="utf-8", errors="replace"))
         if found:
-            base = found.group(1)
+            base = found.group(1).replace("0.0.0.0", "127.0.0.1")
             break
         assert proc.poll() is None, log.read_text(encoding="utf-8", errors="replace")
         assert time.monotonic() < deadline, "the server did not start"
@@ -47,8 +48,8 @@ def http_server(
 
     while True:
         try:
-            if httpx.get(base + "/api/v1/projects", timeout=5, headers=_auth(env)).status_code == 200:
-                break
+            httpx.get(base + "/api/v1/projects", timeout=5, headers=_auth(env))
+            break
         except httpx.TransportError:
             pass
         assert proc.poll() is None, log.read_text(encoding="utf-8", errors="replace")

@@ -34,7 +34,12 @@ def add_http_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--token-file", help="file holding the bearer token (else EVENTMEM_TOKEN)")
     group.add_argument("--allow-host", action="append", default=[], help="another Host name clients may use")
     group.add_argument("--cors-origin", action="append", default=[], help="an Origin allowed cross-site (CORS)")
-    group.add_argument("--rate-limit", type=float, default=200.0, help="requests per second per client (0: none)")
+    group.add_argument(
+        "--rate-limit",
+        type=float,
+        default=200.0,
+        help="requests per second per client, bursts of five seconds' worth (0: no limit)",
+    )
 
 
 def serve_http(args: argparse.Namespace, default_root: Callable[[], RootChoice]) -> int:
@@ -69,6 +74,7 @@ def serve_http(args: argparse.Namespace, default_root: Callable[[], RootChoice])
         allowed_hosts=list(args.allow_host),
         cors_origins=list(args.cors_origin),
         rate_per_second=args.rate_limit,
+        rate_burst=max(1, int(args.rate_limit * 5)),
     )
     app = create_app(projects, settings, tools=args.tools)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
