@@ -58,6 +58,8 @@ def http_server(
     yield base
     proc.terminate()
     proc.wait(timeout=WAIT)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert "Traceback" not in text, text
 
 
 def _auth(env: dict[str, str] | None) -> dict[str, str]:
