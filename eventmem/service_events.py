@@ -18,14 +18,15 @@ from eventmem.config import ENV_PREFIX, Config, user_config_file
 from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.history import LogLine, as_of, memory_log, read_worktree, status_at
 from eventmem.limits import MAX_CONFIG_BYTES
-from eventmem.service import MemoryService
-from eventmem.validation import check_length, check_whole, shown
+from eventmem.service import Memory, MemoryService
+from eventmem.validation import check_length, check_number, check_whole, shown
 
 __all__ = [
     "dashboard",
     "effective_settings",
     "events_page",
     "graph",
+    "list_memories",
     "memories_as_of",
     "memory_history",
     "memory_version",
@@ -245,3 +246,79 @@ def memory_history(service: MemoryService, memory_id: str) -> list[LogLine]:
     if not memory_version(service, memory_id):
         raise UnknownMemory(memory_id)
     return memory_log(read_worktree(service.project.paths), memory_id)
+
+
+LIST_STATUSES = ("live", "expired", "deleted", "superseded", "all")
+LIST_SORTS = ("recent", "importance", "created", "title")
+
+
+def list_memories(
+    service: MemoryService,
+    *,
+    status: str = "live",
+    kinds: list[str] | None = None,
+    scope: str | None = None,
+    tags: list[str] | None = None,
+    min_importance: float | None = None,
+    created_after: str | None = None,
+    created_before: str | None = None,
+    updated_after: str | None = None,
+    updated_before: str | None = None,
+    sort: str = "recent",
+    offset: int = 0,
+    limit: int = 50,
+) -> tuple[list[Memory], int]:
+    """Memories of every status for browsing: filtered, sorted, one page from ``offset``; and how
+    many match in all. ``status``: live (not expired, not superseded), expired, deleted, superseded
+    or all."""
+    if status not in LIST_STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(LIST_STATUSES)}, not {shown(status)}")
+    if sort not in LIST_SORTS:
+        raise InvalidInput(f"sort must be one of {', '.join(LIST_SORTS)}, not {shown(sort)}")
+    if scope not in (None, "project", "global", "all"):
+        raise InvalidInput(f"scope must be project, global or all, not {shown(scope)}")
+    check_whole(limit, "limit")
+    if offset < 0:
+        raise InvalidInput("offset must not be negative")
+    for value in (created_after, created_before, updated_after, updated_before):
+        if value is not None:
+            check_length(value, "time")
+    if min_importance is not None:
+        check_number(min_importance, "importance", "min_importance")
+    wanted_kinds, wanted_tags = set(kinds or ()), set(tags or ())
+    found: list[tuple[Any, Any, str]] = []
+    for store in service.stores():
+        if scope in ("project", "global") and store is not service.store_for(scope):
+            continue
+        store.catch_up()
+        with store.lock:
+            for record in store.state.memories.values():
+                if not record.exists or (wanted_kinds and record.kind not in wanted_kinds):
+                    continue
+                if wanted_tags and not wanted_tags.issubset(record.tags):
+                    continue
+                if min_importance is not None and record.importance < min_importance:
+                    continue
+                updated = record.updated_at or record.created_at
+                if (created_after and record.created_at < created_after) or (
+                    created_before and record.created_at >= created_before
+                ):
+                    continue
+                if (updated_after and updated < updated_after) or (updated_before and updated >= updated_before):
+                    continue
+                found.append((store, record, updated))
+    views: list[Memory] = []
+    for store, record, _ in found:
+        with store.lock:
+            view = service.view(store, record)
+        shown_status = "superseded" if view.status == "live" and view.superseded else view.status
+        if status in ("all", shown_status):
+            views.append(view)
+    keys = {
+        "recent": lambda m: (m.updated_at, m.id),
+        "importance": lambda m: (m.importance, m.updated_at, m.id),
+        "created": lambda m: (m.created_at, m.id),
+        "title": lambda m: ((m.title or m.summary).casefold(), m.id),
+    }
+    views.sort(key=keys[sort], reverse=sort != "title")
+    return views[offset : offset + limit], len(views)

@@ -178,3 +178,22 @@ def test_a_request_the_service_refuses_is_a_problem_with_its_message_and_writes_
         assert response.headers["content-type"] == "application/problem+json"
         assert problem["detail"] and "Traceback" not in problem["detail"] and str(project) not in problem["detail"]
     assert journal_bytes(project) == before
+
+
+def test_the_browser_listing_filters_by_status_type_tags_and_pages(api: httpx.Client) -> None:
+    kept = [save(api, f"Kept fact {n}.", tags=["keep"], importance=n / 10)["id"] for n in range(5)]
+    dropped = save(api, "A fact to delete.", type="error")["id"]
+    api.delete(f"/memories/{dropped}")
+    old = save(api, "An old way of doing it.")["id"]
+    api.post(f"/memories/{old}/supersede", json={"content": "The new way of doing it."})
+
+    live = api.get("/memories", params={"tag": "keep", "sort": "importance", "limit": 2}).json()
+    assert live["total"] == 5 and [m["id"] for m in live["memories"]] == [kept[4], kept[3]]
+    second = api.get("/memories", params={"tag": "keep", "sort": "importance", "limit": 2, "offset": 2}).json()
+    assert [m["id"] for m in second["memories"]] == [kept[2], kept[1]]
+    deleted = api.get("/memories", params={"status": "deleted"}).json()["memories"]
+    assert [m["id"] for m in deleted] == [dropped]
+    superseded = api.get("/memories", params={"status": "superseded"}).json()["memories"]
+    assert [m["id"] for m in superseded] == [old]
+    assert api.get("/memories", params={"status": "all", "type": "error"}).json()["total"] == 1
+    assert api.get("/memories", params={"status": "nonsense"}).status_code == 400

@@ -7,23 +7,29 @@ the caller can fix is a problem+json answer with the service's message, anything
 
 from __future__ import annotations
 
-import functools
-import logging
-import re
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from eventmem.adapters.http.projects import Project, Projects
+from eventmem.adapters.http.responses import (
+    HTTP_WRITER,
+    Handler,
+    PreconditionFailed,
+    as_json,
+    body_of,
+    call,
+    handler,
+    problem,
+    whole,
+)
+from eventmem.adapters.http.rest_views import VIEW_ROUTES
 from eventmem.adapters.http.schemas import (
     ContextRequest,
     DeleteRequest,
-    EventPage,
     HitList,
     LinkRequest,
     LinkResult,
@@ -34,85 +40,15 @@ from eventmem.adapters.http.schemas import (
     SupersedeRequest,
     UpdateRequest,
 )
-from eventmem.adapters.http.security import BodyTooLarge, problem_body
-from eventmem.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, UnknownMemory
+from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.query import Filters
 from eventmem.service import MemoryService
 from eventmem.service_events import (
-    dashboard,
-    effective_settings,
-    events_page,
-    graph,
     memories_as_of,
-    memory_history,
     memory_version,
 )
 
-__all__ = ["PreconditionFailed", "problem", "rest_routes"]
-
-log = logging.getLogger("eventmem.http")
-T = TypeVar("T")
-MEMORY_ID = re.compile(r"^[A-Za-z0-9:_.-]{1,128}$")
-HTTP_WRITER = "http"
-
-
-class PreconditionFailed(EventmemError):
-    """``If-Match`` names a version the memory no longer has."""
-
-
-def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(problem_body(status, title, detail), status, headers, media_type="application/problem+json")
-
-
-def as_json(value: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(value), status, headers, media_type="application/json")
-
-
-def _status_of(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, PreconditionFailed):
-        return 412, "Precondition Failed"
-    if isinstance(exc, MemoryGone):
-        return 410, "Gone"
-    if isinstance(exc, UnknownMemory | KeyError):
-        return 404, "Not Found"
-    if isinstance(exc, LimitExceeded | BodyTooLarge):
-        return 413, "Content Too Large"
-    if isinstance(exc, InvalidInput | msgspec.ValidationError | msgspec.DecodeError):
-        return 400, "Bad Request"
-    return 503, "Service Unavailable"
-
-
-Handler = Callable[[Request, Project], Awaitable[Response]]
-
-
-def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route's endpoint: the project from the path, and errors as problem+json."""
-
-    @functools.wraps(fn)
-    async def endpoint(request: Request) -> Response:
-        try:
-            project = projects.get(request.path_params["project"])
-            memory_id = request.path_params.get("memory_id")
-            if memory_id is not None and not MEMORY_ID.match(memory_id):
-                raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
-            return await fn(request, project)
-        except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
-            status, title = _status_of(exc)
-            return problem(status, title, str(exc).replace("$.", "") or title)
-        except Exception:
-            log.exception("request %s %s failed", request.method, request.url.path)
-            return problem(500, "Internal Server Error", "the request failed; the server log has the details")
-
-    return endpoint
-
-
-async def body_of(request: Request, model: type[T]) -> T:
-    data = await request.body()
-    return msgspec.json.decode(data or b"{}", type=model)
-
-
-def call(project: Project, fn: Callable[[MemoryService], T]) -> Awaitable[T]:
-    return run_in_threadpool(lambda: fn(project.service()))
+__all__ = ["rest_routes"]
 
 
 def _etag(version: str) -> dict[str, str]:
@@ -266,26 +202,11 @@ async def supersede_memory(request: Request, project: Project) -> Response:
     return as_json(await call(project, run), status=201)
 
 
-async def history_of(request: Request, project: Project) -> Response:
-    memory_id = request.path_params["memory_id"]
-
-    found = await call(project, lambda s: memory_history(s, memory_id))
-    return as_json({"memory": memory_id, "history": found})
-
-
 async def related(request: Request, project: Project) -> Response:
     memory_id = request.path_params["memory_id"]
-    depth = _int(request.query_params.get("depth"), 1)
+    depth = whole(request.query_params.get("depth"), 1)
     found = await call(project, lambda s: s.related(memory_id, depth=depth))
     return as_json({"memory": memory_id, "related": found})
-
-
-def _int(value: str | None, default: int) -> int:
-    if value is None:
-        return default
-    if not value.strip().isdigit():
-        raise InvalidInput(f"expected a whole number, got {value[:40]!r}")
-    return int(value)
 
 
 async def search(request: Request, project: Project) -> Response:
@@ -335,13 +256,6 @@ async def link(request: Request, project: Project) -> Response:
     return as_json(LinkResult(link=made, created=created), status=201 if created else 200)
 
 
-async def stats(request: Request, project: Project) -> Response:
-    data = await call(project, lambda s: s.stats())
-    data.pop("root", None)  # no server paths in answers
-    data["corrupt_lines"] = [{k: v for k, v in line.items() if k != "segment"} for line in data["corrupt_lines"]]
-    return as_json(data)
-
-
 async def context(request: Request, project: Project) -> Response:
     body = await body_of(request, ContextRequest) if request.method == "POST" else ContextRequest()
     return as_json(
@@ -352,47 +266,6 @@ async def context(request: Request, project: Project) -> Response:
             ),
         )
     )
-
-
-async def events(request: Request, project: Project) -> Response:
-    q = request.query_params
-    types = [t for t in q.getlist("type") if t] or None
-    limit = _int(q.get("limit"), 100)
-
-    def run(s: MemoryService) -> EventPage:
-        page, cursor = events_page(
-            s,
-            memory=q.get("memory") or None,
-            types=types,
-            since=q.get("since") or None,
-            until=q.get("until") or None,
-            writer=q.get("by"),
-            cursor=q.get("cursor") or None,
-            limit=limit,
-        )
-        return EventPage(events=page, next_cursor=cursor)
-
-    return as_json(await call(project, run))
-
-
-async def at(request: Request, project: Project) -> Response:
-    when = request.query_params.get("when", "")
-    if not when:
-        raise InvalidInput("when is required: a time (2026-01-05T10:02:00Z), an event id or a git revision")
-    description, views = await call(project, lambda s: memories_as_of(s, when))
-    return as_json({"as_of": description, "memories": views})
-
-
-async def graph_of(request: Request, project: Project) -> Response:
-    return as_json(await call(project, graph))
-
-
-async def dashboard_of(request: Request, project: Project) -> Response:
-    return as_json(await call(project, dashboard))
-
-
-async def settings_of(request: Request, project: Project) -> Response:
-    return as_json(await call(project, effective_settings))
 
 
 def rest_routes(projects: Projects) -> list[Route]:
@@ -412,16 +285,10 @@ def rest_routes(projects: Projects) -> list[Route]:
         (m + "/{memory_id}/restore", restore_memory, ["POST"]),
         (m + "/{memory_id}/promote", promote_memory, ["POST"]),
         (m + "/{memory_id}/supersede", supersede_memory, ["POST"]),
-        (m + "/{memory_id}/history", history_of, ["GET"]),
         (m + "/{memory_id}/related", related, ["GET"]),
         ("/projects/{project}/relationships", link, ["POST"]),
-        ("/projects/{project}/stats", stats, ["GET"]),
-        ("/projects/{project}/dashboard", dashboard_of, ["GET"]),
-        ("/projects/{project}/events", events, ["GET"]),
-        ("/projects/{project}/as_of", at, ["GET"]),
-        ("/projects/{project}/graph", graph_of, ["GET"]),
-        ("/projects/{project}/settings", settings_of, ["GET"]),
         ("/context/{project}", context, ["GET", "POST"]),
+        *VIEW_ROUTES,
     ]
     routes = [Route("/projects", list_projects, methods=["GET"])]
     routes += [Route(path, handler(projects, fn), methods=methods) for path, fn, methods in table]

@@ -204,6 +204,23 @@ P = ("project", "path", "string")
 ID = ("memory_id", "path", "string")
 OPERATIONS: list[Operation] = [
     ("get", "/projects", "The projects this server serves", None, "object", []),
+    (
+        "get",
+        "/projects/{project}/memories",
+        "Browse memories of any status: filtered, sorted, paged by offset",
+        None,
+        "object",
+        [
+            P,
+            ("status", "query", "string"),
+            ("type", "query", "string"),
+            ("scope", "query", "string"),
+            ("tag", "query", "string"),
+            ("sort", "query", "string"),
+            ("offset", "query", "integer"),
+            ("limit", "query", "integer"),
+        ],
+    ),
     ("post", "/projects/{project}/memories", "Save a memory", "SaveRequest", "SaveResult", [P]),
     (
         "get",
