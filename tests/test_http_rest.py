@@ -85,7 +85,7 @@ def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, p
     events = api.get("/events", params={"limit": 500}).json()["events"]
     assert len(events) == len([line for data in journal_bytes(project).values() for line in data.splitlines()])
     projects = api.get(api.base_url.copy_with(path="/api/v1/projects")).json()
-    assert projects == {"projects": ["project"], "default": "project"}
+    assert projects["projects"] == ["project"] and projects["default"] == "project" and "decision" in projects["types"]
 
 
 def test_an_update_against_a_stale_version_is_refused_and_the_journal_is_untouched(

@@ -41,6 +41,12 @@ __all__ = ["PROJECT_HEADER", "create_app", "static_dir"]
 
 log = logging.getLogger("eventmem.http")
 PROJECT_HEADER = "x-eventmem-project"
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+"""The UI page runs only its own files, and no other site may frame it."""
 
 
 def static_dir() -> Path:
@@ -106,7 +112,7 @@ def create_app(projects: Projects, guard: GuardSettings, *, tools: str | None = 
         return JSONResponse(document)
 
     async def index(request: Request) -> Response:
-        return FileResponse(static_dir() / "index.html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(static_dir() / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     router = McpRouter(projects, managers)
     app = Starlette(

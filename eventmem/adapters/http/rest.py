@@ -41,6 +41,7 @@ from eventmem.adapters.http.schemas import (
     UpdateRequest,
 )
 from eventmem.errors import InvalidInput, UnknownMemory
+from eventmem.events import KINDS
 from eventmem.query import Filters
 from eventmem.service import MemoryService
 from eventmem.service_events import (
@@ -272,7 +273,7 @@ def rest_routes(projects: Projects) -> list[Route]:
     """The routes of ``/api/v1`` (without the prefix)."""
 
     async def list_projects(request: Request) -> Response:
-        return as_json({"projects": list(projects.by_name), "default": projects.default.name})
+        return as_json({"projects": list(projects.by_name), "default": projects.default.name, "types": list(KINDS)})
 
     m = "/projects/{project}/memories"
     table: list[tuple[str, Handler, list[str]]] = [
