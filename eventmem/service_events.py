@@ -28,6 +28,7 @@ __all__ = [
     "graph",
     "list_memories",
     "memories_as_of",
+    "memory_any_status",
     "memory_history",
     "memory_version",
 ]
@@ -322,3 +323,16 @@ def list_memories(
     }
     views.sort(key=keys[sort], reverse=sort != "title")
     return views[offset : offset + limit], len(views)
+
+
+def memory_any_status(service: MemoryService, memory_id: str) -> Memory:
+    """One memory whatever its status (a deleted or expired one too, for a page that offers to restore
+    it); :class:`UnknownMemory` if no memory of that id was ever saved."""
+    check_length(memory_id, "memory_id")
+    for store in service.stores():
+        store.catch_up()
+        with store.lock:
+            record = store.state.memories.get(memory_id)
+            if record is not None and record.exists:
+                return service.view(store, record)
+    raise UnknownMemory(memory_id)

@@ -46,6 +46,7 @@ from eventmem.query import Filters
 from eventmem.service import MemoryService
 from eventmem.service_events import (
     memories_as_of,
+    memory_any_status,
     memory_version,
 )
 
@@ -119,8 +120,11 @@ async def get_memory(request: Request, project: Project) -> Response:
             return problem(404, "Not Found", f"memory {memory_id} did not exist {description}")
         return as_json({"as_of": description, "memory": found})
 
+    any_status = request.query_params.get("any_status", "") in ("1", "true")
+
     def run(s: MemoryService) -> tuple[Any, str]:
-        return s.get(memory_id), memory_version(s, memory_id)
+        memory = memory_any_status(s, memory_id) if any_status else s.get(memory_id)
+        return memory, memory_version(s, memory_id)
 
     memory, version = await call(project, run)
     return as_json(memory, _etag(version))

@@ -228,7 +228,7 @@ OPERATIONS: list[Operation] = [
         "One memory (ETag: its version); as_of: a time, event id or git revision",
         None,
         "Memory",
-        [P, ID, ("as_of", "query", "string")],
+        [P, ID, ("as_of", "query", "string"), ("any_status", "query", "string")],
     ),
     (
         "put",

@@ -91,20 +91,15 @@ const views = {
 
   async detail(el, id) {
     const path = projectPath() + "/memories/" + encodeURIComponent(id);
-    let memory = null, etag = null, gone = null;
-    try {
-      ({ data: memory, etag } = await api(path));
-    } catch (error) {
-      if (error.status !== 410) throw error;
-      gone = error.message;
-    }
+    const { data: memory, etag } = await api(path + "?any_status=1");
+    const gone = ["deleted", "expired"].includes(memory.status);
     const [{ data: hist }, related] = await Promise.all([api(path + "/history"),
-      memory ? api(path + "/related").then((r) => r.data.related) : Promise.resolve([])]);
+      gone ? Promise.resolve([]) : api(path + "/related").then((r) => r.data.related)]);
     const act = (fn) => async () => { try { await fn(); render(); } catch (e) { note.textContent = e.message; } };
     const note = h("p", { role: "alert", class: "alert-slot" });
-    el.append(h("h2", { text: memory ? nameOf(memory) : id }), note);
+    el.append(h("h2", { text: nameOf(memory) }), note);
     if (gone) {
-      el.append(h("p", { class: "alert", text: gone }), h("div", { class: "actions" },
+      el.append(h("p", { class: "alert", text: `This memory is ${memory.status}; its history is kept.` }), h("div", { class: "actions" },
         h("button", { onclick: act(() => api(path + "/restore", { method: "POST", body: {} })), text: "Restore" })));
     } else {
       el.append(h("dl", { class: "fields" }, [["Id", memory.id], ["Type", memory.kind], ["Scope", memory.scope],
