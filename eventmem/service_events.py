@@ -129,6 +129,8 @@ def memories_as_of(service: MemoryService, when: str) -> tuple[str, list[dict[st
     """The project's memories as they were at ``when`` (a time, an event id or a git revision), each
     with its status then, oldest first; and the moment in words (``as of 2026-01-05T10:02:00Z``)."""
     check_length(when, "time")
+    if when.startswith("-") or not when.strip():
+        raise InvalidInput(f"{shown(when)} is not a time, an event id of the journal, or a git revision")
     found = as_of(service.root.root, when)
     views = [_view_at(r, found.moment) for r in found.state.memories.values() if r.exists]
     views.sort(key=lambda v: (v["created_at"], v["id"]))

@@ -79,7 +79,10 @@ def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Re
             return await fn(request, project)
         except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
             status, title = _status_of(exc)
-            return problem(status, title, str(exc).replace("$.", "") or title)
+            detail = str(exc).replace("$.", "") or title
+            for name, served in projects.by_name.items():  # no server paths in answers
+                detail = detail.replace(str(served.root.root), f"<{name}>")
+            return problem(status, title, detail)
         except Exception:
             log.exception("request %s %s failed", request.method, request.url.path)
             return problem(500, "Internal Server Error", "the request failed; the server log has the details")

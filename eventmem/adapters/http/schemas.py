@@ -24,6 +24,7 @@ __all__ = [
     "SaveResult",
     "SearchRequest",
     "SupersedeRequest",
+    "SupersedeResult",
     "UpdateRequest",
     "openapi_document",
 ]
@@ -151,6 +152,13 @@ class LinkResult(msgspec.Struct, kw_only=True):
     created: bool
 
 
+class SupersedeResult(msgspec.Struct, kw_only=True):
+    memory: Memory
+    """The new memory."""
+    link: Link
+    """Its ``supersedes`` link to the old one."""
+
+
 class ContextRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_chars: MaxChars = 4000
     types: Types = []
@@ -191,6 +199,7 @@ RESULTS: dict[str, type] = {
     "SaveResult": SaveResult,
     "HitList": HitList,
     "LinkResult": LinkResult,
+    "SupersedeResult": SupersedeResult,
     "EventPage": EventPage,
     "Problem": Problem,
 }
@@ -200,6 +209,8 @@ Operation = tuple[str, str, str, str | None, str, list[tuple[str, str, str]]]
 
 TEXT_PARAMETER = {"maxLength": 200}
 WHOLE_PARAMETER = {"minimum": 1, "maximum": 500}
+CREATING = ("SaveResult", "LinkResult", "SupersedeResult")
+"""Results of operations that answer 201 when they made something."""
 P = ("project", "path", "string")
 ID = ("memory_id", "path", "string")
 OPERATIONS: list[Operation] = [
@@ -267,7 +278,7 @@ OPERATIONS: list[Operation] = [
         "/projects/{project}/memories/{memory_id}/supersede",
         "Replace a memory by a corrected one",
         "SupersedeRequest",
-        "LinkResult",
+        "SupersedeResult",
         [P, ID],
     ),
     (
@@ -370,6 +381,11 @@ def openapi_document() -> dict[str, Any]:
             ],
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {"schema": schema}}},
+                **(
+                    {"201": {"description": "Created", "content": {"application/json": {"schema": schema}}}}
+                    if result in CREATING
+                    else {}
+                ),
                 "4XX": {"description": "A refused request", "content": problem},
             },
         }
