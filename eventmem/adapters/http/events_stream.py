@@ -1,8 +1,9 @@
 """Server-sent events for the web UI: a ``change`` event per project whenever its journal changes,
 whichever process wrote it (this server, another agent's stdio server, a ``git pull``).
 
-One watcher per project (:func:`eventmem.watcher.watch_journal`) catches the service up and tells
-every open stream; a stream also sends a comment now and then so that proxies keep it open.
+One watcher per project (:func:`eventmem.watcher.watch_journal`) tells every open stream (the UI
+then asks again, and every REST call catches up first); a stream also sends a comment now and then
+so that proxies keep it open.
 """
 
 from __future__ import annotations
@@ -51,8 +52,7 @@ class Changes:
             return
 
         async def changed(paths: set[str] | None) -> None:
-            await anyio.to_thread.run_sync(service.catch_up)
-            await self.publish(project.name)
+            await self.publish(project.name)  # readers catch up on their next call
 
         await watch_journal(project.root.root / ".eventmem", changed, self.stop)
 
