@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 import tomllib
 from collections import Counter
 from datetime import datetime
@@ -19,6 +20,7 @@ from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.history import LogLine, as_of, memory_log, read_worktree, status_at
 from eventmem.limits import MAX_CONFIG_BYTES
 from eventmem.service import Memory, MemoryService
+from eventmem.state import MemoryRecord
 from eventmem.validation import check_length, check_number, check_whole, shown
 
 __all__ = [
@@ -289,12 +291,14 @@ def list_memories(
     if min_importance is not None:
         check_number(min_importance, "importance", "min_importance")
     wanted_kinds, wanted_tags = set(kinds or ()), set(tags or ())
-    found: list[tuple[Any, Any, str]] = []
+    now = time.time()
+    found: list[tuple[Any, MemoryRecord]] = []  # (store, record) of the wanted status; views only for the page
     for store in service.stores():
         if scope in ("project", "global") and store is not service.store_for(scope):
             continue
         store.catch_up()
         with store.lock:
+            superseded = store.columns.superseded
             for record in store.state.memories.values():
                 if not record.exists or (wanted_kinds and record.kind not in wanted_kinds):
                     continue
@@ -309,22 +313,34 @@ def list_memories(
                     continue
                 if (updated_after and updated < updated_after) or (updated_before and updated >= updated_before):
                     continue
-                found.append((store, record, updated))
+                if status != "all":
+                    now_status: str = record.status
+                    if now_status == "live" and store.expires_epoch(record.id, record) <= now:
+                        now_status = "expired"
+                    slot = store.slots.get(record.id)
+                    if now_status == "live" and slot is not None and superseded[slot]:
+                        now_status = "superseded"
+                    if now_status != status:
+                        continue
+                found.append((store, record))
+
+    def key(pair: tuple[Any, MemoryRecord]) -> tuple[Any, ...]:
+        record = pair[1]
+        updated = record.updated_at or record.created_at
+        if sort == "importance":
+            return (record.importance, updated, record.id)
+        if sort == "created":
+            return (record.created_at, record.id)
+        if sort == "title":
+            return ((record.title or record.summary).casefold(), record.id)
+        return (updated, record.id)
+
+    found.sort(key=key, reverse=sort != "title")
     views: list[Memory] = []
-    for store, record, _ in found:
+    for store, record in found[offset : offset + limit]:
         with store.lock:
-            view = service.view(store, record)
-        shown_status = "superseded" if view.status == "live" and view.superseded else view.status
-        if status in ("all", shown_status):
-            views.append(view)
-    keys = {
-        "recent": lambda m: (m.updated_at, m.id),
-        "importance": lambda m: (m.importance, m.updated_at, m.id),
-        "created": lambda m: (m.created_at, m.id),
-        "title": lambda m: ((m.title or m.summary).casefold(), m.id),
-    }
-    views.sort(key=keys[sort], reverse=sort != "title")
-    return views[offset : offset + limit], len(views)
+            views.append(service.view(store, record))
+    return views, len(found)
 
 
 def memory_any_status(service: MemoryService, memory_id: str) -> Memory:

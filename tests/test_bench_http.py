@@ -23,5 +23,8 @@ def test_quick_run_reports_rest_stdio_and_noop_latencies_and_loses_no_concurrent
         "rest_save_vs_noop_route",
         "rest_recall_vs_noop_route",
     }
+    ui = data["ui"]
+    assert ui["memories"] == 200
+    assert "skipped" in ui or (ui["table_first_page_ms"] > 0 and ui["table_next_page_ms"] > 0)
     concurrent = data["concurrent_saves"]
     assert concurrent["acknowledged"] == 4 * 50 and concurrent["lost"] == 0 and concurrent["refused"] == 0

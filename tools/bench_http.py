@@ -6,7 +6,9 @@
 Prints JSON: p50/p95 of a REST save and a REST recall, the same through an MCP stdio server
 (``store_memory``, ``recall_memories``) and a no-op Starlette route served by uvicorn (the floor:
 HTTP, JSON and the ASGI stack, no memory), with ratios; and 4 concurrent HTTP clients saving at
-once: saves per second, and how many were lost (0: every acknowledged save is in the journal).
+once: saves per second, and how many were lost (0: every acknowledged save is in the journal); and
+the web UI in headless chromium on a project of 10,000 memories (200 with ``--quick``): first
+contentful paint, the memory table's first page, and the next page.
 """
 
 from __future__ import annotations
@@ -161,6 +163,54 @@ def concurrent_saves(api: str, clients: int, each: int) -> dict[str, Any]:
     }
 
 
+def seed(project: Path, env: dict[str, str], count: int) -> None:
+    """``count`` memories written straight through the service (flush durability: a setup, not a measure)."""
+    code = (
+        "import sys; from pathlib import Path; from eventmem.project import RootChoice; "
+        "from eventmem.service import open_service; s = open_service(RootChoice(Path(sys.argv[1]), 'bench')); "
+        "[s.save(f'memory {i} about topic {i % 97}, with words {i * 7}', tags=[f't{i % 13}'], "
+        "importance=(i % 10) / 10) for i in range(int(sys.argv[2]))]; s.close()"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(project), str(count)],
+        env={**env, "EVENTMEM_DURABILITY": "flush"},
+        check=True,
+        timeout=3600,
+    )
+
+
+def ui_timings(base: str, project: str) -> dict[str, Any]:
+    """First contentful paint of the UI, and the time until the memory table shows its first page."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        return {"skipped": "needs chromium and playwright"}
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page()
+        began = time.perf_counter()
+        page.goto(f"{base}/?project={project}#/memories")
+        page.wait_for_selector("main .view[data-view=browser] tr[data-id]", timeout=WAIT * 1000)
+        table_ms = (time.perf_counter() - began) * 1000
+        paint = page.evaluate("performance.getEntriesByName('first-contentful-paint').map(e => e.startTime)[0] || null")
+        began = time.perf_counter()
+        page.get_by_role("button", name="Next").click()
+        page.wait_for_selector("text=51–100 of")
+        next_page_ms = (time.perf_counter() - began) * 1000
+        browser.close()
+    return {
+        "project": project,
+        "first_contentful_paint_ms": round(paint, 1) if paint else None,
+        "table_first_page_ms": round(table_ms, 1),
+        "table_next_page_ms": round(next_page_ms, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few iterations (under a minute)")
@@ -170,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.noop_server:
         noop_server()
         return 0
-    count, each = (20, 50) if args.quick else (300, 500)
+    count, each, ui_count = (20, 50, 200) if args.quick else (300, 500, 10_000)
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-http-") as tmp:
         base_dir = Path(tmp)
         project = base_dir / "project"
@@ -178,8 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "init", "-q", str(project)], check=True)
         env = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(base_dir / "global"), "HOME": str(base_dir)}
         env.pop("EVENTMEM_ROOT", None)
+        big = base_dir / "big"
+        big.mkdir()
+        subprocess.run(["git", "init", "-q", str(big)], check=True)
+        seed(big, env, ui_count)
         server, base = start(
-            [sys.executable, "-m", "eventmem", "serve", "--http", "--port", "0", "--rate-limit", "0"],
+            [sys.executable, "-m", "eventmem", "serve", "--http", "--port", "0", "--rate-limit", "0",
+             "--project", f"project={project}", "--project", f"big={big}"],
             project, env, base_dir / "http.log",
         )  # fmt: skip
         noop, noop_base = start([sys.executable, __file__, "--noop-server"], base_dir, env, base_dir / "noop.log")
@@ -189,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             floor = noop_latency(noop_base, count)
             stdio = stdio_latency(project, env, count)
             concurrent = concurrent_saves(api, 4, each)
+            ui = ui_timings(base, "big") | {"memories": ui_count}
         finally:
             for proc in (server, noop):
                 proc.terminate()
@@ -206,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             "rest_recall_vs_noop_route": ratio(rest["recall"]["p50_ms"], floor["p50_ms"]),
         },
         "concurrent_saves": concurrent,
+        "ui": ui,
     }
     text = json.dumps(result, indent=2)
     print(text)

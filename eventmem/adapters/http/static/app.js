@@ -134,7 +134,7 @@ async function start() {
   const select = document.getElementById("project");
   try {
     const { data } = await api("/projects");
-    const saved = localStorage.getItem("eventmem-project");
+    const saved = new URLSearchParams(location.search).get("project") || localStorage.getItem("eventmem-project");
     ui.project = data.projects.includes(saved) ? saved : data.default;
     ui.types = data.types;
     select.replaceChildren(...data.projects.map((name) => h("option", { value: name, selected: name === ui.project }, name)));
