@@ -17,7 +17,7 @@ import msgspec
 
 from eventmem.config import ENV_PREFIX, Config, user_config_file
 from eventmem.errors import InvalidInput, UnknownMemory
-from eventmem.history import LogLine, as_of, memory_log, read_worktree, status_at
+from eventmem.history import HistoryError, as_of, git, memory_log, read_worktree, status_at
 from eventmem.limits import MAX_CONFIG_BYTES
 from eventmem.service import Memory, MemoryService
 from eventmem.state import MemoryRecord
@@ -246,11 +246,52 @@ def effective_settings(service: MemoryService) -> dict[str, Any]:
     }
 
 
-def memory_history(service: MemoryService, memory_id: str) -> list[LogLine]:
-    """Every event about the memory (its links included), oldest first, each with what it changed."""
+BLAME_MAX_BYTES = 8 * 1024 * 1024
+"""A segment larger than this is not blamed (its lines' commits are left unknown)."""
+
+
+def memory_history(service: MemoryService, memory_id: str) -> list[dict[str, Any]]:
+    """Every event about the memory (its links included), oldest first, each with what it changed
+    and the commit that brought its line into the repository (``""``: not committed yet, or unknown)."""
     if not memory_version(service, memory_id):
         raise UnknownMemory(memory_id)
-    return memory_log(read_worktree(service.project.paths), memory_id)
+    lines = memory_log(read_worktree(service.project.paths), memory_id)
+    commits: dict[str, dict[int, str]] = {}
+    for segment in {line.segment for line in lines}:
+        commits[segment] = _line_commits(service, segment)
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        data = msgspec.to_builtins(line)
+        data["commit"] = commits[line.segment].get(line.offset, "")
+        out.append(data)
+    return out
+
+
+def _line_commits(service: MemoryService, segment: str) -> dict[int, str]:
+    """For each line of a project segment, by byte offset: the commit that added it (git blame)."""
+    base = service.project.paths.base
+    path = base / segment
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > BLAME_MAX_BYTES:
+            return {}
+        data = path.read_bytes()
+        output = git(service.root.root, "blame", "--porcelain", "--", str(path.relative_to(service.root.root)))
+    except (OSError, ValueError, HistoryError):
+        return {}
+    starts = [0]
+    end = data.find(b"\n")
+    while end != -1:
+        starts.append(end + 1)
+        end = data.find(b"\n", end + 1)
+    found: dict[int, str] = {}
+    for row in output.split(b"\n"):
+        parts = row.split(b" ")
+        if len(parts) >= 3 and len(parts[0]) == 40 and parts[2].isdigit():
+            number = int(parts[2])
+            if 1 <= number <= len(starts):
+                sha = parts[0].decode("ascii", "replace")
+                found[starts[number - 1]] = "" if set(sha) == {"0"} else sha[:12]
+    return found
 
 
 LIST_STATUSES = ("live", "expired", "deleted", "superseded", "all")

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ProcessGroup
+from conftest import ProcessGroup, git
 from http_server import http_server, journal_bytes
 
 
@@ -197,3 +197,14 @@ def test_the_browser_listing_filters_by_status_type_tags_and_pages(api: httpx.Cl
     assert [m["id"] for m in superseded] == [old]
     assert api.get("/memories", params={"status": "all", "type": "error"}).json()["total"] == 1
     assert api.get("/memories", params={"status": "nonsense"}).status_code == 400
+
+
+def test_a_memorys_history_names_the_commit_of_each_line(api: httpx.Client, project: Path) -> None:
+    memory = save(api, "Commits carry the journal.")
+    git(project, "add", ".eventmem")
+    git(project, "commit", "-q", "-m", "memory")
+    head = git(project, "rev-parse", "HEAD").strip()[:12]
+    api.put(f"/memories/{memory['id']}", json={"title": "After the commit"})
+
+    history = api.get(f"/memories/{memory['id']}/history").json()["history"]
+    assert [(line["type"], line["commit"]) for line in history] == [("saved", head), ("updated", "")]

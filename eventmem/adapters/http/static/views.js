@@ -146,7 +146,7 @@ const views = {
       hist.history.map((line) => h("tr", { class: "history-line" }, h("td", { text: when(line.ts) }), h("td", { text: line.type }),
         h("td", { text: line.by || "—" }),
         h("td", {}, Object.entries(line.changes).map(([k, [a, b]]) => h("div", { text: `${k}: ${JSON.stringify(a)} → ${JSON.stringify(b)}` })), line.note),
-        h("td", { class: "hide-narrow note", text: `${line.segment}:${line.offset}` })))));
+        h("td", { class: "hide-narrow note", text: `${line.commit ? "commit " + line.commit : "not committed"} · ${line.segment}:${line.offset}` })))));
   },
 
   async search(el) {
