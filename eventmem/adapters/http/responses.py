@@ -102,6 +102,6 @@ def call(project: Project, fn: Callable[[MemoryService], T]) -> Awaitable[T]:
 def whole(value: str | None, default: int) -> int:
     if value is None:
         return default
-    if not value.strip().isdigit():
+    if not (value.strip().isascii() and value.strip().isdigit()):
         raise InvalidInput(f"expected a whole number, got {value[:40]!r}")
     return int(value)
