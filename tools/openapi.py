@@ -1,6 +1,6 @@
 """Write the REST API's OpenAPI 3.1 document to schema/openapi.json, or check it is current.
 
-python tools/openapi.py          # regenerate from the models of eventmem.adapters.http.schemas
+python tools/openapi.py          # regenerate from the REST models (eventmem.adapters.http.schemas)
 python tools/openapi.py --check  # exit 1 when the committed file differs from the code
 """
 
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from eventmem.adapters.http.schemas import openapi_document
+from eventmem.adapters.http.openapi import openapi_document
 
 DOCUMENT_PATH = Path(__file__).resolve().parent.parent / "schema" / "openapi.json"
 

@@ -28,9 +28,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from eventmem.adapters.http.events_stream import Changes
+from eventmem.adapters.http.openapi import openapi_document
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.rest import rest_routes
-from eventmem.adapters.http.schemas import openapi_document
 from eventmem.adapters.http.security import Guard, GuardSettings, send_problem
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import build_server
