@@ -1,4 +1,4 @@
-"""The REST API's request and response models (msgspec), bounded by :data:`eventmem.limits.LIMITS`,
+"""The REST API's request and response models (msgspec), bounded by :data:`eventmem.limits.LIMITS`;
 the OpenAPI document (:mod:`.openapi`) is generated from them."""
 
 from __future__ import annotations
