@@ -34,8 +34,10 @@ PAGES = {
 VIEW = {"memories": "browser"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser for the UI suite; closed with this module, since Playwright's synchronous driver
+    keeps an event loop running in the main thread (the asyncio tests of later modules need it free)."""
     with playwright_api.sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield launched
