@@ -70,7 +70,7 @@ def test_every_operation_holds_to_the_document_under_generated_requests(processe
             """Most cases name the served project and a real memory, so that they reach the service."""
             if "project" in (case.path_parameters or {}):
                 case.path_parameters["project"] = "project"
-            if "memory_id" in (case.path_parameters or {}) and hash(str(case.body)) % 2 == 0:
+            if "memory_id" in (case.path_parameters or {}) and len(str(case.body)) % 2 == 0:
                 case.path_parameters["memory_id"] = memory_id
             return case
 

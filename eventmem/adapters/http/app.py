@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from mcp.server import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -31,7 +33,7 @@ from eventmem.adapters.http.events_stream import Changes
 from eventmem.adapters.http.openapi import openapi_document
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.rest import rest_routes
-from eventmem.adapters.http.security import Guard, GuardSettings, send_problem
+from eventmem.adapters.http.security import Guard, GuardSettings, problem_body, send_problem
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import build_server
 from eventmem.project import RootChoice
@@ -125,5 +127,18 @@ def create_app(projects: Projects, guard: GuardSettings, *, tools: str | None = 
             Route("/", index, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: http_problem},
     )
     return Guard(app, guard)
+
+
+async def http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route does not take) as problem+json."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "the request failed"
+    if status == 404:
+        detail = "nothing at this path; the API is described at /api/v1/openapi.json"
+    elif status == 405:
+        detail = f"this path does not take {request.method}"
+    body = problem_body(status, HTTPStatus(status).phrase, str(detail))
+    return Response(body, status, getattr(exc, "headers", None), media_type="application/problem+json")
