@@ -104,6 +104,10 @@ def test_an_oversized_body_is_refused_declared_or_streamed(processes: ProcessGro
                 yield b"x" * 65536
 
         assert_problem(httpx.post(url, content=chunks(), headers={"Content-Type": "application/json"}), 413)
+        streamed_mcp = httpx.post(
+            f"{base}/mcp", content=chunks(), headers={"Content-Type": "application/json", **MCP_HEADERS}
+        )
+        assert streamed_mcp.status_code == 413
         too_long = httpx.post(url, json={"content": "y" * 70_000})
         assert too_long.status_code in (400, 413) and "max_memory_bytes" in too_long.json()["detail"]
         assert journal_bytes(project) == before

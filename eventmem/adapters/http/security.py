@@ -208,14 +208,45 @@ class Guard:
                 return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > limit):
             await send_problem(send, 413, "Content Too Large", f"the request body is over {limit} bytes")
             return
+        if declared is None and "chunked" in headers.get("transfer-encoding", "").lower():
+            buffered = await _read_body(receive, limit)  # no declared length: read it here, within the limit
+            if buffered is None:
+                await send_problem(send, 413, "Content Too Large", f"the request body is over {limit} bytes")
+                return
+            receive = _replay(buffered, receive)
         await self.app(scope, _bounded(receive, limit), _with_headers(send, cors))
 
 
 class BodyTooLarge(Exception):
     """A body read past the limit (a chunked request without a declared length)."""
+
+
+async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
+    """The request's body messages, or ``None`` as soon as they pass ``limit`` bytes."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        size += len(message.get("body", b""))
+        if size > limit:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
 
 
 def _bounded(receive: Receive, limit: int) -> Receive:
