@@ -34,22 +34,29 @@ What is checked, and how bad each finding is (``report.ok`` is false only for er
 
 The whole journal is read once; duplicates are confirmed by reading back just the lines involved,
 so memory use is one small entry per event id, not the events themselves.
+
+Its report is in :mod:`eventmem.audit_report`, its findings in :mod:`eventmem.audit_findings` and its
+trust checks in :mod:`eventmem.trust_audit`.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-import tomllib
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-import msgspec
-
+from eventmem.audit_report import (
+    AuditReport,
+    ClockSkew,
+    CorruptLine,
+    Counts,
+    DuplicateId,
+    Location,
+    TornTail,
+    UnknownReference,
+)
 from eventmem.codec import LineError, UnknownEvent, decode_line
-from eventmem.concurrency import Collector, ConcurrentEdit
+from eventmem.concurrency import Collector
 from eventmem.events import (
     AnyEvent,
     LinkAdded,
@@ -63,147 +70,15 @@ from eventmem.events import (
 )
 from eventmem.ids import iso_to_epoch
 from eventmem.journal import Journal, Segment
-from eventmem.limits import MAX_CONFIG_BYTES, MAX_LINE_BYTES
+from eventmem.limits import MAX_LINE_BYTES
 from eventmem.project import ProjectPaths
-from eventmem.state import event_digest
-from eventmem.terminal import printable
+from eventmem.stamps import event_digest
+from eventmem.trust_audit import trust_findings
 
-__all__ = [
-    "AuditReport",
-    "ClockSkew",
-    "CorruptLine",
-    "Counts",
-    "DuplicateId",
-    "Finding",
-    "Location",
-    "TornTail",
-    "UnknownReference",
-    "audit",
-    "conflicting_ids",
-    "findings",
-    "future_stamps",
-    "trust_findings",
-]
+__all__ = ["FUTURE_SECONDS", "AuditReport", "audit", "conflicting_ids", "future_stamps"]
 
 FUTURE_SECONDS = 300.0
 """A stamp more than this ahead of the reader's clock is reported."""
-
-
-class Location(msgspec.Struct, frozen=True):
-    """Where a line starts: the segment (relative to ``.eventmem/``) and its byte offset."""
-
-    segment: str
-    offset: int
-
-
-class CorruptLine(msgspec.Struct, frozen=True):
-    segment: str
-    offset: int
-    reason: str
-
-
-class TornTail(msgspec.Struct, frozen=True):
-    segment: str
-    offset: int
-    """Where the unterminated bytes start (the end of the last complete line)."""
-    bytes: int
-
-
-class DuplicateId(msgspec.Struct, kw_only=True):
-    id: str
-    locations: list[Location]
-    identical: bool
-    """Every copy decodes to the same event."""
-    severity: Literal["error", "warning"]
-    folded: Location | None = None
-    """The copy every process folds (the smallest digest of the canonical line); ``None`` when
-    a copy could not be read back."""
-
-
-class UnknownReference(msgspec.Struct, frozen=True, kw_only=True):
-    """An event about a memory (or link) that no event in the journal creates."""
-
-    event: str
-    type: str
-    missing: str
-    """The memory id (or, for ``unlinked``, the link id) that is never created."""
-    role: Literal["memory", "source", "target", "link"]
-    segment: str
-    offset: int
-
-
-class ClockSkew(msgspec.Struct, frozen=True, kw_only=True):
-    """An event whose timestamp is in the future, or far from the time inside its event id."""
-
-    event: str
-    ts: str
-    by: str
-    problem: Literal["future", "id_mismatch"]
-    seconds: float
-    """How far ahead of the audit's clock, or how far from the id's time."""
-    segment: str
-    offset: int
-
-
-class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    """One problem, told alike by ``audit``, ``doctor`` and ``check``: ``path:line: message``."""
-
-    code: str
-    """What kind: ``corrupt-line``, ``duplicate-id``, ``unknown-memory``, ``future-stamp``, ``symlink``…"""
-    severity: Literal["error", "warning"]
-    path: str
-    """The file, relative to the project (doctor, audit) or the repository (check)."""
-    line: int
-    """1-based line number in that file; 0 when the finding is about the whole file."""
-    offset: int
-    """Byte offset of that line; -1 when the finding is about the whole file."""
-    message: str
-
-    def render(self) -> str:
-        where = f"{printable(self.path)}:{self.line}:"
-        at = f" (byte {self.offset})" if self.offset >= 0 else ""
-        return f"{where} {self.severity}: {printable(self.message)}{at}"
-
-
-class Counts(msgspec.Struct, kw_only=True):
-    segments: int = 0
-    bytes: int = 0
-    events: int = 0
-    """Lines that decode as events (unknown types and duplicate copies included)."""
-    distinct_events: int = 0
-    memories: int = 0
-    """Distinct memory ids that some ``saved`` event creates."""
-    links: int = 0
-    corrupt_lines: int = 0
-    unknown_events: int = 0
-
-
-class AuditReport(msgspec.Struct, kw_only=True):
-    root: str
-    ok: bool
-    """No corrupt line, no duplicate id with differing content, no event about an unknown memory."""
-    counts: Counts
-    corrupt_lines: list[CorruptLine]
-    duplicate_ids: list[DuplicateId]
-    unknown_references: list[UnknownReference]
-    torn_tails: list[TornTail]
-    unknown_types: dict[str, int]
-    """Events of types this version does not know, by type: kept, skipped by projectors."""
-    clock_skew: list[ClockSkew] = []
-    concurrent_edits: list[ConcurrentEdit] = []
-    trust: list[Finding] = []
-    """Symlinks in ``.eventmem/`` or the render folder, tracked settings that reach the network."""
-
-    @property
-    def errors(self) -> int:
-        duplicates = sum(1 for d in self.duplicate_ids if d.severity == "error")
-        trust = sum(1 for finding in self.trust if finding.severity == "error")
-        return len(self.corrupt_lines) + duplicates + len(self.unknown_references) + trust
-
-    @property
-    def warnings(self) -> int:
-        duplicates = sum(1 for d in self.duplicate_ids if d.severity == "warning")
-        return len(self.torn_tails) + duplicates + len(self.clock_skew)
 
 
 def audit(
@@ -396,177 +271,3 @@ def _event_at(segment: Segment, offset: int) -> AnyEvent | UnknownEvent | None:
             return decode_line(handle.readline(MAX_LINE_BYTES + 1).rstrip(b"\n"))  # (longer: refused by the decoder)
     except (OSError, LineError):  # the file changed since it was scanned: cannot confirm identity
         return None
-
-
-# -- findings ----------------------------------------------------------------------------------
-
-
-def findings(report: AuditReport, memory_dir: str = ".eventmem") -> list[Finding]:
-    """The audit's errors and warnings as findings, each with its segment's line number; paths are
-    ``memory_dir`` (the project's ``.eventmem/``, relative to the project) joined with the segment."""
-    located: list[tuple[str, str, int, str, Literal["error", "warning"]]] = [
-        ("corrupt-line", line.segment, line.offset, f"not an event: {line.reason}", "error")
-        for line in report.corrupt_lines
-    ]
-    for dup in report.duplicate_ids:
-        how = "identical copies" if dup.identical else "copies with different content"
-        located.extend(
-            ("duplicate-id", loc.segment, loc.offset, f"event id {dup.id} has {how}", dup.severity)
-            for loc in dup.locations
-        )
-    for ref in report.unknown_references:
-        what = "link" if ref.role == "link" else "memory"
-        message = f"{ref.type} event {ref.event} is about unknown {what} {ref.missing}"
-        located.append(("unknown-memory", ref.segment, ref.offset, message, "error"))
-    located.extend(
-        ("torn-tail", tail.segment, tail.offset, f"{tail.bytes} unterminated bytes", "warning")
-        for tail in report.torn_tails
-    )
-    for skew in report.clock_skew:
-        if skew.problem == "future":
-            message = f"event {skew.event} is stamped {skew.ts}, {skew.seconds:.0f}s in the future"
-            located.append(("future-stamp", skew.segment, skew.offset, message, "warning"))
-    lines = _line_numbers(Path(report.root) / memory_dir, {(segment, offset) for _, segment, offset, _, _ in located})
-    out = [
-        Finding(
-            code=code,
-            severity=severity,
-            path=f"{memory_dir}/{segment}",
-            line=lines.get((segment, offset), 0),
-            offset=offset,
-            message=message,
-        )
-        for code, segment, offset, message, severity in located
-    ]
-    out.sort(key=lambda f: (f.path, f.offset, f.code))
-    return out + list(report.trust)
-
-
-def _line_numbers(base: Path, places: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """The 1-based line number of each (segment, byte offset), counting newlines before it."""
-    by_segment: dict[str, list[int]] = {}
-    for segment, offset in places:
-        by_segment.setdefault(segment, []).append(offset)
-    numbers: dict[tuple[str, int], int] = {}
-    for segment, offsets in by_segment.items():
-        try:
-            fd = os.open(base / segment, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(max(offsets))
-        for offset in offsets:
-            numbers[(segment, offset)] = data.count(b"\n", 0, offset) + 1
-    return numbers
-
-
-def trust_findings(root: Path) -> list[Finding]:
-    """Symlinks in ``.eventmem/`` (its cache aside) or in the render folder, and settings of
-    ``.eventmem/config.toml`` that reach the network or read the environment."""
-    from eventmem.config import is_approved, network_settings
-
-    found: list[Finding] = []
-    table = _config_table(root / ".eventmem" / "config.toml")
-    folders = [".eventmem"]
-    render = table.get("render_ai_dir")
-    if isinstance(render, str) and _inside(render):
-        folders.append(os.path.normpath(render))
-        # a folder on the way to it that is a link leads the view's files out of the project too
-        linked = [
-            parent for parent in reversed(Path(folders[-1]).parents) if parent.parts and (root / parent).is_symlink()
-        ]
-        if linked:
-            found.extend(_symlinks(root, linked[0].as_posix()))
-            folders.pop()
-    for folder in folders:
-        found.extend(_symlinks(root, folder))
-    found.extend(_tracked_cache(root))
-    text = _read_capped(root / ".eventmem" / "config.toml")
-    settings = network_settings(table)
-    approved = bool(settings) and is_approved(root / ".eventmem" / "config.toml")
-    for setting in settings:
-        key = setting.split(" =", 1)[0]
-        message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
-        if approved:  # the user's own choice on this machine: noted, and still an error for `eventmem check`
-            message = f"tracked setting {setting}; in effect here by `eventmem allow`"
-        found.append(
-            Finding(
-                code="network-setting",
-                severity="warning" if approved else "error",
-                path=".eventmem/config.toml",
-                line=setting_line(text, key),
-                offset=-1,
-                message=message,
-            )
-        )
-    return found
-
-
-def _tracked_cache(root: Path) -> list[Finding]:
-    """Files of ``.eventmem/cache/`` or ``.eventmem/local/`` that git tracks: each clone's own, so a
-    tracked one came from someone else (a snapshot can hold memories that no journal line has)."""
-    if not os.path.lexists(root / ".git"):
-        return []
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", ".eventmem/cache", ".eventmem/local"],
-            cwd=root,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    message = "a file of this clone's own cache is tracked by git: remove it from the index (`git rm --cached`)"
-    return [
-        Finding(code="tracked-cache", severity="error", path=name, line=0, offset=-1, message=message)
-        for name in sorted(os.fsdecode(item) for item in listed.stdout.split(b"\0") if item)
-    ]
-
-
-def _inside(folder: str) -> bool:
-    """A folder named in a setting that stays inside the project (anything else is not walked)."""
-    return bool(folder.strip()) and not os.path.isabs(folder) and "\0" not in folder and ".." not in Path(folder).parts
-
-
-def setting_line(text: str, key: str) -> int:
-    """The 1-based line where ``key = …`` is set in a TOML text (1 when it cannot be told)."""
-    for number, line in enumerate(text.splitlines(), 1):
-        name = line.split("=", 1)[0].strip().strip("\"'")
-        if "=" in line and name == key:
-            return number
-    return 1
-
-
-def _symlinks(root: Path, folder: str) -> list[Finding]:
-    found: list[Finding] = []
-    message = "a symlink: paths must never leave the project (git stores it as mode 120000)"
-    top = root / folder
-    if top.is_symlink():
-        return [Finding(code="symlink", severity="error", path=folder, line=0, offset=-1, message=message)]
-    for here, dirs, files in os.walk(top):
-        relative = os.path.relpath(here, root)
-        if relative == os.path.join(".eventmem", "cache"):
-            dirs.clear()
-            continue
-        for name in sorted(dirs + files):
-            if os.path.islink(os.path.join(here, name)):
-                path = os.path.join(relative, name)
-                found.append(Finding(code="symlink", severity="error", path=path, line=0, offset=-1, message=message))
-    return found
-
-
-def _read_capped(path: Path) -> str:
-    try:  # a symlinked config is reported, never followed
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
-
-
-def _config_table(path: Path) -> dict[str, object]:
-    try:
-        return tomllib.loads(_read_capped(path))
-    except (tomllib.TOMLDecodeError, RecursionError):
-        return {}

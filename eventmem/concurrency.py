@@ -52,8 +52,9 @@ from eventmem.events import (
     memory_ids,
 )
 from eventmem.history import Entry, HistoryError, cat_file, git
-from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
-from eventmem.state import State, stamp_of
+from eventmem.records import REGISTERS
+from eventmem.stamps import stamp_of
+from eventmem.state import State
 
 __all__ = ["Collector", "ConcurrentEdit", "Write", "find_concurrent_edits"]
 

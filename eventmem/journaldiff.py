@@ -4,122 +4,45 @@ expired, restored, promoted, archived, and links added or removed.
 Both sides are folded and the folded memories compared field by field, so the answer does not
 depend on how the lines are laid out in segments (a merge, a compaction or a rebase that moves lines
 changes nothing here). Who did it and when comes from the events the new side has and the old side
-lacks. Rendered in words for people (:func:`render_text`), as markdown for a pull request
-description (:func:`render_markdown`), or as JSON (the Structs, through ``msgspec``).
+lacks. The result is a :class:`~eventmem.journaldiff_model.JournalDiff`, rendered by
+:mod:`eventmem.journaldiff_render` (or as JSON, the Structs through ``msgspec``).
 """
 
 from __future__ import annotations
 
 import difflib
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-
 from eventmem.codec import UnknownEvent
-from eventmem.concurrency import ConcurrentEdit, find_concurrent_edits
+from eventmem.concurrency import find_concurrent_edits
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryPromoted, MemoryRestored, memory_ids
 from eventmem.history import History, decode_segment, default_base, load, merge_base, read_revision
-from eventmem.state import _REGISTERS as REGISTERS  # the fold's own list of last-writer-wins fields
-from eventmem.state import LinkRecord, MemoryRecord, State
-from eventmem.terminal import print_json, printable
+from eventmem.journaldiff_model import HEADINGS, FieldChange, JournalDiff, LinkChange, MemoryChange
+from eventmem.journaldiff_render import show, show_value
+from eventmem.records import REGISTERS, LinkRecord, MemoryRecord
+from eventmem.state import State
+from eventmem.terminal import printable
 
+# show and show_value are named here too for eventmem replay, which imports them from this module
 __all__ = [
-    "FieldChange",
-    "JournalDiff",
-    "LinkChange",
-    "MemoryChange",
     "diff_files",
     "diff_histories",
     "diff_specs",
+    "diff_states",
     "pr_summary",
-    "render_markdown",
-    "render_text",
+    "show",
+    "show_value",
+    "word_diff",
 ]
 
-#: The order changes are listed in, and the heading each gets in a pull request summary.
-HEADINGS: Final = {
-    "added": "Added",
-    "changed": "Changed",
-    "promoted": "Promoted",
-    "deleted": "Deleted",
-    "expired": "Expired",
-    "restored": "Restored",
-    "archived": "Archived",
-    "removed": "Gone from the journal",
-}
 #: The events whose ``reason`` explains a change of that kind.
 _REASONED: Final[dict[str, type[MemoryDeleted | MemoryRestored | MemoryPromoted]]] = {
     "deleted": MemoryDeleted,
     "restored": MemoryRestored,
     "promoted": MemoryPromoted,
 }
-_MARKS: Final = {"added": "+", "changed": "~", "removed": "!", "deleted": "-", "expired": "-"}
-
-
-class FieldChange(msgspec.Struct, kw_only=True):
-    field: str
-    old: Any
-    new: Any
-    words: str = ""
-    """For a long text: the words that changed, ``[-old-]{+new+}``, with a little context."""
-
-
-class MemoryChange(msgspec.Struct, kw_only=True):
-    """One memory that differs; ``changes`` lists every kind of change, the main one first."""
-
-    memory: str
-    changes: list[str]
-    kind: str
-    title: str
-    summary: str
-    fields: list[FieldChange] = []
-    """For ``changed``: each field that differs, old and new value."""
-    by: list[str] = []
-    """Who wrote the events behind the change (those the new side has and the old side lacks)."""
-    at: str = ""
-    """The time of the latest of those events."""
-    reasons: list[str] = []
-    partial: bool = False
-    """The memory's ``saved`` event is on neither side (a diff of one segment): old values unknown."""
-
-
-class LinkChange(msgspec.Struct, kw_only=True):
-    link: str
-    change: str
-    """``linked`` or ``unlinked``."""
-    source: str
-    target: str
-    relation: str
-
-
-class JournalDiff(msgspec.Struct, kw_only=True):
-    old: str
-    new: str
-    memories: list[MemoryChange]
-    links: list[LinkChange]
-    events_added: int
-    events_removed: int
-    unknown_added: dict[str, int]
-    """Events of types this version does not know, among those added: kept, not described."""
-    overridden: list[ConcurrentEdit] = []
-    """Concurrent edits involving an added event: one writer's value lost to another's, neither
-    having seen the other (judged from the journal alone, see :mod:`eventmem.concurrency`)."""
-    corrupt_added: list[str] = []
-    """Lines of the new side that do not decode and are not on the old side (file, byte offset,
-    line, reason): left out of the fold, so said here rather than skipped silently."""
-
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(HEADINGS, 0)
-        for change in self.memories:
-            for kind in change.changes:
-                counts[kind] += 1
-        return {kind: n for kind, n in counts.items() if n}
-
-
-# -- computing ---------------------------------------------------------------------------------
 
 
 def _exists(record: MemoryRecord | None) -> bool:
@@ -336,131 +259,3 @@ def pr_summary(root: Path, base: str | None = None, head: str = "HEAD") -> tuple
     diff = diff_histories(read_revision(root, fork), read_revision(root, head))
     diff.old = f"{base} (merge base {fork[:12]})"
     return diff, fork
-
-
-# -- words -------------------------------------------------------------------------------------
-
-
-def show_value(value: Any, width: int = 60) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(str(v) for v in value) + "]"
-    if isinstance(value, str):
-        text = " ".join(value.split())
-        return '"' + (text if len(text) <= width else text[: width - 1] + "…") + '"'
-    return str(value)
-
-
-def _name(change: MemoryChange) -> str:
-    return show_value(change.title or change.summary, 50)
-
-
-def _what(change: MemoryChange) -> str:
-    """The change in words, after the memory's name."""
-    parts: list[str] = []
-    for kind in change.changes:
-        if kind == "added":
-            parts.append(f"[{change.kind}] {show_value(change.summary, 70)}" if change.title else f"[{change.kind}]")
-        elif kind == "changed":
-            parts.append(
-                "; ".join(
-                    f"{f.field} {f.words}"
-                    if f.words and not change.partial
-                    else f"{f.field} {'' if change.partial else show_value(f.old, 40) + ' '}→ {show_value(f.new, 40)}"
-                    for f in change.fields
-                )
-            )
-        elif kind != change.changes[0]:
-            parts.append(kind)
-    if change.reasons:
-        parts.append("(" + "; ".join(change.reasons) + ")")
-    return ", ".join(p for p in parts if p)
-
-
-def _totals(diff: JournalDiff) -> str:
-    counts = diff.counts()
-    text = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no memory changes"
-    who = sorted({name for change in diff.memories for name in change.by})
-    events = f"{diff.events_added} new event(s)" + (f" by {', '.join(who)}" if who else "")
-    if diff.events_removed:
-        events += f", {diff.events_removed} event(s) no longer present"
-    if diff.overridden:
-        events += f"; {len(diff.overridden)} overridden concurrent edit(s)"
-    if diff.corrupt_added:
-        events += f"; {len(diff.corrupt_added)} line(s) that do not decode, left out"
-    return f"{text}; {events}"
-
-
-def _overridden(edit: ConcurrentEdit) -> str:
-    """One concurrent edit in words: whose value was lost to whose."""
-    lost, kept = edit.loses, edit.wins
-    what = edit.field if edit.field != "status" else "an edit"
-    return (
-        f"{edit.memory} {show_value(edit.title, 40) + ' ' if edit.title else ''}{what}: "
-        f"{lost.by or '?'}'s {show_value(lost.value, 40)} ({lost.ts}) lost to {kept.by or '?'}'s "
-        f"{show_value(kept.value, 40)} ({kept.ts}); neither had seen the other"
-    )
-
-
-def show(diff: JournalDiff, *, as_json: bool) -> None:
-    """Print a diff as the ``diff`` commands do: JSON, or :func:`render_text`."""
-    if as_json:
-        print_json(diff)
-    else:
-        sys.stdout.write(render_text(diff))
-
-
-def render_text(diff: JournalDiff) -> str:
-    """The diff in words, one memory per line."""
-    lines = [f"memory changes {diff.old} → {diff.new}: {_totals(diff)}"]
-    for change in diff.memories:
-        head = change.changes[0]
-        by = f"  — {', '.join(change.by)}" if change.by else ""
-        what = f": {text}" if (text := _what(change)) else ""
-        lines.append(f"{_MARKS.get(head, '*')} {head:<9} {change.memory}  {_name(change)}{what}{by}")
-    for link in diff.links:
-        mark = "+" if link.change == "linked" else "-"
-        lines.append(f"{mark} {link.change:<9} {link.source} -{link.relation}-> {link.target}")
-    for kind, count in diff.unknown_added.items():
-        lines.append(f"? {count} event(s) of unknown type {kind!r} (from a newer eventmem; kept)")
-    lines += [f"! overridden {printable(_overridden(edit))}" for edit in diff.overridden]
-    lines += [f"! left out   {printable(problem)}" for problem in diff.corrupt_added]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("`", "'")
-
-
-def render_markdown(diff: JournalDiff, *, title: str = "Memory changes") -> str:
-    """The diff as a section of a pull request description."""
-    out = [f"### {title}", "", f"Since {_md(diff.old)}.", ""]
-    left_out = ["**Lines that do not decode (left out)**", *(f"- {_md(printable(p))}" for p in diff.corrupt_added), ""]
-    if not diff.memories and not diff.links:
-        out += ["No memory changes.", ""] + (left_out if diff.corrupt_added else [])
-        return "\n".join(out).rstrip("\n") + "\n"
-    totals = _md(_totals(diff))
-    out += [totals[:1].upper() + totals[1:] + ".", ""]
-    for kind, heading in HEADINGS.items():
-        group = [c for c in diff.memories if c.changes[0] == kind]
-        if not group:
-            continue
-        out.append(f"**{heading}**")
-        for change in group:
-            by = f" _({_md(', '.join(change.by))})_" if change.by else ""
-            what = _what(change)
-            name = _md(_name(change).strip('"'))
-            out.append(f"- **{name}** `{change.memory}`{' — ' if what else ''}{_md(what)}{by}")
-        out.append("")
-    if diff.links:
-        out.append("**Links**")
-        out += [f"- {link.change}: `{link.source}` {link.relation} → `{link.target}`" for link in diff.links]
-        out.append("")
-    if diff.overridden:
-        out.append("**Overridden concurrent edits**")
-        out += [f"- {_md(printable(_overridden(edit)))}" for edit in diff.overridden]
-        out.append("")
-    if diff.corrupt_added:
-        out += left_out
-    return "\n".join(out)

@@ -54,14 +54,14 @@ _NEEDLES: Final = tuple(sorted({needle for groups in NEEDLES.values() for group 
 _RULES: Final = tuple((kind, pattern, NEEDLES[kind]) for kind, pattern in PATTERNS)
 
 
-def _present(text: str) -> frozenset[str]:
+def needles_in(text: str) -> frozenset[str]:
     """The needles in ``text``, lower-cased (and folded: see :data:`_FOLD`)."""
     folded = (text if text.isascii() else text.translate(_FOLD)).lower()
     return frozenset([needle for needle in _NEEDLES if needle in folded])
 
 
 def _found(text: str) -> list[str]:
-    present = _present(text)
+    present = needles_in(text)
     if not present:
         return []
     return [
@@ -85,7 +85,7 @@ def find_secrets(text: str) -> list[str]:
 _REDACTED: Final = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
 
-def _replace(kind: str, match: re.Match[str]) -> str:
+def redaction(kind: str, match: re.Match[str]) -> str:
     """The match with its secret part (the group named ``secret…`` that took part, else all of it)
     replaced by ``[REDACTED:<kind>]``."""
     tag = f"[REDACTED:{kind}]"
@@ -101,9 +101,9 @@ def _replace(kind: str, match: re.Match[str]) -> str:
 
 def _redact(text: str) -> str:
     for kind, pattern, groups in _RULES:
-        present = _present(text)  # (again after each rule: a replacement adds text)
+        present = needles_in(text)  # (again after each rule: a replacement adds text)
         if all(not present.isdisjoint(group) for group in groups):
-            text = pattern.sub(lambda match, kind=kind: _replace(kind, match), text)  # type: ignore[misc]
+            text = pattern.sub(lambda match, kind=kind: redaction(kind, match), text)  # type: ignore[misc]
     return text
 
 
@@ -182,7 +182,7 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
     if not texts:
         return _fitted(event)
     joined = "\x00".join(texts)  # (no needle holds a NUL: none can span two fields)
-    if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not _present(joined):
+    if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not needles_in(joined):
         return _fitted(event)  # the common case: one look for the needles across all the fields
     changes: dict[str, object] = {}
     for name in event.__struct_fields__:

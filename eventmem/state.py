@@ -27,15 +27,11 @@ No IO here: :mod:`eventmem.store` feeds events in and keeps the indexes in step.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from eventmem.codec import UnknownEvent
-from eventmem.errors import SnapshotDamaged
 from eventmem.events import (
     AnyEvent,
     LinkAdded,
@@ -48,297 +44,24 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.ids import parse_iso, to_iso
-
-if TYPE_CHECKING:
-    from _collections_abc import dict_items, dict_values
+from eventmem.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords
+from eventmem.stamps import NO_DEPTH, depth_digits, event_digest, key_of, normalize_ts, stamp_of, ts_of, wall_of
 
 __all__ = [
+    # Named here too for the modules that still import them from the fold (runner, service,
+    # lifecycle, history); their home is eventmem.records and eventmem.stamps.
     "LinkRecord",
     "MemoryRecord",
     "MemoryRecords",
     "State",
-    "Status",
     "StoredState",
-    "event_digest",
-    "id_of",
-    "key_of",
+    "normalize_ts",
     "stamp_of",
     "ts_of",
     "wall_of",
 ]
 
-Status = Literal["live", "deleted", "expired"]
-_TS_WIDTH = len("2026-01-01T00:00:00.000000Z")
-_REGISTERS = ("kind", "scope", "title", "content", "summary", "tags", "importance", "ttl_seconds", "project")
-
-
-def normalize_ts(ts: str) -> str:
-    """Fixed-width UTC form of a timestamp, so that stamps compare as strings."""
-    if len(ts) == _TS_WIDTH and ts.endswith("Z"):
-        return ts
-    try:
-        return to_iso(parse_iso(ts))
-    except (ValueError, OverflowError):  # (a zone that moves the year past 9999)
-        return ts.ljust(_TS_WIDTH, "0")[:_TS_WIDTH]
-
-
-def stamp_of(ts: str, event_id: str) -> str:
-    """The wall-clock stamp ``ts + event id``: time order, for time travel and reports."""
-    return normalize_ts(ts) + event_id
-
-
-_COUNTS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-"""The first character of a fold stamp: how many digits of depth follow (ascending in ASCII)."""
-_COUNT_OF = {char: count for count, char in enumerate(_COUNTS)}
-_MAX_DEPTH = 10 ** (len(_COUNTS) - 1) - 1
-_NO_DEPTH = "0"
-
-
-def key_of(depth: int, ts: str, event_id: str) -> str:
-    """The fold's stamp of an event: its causal depth, fixed-width ``ts``, event id.
-
-    The depth is written as its count of digits (one character) and the digits, so that string
-    order is numeric order with no bound a line could reach (35 digits), and a depth of 0 (every
-    event written without ``prev``) costs one character."""
-    return _depth_digits(depth) + normalize_ts(ts) + event_id
-
-
-def _depth_digits(depth: int) -> str:
-    if not depth:
-        return _NO_DEPTH
-    digits = str(min(depth, _MAX_DEPTH))
-    return _COUNTS[len(digits)] + digits
-
-
-def _ts_start(stamp: str) -> int:
-    return 1 + _COUNT_OF.get(stamp[:1], 0) if stamp else 0
-
-
-def ts_of(stamp: str) -> str:
-    """The timestamp inside a fold stamp (``""`` for no stamp)."""
-    start = _ts_start(stamp)
-    return stamp[start : start + _TS_WIDTH]
-
-
-def wall_of(stamp: str) -> str:
-    """A fold stamp without its depth: ``ts + event id``, comparable with :func:`stamp_of`."""
-    return stamp[_ts_start(stamp) :]
-
-
-def id_of(stamp: str) -> str:
-    """The event id at the end of a fold stamp."""
-    return stamp[_ts_start(stamp) + _TS_WIDTH :]
-
-
-def event_digest(event: AnyEvent | UnknownEvent) -> bytes:
-    """SHA-256 of the event's canonical form: equal for lines that decode to the same event.
-
-    Every field is in it, defaults too: a line that spells out a default (``"kind":"general"``)
-    and one that leaves it out are the same event, and an event made in this process digests like
-    the line it becomes once read back (its own line leaves out only the defaults it can tell)."""
-    if isinstance(event, UnknownEvent):
-        return hashlib.sha256(event.raw).digest()
-    fields = {name: value for name, value in msgspec.structs.asdict(event).items() if value is not msgspec.UNSET}
-    return hashlib.sha256(_CANONICAL.encode((event.__struct_config__.tag, fields))).digest()
-
-
-_CANONICAL = msgspec.json.Encoder(order="sorted")
-
-
-class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
-    """What the fold knows about one memory. Registers hold ``(stamp, value)`` by field name."""
-
-    id: str
-    exists: bool = False
-    """A ``saved`` event was seen (an update can arrive first, from another branch)."""
-    kind: str = "general"
-    scope: str = "project"
-    title: str = ""
-    content: str = ""
-    summary: str = ""
-    tags: tuple[str, ...] = ()
-    importance: float = 0.5
-    ttl_seconds: int | None = None
-    project: str = ""
-    stamps: dict[str, str] = {}
-    created_stamp: str = ""
-    created_by: str = ""
-    updated_stamp: str = ""
-    updated_by: str = ""
-    deleted_stamp: str = ""
-    expired_stamp: str = ""
-    restored_stamp: str = ""
-    promoted_stamp: str = ""
-    archived: bool = False
-    archived_stamp: str = ""
-    """The latest ``archived`` event naming this memory: events older than it were looked at."""
-    events: int = 0
-    depths: dict[str, int] = {}
-    """The causal depth of the events about this memory that have one above 0, by event id."""
-
-    @property
-    def status(self) -> Status:
-        tomb = max(self.deleted_stamp, self.expired_stamp)
-        if not tomb or tomb <= self.restored_stamp:
-            return "live"
-        return "deleted" if self.deleted_stamp >= self.expired_stamp else "expired"
-
-    @property
-    def head_stamp(self) -> str:
-        """The stamp of the greatest event about this memory in the fold's order."""
-        return max(self.updated_stamp, self.deleted_stamp, self.expired_stamp, self.restored_stamp)
-
-    @property
-    def head(self) -> str:
-        """The id of the greatest event about this memory: the ``prev`` of the next one written."""
-        return id_of(self.head_stamp)
-
-    @property
-    def created_at(self) -> str:
-        return ts_of(self.created_stamp)
-
-    @property
-    def updated_at(self) -> str:
-        return ts_of(self.updated_stamp)
-
-    @property
-    def ttl_set_at(self) -> str:
-        """When the TTL in force was set: the clock its expiry counts from."""
-        return ts_of(self.stamps.get("ttl_seconds", self.created_stamp))
-
-    def write(self, field: str, value: object, stamp: str) -> bool:
-        if stamp <= self.stamps.get(field, ""):
-            return False
-        self.stamps[field] = stamp
-        setattr(self, field, value)
-        return True
-
-
-_RECORD = msgspec.msgpack.Decoder(MemoryRecord)
-_MISSING: Any = object()
-
-
-class MemoryRecords(dict[str, MemoryRecord]):
-    """The fold's memories by id. Those of a loaded snapshot stay encoded until first asked for.
-
-    A cold start then decodes one small entry per memory instead of every record: a query reads its
-    top hits, a save its own memory. Each record is decoded once, under a lock, so two threads
-    never end up holding different copies of one memory; listing every value decodes the rest.
-    Fresh states (the fold from the journal) hold only records and pay nothing for this.
-    """
-
-    __slots__ = ("_encoded", "_lock", "damaged")
-
-    def __init__(self, encoded: Mapping[str, msgspec.Raw] | None = None) -> None:
-        super().__init__()
-        self._lock = threading.Lock()
-        self._encoded = 0
-        self.damaged = False
-        """A record did not decode (see :class:`SnapshotDamaged`): the owner must rebuild."""
-        if encoded:
-            dict.update(self, encoded)
-            self._encoded = len(encoded)
-
-    @property
-    def encoded(self) -> int:
-        """How many records are still encoded."""
-        return self._encoded
-
-    def _decode(self, memory_id: str, value: object) -> MemoryRecord:
-        with self._lock:
-            current = dict.get(self, memory_id, _MISSING)
-            if isinstance(current, msgspec.Raw):
-                record = self._decode_one(memory_id, current)
-                dict.__setitem__(self, memory_id, record)
-                self._encoded -= 1
-                return record
-            if current is _MISSING:  # removed meanwhile: hand back what the caller found
-                return self._decode_one(memory_id, value) if isinstance(value, msgspec.Raw) else value  # type: ignore[return-value]
-            return current  # type: ignore[no-any-return]
-
-    def _decode_one(self, memory_id: str, raw: msgspec.Raw) -> MemoryRecord:
-        try:
-            record = _RECORD.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            self.damaged = True
-            raise SnapshotDamaged(memory_id, str(exc)) from exc
-        if record.id != memory_id:
-            self.damaged = True
-            raise SnapshotDamaged(memory_id, f"holds memory {record.id}")
-        return record
-
-    def decode_all(self) -> None:
-        if not self._encoded:
-            return
-        with self._lock:
-            for memory_id, value in list(dict.items(self)):
-                if isinstance(value, msgspec.Raw):
-                    dict.__setitem__(self, memory_id, self._decode_one(memory_id, value))
-                    self._encoded -= 1
-
-    def __getitem__(self, memory_id: str) -> MemoryRecord:
-        value = dict.__getitem__(self, memory_id)
-        if self._encoded and isinstance(value, msgspec.Raw):
-            return self._decode(memory_id, value)
-        return value
-
-    def get(self, memory_id: str, default: Any = None) -> Any:
-        value = dict.get(self, memory_id, _MISSING)
-        if value is _MISSING:
-            return default
-        if self._encoded and isinstance(value, msgspec.Raw):
-            return self._decode(memory_id, value)
-        return value
-
-    def pop(self, memory_id: str, default: Any = _MISSING) -> Any:
-        self.decode_all()
-        if default is _MISSING:
-            return dict.pop(self, memory_id)
-        return dict.pop(self, memory_id, default)
-
-    def values(self) -> dict_values[str, MemoryRecord]:
-        self.decode_all()
-        return dict.values(self)
-
-    def items(self) -> dict_items[str, MemoryRecord]:
-        self.decode_all()
-        return dict.items(self)
-
-    def copy(self) -> dict[str, MemoryRecord]:
-        self.decode_all()
-        return dict(dict.items(self))
-
-    def __eq__(self, other: object) -> bool:
-        self.decode_all()
-        if isinstance(other, MemoryRecords):
-            other.decode_all()
-        return dict.__eq__(self, other)
-
-    __hash__ = None
-
-
-class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
-    id: str
-    source: str = ""
-    target: str = ""
-    relation: str = "related_to"
-    strength: float = 1.0
-    context: str = ""
-    added_stamp: str = ""
-    added_by: str = ""
-    removed_stamp: str = ""
-    depths: dict[str, int] = {}
-    """The causal depth of the events about this link that have one above 0, by event id."""
-
-    @property
-    def head(self) -> str:
-        """The id of the greatest event about this link: the ``prev`` of the next one written."""
-        return id_of(max(self.added_stamp, self.removed_stamp))
-
-    @property
-    def alive(self) -> bool:
-        return bool(self.added_stamp) and not self.removed_stamp
+_REGISTERS = REGISTERS  # (history still imports it from here)
 
 
 class State(msgspec.Struct, kw_only=True):
@@ -437,14 +160,14 @@ class State(msgspec.Struct, kw_only=True):
         apply, extend = self._apply, touched.extend
         if not depths:  # (the common case: no event of the batch has a prev)
             for event in batch.values():
-                extend(apply(event, _NO_DEPTH))
+                extend(apply(event, NO_DEPTH))
             return touched, stale
         for event_id, event in batch.items():
             if event_id not in depths:
-                extend(apply(event, _NO_DEPTH))
+                extend(apply(event, NO_DEPTH))
                 continue
             depth = depths[event_id]
-            extend(apply(event, _depth_digits(depth)))
+            extend(apply(event, depth_digits(depth)))
             subject = _subject(event)
             if subject is not None:
                 owner = self.memory(subject[1]) if subject[0] == "memory" else self.link(subject[1])
@@ -540,7 +263,7 @@ class State(msgspec.Struct, kw_only=True):
                         importance=event.importance,
                         ttl_seconds=event.ttl_seconds,
                         project=event.project,
-                        stamps=dict.fromkeys(_REGISTERS, stamp),
+                        stamps=dict.fromkeys(REGISTERS, stamp),
                         created_stamp=stamp,
                         created_by=event.by,
                         updated_stamp=stamp,
@@ -552,14 +275,14 @@ class State(msgspec.Struct, kw_only=True):
                 if not record.exists or stamp < record.created_stamp:
                     record.created_stamp, record.created_by = stamp, event.by
                 record.exists = True
-                for field in _REGISTERS:
+                for field in REGISTERS:
                     record.write(field, getattr(event, field), stamp)
                 self._touch(record, stamp, event.by)
                 return (record.id,)
             case MemoryUpdated():
                 record = self.memory(event.memory)
                 record.events += 1
-                for field in _REGISTERS:
+                for field in REGISTERS:
                     value = getattr(event, field, msgspec.UNSET)
                     if value is not msgspec.UNSET:
                         record.write(field, value, stamp)

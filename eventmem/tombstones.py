@@ -14,7 +14,8 @@ from eventmem.codec import LineError, decode_line
 from eventmem.errors import MemoryGone
 from eventmem.events import AnyEvent, LinkAdded, MemoryDeleted, MemoryExpired, MemoryRestored, MemoryUpdated
 from eventmem.ids import new_id
-from eventmem.state import MemoryRecord, id_of, ts_of
+from eventmem.records import MemoryRecord
+from eventmem.stamps import id_of, ts_of
 from eventmem.store import Store
 
 __all__ = ["expired_error", "gone", "latest_tombstone", "restore_events"]

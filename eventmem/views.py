@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from eventmem.events import KINDS
+from eventmem.records import MemoryRecord
 from eventmem.service import MemoryService
-from eventmem.state import MemoryRecord
 from eventmem.store import Store
 
 __all__ = ["live_records", "live_slots", "render_summary"]

@@ -9,18 +9,25 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import anyio
 import pytest
+import watchfiles
 
 import eventmem.store as store_module
-from eventmem.project import RootChoice
+from eventmem.events import MemorySaved
+from eventmem.ids import new_id, to_iso
+from eventmem.journal import Journal
+from eventmem.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
+WAIT = 60.0  # seconds: a bound on every wait for a process or a server, far above what a loaded machine needs
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +56,12 @@ def repository_memory_untouched() -> Iterator[None]:
 def git(cwd: Path, *args: str) -> str:
     result = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return result.stdout
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio."""
+    return "asyncio"
 
 
 @pytest.fixture
@@ -81,6 +94,67 @@ def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.Exit
     if snapshot_every_catch_up:
         stack.enter_context(mock.patch.object(store_module.Store, "_snapshot_due", lambda self: 1))
     return stack
+
+
+def global_dir(project: Path) -> Path:
+    """The user-wide global memory the test's servers use (``EVENTMEM_GLOBAL_DIR``)."""
+    return project.parent / "global-memory"
+
+
+def journal_events(root: Path, folder: str = "journal") -> list[dict[str, Any]]:
+    """Every event of the segments in ``folder`` (journal or archive) under the memory root ``root``."""
+    return [
+        json.loads(line)
+        for path in sorted((root / ".eventmem" / folder).glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+
+
+def journal_files(*roots: Path) -> dict[str, bytes]:
+    """Every journal and archive segment under the given memory roots, with its bytes."""
+    out: dict[str, bytes] = {}
+    for root in roots:
+        for folder in ("journal", "archive"):
+            for path in sorted((root / ".eventmem" / folder).glob("*.jsonl")):
+                out[str(path)] = path.read_bytes()
+    return out
+
+
+async def wait_until(
+    condition: Callable[[], bool], watched: Path, failure: Callable[[], str], *, timeout: float = WAIT
+) -> None:
+    """Return once ``condition()`` holds. It is checked at once, then at each change of ``watched`` (a file,
+    or a folder and what is under it), and at least once a second in case a change came before the
+    watch began; after ``timeout`` seconds the test fails with ``failure()``."""
+    if condition():
+        return
+    try:
+        with anyio.fail_after(timeout):
+            async for _ in watchfiles.awatch(watched, watch_filter=None, yield_on_timeout=True, rust_timeout=1000):
+                if condition():
+                    return
+    except TimeoutError:
+        pytest.fail(failure())
+
+
+def journal_bytes(project: Path) -> bytes:
+    """The bytes of every ``.jsonl`` file eventmem keeps in the project (journal, archive, access counts)."""
+    return b"".join(p.read_bytes() for p in sorted((project / ".eventmem").glob("*/*.jsonl")))
+
+
+def ago(**delta: float) -> str:
+    """The time ``delta`` (``timedelta`` arguments) before now, as a journal writes it."""
+    return to_iso(datetime.now(UTC) - timedelta(**delta))
+
+
+def write_events(root: Path, events: list[Any]) -> None:
+    """Append events as another process of this clone would (old timestamps allowed)."""
+    Journal(ProjectPaths(root)).append(events)
+
+
+def old_memory(content: str, *, days: float, ttl: int | None = 3600, **fields: Any) -> MemorySaved:
+    """A memory saved ``days`` ago with a TTL of ``ttl`` seconds (``None``: long-term)."""
+    return MemorySaved(id=new_id(), ts=ago(days=days), memory=new_id(), content=content, ttl_seconds=ttl, **fields)
 
 
 def reopen(project: Path) -> MemoryService:

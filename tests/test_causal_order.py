@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import git
-from test_cli import eventmem, ok_json, only_segment, save
-from test_mcp_stdio import call, serve, server_env
+from mcp_client import call, serve, server_env
 
 from eventmem.codec import decode_line, encode_event
 from eventmem.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso
-from eventmem.state import event_digest
+from eventmem.stamps import event_digest
 
 pytestmark = pytest.mark.anyio
 
@@ -28,11 +28,6 @@ FAR_STAMPS = [
     ("9899-12-31T23:59:59Z", None),
     ("9899-12-31T23:59:59.999999Z", "ZZZZZZZZZZZZZZZZZZZZZZZZZZ"),  # the greatest stamp and id a line may hold
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def merge_segment(project: Path, name: str, *events: AnyEvent) -> Path:

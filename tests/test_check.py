@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, eventmem_command, git, reopen
+from cli_runner import eventmem as run
+from conftest import REPO, git, reopen
 from test_history import append, commit
 
 from eventmem.codec import encode_event
@@ -23,10 +24,6 @@ LONG = (
     "The connection pool holds fifty connections and is shared by every worker in the service process; "
     "raise it only together with the database's own limit, which is set today"
 )
-
-
-def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(eventmem_command(*args), cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def check(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

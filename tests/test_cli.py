@@ -8,54 +8,15 @@ import shutil
 import subprocess
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import eventmem_command
+from cli_runner import eventmem, ok_json, only_segment, save, search_ids
+from conftest import journal_bytes
 
 from eventmem.codec import decode_line
-from eventmem.service import Hit, Memory
+from eventmem.service import Memory
 
 MEMORY_FIELDS = set(Memory.__struct_fields__)
-HIT_FIELDS = set(Hit.__struct_fields__)
-
-
-def eventmem(
-    cwd: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        eventmem_command(*args), cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=120
-    )
-
-
-def ok_json(cwd: Path, *args: str, stdin: str = "") -> Any:
-    result = eventmem(cwd, *args, "--json", stdin=stdin)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def save(project: Path, text: str, *flags: str, stdin: str = "") -> dict[str, Any]:
-    data = ok_json(project, "save", text, *flags, stdin=stdin)
-    assert data["status"] == "success"
-    memory: dict[str, Any] = data["memory"]
-    return memory
-
-
-def search_ids(project: Path, *args: str) -> list[str]:
-    data = ok_json(project, "search", *args)
-    assert data["status"] == "success"
-    for hit in data["results"]:
-        assert set(hit) == HIT_FIELDS
-    return [hit["id"] for hit in data["results"]]
-
-
-def journal_bytes(project: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in sorted((project / ".eventmem").glob("*/*.jsonl")))
-
-
-def only_segment(project: Path) -> Path:
-    (segment,) = (project / ".eventmem" / "journal").glob("*.jsonl")
-    return segment
 
 
 def test_init_creates_the_memory_directory_and_says_which_root_it_chose(project: Path) -> None:

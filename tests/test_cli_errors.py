@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ProcessGroup, eventmem_command, git
-from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
+from cli_runner import eventmem, ok_json, only_segment, save
+from conftest import ProcessGroup, eventmem_command, git, journal_bytes
 
 from eventmem.codec import encode_event
 from eventmem.events import MemorySaved

@@ -21,7 +21,8 @@ from eventmem.codec import encode_event
 from eventmem.events import Event, MemoryExpired, MemoryPromoted, MemorySaved, MemoryUpdated
 from eventmem.history import Entry, History, as_of, load, memory_log, read_revision, read_worktree
 from eventmem.ids import new_id, now_iso
-from eventmem.journaldiff import diff_histories, diff_states, render_markdown
+from eventmem.journaldiff import diff_histories, diff_states
+from eventmem.journaldiff_render import render_markdown
 from eventmem.project import ProjectPaths
 
 GOLDEN = REPO / "tests" / "golden" / "journal_v1.jsonl"

@@ -6,14 +6,13 @@ quarantined before it is cut."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reopen
-from test_cli import eventmem, journal_bytes, ok_json, only_segment, save
-from test_mcp_stdio import WAIT, assert_clean_stderr, call, serve, server_env
+from cli_runner import eventmem, ok_json, only_segment, save
+from conftest import journal_bytes, reopen, wait_until
+from mcp_client import assert_clean_stderr, call, serve, server_env
 
 from eventmem.codec import LineError, decode_line, decode_lines, encode_event
 from eventmem.errors import InvalidInput
@@ -204,25 +203,20 @@ async def test_a_running_server_reports_hostile_lines_another_process_appended_a
         offsets = {name: append_raw(segment, line + b"\n") for name, line in lines.items()}
         later = save(project, "Written by another process after the hostile lines.")["id"]
 
-        deadline = time.monotonic() + WAIT  # the watcher's catch-up logs each problem
-        missing = set(offsets.values())
-        while missing:
-            assert time.monotonic() < deadline, f"the server did not report bytes {sorted(missing)}"
+        def unreported() -> set[int]:
             text = errlog.read_text(encoding="utf-8")
-            missing = {offset for offset in missing if f"corrupt line at byte {offset}:" not in text}
-            if missing:
-                time.sleep(0.05)
+            return {offset for offset in offsets.values() if f"corrupt line at byte {offset}:" not in text}
+
+        # the watcher's catch-up logs each problem
+        await wait_until(
+            lambda: not unreported(), errlog, lambda: f"the server did not report bytes {sorted(unreported())}"
+        )
 
         got = await call(session, "get_memory", memory_id=later)
         assert got["memory"]["content"] == "Written by another process after the hostile lines."
         recalled = await call(session, "recall_memories", query="hatch pytest build")
         assert first in [hit["id"] for hit in recalled["results"]]
     assert_clean_stderr(errlog)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def test_the_writer_refuses_an_event_its_readers_would_refuse_and_writes_nothing(project: Path) -> None:

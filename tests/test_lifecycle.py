@@ -14,23 +14,21 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reopen
+from conftest import ago, global_dir, journal_events, old_memory, reopen, write_events
 from mcp import Client
 from mcp.types import Implementation
-from mcp_client import call_tool, text_of
+from mcp_client import call, call_error
+from mcp_client import connect as connect_client
 
 from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryExpired, MemorySaved
 from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
-from eventmem.mcp_server import build_server
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.project import ProjectPaths
 
 pytestmark = pytest.mark.anyio
 
@@ -50,32 +48,15 @@ LIFECYCLE_TOOLS = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def no_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compaction runs when a test says so (the scheduler has its own test, over stdio)."""
     monkeypatch.setenv("EVENTMEM_COMPACT_INTERVAL_SECONDS", "0")
 
 
-@asynccontextmanager
-async def connect(project: Path, name: str = CLIENT.name) -> AsyncIterator[Client]:
-    server = build_server(RootChoice(project, "test"), tools="all")
-    async with Client(server, client_info=Implementation(name=name, version="1.0")) as client:
-        yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    return await call_tool(client, tool, arguments)
-
-
-async def call_error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, f"{tool}({arguments}) should have failed: {result.structured_content}"
-    return text_of(result)
+def connect(project: Path, name: str = CLIENT.name) -> AbstractAsyncContextManager[Client]:
+    """A client named ``name`` of a server offering every tool."""
+    return connect_client(project, client_info=Implementation(name=name, version="1.0"), tools="all")
 
 
 async def store(client: Client, content: str, **fields: Any) -> str:
@@ -84,17 +65,13 @@ async def store(client: Client, content: str, **fields: Any) -> str:
     return memory_id
 
 
-def global_dir(project: Path) -> Path:
-    return project.parent / "global-memory"
-
-
-def events_of(root: Path, folder: str = "journal") -> list[dict[str, Any]]:
-    return [
-        json.loads(line)
-        for path in sorted((root / ".eventmem" / folder).glob("*.jsonl"))
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+def compact_twice(project: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reports of two compactions in a row, by a fresh service on the project."""
+    service = reopen(project)
+    try:
+        return service.compact(), service.compact()
+    finally:
+        service.close()
 
 
 def lines_of(root: Path) -> list[bytes]:
@@ -106,19 +83,6 @@ def lines_of(root: Path) -> list[bytes]:
         for line in path.read_bytes().splitlines()
         if line.strip()
     ]
-
-
-def ago(**delta: float) -> str:
-    return to_iso(datetime.now(UTC) - timedelta(**delta))
-
-
-def write_events(root: Path, events: list[Any]) -> None:
-    """Append events as another process of this clone would (old timestamps allowed)."""
-    Journal(ProjectPaths(root)).append(events)
-
-
-def old_memory(content: str, *, days: float, ttl: int | None = 3600, **fields: Any) -> MemorySaved:
-    return MemorySaved(id=new_id(), ts=ago(days=days), memory=new_id(), content=content, ttl_seconds=ttl, **fields)
 
 
 def ids(results: list[dict[str, Any]]) -> list[str]:
@@ -194,7 +158,7 @@ async def test_global_memories_are_searched_alongside_the_projects_and_marked_as
         assert scopes == {local: "project", shared: "global"}
     assert got["memory"]["scope"] == "global"
     assert got["memory"]["project"] == project.name  # the project it was saved from
-    assert shared in {e.get("memory") for e in events_of(global_dir(project))}
+    assert shared in {e.get("memory") for e in journal_events(global_dir(project))}
 
 
 # -- TTL and expiry -------------------------------------------------------------------------------
@@ -236,15 +200,10 @@ async def test_compaction_writes_one_expired_event_per_memory_past_its_ttl(proje
     fresh = old_memory("Temporary: the release freeze lasts a week.", days=1, ttl=30 * 86400)
     forever = old_memory("We deploy on Tuesdays.", days=1, ttl=None)
     write_events(project, [due, fresh, forever])
-    service = reopen(project)
-    try:
-        report = service.compact()
-        again = service.compact()
-    finally:
-        service.close()
+    report, again = compact_twice(project)
     assert report["expired"] == [due.memory]
     assert again["expired"] == []
-    expired = [e for e in events_of(project) if e["type"] == "expired"]
+    expired = [e for e in journal_events(project) if e["type"] == "expired"]
     assert [e["memory"] for e in expired] == [due.memory]
     assert expired[0]["expires_at"].startswith(ago(days=1)[:10])
     async with connect(project) as client:
@@ -270,7 +229,7 @@ async def test_two_processes_compacting_at_once_write_each_expiry_once(project: 
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         reports.append(json.loads(out))
-    expired = [e["memory"] for e in events_of(project) if e["type"] == "expired"]
+    expired = [e["memory"] for e in journal_events(project) if e["type"] == "expired"]
     assert sorted(expired) == sorted(m.memory for m in memories)
     assert sorted(m for r in reports for m in r["expired"]) == sorted(expired)
 
@@ -384,7 +343,7 @@ async def test_a_memory_saved_with_importance_at_least_0_8_is_promoted_to_long_t
     assert important["memory"]["promoted"] is True
     assert important["memory"]["ttl_seconds"] is None and important["memory"]["expires_at"] is None
     assert ordinary["memory"]["promoted"] is False and ordinary["memory"]["expires_at"] is not None
-    promoted = [e for e in events_of(project) if e["type"] == "promoted"]
+    promoted = [e for e in journal_events(project) if e["type"] == "promoted"]
     assert [e["memory"] for e in promoted] == [important["memory"]["id"]]
     assert promoted[0]["by"] == CLIENT.name and "importance" in promoted[0]["reason"]
 
@@ -395,7 +354,7 @@ async def test_a_memory_accessed_five_times_is_promoted_once(project: Path) -> N
         views = [(await call(client, "get_memory", memory_id=memory_id))["memory"] for _ in range(7)]
     assert [v["promoted"] for v in views] == [False] * 5 + [True] * 2
     assert views[-1]["ttl_seconds"] is None and views[-1]["expires_at"] is None
-    promoted = [e for e in events_of(project) if e["type"] == "promoted"]
+    promoted = [e for e in journal_events(project) if e["type"] == "promoted"]
     assert [e["memory"] for e in promoted] == [memory_id]
     assert "accessed 5 times" in promoted[0]["reason"]
 
@@ -407,7 +366,7 @@ async def test_two_servers_sharing_a_clone_promote_a_much_used_memory_once(proje
             await call(one if i % 2 else two, "get_memory", memory_id=memory_id)
         got = await call(one, "get_memory", memory_id=memory_id)
     assert got["memory"]["promoted"] is True
-    assert [e["memory"] for e in events_of(project) if e["type"] == "promoted"] == [memory_id]
+    assert [e["memory"] for e in journal_events(project) if e["type"] == "promoted"] == [memory_id]
 
 
 async def test_promotion_thresholds_are_configurable(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -430,7 +389,7 @@ async def test_promote_memory_makes_a_memory_long_term_by_hand(project: Path) ->
         again = await call(client, "promote_memory", memory_id=memory_id)
     assert out["promoted"] is True and out["memory"]["expires_at"] is None and out["memory"]["promoted"] is True
     assert again["promoted"] is False
-    promoted = [e for e in events_of(project) if e["type"] == "promoted"]
+    promoted = [e for e in journal_events(project) if e["type"] == "promoted"]
     assert [(e["memory"], e["reason"]) for e in promoted] == [(memory_id, "everyone asks")]
 
 
@@ -448,7 +407,7 @@ async def test_saving_text_that_normalises_to_a_live_memorys_returns_it_and_coun
     assert "deduplicated" not in first and "deduplicated" not in other
     assert other["memory"]["id"] != first["memory"]["id"]
     assert got["memory"]["access_count"] == 1
-    assert [e["type"] for e in events_of(project)] == ["saved", "saved"]
+    assert [e["type"] for e in journal_events(project)] == ["saved", "saved"]
 
 
 async def test_text_of_a_deleted_memory_is_saved_anew(project: Path) -> None:
@@ -480,7 +439,7 @@ async def test_create_relationship_records_a_typed_link_with_strength_and_contex
     assert (link["source"], link["target"], link["relation"]) == (fix, problem, "solves")
     assert link["strength"] == 0.9 and link["context"] == "shipped in 2.4.1"
     assert link["created_by"] == CLIENT.name
-    linked = [e for e in events_of(project) if e["type"] == "linked"]
+    linked = [e for e in journal_events(project) if e["type"] == "linked"]
     assert [(e["source"], e["target"], e["relation"], e["strength"]) for e in linked] == [(fix, problem, "solves", 0.9)]
 
 
@@ -509,12 +468,12 @@ async def test_a_bad_relationship_is_refused_clearly_and_writes_nothing(
     async with connect(project) as client:
         a = await store(client, "Memory A about the queue.")
         b = await store(client, "Memory B about the worker.")
-        before = events_of(project)
+        before = journal_events(project)
         args = {"source_id": a, "target_id": b, **arguments}
         args = {k: a if v == "{source}" else v for k, v in args.items()}
         error = await call_error(client, "create_relationship", **args)
     assert message in error
-    assert events_of(project) == before
+    assert journal_events(project) == before
 
 
 async def test_creating_the_same_relationship_again_updates_it_instead_of_duplicating(project: Path) -> None:
@@ -528,7 +487,7 @@ async def test_creating_the_same_relationship_again_updates_it_instead_of_duplic
     assert first["created"] is True and same["created"] is False and stronger["created"] is False
     assert first["relationship"]["id"] == same["relationship"]["id"] == stronger["relationship"]["id"]
     assert [r["strength"] for r in related["related"]] == [1.0]
-    assert len([e for e in events_of(project) if e["type"] == "linked"]) == 2
+    assert len([e for e in journal_events(project) if e["type"] == "linked"]) == 2
 
 
 async def chain(client: Client, n: int) -> list[str]:
@@ -634,7 +593,7 @@ async def test_supersede_replaces_a_wrong_memory_keeping_its_history_and_a_super
     assert got_old["memory"]["superseded"] is True and got_old["memory"]["status"] == "live"
     assert [(r["id"], r["relation"]) for r in related["related"]] == [(old, "supersedes")]
     assert hidden["related"] == []
-    written = events_of(project)[-2:]
+    written = journal_events(project)[-2:]
     assert [e["type"] for e in written] == ["saved", "linked"]
     assert written[1]["context"] == "the limit was raised"
 
@@ -917,12 +876,7 @@ def test_compaction_moves_the_history_of_long_dead_memories_into_an_archive_segm
     seeded = seed_archive(project)
     before_lines = lines_of(project)
     before = answers(project)
-    service = reopen(project)
-    try:
-        report = service.compact()
-        again = service.compact()
-    finally:
-        service.close()
+    report, again = compact_twice(project)
     (archived,) = report["archived"]
     assert again["archived"] == []
     archive_files = list((project / ".eventmem" / "archive").glob("*.jsonl"))
@@ -933,7 +887,7 @@ def test_compaction_moves_the_history_of_long_dead_memories_into_an_archive_segm
     moved_about = {e.get("memory") or e.get("link") for e in moved}
     assert moved_about == {seeded["deleted"], seeded["expired"], seeded["link"]}
     assert archived["memories"] == 2 and archived["events"] == len(moved) == 6
-    live_events = events_of(project)
+    live_events = journal_events(project)
     assert {e.get("memory") for e in live_events} & {seeded["deleted"], seeded["expired"]} == {seeded["deleted"]}
     assert [e["type"] for e in live_events if e.get("memory") == seeded["deleted"]] == ["reacted"]  # unknown kept
     marker = [e for e in live_events if e["type"] == "archived"]

@@ -4,19 +4,17 @@ service, the tool schemas and the README."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from conftest import REPO
+from cli_runner import eventmem, ok_json, save
+from conftest import REPO, journal_bytes, journal_files
 from mcp import Client
-from mcp_client import text_of
-from test_cli import eventmem, journal_bytes, ok_json, save
-from test_mcp_stdio import call_error as stdio_call_error
-from test_mcp_stdio import serve, server_env
-from test_mcp_tools import CLIENT, call, call_error, journal_files
+from mcp_client import PYTEST_CLIENT, call, call_error, connect, serve, server_env, text_of
 
 from eventmem.errors import InvalidInput
 from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS, MAX_TTL_SECONDS, markdown_table
@@ -29,24 +27,18 @@ pytestmark = pytest.mark.anyio
 LAST_MOMENT = "9999-12-31T23:59:59.999999Z"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def connect_all(project: Path) -> AsyncIterator[Client]:
+def connect_all(project: Path) -> AbstractAsyncContextManager[Client]:
     """A client of a server exposing every tool family."""
-    async with Client(build_server(RootChoice(project, "test"), tools="all"), client_info=CLIENT) as client:
-        yield client
+    return connect(project, client_info=PYTEST_CLIENT, tools="all")
 
 
-def _tool_schemas() -> dict[str, dict[str, Any]]:
+def tool_schemas() -> dict[str, dict[str, Any]]:
+    """The input schema of every tool, as the server lists them."""
     server = build_server(RootChoice(REPO, "test"), tools="all")
-    return {tool.name: tool.parameters for tool in server._tool_manager.list_tools()}
+    return {tool.name: tool.input_schema for tool in anyio.run(server.list_tools)}
 
 
-TOOL_SCHEMAS = _tool_schemas()
+TOOL_SCHEMAS = tool_schemas()
 
 
 # -- the README and the schemas show the table ---------------------------------------------------------
@@ -206,8 +198,8 @@ async def test_a_wrong_typed_argument_over_stdio_is_one_line_saying_what_was_exp
 ) -> None:
     async with serve(project, server_env(), tmp_path / "stderr.log") as session:
         await session.initialize()
-        wrong = await stdio_call_error(session, "store_memory", content="a", importance="high")
-        missing = await stdio_call_error(session, "get_memory")
+        wrong = await call_error(session, "store_memory", content="a", importance="high")
+        missing = await call_error(session, "get_memory")
     assert wrong == "Error executing tool store_memory: importance: expected a number from 0 to 1, got 'high'"
     assert missing == "Error executing tool get_memory: memory_id is required"
 

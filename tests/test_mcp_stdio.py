@@ -12,90 +12,24 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ProcessGroup, eventmem_command, git
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, Implementation, TextContent
+from conftest import WAIT, ProcessGroup, eventmem_command, git, journal_events, journal_files
+from mcp_client import (
+    DEFAULT_TOOLS,
+    STDIO_CLIENT,
+    assert_clean_stderr,
+    call,
+    call_error,
+    serve,
+    server_env,
+)
 
 pytestmark = pytest.mark.anyio
-
-TOOLS = {
-    "save_context",
-    "retrieve_context",
-    "store_memory",
-    "recall_memories",
-    "get_memory",
-    "update_memory",
-    "delete_memory",
-}
-CLIENT = Implementation(name="stdio-test-client", version="1.0")
-WAIT = 60.0  # seconds: a bound on every wait, far above what a loaded machine needs
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def server_env(**extra: str) -> dict[str, str]:
-    """The test's environment (PATH, and conftest's HOME and EVENTMEM_GLOBAL_DIR) plus ``extra``."""
-    env = dict(os.environ)
-    env.update(extra)
-    for name in ("PATH", "HOME", "EVENTMEM_GLOBAL_DIR"):
-        assert env.get(name), f"{name} must reach the server"
-    return env
-
-
-@asynccontextmanager
-async def serve(cwd: Path, env: dict[str, str], errlog: Path) -> AsyncIterator[ClientSession]:
-    """A ClientSession on ``eventmem serve`` started in ``cwd``; its stderr goes to ``errlog``."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], cwd=cwd, env=env)
-    with errlog.open("w", encoding="utf-8") as stderr:
-        async with (
-            stdio_client(params, errlog=stderr) as (read, write),
-            ClientSession(read, write, client_info=CLIENT) as session,
-        ):
-            yield session
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None and content["status"] == "success"
-    return content
-
-
-async def call_error(session: ClientSession, tool: str, **arguments: Any) -> str:
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error, f"{tool}({arguments}) should have failed"
-    return text_of(result)
-
-
-def journal_files(root: Path) -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in sorted((root / ".eventmem" / "journal").glob("*.jsonl"))}
-
-
-def journal_events(root: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for data in journal_files(root).values() for line in data.decode().splitlines()]
-
-
-def assert_clean_stderr(errlog: Path) -> None:
-    text = errlog.read_text(encoding="utf-8")
-    assert "Traceback" not in text, text
-
 
 # -- the SDK's stdio client -----------------------------------------------------------------------
 
@@ -109,7 +43,7 @@ async def test_a_stdio_client_initializes_lists_the_tools_and_calls_each_one(pro
         assert init.instructions and "save_context" in init.instructions
 
         listed = await session.list_tools()
-        assert {tool.name for tool in listed.tools} >= TOOLS
+        assert {tool.name for tool in listed.tools} >= DEFAULT_TOOLS
 
         saved = await call(session, "save_context", context_text="The build uses uv and a lock file.", tags=["build"])
         stored = await call(
@@ -131,7 +65,7 @@ async def test_a_stdio_client_initializes_lists_the_tools_and_calls_each_one(pro
 
     events = journal_events(project)
     assert [e["type"] for e in events] == ["saved", "saved", "updated", "deleted"]
-    assert {e["by"] for e in events} == {CLIENT.name}
+    assert {e["by"] for e in events} == {STDIO_CLIENT.name}
     assert_clean_stderr(errlog)
 
 
@@ -308,7 +242,7 @@ def test_the_server_writes_nothing_but_json_rpc_to_stdout(
     response = initialize(proc, lines, seen)
     assert response["result"]["serverInfo"]["name"] == "eventmem"
     send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    assert {tool["name"] for tool in receive(lines, seen, 2)["result"]["tools"]} >= TOOLS
+    assert {tool["name"] for tool in receive(lines, seen, 2)["result"]["tools"]} >= DEFAULT_TOOLS
     send(proc, tool_call(3, "save_context", {"context_text": "Over the wire."}))
     assert receive(lines, seen, 3)["result"]["isError"] is False
     send(proc, tool_call(4, "get_memory", {"memory_id": "nope"}))

@@ -8,16 +8,16 @@ what to change, and they never touch the journal.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reopen
+from conftest import global_dir, journal_events, journal_files, reopen
 from mcp import Client
-from mcp.types import Implementation
-from mcp_client import call_tool, text_of
+from mcp_client import DEFAULT_TOOLS, call, call_error, text_of
+from mcp_client import PYTEST_CLIENT as CLIENT
+from mcp_client import connect as connect_client
 
 from eventmem.errors import InvalidInput
 from eventmem.mcp_server import build_server
@@ -26,62 +26,7 @@ from eventmem.service import MemoryService
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {
-    "save_context",
-    "retrieve_context",
-    "store_memory",
-    "recall_memories",
-    "get_memory",
-    "update_memory",
-    "delete_memory",
-}
-CLIENT = Implementation(name="pytest-agent", version="1.0")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def connect(project: Path, *, mode: str = "auto") -> AsyncIterator[Client]:
-    server = build_server(RootChoice(project, "test"))
-    async with Client(server, client_info=CLIENT, mode=mode) as client:
-        yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; returns its structured content."""
-    return await call_tool(client, tool, arguments)
-
-
-async def call_error(client: Client, tool: str, **arguments: Any) -> str:
-    """Call a tool that must fail with a tool error; returns the error text."""
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, f"{tool}({arguments}) should have failed: {result.structured_content}"
-    return text_of(result)
-
-
-def journal_files(*roots: Path) -> dict[str, bytes]:
-    """Every journal and archive segment under the given memory roots, with its bytes."""
-    out: dict[str, bytes] = {}
-    for root in roots:
-        for folder in ("journal", "archive"):
-            for path in sorted((root / ".eventmem" / folder).glob("*.jsonl")):
-                out[str(path)] = path.read_bytes()
-    return out
-
-
-def journal_events(root: Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(line)
-        for path in sorted((root / ".eventmem" / "journal").glob("*.jsonl"))
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
-
-
-def global_dir(project: Path) -> Path:
-    return project.parent / "global-memory"
+connect = partial(connect_client, client_info=CLIENT, mode="auto")
 
 
 async def seed_for_filters(client: Client) -> tuple[list[str], str]:
@@ -469,7 +414,7 @@ async def test_every_tool_has_a_description_annotations_and_an_output_schema(pro
     async with connect(project) as client:
         listed = await client.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) >= TOOLS
+    assert set(tools) >= DEFAULT_TOOLS
     for name, tool in tools.items():
         assert tool.description and len(tool.description) > 20, name
         assert tool.title, name

@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from eventmem.pmp import (
-    SECTIONS,
-    Entry,
-    dedupe_key,
-    entry_key,
-    import_id,
-    is_placeholder,
-    parse_section,
-    plan_optimization,
-    render_section,
-    section_named,
-    tidy,
-)
+from eventmem.context.optimization import plan_optimization, tidy
+from eventmem.context.parse import dedupe_key, entry_key, import_id, parse_section
+from eventmem.context.render import is_placeholder, render_section
+from eventmem.context.sections import SECTIONS, Entry, section_named
 from eventmem.worktree import diff_summary, parse_numstat, parse_porcelain
 
 DECISIONS = section_named("decisions")

@@ -9,29 +9,27 @@ project-context`` over stdio, and the import runs the real ``eventmem import pmp
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import warnings
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from conftest import eventmem_command, git, reopen
-from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from conftest import WAIT, eventmem_command, git, journal_events, reopen, wait_until
+from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import Implementation, ResourceUpdatedNotification
-from mcp_client import call_tool, text_of
+from mcp_client import assert_clean_stderr, call_error, call_tool, serve, server_env
+from mcp_client import connect as connect_client
 
+from eventmem.context.project_context import ProjectContext
 from eventmem.errors import InvalidInput
-from eventmem.mcp_server import PROFILES, build_server, choose_families
-from eventmem.project import RootChoice, find_root
-from eventmem.project_context import ProjectContext
+from eventmem.mcp_server import PROFILES, choose_families
+from eventmem.project import find_root
 
 pytestmark = pytest.mark.anyio
 
@@ -65,40 +63,16 @@ FILES = [
     "recent-changes.md",
     "todo.md",
 ]
-WAIT = 60.0  # seconds: a bound on waits for pushed notifications, far above what a loaded machine needs
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def connect(
-    project: Path, *, tools: str | None = "all", root: RootChoice | None = None, **options: Any
-) -> AsyncIterator[Client]:
-    server = build_server(root or RootChoice(project, "test"), tools=tools)
-    async with Client(server, client_info=CLIENT, **options) as client:
-        yield client
+def connect(project: Path, *, tools: str | None = "all", **options: Any) -> AbstractAsyncContextManager[Client]:
+    """A client of a server offering ``tools`` (every tool unless told); ``options`` as for ``mcp_client.connect``."""
+    return connect_client(project, client_info=CLIENT, tools=tools, **options)
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     """Call a tool that must not fail (a paused write is not a failure); returns its structured content."""
     return await call_tool(client, tool, arguments, statuses=("success", "paused"))
-
-
-async def call_error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, f"{tool}({arguments}) should have failed: {result.structured_content}"
-    return text_of(result)
-
-
-def journal_events(root: Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(line)
-        for path in sorted((root / ".eventmem" / "journal").glob("*.jsonl"))
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
 
 
 def journal_bytes(root: Path) -> dict[str, bytes]:
@@ -773,10 +747,9 @@ async def test_a_server_brings_the_ai_view_up_to_date_shortly_after_start(projec
     ProjectContext(writer).add_decision("Decided while no server was running.")
     writer.close()
     shutil.rmtree(project / ".eventmem" / "cache" / "ai", ignore_errors=True)
+    decisions = project / ".eventmem" / "cache" / "ai" / "decisions.md"
     async with connect(project, mode="legacy"):
-        with anyio.fail_after(WAIT):
-            while not (project / ".eventmem" / "cache" / "ai" / "decisions.md").is_file():
-                await anyio.sleep(0.05)
+        await wait_until(decisions.is_file, decisions.parent.parent, lambda: "no .ai view was rendered")
     assert "Decided while no server was running." in view(project, "decisions.md")
 
 
@@ -919,32 +892,21 @@ async def test_a_tracked_file_left_with_merge_conflict_markers_is_rendered_again
 
 
 async def test_serve_with_the_project_context_profile_works_over_stdio(project: Path, tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env["PROJECT_MEMORY_ROOT"] = str(project)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "eventmem", "serve", "--tools", "project-context"],
-        cwd=tmp_path,
-        env=env,
-    )
     errlog = tmp_path / "stderr.log"
-    with errlog.open("w", encoding="utf-8") as stderr:
-        async with (
-            stdio_client(params, errlog=stderr) as (read, write),
-            ClientSession(read, write, client_info=CLIENT) as session,
-        ):
-            await session.initialize()
-            assert {tool.name for tool in (await session.list_tools()).tools} == PROTOCOL_TOOLS
-            assert {p.name for p in (await session.list_prompts()).prompts} == {"project_open", "conversation_end"}
-            root = await session.call_tool("get_effective_project_root", {})
-            task = await session.call_tool("update_current_task", {"task": "Over stdio."})
-            boot = await session.call_tool("bootstrap_project_context", {})
+    env = server_env(PROJECT_MEMORY_ROOT=str(project))
+    async with serve(tmp_path, env, errlog, args=["--tools", "project-context"], client_info=CLIENT) as session:
+        await session.initialize()
+        assert {tool.name for tool in (await session.list_tools()).tools} == PROTOCOL_TOOLS
+        assert {p.name for p in (await session.list_prompts()).prompts} == {"project_open", "conversation_end"}
+        root = await session.call_tool("get_effective_project_root", {})
+        task = await session.call_tool("update_current_task", {"task": "Over stdio."})
+        boot = await session.call_tool("bootstrap_project_context", {})
     assert root.structured_content is not None and task.structured_content is not None
     assert root.structured_content["projectRootSource"] == "env:PROJECT_MEMORY_ROOT"
     assert boot.structured_content is not None
     assert boot.structured_content["coreContext"]["currentTask"] == "Over stdio."
     assert [e["memory"] for e in journal_events(project)] == ["section:current-task"]
-    assert "Traceback" not in errlog.read_text(encoding="utf-8")
+    assert_clean_stderr(errlog)
 
 
 def test_an_import_of_a_list_file_larger_than_its_section_is_refused_before_anything_is_written(

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_cli import eventmem, ok_json
-from test_lifecycle import ago, old_memory, write_events
-from test_mcp_stdio import assert_clean_stderr, call, call_error, serve, server_env
+from cli_runner import eventmem, ok_json
+from conftest import ago, old_memory, write_events
+from mcp_client import assert_clean_stderr, call, call_error, serve, server_env
 
 from eventmem.errors import InvalidInput
 from eventmem.events import MemoryDeleted, MemorySaved
@@ -29,11 +29,6 @@ SINGLETONS = {
     "current_task": ("currentTask", "section:current-task"),
     "coding_style": ("codingStyle", "section:coding-style"),
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def live_of_kind(project: Path, kind: str) -> list[str]:

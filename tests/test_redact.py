@@ -268,7 +268,7 @@ def test_skipping_a_pattern_whose_needles_are_missing_changes_no_answer(pieces: 
     scrubbed = without_private
     if expected:
         for kind, pattern in redact.PATTERNS:
-            scrubbed = pattern.sub(lambda m, kind=kind: redact._replace(kind, m), scrubbed)
+            scrubbed = pattern.sub(lambda m, kind=kind: redact.redaction(kind, m), scrubbed)
     assert scrub(text) == scrubbed
 
 
@@ -405,7 +405,8 @@ def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
 
     kinds = [kind for kind, _ in redact.PATTERNS]
     assert len(kinds) == len(set(kinds)) >= 40
-    assert all(needle == needle.lower() and needle for needle in redact._NEEDLES)
+    needles = [needle for groups in redact.NEEDLES.values() for group in groups for needle in group]
+    assert needles and all(needle == needle.lower() and needle for needle in needles)
     assert all(redact.NEEDLES[kind] and all(redact.NEEDLES[kind]) for kind in kinds)
 
 
@@ -415,8 +416,8 @@ def test_scrub_event_does_not_scan_again_a_text_that_scrub_just_returned(monkeyp
 
     content = redact.scrub("A long note about the cache. " * 100)
     scanned: list[str] = []
-    real = redact._present
-    monkeypatch.setattr(redact, "_present", lambda text: scanned.append(text) or real(text))
+    real = redact.needles_in
+    monkeypatch.setattr(redact, "needles_in", lambda text: scanned.append(text) or real(text))
     event = MemorySaved(id="e", ts="t", memory="m", content=content, title="Cache")
     assert redact.scrub_event(event) is event
     assert scanned == ["Cache"]  # the title only: the content is the very string scrub returned

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, eventmem_command, git, reopen
+from cli_runner import ok_json
+from conftest import REPO, git, reopen
 
 from eventmem.codec import encode_event
 from eventmem.events import Event, LinkAdded, MemorySaved, MemoryUpdated
@@ -36,11 +37,7 @@ def audit_json(cwd: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def search_json(project: Path, query: str) -> Any:
-    result = subprocess.run(
-        eventmem_command("search", query, "--json"), cwd=project, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return ok_json(project, "search", query)
 
 
 def seed(project: Path) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import eventmem, ok_json, save, search_ids
-from test_lifecycle import ago, old_memory, write_events
-from test_mcp_stdio import CLIENT, assert_clean_stderr, call, call_error, journal_files, serve, server_env
+from cli_runner import eventmem, ok_json, save, search_ids
+from conftest import ago, journal_files, old_memory, write_events
+from mcp_client import STDIO_CLIENT, assert_clean_stderr, call, call_error, serve, server_env
 
 from eventmem.events import MemoryDeleted, MemoryExpired
 from eventmem.ids import new_id
@@ -20,11 +20,6 @@ from eventmem.ids import new_id
 pytestmark = pytest.mark.anyio
 
 UNKNOWN = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def history_types(project: Path, memory_id: str) -> list[str]:
@@ -130,7 +125,7 @@ async def test_every_id_taking_tool_says_when_by_whom_and_why_a_memory_was_delet
         for tool, arguments in id_taking_calls(gone, other):
             message = await call_error(session, tool, **arguments)
             assert f"memory {gone!r} was deleted at " in message, (tool, message)
-            assert f"by {CLIENT.name} (reason: s1 was retired)" in message, (tool, message)
+            assert f"by {STDIO_CLIENT.name} (reason: s1 was retired)" in message, (tool, message)
             assert f"restore it with restore_memory or `eventmem restore {gone}`" in message, (tool, message)
         for tool, arguments in id_taking_calls(UNKNOWN, other)[:2]:
             assert f"no memory with id {UNKNOWN!r}" in await call_error(session, tool, **arguments)

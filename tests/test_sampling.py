@@ -3,8 +3,7 @@ failure falls back to the extractive summary and the save goes through."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,9 @@ import mcp.types as mcp_types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp_client import call
+from mcp_client import connect as connect_client
 
-from eventmem.mcp_server import build_server
-from eventmem.project import RootChoice
 from eventmem.summarizer import ExtractiveSummarizer
 
 pytestmark = pytest.mark.anyio
@@ -26,11 +25,6 @@ LONG = (
     "allocations and refunds. Exports and imports stay off it too."
 )
 MODEL_SUMMARY = "PDF rendering moved to its own pdf queue so slow renders never delay billing tasks."
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class FakeModel:
@@ -57,19 +51,10 @@ def configure(project: Path, summarizer: str) -> None:
     config.write_text(f'summarizer = "{summarizer}"\n')
 
 
-@asynccontextmanager
-async def connect(project: Path, model: FakeModel | None, mode: str = "legacy") -> AsyncIterator[Client]:
-    server = build_server(RootChoice(project, "test"))
-    kwargs: dict[str, Any] = {"sampling_callback": model} if model is not None else {}
-    async with Client(server, mode=mode, **kwargs) as client:
-        yield client
-
-
-async def save(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+def connect(project: Path, model: FakeModel | None, mode: str = "legacy") -> AbstractAsyncContextManager[Client]:
+    """A client whose model answers sampling requests (no model: the client offers no sampling)."""
+    options: dict[str, Any] = {"sampling_callback": model} if model is not None else {}
+    return connect_client(project, mode=mode, **options)
 
 
 def extractive(text: str) -> str:
@@ -81,8 +66,8 @@ async def test_with_sampling_enabled_the_clients_model_writes_the_summary(projec
     configure(project, "sampling")
     model = FakeModel()
     async with connect(project, model, mode) as client:
-        out = await save(client, "save_context", context_text=LONG)
-        stored = await save(client, "store_memory", content=LONG + " Second copy.", type="decision")
+        out = await call(client, "save_context", context_text=LONG)
+        stored = await call(client, "store_memory", content=LONG + " Second copy.", type="decision")
     assert out["summary"] == MODEL_SUMMARY
     assert stored["memory"]["summary"] == MODEL_SUMMARY
     assert len(model.requests) == 2
@@ -103,7 +88,7 @@ async def test_the_callers_own_summary_wins_and_the_model_is_not_asked(project: 
     configure(project, "sampling")
     model = FakeModel()
     async with connect(project, model) as client:
-        out = await save(client, "save_context", context_text=LONG, summary="Caller's summary.")
+        out = await call(client, "save_context", context_text=LONG, summary="Caller's summary.")
     assert out["summary"] == "Caller's summary."
     assert model.requests == []
 
@@ -112,7 +97,7 @@ async def test_a_short_text_is_its_own_summary_and_the_model_is_not_asked(projec
     configure(project, "sampling")
     model = FakeModel()
     async with connect(project, model) as client:
-        out = await save(client, "save_context", context_text="Use ruff format.")
+        out = await call(client, "save_context", context_text="Use ruff format.")
     assert out["summary"] == "Use ruff format."
     assert model.requests == []
 
@@ -120,7 +105,7 @@ async def test_a_short_text_is_its_own_summary_and_the_model_is_not_asked(projec
 async def test_sampling_is_off_by_default(project: Path) -> None:
     model = FakeModel()
     async with connect(project, model) as client:
-        out = await save(client, "save_context", context_text=LONG)
+        out = await call(client, "save_context", context_text=LONG)
     assert out["summary"] == extractive(LONG)
     assert model.requests == []
 
@@ -128,7 +113,7 @@ async def test_sampling_is_off_by_default(project: Path) -> None:
 async def test_a_client_without_sampling_gets_the_extractive_summary(project: Path) -> None:
     configure(project, "sampling")
     async with connect(project, None) as client:
-        out = await save(client, "save_context", context_text=LONG)
+        out = await call(client, "save_context", context_text=LONG)
     assert out["summary"] == extractive(LONG)
 
 
@@ -136,8 +121,8 @@ async def test_a_refused_sampling_request_falls_back_and_the_save_goes_through(p
     configure(project, "sampling")
     model = FakeModel(refuse=True)
     async with connect(project, model) as client:
-        out = await save(client, "save_context", context_text=LONG)
-        found = await save(client, "get_memory", memory_id=out["id"])
+        out = await call(client, "save_context", context_text=LONG)
+        found = await call(client, "get_memory", memory_id=out["id"])
     assert len(model.requests) == 1
     assert out["summary"] == extractive(LONG)
     assert found["memory"]["content"] == LONG

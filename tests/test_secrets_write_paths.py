@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 import secret_corpus
-from conftest import REPO, eventmem_command, git
+from cli_runner import eventmem
+from conftest import REPO, git
 from mcp import ClientSession
-from test_mcp_stdio import call, serve, server_env
+from mcp_client import call, serve, server_env
 
 from eventmem.redact import scrub
 
@@ -24,11 +25,6 @@ pytestmark = pytest.mark.anyio
 
 CORPUS = secret_corpus.secrets()
 ALL_LINES = "\n".join(secret.line for secret in CORPUS)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def chunks(limit: int, separator: str = "\n") -> Iterator[str]:
@@ -61,7 +57,7 @@ def leaks_in(data: bytes) -> list[str]:
 
 
 def run_cli(project: Path, *args: str) -> str:
-    result = subprocess.run(eventmem_command(*args), cwd=project, capture_output=True, text=True, timeout=120)
+    result = eventmem(project, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -22,7 +22,8 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.state import State, event_digest, id_of, key_of, normalize_ts, stamp_of, ts_of, wall_of
+from eventmem.stamps import event_digest, id_of, key_of, normalize_ts, stamp_of, ts_of, wall_of
+from eventmem.state import State
 
 Decoded = AnyEvent | UnknownEvent
 

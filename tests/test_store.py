@@ -30,8 +30,9 @@ from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.query import Filters
+from eventmem.records import MemoryRecords
 from eventmem.service import MemoryService, open_service
-from eventmem.state import MemoryRecords, State
+from eventmem.state import State
 from eventmem.store import Snapshot, StoredSnapshot
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")

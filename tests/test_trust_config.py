@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, git
 from embedding_standins import StandIn, serve
-from test_mcp_stdio import serve as serve_stdio
-from test_mcp_stdio import server_env
+from mcp_client import call, server_env
+from mcp_client import serve as serve_stdio
 from test_sampling import LONG, FakeModel, connect, extractive
-from test_sampling import save as save_over_mcp
 
 from eventmem.config import load_settings, network_settings
 
@@ -29,20 +29,13 @@ def standin() -> Iterator[StandIn]:
         yield running
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def remote(standin: StandIn) -> str:
     return f"openai:nomic-embed-text@{standin.url}/v1?dim=768&key_env=SOME_SECRET"
 
 
 def run(project: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SOME_SECRET=TOKEN, **extra)
-    return subprocess.run(
-        eventmem_command(*args), cwd=project, capture_output=True, text=True, env=env, timeout=120, check=False
-    )
+    return eventmem(project, *args, env=env)
 
 
 def saved(project: Path, text: str, **extra: str) -> subprocess.CompletedProcess[str]:
@@ -156,8 +149,8 @@ async def test_a_tracked_sampling_summarizer_is_ignored_and_the_clients_model_is
     track(project, 'summarizer = "sampling"\n')
     model = FakeModel()
     async with connect(project, model) as client:
-        out = await save_over_mcp(client, "save_context", context_text=LONG)
-        recalled = await save_over_mcp(client, "retrieve_context", query="invoice pdf")
+        out = await call(client, "save_context", context_text=LONG)
+        recalled = await call(client, "retrieve_context", query="invoice pdf")
     assert out["summary"] == extractive(LONG)
     assert model.requests == []
     assert any("summarizer" in warning and "ignored" in warning for warning in recalled.get("warnings", []))

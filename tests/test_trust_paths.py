@@ -8,13 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from conftest import git
-from test_cli import eventmem, ok_json, save, search_ids
-from test_mcp_stdio import serve, server_env, text_of
+from cli_runner import eventmem, ok_json, save, search_ids
+from conftest import git, wait_until
+from mcp_client import serve, server_env, text_of
 
 from eventmem.errors import UnsafePath
 from eventmem.project import ProjectPaths, RootChoice
@@ -43,9 +42,15 @@ def outside_folder(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def linked_outside(tmp_path: Path, project: Path, folder: str) -> Path:
+    """``.eventmem/<folder>`` made a link to a folder outside the project (the real one, if any, moved
+    away); returns the link's target."""
+    target = outside_folder(tmp_path)
+    link = project / ".eventmem" / folder
+    if link.exists():
+        os.rename(link, tmp_path / f"{folder}-moved-away")
+    link.symlink_to(target, target_is_directory=True)
+    return target
 
 
 def refused_in_one_line(result: subprocess.CompletedProcess[str], link: str) -> None:
@@ -85,11 +90,7 @@ def test_a_save_into_a_linked_memory_folder_is_refused_and_writes_nothing_there(
     tmp_path: Path, project: Path, folder: str
 ) -> None:
     assert eventmem(project, "init").returncode == 0
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        link.rmdir()
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "save", "A decision about retries."), folder)
@@ -101,11 +102,7 @@ def test_a_rebuild_with_a_linked_cache_or_local_folder_is_refused_and_writes_not
     tmp_path: Path, project: Path, folder: str
 ) -> None:
     save(project, "The scheduler retries failed jobs three times.")
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        os.rename(link, tmp_path / f"{folder}-moved-away")
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "rebuild"), folder)
@@ -132,11 +129,7 @@ def test_an_import_into_a_linked_memory_folder_is_refused_and_writes_nothing_the
     incoming = project / "incoming"
     incoming.mkdir()
     (incoming / "project.md").write_text("# Project\n\nA scheduler for batch jobs.\n", encoding="utf-8")
-    target = outside_folder(tmp_path)
-    link = project / ".eventmem" / folder
-    if link.exists():
-        link.rmdir()
-    link.symlink_to(target, target_is_directory=True)
+    target = linked_outside(tmp_path, project, folder)
     before = tree(target)
 
     refused_in_one_line(eventmem(project, "import", "pmp", "incoming"), folder)
@@ -271,10 +264,11 @@ async def test_a_server_whose_render_folder_became_a_link_says_so_in_one_log_lin
         before = tree(target)
         assert eventmem(project, "save", "Current task: ship the retry fix today", "--type", "current_task").returncode
         save(project, "A decision another process made", "--type", "decision")
-        deadline = time.monotonic() + 60
-        while "could not render the .ai view" not in log.read_text(encoding="utf-8"):
-            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
-            await session.send_ping()
+        await wait_until(
+            lambda: "could not render the .ai view" in log.read_text(encoding="utf-8"),
+            log,
+            lambda: log.read_text(encoding="utf-8"),
+        )
     assert tree(target) == before
     lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "could not render" in line]
     assert lines and all(".ai" in line and "symbolic link" in line for line in lines)

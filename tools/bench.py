@@ -73,8 +73,8 @@ from eventmem.ids import new_id, to_iso
 from eventmem.journal import Journal
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.query import Filters
+from eventmem.records import MemoryRecord
 from eventmem.service import MemoryService, open_service
-from eventmem.state import MemoryRecord
 from eventmem.store import embed_text
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does

@@ -1,0 +1,5 @@
+import sys
+
+from eventmem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,39 @@
+"""Archiving project-context entries: a tombstone each, then their history moved to ``archive/`` segments."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from eventmem.lifecycle import archive_memories
+from eventmem.service import MemoryService
+from eventmem.state import State
+
+__all__ = ["archive_entries"]
+
+
+def archive_entries(service: MemoryService, ids: Sequence[str], *, reason: str, by: str = "") -> dict[str, Any]:
+    """Archive project-context entries: each is deleted (a tombstone saying why, so it leaves the
+    view) and its history is then moved out of the live journal into ``archive/`` segments by the
+    lifecycle's compaction, one segment per month the entries were created in. The one function the
+    optimization's archiving goes through."""
+    if not ids:
+        return {"archived": 0, "segments": []}
+    store = service.project
+    months: dict[str, list[str]] = {}
+    for memory_id in ids:
+        record = store.state.memories.get(memory_id)
+        months.setdefault(record.created_at[:7] if record else "", []).append(memory_id)
+        service.delete(memory_id, reason=f"archived: {reason}", by=by)
+    segments: list[str] = []
+    for month in sorted(months):
+        result = archive_memories(store, _chooser(months[month]), now=time.time(), by=by)
+        if result.segment:
+            segments.append(result.segment)
+    return {"archived": len(ids), "segments": segments}
+
+
+def _chooser(ids: Sequence[str]) -> Callable[[State], Iterable[str]]:
+    chosen = frozenset(ids)
+    return lambda _state: chosen

@@ -1,0 +1,65 @@
+"""Access counting: a read, a recall hit or a duplicate save counts as a use of a memory, which
+extends its TTL and, often enough, promotes it to long-term."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+
+from eventmem.errors import EventmemError
+from eventmem.events import AnyEvent, MemoryPromoted
+from eventmem.ids import new_id, now_iso
+from eventmem.service.models import Hit
+from eventmem.service.part import Part
+from eventmem.store import Store
+
+__all__ = ["Accesses"]
+
+log = logging.getLogger("eventmem.service")
+
+
+class Accesses(Part):
+    """Counts accesses in each store's local usage stream, after the reply that made them."""
+
+    def record_access(self, store: Store, memory_ids: Sequence[str]) -> None:
+        """Count accesses in the local usage stream (one write), extend TTLs, promote the often used;
+        in a server, just after the reply (see :meth:`Store.defer`): the next call sees them.
+
+        Never fails the read it comes from: a promotion that cannot be written is logged."""
+        if memory_ids:
+            store.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
+
+    def _record_access_now(self, store: Store, memory_ids: Sequence[str], ts: str) -> None:
+        store.usage.record(memory_ids, ts)
+        with store.lock:
+            for memory_id in store.usage.refresh():
+                store.refresh_expiry(memory_id)
+        threshold = self.config.promote_accesses
+        if threshold <= 0:
+            return
+
+        def plan() -> list[AnyEvent]:
+            events: list[AnyEvent] = []
+            for memory_id in dict.fromkeys(memory_ids):
+                record = store.state.visible(memory_id)
+                count = store.usage.count(memory_id)
+                if record is not None and record.ttl_seconds is not None and count >= threshold:
+                    reason = f"accessed {count} times (promote_accesses {threshold})"
+                    promoted = MemoryPromoted(
+                        id=new_id(), ts=now_iso(), by="eventmem", prev=record.head, memory=memory_id, reason=reason
+                    )
+                    events.append(promoted)
+            return events
+
+        with store.lock:
+            if not plan():
+                return
+        try:
+            store.append_planned(plan)  # re-checked under the journal lock: written once
+        except EventmemError as exc:
+            log.warning("could not write a promotion: %s", exc)
+
+    def record_hits(self, owners: dict[str, Store], hits: Sequence[Hit]) -> None:
+        for store in self.stores():
+            self.record_access(store, [hit.id for hit in hits if owners.get(hit.id) is store])

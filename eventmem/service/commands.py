@@ -1,0 +1,380 @@
+"""The service's commands on memories: save, update, delete, restore, promote and supersede.
+
+Each validates its arguments first, turns them into events and appends them; a plan run under the
+journal lock re-checks what another process may have changed meanwhile."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from eventmem import tombstones
+from eventmem.errors import InvalidInput
+from eventmem.events import (
+    SCOPES,
+    AnyEvent,
+    LinkAdded,
+    LinkRemoved,
+    MemoryDeleted,
+    MemoryPromoted,
+    MemorySaved,
+    MemoryUpdated,
+)
+from eventmem.ids import new_id, now_iso
+from eventmem.pmp import Section, singleton_of_kind
+from eventmem.service.access import Accesses
+from eventmem.service.inputs import (
+    check_by,
+    check_importance,
+    check_kind,
+    check_ttl,
+    normalize_tags,
+    refuse_second_singleton,
+)
+from eventmem.service.models import Link, Memory, Saved, _link_view
+from eventmem.service.part import Part, Shared
+from eventmem.store import Store
+from eventmem.validation import check_length, refusal
+
+__all__ = ["Commands"]
+
+
+def _after(head: str, events: list[AnyEvent]) -> list[AnyEvent]:
+    """``events`` with the first one written after ``head`` (its ``prev``), unless it names one."""
+    first, *rest = events
+    return [first if first.prev else msgspec.structs.replace(first, prev=head), *rest]
+
+
+class Commands(Part):
+    """Writes to memories. ``write_section`` writes a project-context section (key, text, by)."""
+
+    def __init__(self, shared: Shared, accesses: Accesses, write_section: Callable[[str, str, str], None]) -> None:
+        super().__init__(shared)
+        self.accesses = accesses
+        self.write_section = write_section
+
+    def _summary_for(self, content: str, summary: str | None) -> str:
+        if summary is not None and summary.strip():
+            return self._clean_text(summary, "summary", required=False)
+        return self.shared.summarizer.summarize([content])[0]
+
+    def save(
+        self,
+        content: str,
+        *,
+        title: str = "",
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str = "general",
+        importance: float = 0.5,
+        ttl_seconds: int | None = None,
+        scope: str = "project",
+        by: str = "",
+        memory_id: str | None = None,
+        content_field: str = "content",
+    ) -> Memory:
+        """Save a memory; a duplicate of a live one returns that one instead (see :meth:`save_result`)."""
+        return self.save_result(
+            content,
+            title=title,
+            summary=summary,
+            tags=tags,
+            kind=kind,
+            importance=importance,
+            ttl_seconds=ttl_seconds,
+            scope=scope,
+            by=by,
+            memory_id=memory_id,
+            content_field=content_field,
+        ).memory
+
+    def save_result(
+        self,
+        content: str,
+        *,
+        title: str = "",
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str = "general",
+        importance: float = 0.5,
+        ttl_seconds: int | None = None,
+        scope: str = "project",
+        by: str = "",
+        memory_id: str | None = None,
+        content_field: str = "content",
+    ) -> Saved:
+        """Save a memory. Content that normalises to a live memory's content (case, spacing, end
+        punctuation) returns that memory and counts an access, unless ``memory_id`` is given. A
+        memory with a TTL saved at least ``promote_importance`` important is promoted at once.
+        ``content_field`` names the text in error messages (``context_text`` for ``save_context``).
+        A singleton type (project, architecture, current_task, coding_style) in project scope writes
+        that project-context section instead (see :meth:`_save_section`)."""
+        section = singleton_of_kind(kind) if memory_id is None and scope == "project" else None
+        if section is not None:
+            return self._save_section(section, content, ttl_seconds=ttl_seconds, by=by, content_field=content_field)
+        content = self._clean_text(content, content_field, required=True)
+        title = self._clean_text(title or "", "title", required=False)
+        tag_list = normalize_tags(tags)  # before the summary is made: every argument is checked first
+        checked_importance, checked_ttl = check_importance(importance), check_ttl(ttl_seconds)
+        if summary is not None:
+            check_length(summary, "summary")
+        check_by(by)
+        if memory_id is not None:
+            check_length(memory_id, "memory_id")
+        if scope not in SCOPES:
+            raise InvalidInput(f"scope must be 'project' or 'global', not {scope!r}")
+        event = MemorySaved(
+            id=new_id(),
+            ts=now_iso(),
+            by=by,
+            memory=memory_id or new_id(),
+            kind=check_kind(kind),
+            scope="global" if scope == "global" else "project",
+            title=title,
+            content=content,
+            summary=self._summary_for(content, summary),
+            tags=tag_list,
+            importance=checked_importance,
+            ttl_seconds=checked_ttl,
+            project=self.root.root.name if scope == "global" else "",
+        )
+        store = self.store_for(scope)
+        events: list[AnyEvent] = [event, *self._promotion_at_save(event)]
+        duplicates: list[str] = []
+
+        def plan() -> list[AnyEvent]:
+            if memory_id is None:
+                now = time.time()
+                duplicates.extend(m for m in store.find_duplicate(content) if self._returnable(store, m, now))
+                if duplicates:
+                    return []
+            elif head := store.state.head_of(event.memory):  # a well-known id written anew: after its head
+                events[:] = _after(head, events)
+            return events
+
+        store.append_planned(plan)
+        if duplicates:
+            memory = self.view(store, store.state.memories[duplicates[0]])
+            self.accesses.record_access(store, duplicates[:1])
+            return Saved(memory=memory, deduplicated=True)
+        return Saved(memory=self.view(store, store.state.memories[event.memory]))
+
+    def _save_section(
+        self, section: Section, content: str, *, ttl_seconds: int | None, by: str, content_field: str
+    ) -> Saved:
+        """Replace a singleton section's text (the same memory, ``section:…``, that the project-context
+        tools write) and render the ``.ai`` view, so a save of that type never makes a second one."""
+        if ttl_seconds is not None:
+            raise InvalidInput(
+                f"a {section.kind} memory is the project's {section.key} section, which is long-term: leave "
+                "ttl_seconds out"
+            )
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInput(f"{content_field} must not be empty")
+        self.write_section(section.key, content, by)
+        record = self.project.state.memories[section.memory_id]
+        return Saved(memory=self.view(self.project, record), section=section.key)
+
+    def _promotion_at_save(self, event: MemorySaved) -> list[AnyEvent]:
+        if event.ttl_seconds is None or event.importance < self.config.promote_importance:
+            return []
+        reason = f"saved with importance {event.importance:g} (promote_importance {self.config.promote_importance:g})"
+        return [
+            MemoryPromoted(id=new_id(), ts=event.ts, by=event.by, prev=event.id, memory=event.memory, reason=reason)
+        ]
+
+    @staticmethod
+    def _returnable(store: Store, memory_id: str, now: float, *, superseded: bool = False) -> bool:
+        """Live, not past its expiry, and (unless asked) not superseded."""
+        slot = store.slots.get(memory_id)
+        if slot is None:
+            return False
+        cols = store.columns
+        return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        importance: float | None = None,
+        ttl_seconds: int | Literal["unchanged"] | None = "unchanged",
+        by: str = "",
+    ) -> Memory:
+        store, record = self._find(memory_id)
+        check_by(by)
+        if summary is not None:
+            check_length(summary, "summary")
+        changes: dict[str, Any] = {}
+        if title is not None:  # the cheap checks first: a refused title must not cost a summary
+            changes["title"] = self._clean_text(title, "title", required=False)
+        if tags is not None:
+            changes["tags"] = normalize_tags(tags)
+        if importance is not None:
+            changes["importance"] = check_importance(importance)
+        if ttl_seconds != "unchanged":
+            changes["ttl_seconds"] = check_ttl(ttl_seconds)
+        if content is not None:
+            new_content = self._clean_text(content, "content", required=True)
+            if new_content != record.content:
+                changes["content"] = new_content
+                if summary is None:
+                    changes["summary"] = self._summary_for(new_content, None)
+        if summary is not None:
+            changes["summary"] = self._summary_for(changes.get("content", record.content), summary)
+        if kind is not None:
+            changes["kind"] = check_kind(kind)
+            refuse_second_singleton(record.id, changes["kind"])
+        changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
+        if not changes:
+            return self.view(store, record)
+        prev = store.state.head_of(record.id)
+        store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **changes)])
+        return self.view(*self._find(record.id))
+
+    def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
+        reason = self._clean_text(reason or "", "reason", required=False)
+        check_by(by)
+        store, record = self._find(memory_id)
+        view = self.view(store, record)
+        ts = now_iso()
+
+        def unlinks(where: Store) -> list[AnyEvent]:
+            return [
+                LinkRemoved(
+                    id=new_id(),
+                    ts=ts,
+                    by=by,
+                    prev=where.state.link_head_of(link.id),
+                    link=link.id,
+                    reason=f"memory {record.id} deleted",
+                )
+                for link in where.state.links_of(record.id)
+            ]
+
+        def plan() -> list[AnyEvent]:
+            if store.state.visible(record.id) is None:
+                return []  # deleted by another process meanwhile
+            prev = store.state.head_of(record.id)
+            deleted = MemoryDeleted(id=new_id(), ts=ts, by=by, prev=prev, memory=record.id, reason=reason)
+            return [deleted, *unlinks(store)]
+
+        store.append_planned(plan)
+        for other in self.stores():  # a link between a project and a global memory lives in the project journal
+            if other is not store and other.state.adjacency.get(record.id):
+                other.append_planned(functools.partial(unlinks, other))
+        view.status = "deleted"
+        return view
+
+    def restore(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
+        """Bring back a deleted or expired memory: a ``restored`` event, a fresh TTL if its TTL ran
+        out, and the links its delete removed (see :func:`eventmem.tombstones.restore_events`), in
+        one append per store. Returns (memory, whether it changed); a live memory is left as it is."""
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise refusal("memory_id", "a memory's id", memory_id)
+        memory_id = check_length(memory_id.strip(), "memory_id")
+        reason = self._clean_text(reason or "", "reason", required=False)
+        check_by(by)
+        store = self._owner(memory_id)
+        ts = now_iso()
+        planned: list[tuple[Store, AnyEvent]] = []
+
+        def plan() -> list[AnyEvent]:
+            planned.clear()
+            now = time.time()
+            record = store.state.memories[memory_id]
+            if record.status == "live" and store.expires_epoch(record.id, record) > now:
+                return []
+            found = tombstones.restore_events(store, record, ts=ts, by=by, reason=reason, now=now, stores=self.stores())
+            planned.extend(found)
+            return [event for where, event in planned if where is store]
+
+        written = store.append_planned(plan)
+        for other in self.stores():  # a link between a project and a global memory lives in the project journal
+            if other is not store and (links := [event for where, event in planned if where is other]):
+                other.append(links)
+        return self.view(store, store.state.memories[memory_id]), bool(written)
+
+    def promote(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
+        """Make a memory long-term with a ``promoted`` event. Returns (memory, whether it changed)."""
+        reason = self._clean_text(reason or "", "reason", required=False)
+        check_by(by)
+        store, record = self._find(memory_id)
+
+        def plan() -> list[AnyEvent]:
+            current = store.state.visible(record.id)
+            if current is None or current.ttl_seconds is None:
+                return []
+            return [
+                MemoryPromoted(
+                    id=new_id(), ts=now_iso(), by=by, prev=current.head, memory=record.id, reason=reason or "by hand"
+                )
+            ]
+
+        written = store.append_planned(plan)
+        return self.view(store, store.state.memories[record.id]), bool(written)
+
+    def supersede(
+        self,
+        old_id: str,
+        content: str,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        importance: float | None = None,
+        ttl_seconds: int | None = None,
+        reason: str = "",
+        by: str = "",
+    ) -> tuple[Memory, Link]:
+        """Replace a wrong memory by a corrected one: a new memory (type, title, tags, importance and
+        scope from the old one unless given) and a ``supersedes`` link from it to the old one, in one
+        append. The old memory stays in the history and is no longer returned by default."""
+        store, old = self._find(old_id)
+        refuse_second_singleton("", old.kind if kind is None else check_kind(kind))
+        content = self._clean_text(content, "content", required=True)
+        new_title = old.title if title is None else self._clean_text(title, "title", required=False)
+        new_tags = old.tags if tags is None else normalize_tags(tags)
+        new_importance = old.importance if importance is None else check_importance(importance)
+        new_ttl = check_ttl(ttl_seconds)
+        link_context = self._clean_text(reason or "", "reason", required=False)
+        if summary is not None:
+            check_length(summary, "summary")
+        check_by(by)
+        ts = now_iso()
+        event = MemorySaved(
+            id=new_id(),
+            ts=ts,
+            by=by,
+            memory=new_id(),
+            kind=old.kind if kind is None else check_kind(kind),
+            scope="global" if old.scope == "global" else "project",
+            title=new_title,
+            content=content,
+            summary=self._summary_for(content, summary),
+            tags=new_tags,
+            importance=new_importance,
+            ttl_seconds=new_ttl,
+            project=old.project,
+        )
+        link = LinkAdded(
+            id=new_id(),
+            ts=ts,
+            by=by,
+            link=new_id(),
+            source=event.memory,
+            target=old.id,
+            relation="supersedes",
+            context=link_context,
+        )
+        store.append([event, *self._promotion_at_save(event), link])
+        return self.view(store, store.state.memories[event.memory]), _link_view(store.state.links[link.link])

@@ -1,0 +1,111 @@
+"""Checks on what callers pass the service: every argument is untrusted, and a refusal says what was wrong.
+
+The limits are those of :data:`eventmem.limits.LIMITS`; the checks themselves are :mod:`eventmem.validation`'s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from eventmem.config import Config
+from eventmem.errors import InvalidInput, LimitExceeded
+from eventmem.events import KINDS, RELATIONS
+from eventmem.limits import LIMITS
+from eventmem.pmp import singleton_of_kind
+from eventmem.redact import scrub
+from eventmem.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
+
+
+def normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
+    """Lower-cased, spaces to ``-``, duplicates dropped; the count is checked before any tag is read."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        check_length(tags, "tags", high=LIMITS["tags"].high * (LIMITS["tag"].high + 1))
+        tags = tags.split(",")
+    check_count(tags, "tags")
+    out: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise refusal("tags", "a list of strings", tag, got=f"a {type(tag).__name__} among them")
+        check_length(tag, "tag")
+        # scrubbed before lower-casing, which would hide a token's shape from the store's scrub
+        clean = " ".join(scrub(tag, field="tag").strip().lower().split()).replace(" ", "-")
+        if clean:
+            out[clean] = None
+    return tuple(out)
+
+
+def check_kind(kind: str) -> str:
+    if not isinstance(kind, str) or len(kind) > 64:
+        raise refusal("type", "one of: " + ", ".join(KINDS), kind)
+    kind = kind.strip().lower().replace("-", "_").replace(" ", "_")
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown type {kind!r}; choose one of: {', '.join(KINDS)}")
+    return kind
+
+
+def check_importance(value: float) -> float:
+    return check_number(value, "importance")
+
+
+_RELATION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def check_relation(value: str) -> str:
+    """A well-known relation (any case) or a free-form lower_snake_case one."""
+    check_length(value, "relation")
+    relation = value.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) else ""
+    if not _RELATION.fullmatch(relation):
+        raise InvalidInput(
+            f"relation {value!r} is not valid: use one of {', '.join(r.upper() for r in RELATIONS)}, or a "
+            "free-form lower_snake_case name (letters, digits and _, starting with a letter, up to 64)"
+        )
+    return relation
+
+
+def check_ttl(value: int | None) -> int | None:
+    """Seconds, or ``None`` for long-term; at most :data:`eventmem.limits.MAX_TTL_SECONDS`."""
+    if value is None:
+        return None
+    return check_whole(value, "ttl_seconds")
+
+
+def check_by(value: str) -> str:
+    return check_length(value, "by")
+
+
+def clean_text(config: Config, text: str, field: str, *, required: bool) -> str:
+    """Scrubbed and stripped text within its limit: its field's in :data:`~eventmem.limits.LIMITS`
+    (``content``, ``context_text`` and unknown fields: the ``max_memory_bytes`` setting)."""
+    if not isinstance(text, str):
+        raise refusal(field, "a string", text)
+    if field in LIMITS and field != "content":
+        check_length(text, field)  # before the scrub reads it
+    elif len(text) > config.max_memory_bytes:  # a character is at least a byte
+        raise LimitExceeded(
+            f"{field} is over {config.max_memory_bytes} bytes; the limit is {config.max_memory_bytes} "
+            "bytes (max_memory_bytes). Save the essential part, split it into several memories, "
+            "or give a summary and keep the details in the repository."
+        )
+    cleaned = scrub(text, refuse=config.secrets == "refuse", field=field).strip()
+    if required and not has_visible(cleaned):
+        raise refusal(field, "a text with a visible character", text)
+    size = len(cleaned.encode("utf-8"))
+    if size > config.max_memory_bytes:
+        raise LimitExceeded(
+            f"{field} is {size} bytes; the limit is {config.max_memory_bytes} bytes "
+            "(max_memory_bytes). Save the essential part, split it into several memories, "
+            "or give a summary and keep the details in the repository."
+        )
+    return cleaned
+
+
+def refuse_second_singleton(memory_id: str, kind: str) -> None:
+    """A singleton type belongs to one memory, its section's: no other memory may take it on."""
+    section = singleton_of_kind(kind)
+    if section is not None and memory_id != section.memory_id:
+        raise InvalidInput(
+            f"type {kind} is the project-context section {section.key}, one memory ({section.memory_id}): "
+            f"change it with store_memory type {kind} or update_context_section, not by making another one"
+        )

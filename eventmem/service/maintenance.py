@@ -1,0 +1,218 @@
+"""Upkeep of the memory directories: compaction (expiry, archiving, the usage stream), history, stats,
+and the warnings and status the doctor and the tools report."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Any, Literal
+
+import msgspec
+
+from eventmem.codec import UnknownEvent
+from eventmem.errors import InvalidInput
+from eventmem.events import AnyEvent, memory_ids
+from eventmem.lifecycle import (
+    archive_candidates,
+    archive_memories,
+    archived_on,
+    due_for_expiry,
+    epoch_iso,
+    latest_stamp,
+    plan_expiry,
+)
+from eventmem.service.part import Part, Shared
+from eventmem.state import State
+from eventmem.store import Store
+from eventmem.validation import check_length, check_whole
+
+__all__ = ["Maintenance"]
+
+
+class Maintenance(Part):
+    """Compaction, history, stats and warnings over every memory directory of the service."""
+
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        self._archive_checked: dict[str, dict[str, str]] = {}
+        """Per memory directory: memories compaction looked at without moving anything, by stamp."""
+
+    def compact(
+        self,
+        *,
+        now: float | None = None,
+        by: str = "eventmem",
+        archive: bool | Literal["daily"] = True,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """One compaction pass over every memory directory: ``expired`` events for memories whose
+        TTL ran out, then (``archive``) the history of memories deleted or expired more than
+        ``archive_after_days`` ago moved into an archive segment, then the usage stream shrunk.
+        ``archive="daily"`` (the server's scheduler) archives at most once a day per memory
+        directory: a rewrite makes every other process of the clone rebuild, so it is batched.
+        Safe to run in several processes at once: decisions are re-checked under the journal lock.
+
+        ``now`` later than the clock is refused (its events would be stamped in the future, in a
+        tracked journal) unless ``dry_run``, which only says what would be expired and archived."""
+        clock = time.time()
+        now = clock if now is None else now
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise InvalidInput(f"now must be a time, not {now!r}")
+        try:
+            epoch_iso(now)
+        except (OverflowError, ValueError, OSError):
+            raise InvalidInput(f"now must be a time between the years 1 and 9999, not {now!r}") from None
+        if dry_run:
+            return self._compact_preview(now, archive=archive is not False)
+        if now > clock:
+            raise InvalidInput(
+                f"cannot compact at {epoch_iso(now)}, later than the clock ({epoch_iso(clock)}): its events would "
+                "be stamped in the future; only a dry run may look ahead (eventmem compact --now … --dry-run)"
+            )
+        report: dict[str, Any] = {"expired": [], "archived": [], "usage_compacted": []}
+        for store in self.stores():
+            store.catch_up()
+            with store.lock:
+                due = due_for_expiry(store, now)
+            if due:
+                written = store.append_planned(functools.partial(self._plan_expiry, store, now, by))
+                report["expired"] += [getattr(e, "memory", "") for e in written]
+            if archive is True or (archive == "daily" and not archived_on(store, epoch_iso(now)[:10])):
+                result = self._archive_dead(store, now, by)
+                if result is not None:
+                    report["archived"].append(result)
+            if store.usage.compact(store.state.memories, ts=epoch_iso(now)):
+                report["usage_compacted"].append(str(store.usage.path))
+        return report
+
+    def _compact_preview(self, now: float, *, archive: bool) -> dict[str, Any]:
+        """What a compaction at ``now`` would do, writing nothing: the memories it would expire and
+        those whose history it would archive (already deleted or expired long enough before ``now``)."""
+        cutoff = now - self.config.archive_after_days * 86400.0
+        report: dict[str, Any] = {"dry_run": True, "now": epoch_iso(now), "would_expire": [], "would_archive": []}
+        for store in self.stores():
+            store.catch_up()
+            with store.lock:
+                report["would_expire"] += [event.memory for event in plan_expiry(store, now)]
+                if archive:
+                    report["would_archive"] += archive_candidates(store.state, cutoff, store.hidden_memories())
+        return report
+
+    @staticmethod
+    def _plan_expiry(store: Store, now: float, by: str) -> list[AnyEvent]:
+        return list(plan_expiry(store, now, by=by))
+
+    def _archive_dead(self, store: Store, now: float, by: str) -> dict[str, Any] | None:
+        cutoff = now - self.config.archive_after_days * 86400.0
+        checked = self._archive_checked.setdefault(str(store.paths.base), {})
+
+        def select(state: State) -> list[str]:
+            among = store.hidden_memories() if state is store.state else None  # the live are no candidates
+            found = archive_candidates(state, cutoff, among)
+            return [m for m in found if checked.get(m) != latest_stamp(state.memories[m])]
+
+        with store.lock:
+            candidates = select(store.state)
+        if not candidates:
+            return None
+        result = archive_memories(store, select, now=now, by=by)
+        with store.lock:  # looked at: not again until something new happens to them
+            for memory_id in candidates:
+                checked[memory_id] = latest_stamp(store.state.memories[memory_id])
+        if not result.segment:
+            return None
+        return {
+            "segment": result.segment,
+            "rewritten": result.rewritten,
+            "memories": len(result.memories),
+            "events": result.events,
+            "bytes_before": result.bytes_before,
+            "bytes_after": result.bytes_after,
+        }
+
+    def history(self, memory_id: str | None = None, *, limit: int = 200) -> list[dict[str, Any]]:
+        """Events (newest last) about one memory, or all, with where each line is in the journal."""
+        if memory_id is not None:
+            check_length(memory_id, "memory_id")
+        if limit:  # 0: every event
+            check_whole(limit, "log_limit", "limit")
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for store in self.stores():
+            for segment, result in store.journal.iter_all(with_offsets=True):
+                for event, offset in zip(result.events, result.offsets, strict=True):
+                    if isinstance(event, UnknownEvent):
+                        if memory_id is None:
+                            data = {"type": event.type, "id": event.id, "ts": event.ts, "unknown": True}
+                            rows.append((event.ts + event.id, data | {"segment": segment.name, "offset": offset}))
+                        continue
+                    if (
+                        memory_id is not None
+                        and memory_id not in memory_ids(event)
+                        and not (getattr(event, "link", None) and _link_touches(store, event, memory_id))
+                    ):
+                        continue
+                    data = msgspec.to_builtins(event)
+                    data["segment"], data["offset"] = segment.name, offset
+                    rows.append((event.ts + event.id, data))
+        rows.sort(key=lambda r: r[0])
+        out = [data for _, data in rows]
+        return out[-limit:] if limit else out
+
+    def stats(self) -> dict[str, Any]:
+        self.catch_up()
+        store = self.project
+        with store.lock:
+            records = [r for r in store.state.memories.values() if r.exists]
+            by_status: dict[str, int] = {}
+            by_kind: dict[str, int] = {}
+            tags: dict[str, int] = {}
+            for record in records:
+                by_status[record.status] = by_status.get(record.status, 0) + 1
+                if record.status == "live":
+                    by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
+                    for tag in record.tags:
+                        tags[tag] = tags.get(tag, 0) + 1
+            segments = store.journal.segments()
+            return {
+                "root": str(self.root.root),
+                "root_source": self.root.source,
+                "memories": by_status.get("live", 0),
+                "by_status": by_status,
+                "by_kind": dict(sorted(by_kind.items())),
+                "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
+                "links": sum(1 for link in store.state.links.values() if link.alive),
+                "events": len(store.state.seen),
+                "unknown_events": dict(store.state.unknown),
+                "segments": len(segments),
+                "journal_bytes": sum(s.size for s in segments),
+                "embedder": store.embedder.model_id,
+                "corrupt_lines": [
+                    {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
+                ],
+            }
+
+    def warnings(self) -> list[str]:
+        """Problems the caller should know about (corrupt journal lines, quarantined torn tails, refused
+        segments, ignored settings), in words; after a recall in this thread, also whether it had to do
+        without vectors (see :meth:`search_notes`)."""
+        return (
+            [
+                f"{problem}. Run `eventmem replay audit` for details."
+                for store in self.stores()
+                for problem in store.problems.values()
+            ]
+            + [note for store in self.stores() for note in store.journal.quarantined()]
+            + [reason for store in self.stores() for reason in store.journal.refused.values()]
+            + self.shared.ignored_settings
+            + self.search_notes()
+        )
+
+    def vector_status(self) -> str:
+        """The project store's vectors: ``ready``, ``loading``, ``embedding`` or ``unavailable``."""
+        return self.project.vector_status()
+
+
+def _link_touches(store: Store, event: AnyEvent, memory_id: str) -> bool:
+    link = store.state.links.get(getattr(event, "link", ""))
+    return link is not None and memory_id in (link.source, link.target)

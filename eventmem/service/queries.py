@@ -1,0 +1,338 @@
+"""The service's queries: get, recall, structured search, related memories and the session-start bundle.
+
+Each catches up with the journal first, so what any process wrote before the call began is visible to it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.errors import InvalidInput
+from eventmem.events import KINDS
+from eventmem.lifecycle import context_bundle, walk
+from eventmem.providers import ProviderError
+from eventmem.query import Filters, build_mask, hybrid_search
+from eventmem.service.access import Accesses
+from eventmem.service.inputs import check_kind, check_relation
+from eventmem.service.models import Hit, Memory
+from eventmem.service.part import Part, Shared
+from eventmem.state import LinkRecord, MemoryRecord
+from eventmem.store import Store
+from eventmem.validation import check_count, check_length, check_whole, has_visible, refusal
+
+__all__ = ["Queries"]
+
+
+class Queries(Part):
+    """Every read a caller asks for; ``access`` on a read counts its memories as used (see :class:`Accesses`)."""
+
+    def __init__(self, shared: Shared, accesses: Accesses) -> None:
+        super().__init__(shared)
+        self.accesses = accesses
+
+    def get(self, memory_id: str, *, access: bool = False) -> Memory:
+        """One memory; ``access`` (the MCP tools) counts it as used, after the view is taken."""
+        store, record = self._find(memory_id)
+        memory = self.view(store, record)
+        if access:
+            self.accesses.record_access(store, [record.id])
+        return memory
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        filters: Filters | None = None,
+        include_content: bool = False,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        access: bool = False,
+    ) -> list[Hit]:
+        check_length(query, "query")
+        if not has_visible(query):
+            raise refusal("query", "a text with a visible character", query)
+        limit = check_whole(limit, "limit")
+        filters = filters or Filters()
+        filters.validate()
+        hits: list[Hit] = []
+        owners: dict[str, Store] = {}
+        now = time.time()
+        self._search_notes.notes = []
+        for store in self.stores():
+            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
+                continue
+            store.catch_up()
+            with store.lock:
+                mask = build_mask(store, filters, now)
+                # until a slow embedding model is ready, answer from the keyword index and say so
+                vectors = mode != "keyword" and store.vector_status() == "ready"
+                try:
+                    scored = hybrid_search(
+                        store,
+                        query,
+                        limit,
+                        mask,
+                        self.config,
+                        use_vectors=vectors,
+                        use_keywords=mode != "vector" or not vectors,
+                        now=now,
+                    )
+                except ProviderError:
+                    vectors = False
+                    scored = hybrid_search(store, query, limit, mask, self.config, use_vectors=False, now=now)
+                if mode != "keyword" and not vectors:
+                    self._search_notes.notes = [*self.search_notes(), store.vector_note()]
+                for item in scored:
+                    record = store.state.memories[store.slot_ids[item.slot]]
+                    hits.append(
+                        Hit(
+                            id=record.id,
+                            score=round(item.score, 4),
+                            kind=record.kind,
+                            scope=record.scope,
+                            title=record.title,
+                            summary=record.summary,
+                            tags=list(record.tags),
+                            importance=record.importance,
+                            created_at=record.created_at,
+                            updated_at=record.updated_at or record.created_at,
+                            vector_score=round(item.vector_score, 4),
+                            keyword_score=round(item.keyword_score, 4),
+                            content=record.content if include_content else None,
+                        )
+                    )
+                    owners[record.id] = store
+        hits.sort(key=lambda h: (-h.score, h.id))
+        hits = hits[:limit]
+        if access:
+            self.accesses.record_hits(owners, hits)
+        return hits
+
+    def related(
+        self,
+        memory_id: str,
+        *,
+        depth: int = 1,
+        relations: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "both",
+        limit: int = 50,
+        include_superseded: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Memories reachable from one along live links, breadth first (nearest, then strongest)."""
+        depth = check_whole(depth, "depth")
+        limit = check_whole(limit, "related_limit", "limit")
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
+        wanted = [check_relation(r) for r in check_count(relations or (), "relations")]
+        _, root = self._find(memory_id)
+        stores = self.stores()
+        now = time.time()
+        owners: dict[str, Store | None] = {}
+
+        def links_of(memory: str) -> list[LinkRecord]:
+            return [s.state.links[i] for s in stores for i in s.state.adjacency.get(memory, ())]
+
+        def owner(memory: str) -> Store | None:
+            if memory not in owners:
+                found = None
+                for s, ok in returnable:
+                    slot = s.slots.get(memory)
+                    if slot is not None and slot < len(ok) and ok[slot]:
+                        found = s
+                        break
+                owners[memory] = found
+            return owners[memory]
+
+        with contextlib.ExitStack() as locks:
+            returnable: list[tuple[Store, npt.NDArray[np.bool_]]] = []
+            for s in stores:
+                locks.enter_context(s.lock)
+                n = len(s.slot_ids)
+                ok = s.columns.live[:n] & (s.columns.expires[:n] > now)
+                if not include_superseded:
+                    ok &= ~s.columns.superseded[:n]
+                returnable.append((s, ok))
+            steps = walk(
+                root.id,
+                links_of,
+                depth=depth,
+                relations=wanted,
+                direction=direction,
+                keep=lambda m: owner(m) is not None,
+                limit=limit,
+            )
+            out: list[dict[str, Any]] = []
+            for step in steps:
+                where = owner(step.memory)
+                assert where is not None
+                record = where.state.memories[step.memory]
+                out.append(
+                    {
+                        "id": step.memory,
+                        "depth": step.depth,
+                        "relation": step.relation,
+                        "direction": step.direction,
+                        "strength": step.strength,
+                        "context": step.context,
+                        "link": step.via,
+                        "from": step.parent,
+                        "kind": record.kind,
+                        "scope": record.scope,
+                        "title": record.title,
+                        "summary": record.summary,
+                        "importance": record.importance,
+                    }
+                )
+        return out
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 10,
+        filters: Filters | None = None,
+        project: str | None = None,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        sort: Literal["relevance", "importance", "recent"] | None = None,
+        include_content: bool = False,
+        access: bool = False,
+    ) -> list[Hit]:
+        """Structured search: filters, plus optional query text. Without a query, a listing of what
+        the filters match, most important (or most recent) first. ``project``: memories of that
+        project (this project's own, and global ones saved from it)."""
+        text = check_length(query, "query").strip() if query is not None else ""
+        limit = check_whole(limit, "limit")
+        if project is not None:
+            check_length(project, "project")
+        if mode not in ("hybrid", "vector", "keyword"):
+            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+        order = sort or ("relevance" if text else "importance")
+        if order not in ("relevance", "importance", "recent"):
+            raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
+        if order == "relevance" and not text:
+            raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+        filters = filters or Filters()
+        filters.validate()
+        now = time.time()
+        hits: list[tuple[Hit, float]] = []
+        owners: dict[str, Store] = {}
+        for store in self.stores():
+            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
+                continue
+            store.catch_up()
+            with store.lock:
+                mask = build_mask(store, filters, now)
+                if project is not None:
+                    mask &= self._project_mask(store, project)
+                cols = store.columns
+                if text:
+                    vectors = mode != "keyword" and store.vector_status() == "ready"
+                    scored = [
+                        (s.slot, s.score, s.vector_score, s.keyword_score)
+                        for s in hybrid_search(
+                            store,
+                            text,
+                            limit,
+                            mask,
+                            self.config,
+                            use_vectors=vectors,
+                            use_keywords=mode != "vector" or not vectors,
+                            now=now,
+                        )
+                    ]
+                else:
+                    slots = mask.nonzero()[0]
+                    updated = cols.updated[slots]
+                    importance = cols.importance[slots].astype(np.float64)
+                    keys = np.stack([updated] if order == "recent" else [updated, importance])
+                    picked = slots[np.lexsort(keys)[::-1][:limit]]
+                    scored = [(int(slot), float(cols.importance[slot]), 0.0, 0.0) for slot in picked]
+                for slot, score, vector_score, keyword_score in scored:
+                    record = store.state.memories[store.slot_ids[slot]]
+                    hit = Hit(
+                        id=record.id,
+                        score=round(score, 4),
+                        kind=record.kind,
+                        scope=record.scope,
+                        title=record.title,
+                        summary=record.summary,
+                        tags=list(record.tags),
+                        importance=record.importance,
+                        created_at=record.created_at,
+                        updated_at=record.updated_at or record.created_at,
+                        vector_score=round(vector_score, 4),
+                        keyword_score=round(keyword_score, 4),
+                        content=record.content if include_content else None,
+                    )
+                    hits.append((hit, float(cols.updated[slot])))
+                    owners[record.id] = store
+        if order == "relevance":
+            hits.sort(key=lambda h: (-h[0].score, h[0].id))
+        elif order == "importance":
+            hits.sort(key=lambda h: (-h[0].importance, -h[1], h[0].id))
+        else:
+            hits.sort(key=lambda h: (-h[1], h[0].id))
+        found = [hit for hit, _ in hits[:limit]]
+        if access and text:  # a listing is browsing, not use: only search hits count as accesses
+            self.accesses.record_hits(owners, found)
+        return found
+
+    def _project_mask(self, store: Store, project: str) -> npt.NDArray[np.bool_]:
+        n = len(store.slot_ids)
+        wanted = project.strip().casefold()
+        if store is self.project:
+            return np.full(n, wanted == self.root.root.name.casefold(), bool)
+        memories = store.state.memories
+        return np.fromiter((memories[m].project.casefold() == wanted for m in store.slot_ids), bool, n)
+
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        types: Sequence[str] | None = None,
+        include_global: bool = True,
+        per_type: int = 0,
+    ) -> dict[str, Any]:
+        """The session-start bundle: per type, the most important and the most recent memories, in
+        turns, as markdown within ``max_chars`` (global memories marked as such)."""
+        max_chars = check_whole(max_chars, "max_chars")
+        per_type = check_whole(per_type, "per_type")
+        filters = Filters(kinds=tuple(check_kind(t) for t in check_count(types or (), "types")))
+        now = time.time()
+        records: list[tuple[MemoryRecord, str]] = []
+        counts: dict[str, int] = {}
+        for store in self.stores():
+            if store is not self.project and not include_global:
+                continue
+            store.catch_up()
+            with store.lock:
+                for slot in build_mask(store, filters, now).nonzero()[0].tolist():
+                    record = store.state.memories[store.slot_ids[slot]]
+                    records.append((record, record.scope))
+                    counts[record.kind] = counts.get(record.kind, 0) + 1
+        text, lines, omitted = context_bundle(
+            records, max_chars=max_chars, title=f"Project memory: {self.root.root.name}", per_kind=per_type
+        )
+        return {
+            "text": text,
+            "chars": len(text),
+            "memories": [
+                {
+                    "id": line.record.id,
+                    "kind": line.record.kind,
+                    "scope": line.scope,
+                    "title": line.record.title,
+                    "summary": line.record.summary,
+                    "importance": line.record.importance,
+                    "updated_at": line.record.updated_at or line.record.created_at,
+                }
+                for line in lines
+            ],
+            "counts": {k: counts[k] for k in sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else 99, k))},
+            "omitted": omitted,
+        }
