@@ -65,8 +65,3 @@ def http_server(
 def _auth(env: dict[str, str] | None) -> dict[str, str]:
     token = (env or {}).get("EVENTMEM_TOKEN")
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def journal_bytes(root: Path) -> dict[str, bytes]:
-    """Every journal segment of the project, by name."""
-    return {p.name: p.read_bytes() for p in sorted((root / ".eventmem" / "journal").glob("*.jsonl"))}

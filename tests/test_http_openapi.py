@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, ProcessGroup
-from http_server import http_server, journal_bytes
+from conftest import REPO, ProcessGroup, journal_bytes
+from http_server import http_server
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402

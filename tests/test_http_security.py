@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ProcessGroup, eventmem_command
-from http_server import WAIT, http_server, journal_bytes
+from conftest import ProcessGroup, eventmem_command, journal_bytes
+from http_server import WAIT, http_server
 
 TOKEN = "a-long-enough-test-token-0123456789"
 MCP_INIT = {
