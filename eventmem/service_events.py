@@ -255,10 +255,11 @@ def memory_history(service: MemoryService, memory_id: str) -> list[dict[str, Any
     and the commit that brought its line into the repository (``""``: not committed yet, or unknown)."""
     if not memory_version(service, memory_id):
         raise UnknownMemory(memory_id)
-    lines = memory_log(read_worktree(service.project.paths), memory_id)
+    owner = next(s for s in service.stores() if memory_id in s.state.memories)  # the project's, or the global
+    lines = memory_log(read_worktree(owner.paths), memory_id)
     commits: dict[str, dict[int, str]] = {}
     for segment in {line.segment for line in lines}:
-        commits[segment] = _line_commits(service, segment)
+        commits[segment] = _line_commits(service, segment) if owner is service.project else {}
     out: list[dict[str, Any]] = []
     for line in lines:
         data = msgspec.to_builtins(line)

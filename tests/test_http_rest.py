@@ -212,3 +212,10 @@ def test_a_memorys_history_names_the_commit_of_each_line(api: httpx.Client, proj
 
     history = api.get(f"/memories/{memory['id']}/history").json()["history"]
     assert [(line["type"], line["commit"]) for line in history] == [("saved", head), ("updated", "")]
+
+
+def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Client) -> None:
+    memory = save(api, "Prefer small pull requests everywhere.", scope="global")
+    api.put(f"/memories/{memory['id']}", json={"importance": 0.7})
+    history = api.get(f"/memories/{memory['id']}/history").json()["history"]
+    assert [line["type"] for line in history] == ["saved", "updated"]
