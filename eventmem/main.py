@@ -1,5 +1,6 @@
 """The ``eventmem`` program: the command line's commands (:mod:`eventmem.cli`, with ``eventmem
-replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.mcp_server`).
+replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.mcp_server`) or over HTTP
+with REST and the web UI (:mod:`eventmem.adapters.http`).
 
 The one module that knows both adapters; neither imports the other. The MCP server is imported only
 when ``eventmem serve`` runs, so the other commands do not pay for loading the MCP SDK.
@@ -12,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from eventmem.adapters.http.cli import add_http_options
 from eventmem.cli import build_parser
 from eventmem.command_line import chosen_root, configure_logging, run_command
 
@@ -19,7 +21,12 @@ __all__ = ["cmd_serve", "main"]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM)."""
+    """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM); with
+    ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`)."""
+    if args.http:
+        from eventmem.adapters.http.cli import serve_http
+
+        return serve_http(args, lambda: chosen_root(args.root))
     from eventmem.mcp_server import serve_stdio
 
     root = chosen_root(args.root)
@@ -30,7 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
-    args = build_parser(serve=cmd_serve).parse_args(argv)
+    args = build_parser(serve=cmd_serve, serve_options=add_http_options).parse_args(argv)
     return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)
 
 

@@ -29,9 +29,12 @@ TAGS_HELP = "repeat it, or separate tags with commas"
 TYPE_HELP = ", ".join(KINDS)
 
 
-def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> argparse.ArgumentParser:
-    """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` (given by :mod:`eventmem.main`, which
-    alone knows the MCP server)."""
+def build_parser(
+    serve: Callable[[argparse.Namespace], int] | None = None,
+    serve_options: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.ArgumentParser:
+    """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` and ``serve_options`` adds its options
+    (both given by :mod:`eventmem.main`, which alone knows the servers)."""
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
     global_options(parser)
@@ -46,6 +49,8 @@ def build_parser(serve: Callable[[argparse.Namespace], int] | None = None) -> ar
     if serve is not None:
         p = add("serve", serve, "run the stdio MCP server for this project")
         p.add_argument("--tools", help="tool families to expose, comma-separated, or 'all' (default: EVENTMEM_TOOLS)")
+        if serve_options is not None:
+            serve_options(p)
     p = add("init", cmd_init, "create .eventmem/ (config and .gitignore) in the project")
     p.add_argument(
         "--git-drivers",

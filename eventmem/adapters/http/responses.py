@@ -1,0 +1,107 @@
+"""What every REST handler shares: problem+json errors, JSON answers, the project from the path,
+the body decoded into its model, and the service called in a worker thread."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from eventmem.adapters.http.projects import Project, Projects
+from eventmem.adapters.http.security import BodyTooLarge, problem_body
+from eventmem.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, UnknownMemory
+from eventmem.service import MemoryService
+
+__all__ = [
+    "HTTP_WRITER",
+    "Handler",
+    "PreconditionFailed",
+    "as_json",
+    "body_of",
+    "call",
+    "handler",
+    "problem",
+    "whole",
+]
+
+log = logging.getLogger("eventmem.http")
+T = TypeVar("T")
+MEMORY_ID = re.compile(r"^[A-Za-z0-9:_.-]{1,128}$")
+HTTP_WRITER = "http"
+
+
+class PreconditionFailed(EventmemError):
+    """``If-Match`` names a version the memory no longer has."""
+
+
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(problem_body(status, title, detail), status, headers, media_type="application/problem+json")
+
+
+def as_json(value: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status, headers, media_type="application/json")
+
+
+def _status_of(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, PreconditionFailed):
+        return 412, "Precondition Failed"
+    if isinstance(exc, MemoryGone):
+        return 410, "Gone"
+    if isinstance(exc, UnknownMemory | KeyError):
+        return 404, "Not Found"
+    if isinstance(exc, LimitExceeded | BodyTooLarge):
+        return 413, "Content Too Large"
+    if isinstance(exc, InvalidInput | msgspec.ValidationError | msgspec.DecodeError):
+        return 400, "Bad Request"
+    return 503, "Service Unavailable"
+
+
+Handler = Callable[[Request, Project], Awaitable[Response]]
+
+
+def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A route's endpoint: the project from the path, and errors as problem+json."""
+
+    @functools.wraps(fn)
+    async def endpoint(request: Request) -> Response:
+        try:
+            project = projects.get(request.path_params["project"])
+            memory_id = request.path_params.get("memory_id")
+            if memory_id is not None and not MEMORY_ID.match(memory_id):
+                raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
+            return await fn(request, project)
+        except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
+            status, title = _status_of(exc)
+            detail = str(exc).replace("$.", "") or title
+            for name, served in projects.by_name.items():  # no server paths in answers
+                detail = detail.replace(str(served.root.root), f"<{name}>")
+            return problem(status, title, detail)
+        except Exception:
+            log.exception("request %s %s failed", request.method, request.url.path)
+            return problem(500, "Internal Server Error", "the request failed; the server log has the details")
+
+    return endpoint
+
+
+async def body_of(request: Request, model: type[T]) -> T:
+    data = await request.body()
+    return msgspec.json.decode(data or b"{}", type=model)
+
+
+def call(project: Project, fn: Callable[[MemoryService], T]) -> Awaitable[T]:
+    return run_in_threadpool(lambda: fn(project.service()))
+
+
+def whole(value: str | None, default: int) -> int:
+    if value is None:
+        return default
+    if not (value.strip().isascii() and value.strip().isdigit()):
+        raise InvalidInput(f"expected a whole number, got {value[:40]!r}")
+    return int(value)

@@ -1,0 +1,180 @@
+"""The REST API's request and response models (msgspec), bounded by :data:`eventmem.limits.LIMITS`;
+the OpenAPI document (:mod:`.openapi`) is generated from them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
+from eventmem.service import Hit, Link, Memory
+
+__all__ = [
+    "ContextRequest",
+    "DeleteRequest",
+    "EventPage",
+    "HitList",
+    "LinkRequest",
+    "LinkResult",
+    "Problem",
+    "RecallRequest",
+    "SaveRequest",
+    "SaveResult",
+    "SearchRequest",
+    "SupersedeRequest",
+    "SupersedeResult",
+    "UpdateRequest",
+]
+
+
+Content = Annotated[str, msgspec.Meta(max_length=CONTENT_BYTES_CEILING)]
+Title = Annotated[str, msgspec.Meta(max_length=int(LIMITS["title"].high))]
+Summary = Annotated[str, msgspec.Meta(max_length=int(LIMITS["summary"].high))]
+Tag = Annotated[str, msgspec.Meta(max_length=int(LIMITS["tag"].high))]
+Tags = Annotated[list[Tag], msgspec.Meta(max_length=int(LIMITS["tags"].high))]
+Kind = Annotated[str, msgspec.Meta(max_length=64)]
+Types = Annotated[list[Kind], msgspec.Meta(max_length=int(LIMITS["types"].high))]
+Importance = Annotated[float, msgspec.Meta(ge=LIMITS["importance"].low, le=LIMITS["importance"].high)]
+Ttl = Annotated[int, msgspec.Meta(ge=int(LIMITS["ttl_seconds"].low), le=int(LIMITS["ttl_seconds"].high))]
+Reason = Annotated[str, msgspec.Meta(max_length=int(LIMITS["reason"].high))]
+LinkContext = Annotated[str, msgspec.Meta(max_length=int(LIMITS["context"].high))]
+By = Annotated[str, msgspec.Meta(max_length=int(LIMITS["by"].high))]
+Query = Annotated[str, msgspec.Meta(max_length=int(LIMITS["query"].high))]
+Limit = Annotated[int, msgspec.Meta(ge=int(LIMITS["limit"].low), le=int(LIMITS["limit"].high))]
+Time = Annotated[str, msgspec.Meta(max_length=int(LIMITS["time"].high))]
+MemoryId = Annotated[str, msgspec.Meta(max_length=int(LIMITS["memory_id"].high))]
+ProjectName = Annotated[str, msgspec.Meta(max_length=int(LIMITS["project"].high))]
+Relation = Annotated[str, msgspec.Meta(max_length=int(LIMITS["relation"].high))]
+Strength = Annotated[float, msgspec.Meta(ge=LIMITS["strength"].low, le=LIMITS["strength"].high)]
+MaxChars = Annotated[int, msgspec.Meta(ge=int(LIMITS["max_chars"].low), le=int(LIMITS["max_chars"].high))]
+PerType = Annotated[int, msgspec.Meta(ge=int(LIMITS["per_type"].low), le=int(LIMITS["per_type"].high))]
+Scope = Literal["project", "global"]
+Mode = Literal["hybrid", "vector", "keyword"]
+
+
+class SaveRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new memory. A singleton type (project, architecture, current_task, coding_style) writes that section."""
+
+    content: Content
+    title: Title = ""
+    summary: Summary | None = None
+    tags: Tags = []
+    type: Kind = "general"
+    importance: Importance = 0.5
+    ttl_seconds: Ttl | None = None
+    scope: Scope = "project"
+    by: By = ""
+
+
+class SaveResult(msgspec.Struct, kw_only=True):
+    memory: Memory
+    deduplicated: bool = False
+    section: str = ""
+
+
+class UpdateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Fields to change; absent fields stay. ``ttl_seconds`` null makes the memory long-term."""
+
+    content: Content | None = None
+    title: Title | None = None
+    summary: Summary | None = None
+    tags: Tags | None = None
+    type: Kind | None = None
+    importance: Importance | None = None
+    ttl_seconds: Ttl | msgspec.UnsetType | None = msgspec.UNSET
+    by: By = ""
+
+
+class DeleteRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    reason: Reason = ""
+    by: By = ""
+
+
+class SupersedeRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    content: Content
+    title: Title | None = None
+    summary: Summary | None = None
+    tags: Tags | None = None
+    type: Kind | None = None
+    importance: Importance | None = None
+    ttl_seconds: Ttl | None = None
+    reason: Reason = ""
+    by: By = ""
+
+
+class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    types: Types = []
+    tags: Tags = []
+    scope: Literal["project", "global", "all"] | None = None
+    min_importance: Importance | None = None
+    created_after: Time | None = None
+    created_before: Time | None = None
+    include_superseded: bool = False
+
+
+class SearchRequest(Filters, kw_only=True, forbid_unknown_fields=True):
+    """Filters and an optional query; without a query, a listing sorted by importance or recency."""
+
+    query: Query | None = None
+    limit: Limit = 10
+    mode: Mode = "hybrid"
+    sort: Literal["relevance", "importance", "recent"] | None = None
+    include_content: bool = False
+    project: ProjectName | None = None
+
+
+class RecallRequest(Filters, kw_only=True, forbid_unknown_fields=True):
+    query: Query
+    limit: Limit = 5
+    mode: Mode = "hybrid"
+    include_content: bool = False
+
+
+class HitList(msgspec.Struct, kw_only=True):
+    hits: list[Hit]
+    warnings: list[str] = []
+
+
+class LinkRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    source: MemoryId
+    target: MemoryId
+    relation: Relation = "related_to"
+    strength: Strength = 1.0
+    context: LinkContext = ""
+    by: By = ""
+
+
+class LinkResult(msgspec.Struct, kw_only=True):
+    link: Link
+    created: bool
+
+
+class SupersedeResult(msgspec.Struct, kw_only=True):
+    memory: Memory
+    """The new memory."""
+    link: Link
+    """Its ``supersedes`` link to the old one."""
+
+
+class ContextRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    max_chars: MaxChars = 4000
+    types: Types = []
+    include_global: bool = True
+    per_type: PerType = 0
+
+
+class EventPage(msgspec.Struct, kw_only=True):
+    """Journal events oldest first; ``next_cursor`` is null on the last page."""
+
+    events: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """An error (RFC 9457 problem details)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str

@@ -1,0 +1,221 @@
+"""The REST API of ``eventmem serve --http``, driven over real HTTP against a real server process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import ProcessGroup, git, journal_bytes
+from http_server import http_server
+
+
+@pytest.fixture
+def api(processes: ProcessGroup, project: Path) -> Iterator[httpx.Client]:
+    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1/projects/project") as client:
+        yield client
+
+
+def save(api: httpx.Client, content: str, **fields: Any) -> dict[str, Any]:
+    response = api.post("/memories", json={"content": content, **fields})
+    assert response.status_code == 201, response.text
+    memory: dict[str, Any] = response.json()["memory"]
+    return memory
+
+
+def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, project: Path) -> None:
+    first = save(api, "We indent Python with four spaces.", tags=["style"], type="convention", by="alice")
+    second = save(api, "The release checklist lives in docs/release.md.", title="Release checklist")
+    assert first["created_by"] == "alice" and second["created_by"] == "http"
+
+    got = api.get(f"/memories/{first['id']}")
+    assert got.status_code == 200 and got.json()["content"] == "We indent Python with four spaces."
+    assert got.headers["etag"].startswith('"')
+
+    updated = api.put(f"/memories/{first['id']}", json={"tags": ["style", "python"]})
+    assert updated.status_code == 200 and updated.json()["tags"] == ["style", "python"]
+    assert updated.headers["etag"] != got.headers["etag"]
+
+    found = api.post("/memories/search", json={"query": "indent python"}).json()
+    assert found["hits"][0]["id"] == first["id"]
+    listing = api.post("/memories/search", json={"types": ["convention"], "sort": "recent"}).json()
+    assert [hit["id"] for hit in listing["hits"]] == [first["id"]]
+    recalled = api.post("/memories/recall", json={"query": "release checklist", "limit": 1}).json()
+    assert [hit["id"] for hit in recalled["hits"]] == [second["id"]]
+
+    link = api.post("/relationships", json={"source": first["id"], "target": second["id"], "relation": "relates_to"})
+    assert link.status_code == 201 and link.json()["created"] is True
+    related = api.get(f"/memories/{first['id']}/related").json()["related"]
+    assert [r["id"] for r in related] == [second["id"]]
+    graph = api.get("/graph").json()
+    assert {n["id"] for n in graph["nodes"]} == {first["id"], second["id"]} and len(graph["links"]) == 1
+
+    history = api.get(f"/memories/{first['id']}/history").json()["history"]
+    assert history[0]["type"] == "saved" and sorted(line["type"] for line in history[1:]) == ["linked", "updated"]
+    update = next(line for line in history if line["type"] == "updated")
+    assert update["changes"]["tags"] == [["style"], ["style", "python"]] and update["by"] == "http"
+
+    stats = api.get("/stats").json()
+    assert stats["memories"] == 2 and stats["links"] == 1 and "root" not in stats
+    dashboard = api.get("/dashboard").json()
+    assert dashboard["by_type"] == {"convention": 1, "general": 1} and dashboard["recent"][0]["type"] == "linked"
+    settings = api.get("/settings").json()
+    assert {"key": "max_memory_bytes", "value": 65536, "source": "default"} in settings["settings"]
+
+    context_url = api.base_url.copy_with(path="/api/v1/context/project")
+    bundle = api.get(context_url).json()
+    assert "four spaces" in bundle["text"]
+    small = api.post(context_url, json={"max_chars": 200, "types": ["convention"]}).json()
+    assert [m["id"] for m in small["memories"]] == [first["id"]]
+
+    promoted = api.post(f"/memories/{second['id']}/promote", json={"reason": "kept"})
+    assert promoted.status_code == 200
+    replaced = api.post(f"/memories/{second['id']}/supersede", json={"content": "The checklist moved to RELEASE.md."})
+    assert replaced.status_code == 201 and replaced.json()["link"]["relation"] == "supersedes"
+
+    deleted = api.delete(f"/memories/{first['id']}", params={"reason": "wrong"})
+    assert deleted.status_code == 200 and deleted.json()["status"] == "deleted"
+    gone = api.get(f"/memories/{first['id']}")
+    assert gone.status_code == 410 and "restore" in gone.json()["detail"]
+    restored = api.post(f"/memories/{first['id']}/restore", json={})
+    assert restored.status_code == 200 and restored.json()["status"] == "live"
+
+    events = api.get("/events", params={"limit": 500}).json()["events"]
+    segments = sorted((project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert len(events) == sum(len(p.read_bytes().splitlines()) for p in segments)
+    projects = api.get(api.base_url.copy_with(path="/api/v1/projects")).json()
+    assert projects["projects"] == ["project"] and projects["default"] == "project" and "decision" in projects["types"]
+
+
+def test_an_update_against_a_stale_version_is_refused_and_the_journal_is_untouched(
+    api: httpx.Client, project: Path
+) -> None:
+    memory = save(api, "Deploys go out on Tuesdays.")
+    seen = api.get(f"/memories/{memory['id']}").headers["etag"]
+    assert api.put(f"/memories/{memory['id']}", json={"title": "Deploy day"}, headers={"If-Match": seen}).is_success
+    before = journal_bytes(project)
+
+    stale = api.put(f"/memories/{memory['id']}", json={"title": "Stale edit"}, headers={"If-Match": seen})
+    assert stale.status_code == 412
+    assert stale.headers["content-type"] == "application/problem+json"
+    assert "changed since that version" in stale.json()["detail"]
+    stale_delete = api.delete(f"/memories/{memory['id']}", headers={"If-Match": seen})
+    assert stale_delete.status_code == 412
+    assert journal_bytes(project) == before
+    assert api.get(f"/memories/{memory['id']}").json()["title"] == "Deploy day"
+
+    current = api.get(f"/memories/{memory['id']}").headers["etag"]
+    fresh = api.put(f"/memories/{memory['id']}", json={"title": "Fresh edit"}, headers={"If-Match": current})
+    assert fresh.status_code == 200 and fresh.json()["title"] == "Fresh edit"
+
+
+def test_events_come_in_pages_by_cursor_filtered_by_memory_type_time_and_writer(api: httpx.Client) -> None:
+    ids = [save(api, f"Fact number {n} about the build.", by="alice" if n % 2 else "bob")["id"] for n in range(7)]
+    api.put(f"/memories/{ids[0]}", json={"importance": 0.9, "by": "carol"})
+
+    seen: list[dict[str, Any]] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = api.get("/events", params={"limit": 3, **({"cursor": cursor} if cursor else {})}).json()
+        seen += page["events"]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3 and len(seen) == 8 and len({e["id"] for e in seen}) == 8
+    assert [e["ts"] for e in seen] == sorted(e["ts"] for e in seen)
+
+    of_first = api.get("/events", params={"memory": ids[0]}).json()["events"]
+    assert [e["type"] for e in of_first] == ["saved", "updated"]
+    updates = api.get("/events", params={"type": "updated"}).json()["events"]
+    assert [e["by"] for e in updates] == ["carol"]
+    by_alice = api.get("/events", params={"by": "alice"}).json()["events"]
+    assert {e["memory"] for e in by_alice} == {ids[1], ids[3], ids[5]}
+    middle = seen[3]["ts"]
+    after = api.get("/events", params={"since": middle}).json()["events"]
+    before = api.get("/events", params={"until": middle}).json()["events"]
+    assert len(after) + len(before) == 8 and after[0]["ts"] == middle
+
+    bad = api.get("/events", params={"cursor": "%%%"})
+    assert bad.status_code == 400
+
+
+def test_as_of_answers_the_memory_as_it_was_then(api: httpx.Client) -> None:
+    memory = save(api, "The API is versioned under /v1.")
+    first_ts = api.get("/events", params={"memory": memory["id"]}).json()["events"][0]["ts"]
+    api.put(f"/memories/{memory['id']}", json={"content": "The API is versioned under /v2."})
+    api.delete(f"/memories/{memory['id']}")
+
+    then = api.get(f"/memories/{memory['id']}", params={"as_of": first_ts}).json()
+    assert then["memory"]["content"] == "The API is versioned under /v1." and then["memory"]["status"] == "live"
+    assert then["as_of"] == f"as of {first_ts}"
+    everything = api.get("/as_of", params={"when": first_ts}).json()
+    assert [m["id"] for m in everything["memories"]] == [memory["id"]]
+    before = api.get(f"/memories/{memory['id']}", params={"as_of": "2001-01-01"})
+    assert before.status_code == 404
+    nonsense = api.get(f"/memories/{memory['id']}", params={"as_of": "not-a-time-or-revision"})
+    assert nonsense.status_code == 400
+
+
+def test_a_request_the_service_refuses_is_a_problem_with_its_message_and_writes_nothing(
+    api: httpx.Client, project: Path
+) -> None:
+    save(api, "Something to keep.")
+    before = journal_bytes(project)
+    for response in (
+        api.post("/memories", json={"content": "   "}),
+        api.post("/memories", json={"content": "x", "importance": 7}),
+        api.post("/memories", json={"content": "x", "tags": ["t"] * 40}),
+        api.post("/memories", json={"content": "x", "unknown_field": 1}),
+        api.post("/memories", content=b"{not json"),
+        api.post("/memories/search", json={"limit": 0}),
+        api.put("/memories/01NOTTHERE", json={"title": "x"}),
+        api.put("/memories/a%0Ab", json={"title": "x"}),
+        api.get("/no-such-route"),
+        api.patch("/memories", json={}),
+    ):
+        assert response.status_code in (400, 404, 405), response.text
+        problem = response.json()
+        assert response.headers["content-type"] == "application/problem+json"
+        assert problem["detail"] and "Traceback" not in problem["detail"] and str(project) not in problem["detail"]
+    assert journal_bytes(project) == before
+
+
+def test_the_browser_listing_filters_by_status_type_tags_and_pages(api: httpx.Client) -> None:
+    kept = [save(api, f"Kept fact {n}.", tags=["keep"], importance=n / 10)["id"] for n in range(5)]
+    dropped = save(api, "A fact to delete.", type="error")["id"]
+    api.delete(f"/memories/{dropped}")
+    old = save(api, "An old way of doing it.")["id"]
+    api.post(f"/memories/{old}/supersede", json={"content": "The new way of doing it."})
+
+    live = api.get("/memories", params={"tag": "keep", "sort": "importance", "limit": 2}).json()
+    assert live["total"] == 5 and [m["id"] for m in live["memories"]] == [kept[4], kept[3]]
+    second = api.get("/memories", params={"tag": "keep", "sort": "importance", "limit": 2, "offset": 2}).json()
+    assert [m["id"] for m in second["memories"]] == [kept[2], kept[1]]
+    deleted = api.get("/memories", params={"status": "deleted"}).json()["memories"]
+    assert [m["id"] for m in deleted] == [dropped]
+    superseded = api.get("/memories", params={"status": "superseded"}).json()["memories"]
+    assert [m["id"] for m in superseded] == [old]
+    assert api.get("/memories", params={"status": "all", "type": "error"}).json()["total"] == 1
+    assert api.get("/memories", params={"status": "nonsense"}).status_code == 400
+
+
+def test_a_memorys_history_names_the_commit_of_each_line(api: httpx.Client, project: Path) -> None:
+    memory = save(api, "Commits carry the journal.")
+    git(project, "add", ".eventmem")
+    git(project, "commit", "-q", "-m", "memory")
+    head = git(project, "rev-parse", "HEAD").strip()[:12]
+    api.put(f"/memories/{memory['id']}", json={"title": "After the commit"})
+
+    history = api.get(f"/memories/{memory['id']}/history").json()["history"]
+    assert [(line["type"], line["commit"]) for line in history] == [("saved", head), ("updated", "")]
+
+
+def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Client) -> None:
+    memory = save(api, "Prefer small pull requests everywhere.", scope="global")
+    api.put(f"/memories/{memory['id']}", json={"importance": 0.7})
+    history = api.get(f"/memories/{memory['id']}/history").json()["history"]
+    assert [line["type"] for line in history] == ["saved", "updated"]

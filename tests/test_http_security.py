@@ -1,0 +1,155 @@
+"""The HTTP server refuses what could leak or damage the memory: each refusal writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ProcessGroup, eventmem_command, journal_bytes
+from http_server import WAIT, http_server
+
+TOKEN = "a-long-enough-test-token-0123456789"
+MCP_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def seeded(base: str, project: Path, headers: dict[str, str] | None = None) -> dict[str, bytes]:
+    response = httpx.post(
+        f"{base}/api/v1/projects/project/memories", json={"content": "A memory to keep."}, headers=headers
+    )
+    assert response.status_code == 201, response.text
+    return journal_bytes(project)
+
+
+def assert_problem(response: httpx.Response, status: int) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert "Traceback" not in response.text and "/tmp" not in response.text
+
+
+def test_a_request_from_a_foreign_origin_is_refused_on_every_route(processes: ProcessGroup, project: Path) -> None:
+    with http_server(processes, project) as base:
+        before = seeded(base, project)
+        evil = {"Origin": "http://evil.example"}
+        assert_problem(httpx.post(f"{base}/api/v1/projects/project/memories", json={"content": "x"}, headers=evil), 403)
+        assert_problem(httpx.post(f"{base}/mcp", json=MCP_INIT, headers={**evil, **MCP_HEADERS}), 403)
+        assert_problem(httpx.get(f"{base}/api/v1/projects/project/stream", headers=evil), 403)
+        same = httpx.get(f"{base}/api/v1/projects", headers={"Origin": base})
+        assert same.status_code == 200 and "access-control-allow-origin" not in same.headers  # CORS is off
+        assert journal_bytes(project) == before
+
+
+def test_a_rebinding_host_is_refused_on_every_route_mcp_included(processes: ProcessGroup, project: Path) -> None:
+    with http_server(processes, project) as base:
+        before = seeded(base, project)
+        port = base.rsplit(":", 1)[1]
+        rebound = {"Host": f"attacker.example:{port}"}
+        for response in (
+            httpx.get(f"{base}/", headers=rebound),
+            httpx.get(f"{base}/api/v1/projects/project/stats", headers=rebound),
+            httpx.post(f"{base}/api/v1/projects/project/memories", json={"content": "x"}, headers=rebound),
+            httpx.post(f"{base}/mcp", json=MCP_INIT, headers={**rebound, **MCP_HEADERS}),
+        ):
+            assert_problem(response, 421)
+        assert httpx.get(f"{base}/api/v1/projects", headers={"Host": f"localhost:{port}"}).status_code == 200
+        assert journal_bytes(project) == before
+
+
+def test_the_server_refuses_to_start_beyond_loopback_without_a_token(project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "EVENTMEM_TOKEN"}
+    result = subprocess.run(
+        eventmem_command("serve", "--http", "--host", "0.0.0.0", "--port", "0"),
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "without a token" in result.stderr and "serving" not in result.stderr
+
+
+def test_beyond_loopback_every_route_needs_the_bearer_token(processes: ProcessGroup, project: Path) -> None:
+    with http_server(processes, project, "--host", "0.0.0.0", env={"EVENTMEM_TOKEN": TOKEN}) as base:
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        before = seeded(base, project, good)
+        url = f"{base}/api/v1/projects/project/memories"
+        for headers in ({}, {"Authorization": "Bearer wrong-token-of-some-length"}, {"Authorization": TOKEN}):
+            assert_problem(httpx.post(url, json={"content": "x"}, headers=headers), 401)
+            assert_problem(httpx.get(f"{base}/api/v1/projects/project/stats", headers=headers), 401)
+            assert_problem(httpx.post(f"{base}/mcp", json=MCP_INIT, headers={**headers, **MCP_HEADERS}), 401)
+        assert journal_bytes(project) == before
+        assert httpx.get(f"{base}/api/v1/projects/project/stats", headers=good).status_code == 200
+        assert httpx.get(f"{base}/").status_code == 200  # the UI's page holds no memory; it asks for the token
+
+
+def test_an_oversized_body_is_refused_declared_or_streamed(processes: ProcessGroup, project: Path) -> None:
+    with http_server(processes, project) as base:
+        before = seeded(base, project)
+        url = f"{base}/api/v1/projects/project/memories"
+        huge = b'{"content": "' + b"x" * (3 * 1024 * 1024) + b'"}'
+        assert_problem(httpx.post(url, content=huge, headers={"Content-Type": "application/json"}), 413)
+
+        def chunks() -> object:
+            for _ in range(48):
+                yield b"x" * 65536
+
+        assert_problem(httpx.post(url, content=chunks(), headers={"Content-Type": "application/json"}), 413)
+        streamed_mcp = httpx.post(
+            f"{base}/mcp", content=chunks(), headers={"Content-Type": "application/json", **MCP_HEADERS}
+        )
+        assert streamed_mcp.status_code == 413
+        too_long = httpx.post(url, json={"content": "y" * 70_000})
+        assert too_long.status_code in (400, 413) and "max_memory_bytes" in too_long.json()["detail"]
+        assert journal_bytes(project) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/projects/..%2F..%2Fetc/stats",
+        "/api/v1/projects/%2e%2e/stats",
+        "/api/v1/projects/nope/stats",
+        "/api/v1/projects/project/memories/..%2F..%2Fconfig.toml",
+        "/api/v1/projects/project/memories/%2e%2e",
+        "/api/v1/projects/project/memories/a%00b",
+        "/api/v1/projects/project/memories/" + "a" * 300,
+    ],
+)
+def test_path_tricks_in_ids_and_project_names_are_refused(processes: ProcessGroup, project: Path, path: str) -> None:
+    with http_server(processes, project) as base:
+        before = seeded(base, project)
+        for method in ("GET", "PUT", "DELETE"):
+            response = httpx.request(method, base + path, json={"title": "x"})
+            assert response.status_code in (400, 404, 405), response.text
+            assert "Traceback" not in response.text and str(project) not in response.text
+        assert journal_bytes(project) == before
+
+
+def test_a_project_name_that_is_a_path_is_refused_at_start(project: Path) -> None:
+    for option in (f"../x={project}", f"a/b={project}", f"..={project}", "ok=/no/such/folder"):
+        result = subprocess.run(
+            eventmem_command("serve", "--http", "--port", "0", "--project", option),
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+            check=False,
+        )
+        assert result.returncode == 2, (option, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_a_client_over_its_rate_is_told_to_slow_down(processes: ProcessGroup, project: Path) -> None:
+    with http_server(processes, project, "--rate-limit", "0.01") as base:
+        statuses = [httpx.get(f"{base}/api/v1/projects").status_code for _ in range(3)]
+        assert statuses.count(429) >= 2
