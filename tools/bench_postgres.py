@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
-from eventmem.store import embed_text  # noqa: E402
+from eventmem.projectors.vectors import embed_text  # noqa: E402
 
 from eventmem.cli.sync_command import Target  # noqa: E402
 from eventmem.codec import encode_event  # noqa: E402

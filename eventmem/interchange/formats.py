@@ -24,7 +24,7 @@ from eventmem.service import MemoryService
 __all__ = ["EXPORTS", "IMPORTS", "PMP", "canonical", "export_store", "import_store", "read_store"]
 
 PMP: Final = "pmp"
-"""The ``.ai/`` folder: imported by :meth:`~eventmem.project_context.ProjectContext.import_pmp`."""
+"""The ``.ai/`` folder: imported by :meth:`~eventmem.context.project_context.ProjectContext.import_pmp`."""
 IMPORTS: Final[dict[str, str]] = {
     "server-memory": "the official knowledge-graph server's memory.jsonl",
     "memorygraph": "memorygraph's SQLite database (memory.db) or its JSON export",
