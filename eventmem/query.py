@@ -28,6 +28,7 @@ from eventmem.errors import InvalidInput
 from eventmem.events import KINDS, SCOPES
 from eventmem.ids import iso_to_epoch
 from eventmem.store import Store
+from eventmem.timewords import closeness
 from eventmem.validation import check_count, check_length, check_number, refusal, shown
 
 __all__ = ["Filters", "ScoredSlot", "build_mask", "hybrid_search"]
@@ -70,6 +71,10 @@ def unknown_words_floor(model_id: str) -> float:
     """The cosine a memory needs when none of the query's words occurs in the memories searched."""
     return UNKNOWN_WORDS_FLOOR.get(model_id.split("-", 1)[0], MODEL_UNKNOWN_WORDS_FLOOR)
 
+
+TIME_BOOST = 0.3
+"""Added to a result saved inside a time the question names (less the farther outside it is, see
+:func:`eventmem.timewords.closeness`); chosen on the hard evaluation's temporal questions (dev)."""
 
 RAW_COSINES: frozenset[str] = frozenset({"hashing"})
 """Embedders (``model_id`` or its first part) whose cosines are fused as they are; every other one's
@@ -266,6 +271,10 @@ def hybrid_search(
     if config.recency_boost:
         age_days = np.maximum(now - cols.updated[slots], 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
+    near = closeness(text, cols.created[slots].astype(np.float64), now)
+    if near is not None:
+        # the question names a time ("in May", "last week", "2026-03-14"): notes of then rise
+        boosts = boosts + TIME_BOOST * near
     totals = scores + boosts
     if len(candidates) > limit:
         # only candidates scoring at least the limit-th best can be in the answer (ties included)
