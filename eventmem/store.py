@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from eventmem.codec import UnknownEvent
 from eventmem.config import Config
-from eventmem.embedcache import HASH_BYTES, EmbeddingCache, content_hash
+from eventmem.embedcache import HASH_BYTES, EmbeddingCache, QueryVectors, content_hash
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.errors import JournalCorrupt, JournalUnwritable, UnsafePath
 from eventmem.events import KINDS, SCOPES, AnyEvent
@@ -204,6 +204,8 @@ class Store:
         self.embedder = embedder
         self.journal = Journal(paths, durable=config.durability == "fsync", max_segment_bytes=config.max_segment_bytes)
         self.embeddings = EmbeddingCache(paths.cache_dir / "embeddings", embedder.model_id, embedder.dim)
+        self.query_vectors = QueryVectors()
+        """The last queries' vectors (a model's pass over a query costs milliseconds)."""
         self.lock = threading.RLock()
         self._snapshot_lock = FileLock(paths.cache_dir / "snapshot.lock")
         self.usage = UsageLog(paths.local_dir / "usage.jsonl")
@@ -715,12 +717,16 @@ class Store:
         return fresh[[row[d] for d in digests]]
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        cached = self.query_vectors.get(text)
+        if cached is not None:
+            return cached
         try:
             vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
         except ProviderError as exc:
             with self.lock:
                 self._vector_failed(exc)
             raise
+        self.query_vectors.put(text, vector)
         return vector
 
     # -- vectors from a model that loads slowly -------------------------------------------------

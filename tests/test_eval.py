@@ -215,3 +215,26 @@ def test_on_the_hard_slice_keyword_search_misses_paraphrases_and_the_default_hyb
     ]
     assert max(paraphrase[:2]) < 0.1
     assert hybrid["recall@5"] > keyword["recall@5"] and hybrid["mrr"] > keyword["mrr"]
+
+
+@pytest.mark.skipif(not onnx_available(), reason="needs the onnx extra")
+def test_a_model_embedder_never_scores_below_the_default_on_either_split_of_either_evaluation(
+    hard_slice_report: dict[str, Any],
+) -> None:
+    """Installing a real model must not make recall worse: MiniLM's hybrid against the default
+    (built-in embedder) hybrid, recall@5 and MRR, on both halves of the shipped benchmark and of a
+    slice of the hard evaluation."""
+    for split in hard.SPLITS:
+        easy = tool.Dataset.load()
+        default = by_name(
+            tool.run(easy, ["hashing"], vector=False, keyword=False, split=split), "hashing hybrid linear"
+        )
+        report = tool.run(easy, ["onnx:minilm"], vector=False, keyword=False, split=split)
+        model = by_name(report, "onnx:minilm hybrid linear")
+        assert model["recall@5"] >= default["recall@5"] and model["mrr"] >= default["mrr"], (split, model, default)
+    report = hard.run(hard.HardSet.load().slice(8), ["onnx:minilm"], keyword=False, vector=False)
+    model, default = by_name(report, "onnx:minilm hybrid"), by_name(hard_slice_report, "hashing hybrid")
+    assert model["violations"] == 0
+    for split in hard.SPLITS:
+        ours, theirs = model["by_split"][split], default["by_split"][split]
+        assert ours["recall@5"] >= theirs["recall@5"] and ours["mrr"] >= theirs["mrr"], (split, ours, theirs)
