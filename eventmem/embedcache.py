@@ -179,5 +179,9 @@ class QueryVectors:
             while len(self._vectors) > self.size:
                 self._vectors.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
     def __len__(self) -> int:
         return len(self._vectors)

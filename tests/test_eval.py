@@ -175,7 +175,7 @@ def test_the_hard_evaluation_has_labelled_questions_of_every_category_in_both_sp
 
 def test_no_paraphrased_question_shares_a_word_stem_with_its_memory() -> None:
     sys.path.insert(0, str(ROOT / "tools"))
-    from make_hard_eval import stems
+    from hard_eval_builder import stems
 
     data = hard.HardSet.load()
     by_id = {m["id"]: m for m in data.memories}

@@ -131,6 +131,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def evaluate(service: MemoryService, data: HardSet, setting: Configuration) -> dict[str, Any]:
     base = service.config
     service.config = msgspec.structs.replace(base, **setting.overrides)
+    service.project.query_vectors.clear()  # (each configuration embeds its questions afresh)
     rows: list[dict[str, Any]] = []
     violations: list[tuple[str, str]] = []
     stale_first = 0
