@@ -36,6 +36,7 @@ __all__ = [
     "Settings",
     "allow",
     "approval_file",
+    "fusion_weights",
     "invalid_setting",
     "is_approved",
     "load_config",
@@ -52,8 +53,9 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     fusion: Literal["linear", "rrf"] = "linear"
     vector_weight: float = 0.9
     keyword_weight: float = 0.1
-    """Chosen by ``tools/eval.py --grid`` on the benchmark's dev half: 0.9/0.1 ranked first for both the
-    built-in embedder and ONNX MiniLM (0.7/0.3 was 2.5 points lower in recall@5); see the README."""
+    """The built-in embedder's weights, chosen by ``tools/eval.py --grid`` on the benchmark's dev half
+    (0.7/0.3 was 2.5 points lower in recall@5). Left at these values, a model embedder gets its own
+    from :data:`FUSION_WEIGHTS` (see :func:`fusion_weights`); any other values are used as they are."""
     importance_boost: float = 0.1
     """Added to a result's score per unit of importance above 0.5 (ranking, not filtering)."""
     recency_boost: float = 0.05
@@ -90,6 +92,33 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
             value = getattr(self, name)
             if not low <= value <= high:  # (NaN fails every comparison)
                 raise ValueError(f"{name}: expected {_describe_range(low, high)}, got {value!r}")
+
+
+FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {
+    "hashing": (0.9, 0.1),
+    "onnx-all-MiniLM-L6-v2-int8-384": (0.8, 0.2),
+}
+"""(vector, keyword) weights of the linear fusion by embedder ``model_id``, or by its first part
+(``hashing``) for every version and size of it; chosen on the dev splits of the hard evaluation
+and of the shipped benchmark (``tools/eval.py --hard``, ``tools/eval.py``). A model's cosines are
+scaled to the query's best first (``eventmem.query.spread``); MiniLM then ranks best at 0.8/0.2
+(hard dev recall@5 0.679, MRR 0.638; 0.5/0.5 with min-max stretched cosines 0.609: the keyword
+side ranks notes that share a question's words but not their meaning)."""
+MODEL_FUSION_WEIGHTS: Final = (0.8, 0.2)
+"""The weights of a model embedder the table does not name (MiniLM's)."""
+CONFIG_WEIGHTS: Final = (0.9, 0.1)
+"""The Config's default ``vector_weight`` and ``keyword_weight``: a config holding them leaves the
+choice to the table."""
+
+
+def fusion_weights(config: Config, model_id: str) -> tuple[float, float]:
+    """The (vector, keyword) weights for ``model_id``: the config's own when it sets other values than
+    the defaults, else the embedder's row of :data:`FUSION_WEIGHTS`."""
+    chosen = (config.vector_weight, config.keyword_weight)
+    if chosen != CONFIG_WEIGHTS:
+        return chosen
+    found = FUSION_WEIGHTS.get(model_id) or FUSION_WEIGHTS.get(model_id.split("-", 1)[0])
+    return found or MODEL_FUSION_WEIGHTS
 
 
 _FINITE: Final = sys.float_info.max

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from eventmem.errors import UnsafePath
 from eventmem.files import FileLock, open_append
 from eventmem.project import sanitize
 
-__all__ = ["EmbeddingCache", "content_hash"]
+__all__ = ["EmbeddingCache", "QueryVectors", "content_hash"]
 
 HASH_BYTES = 16
 
@@ -151,3 +153,35 @@ class EmbeddingCache:
         for digest, vector in new:  # usable in this process at once, even if the write failed
             if digest not in self._rows:
                 self._append(digest, vector)
+
+
+class QueryVectors:
+    """The vectors of the last ``size`` query texts, in memory: a question asked again (an agent
+    repeats itself, a client retries, several tools ask alike) costs a model no second pass."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> npt.NDArray[np.float32] | None:
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+            return vector
+
+    def put(self, text: str, vector: npt.NDArray[np.float32]) -> None:
+        vector.setflags(write=False)  # (shared by every later caller)
+        with self._lock:
+            self._vectors[text] = vector
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+    def __len__(self) -> int:
+        return len(self._vectors)

@@ -120,3 +120,16 @@ def test_a_config_is_immutable() -> None:
     config = Config()
     with pytest.raises(AttributeError):
         config.fusion = "rrf"  # type: ignore[misc]
+
+
+def test_a_model_embedder_gets_its_own_fusion_weights_unless_the_config_sets_others() -> None:
+    from eventmem.config import FUSION_WEIGHTS, MODEL_FUSION_WEIGHTS, fusion_weights
+
+    assert fusion_weights(Config(), "hashing-v3-384") == (Config().vector_weight, Config().keyword_weight)
+    assert (
+        fusion_weights(Config(), "onnx-all-MiniLM-L6-v2-int8-384") == FUSION_WEIGHTS["onnx-all-MiniLM-L6-v2-int8-384"]
+    )
+    assert fusion_weights(Config(), "ollama-nomic-embed-text:latest-768") == MODEL_FUSION_WEIGHTS
+    chosen = Config(vector_weight=0.6, keyword_weight=0.4)
+    assert fusion_weights(chosen, "onnx-all-MiniLM-L6-v2-int8-384") == (0.6, 0.4)
+    assert fusion_weights(chosen, "hashing-v3-384") == (0.6, 0.4)

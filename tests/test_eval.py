@@ -11,6 +11,7 @@ so the test guards the gain that is measured (see the README's table), not the t
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -136,3 +137,104 @@ def test_on_a_small_project_nonsense_finds_nothing_and_a_paraphrase_without_a_sh
             service.close()
     (found,) = [h for h in hits if h.id == "L007"]
     assert found.keyword_score == 0  # it holds none of the question's words: its vector found it
+
+
+def load_hard_tool() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import eval_hard
+
+    return eval_hard
+
+
+hard = load_hard_tool()
+
+
+def test_the_hard_evaluation_is_exactly_what_its_generator_writes(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "make_hard_eval.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    for name in ("memories.jsonl", "queries.jsonl"):
+        assert (tmp_path / name).read_bytes() == (hard.DATA / name).read_bytes(), name
+
+
+def test_the_hard_evaluation_has_labelled_questions_of_every_category_in_both_splits() -> None:
+    data = hard.HardSet.load()
+    ids = {m["id"] for m in data.memories}
+    assert len(data.memories) >= 2000 and len(data.queries) >= 500
+    for category in hard.CATEGORIES:
+        for split in hard.SPLITS:
+            assert any(q["category"] == category and q["split"] == split for q in data.queries), (category, split)
+    for query in data.queries:
+        assert query["relevant"] and set(query["relevant"]) <= ids, query
+        assert not set(query["relevant"]) & data.forbidden, query
+    assert all(len(q["relevant"]) >= 2 for q in data.queries if q["category"] == "multi_hop")
+    assert len({m["created_at"][:7] for m in data.memories}) >= 6  # months of history
+
+
+def test_no_paraphrased_question_shares_a_word_stem_with_its_memory() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from hard_eval_builder import stems
+
+    data = hard.HardSet.load()
+    by_id = {m["id"]: m for m in data.memories}
+    questions = [q for q in data.queries if q["category"] == "paraphrase"]
+    assert len(questions) >= 50
+    for query in questions:
+        (memory,) = [by_id[r] for r in query["relevant"]]
+        content = memory["content"].split(": ", 1)[1]  # (the speaker's name aside)
+        assert not stems(content) & stems(query["query"]), query
+
+
+@pytest.fixture(scope="module")
+def hard_slice_report() -> dict[str, Any]:
+    return hard.run(hard.HardSet.load().slice(8), ["hashing"])  # type: ignore[no-any-return]
+
+
+def test_a_slice_of_the_hard_evaluation_reports_every_category_per_split_through_the_service(
+    hard_slice_report: dict[str, Any],
+) -> None:
+    names = [r["setting"] for r in hard_slice_report["results"]]
+    assert names == ["keyword", "hashing vector", "hashing hybrid"]
+    for row in hard_slice_report["results"]:
+        assert row["violations"] == 0, row["violation_examples"]
+        for split in hard.SPLITS:
+            part = row["by_split"][split]
+            assert part["n"] > 0 and 0 <= part["recall@5"] <= part["recall@10"] <= 1
+            assert set(part["by_category"]) == set(hard.CATEGORIES)
+    assert "| hashing hybrid | test |" in hard.table(hard_slice_report)
+
+
+def test_on_the_hard_slice_keyword_search_misses_paraphrases_and_the_default_hybrid_beats_it(
+    hard_slice_report: dict[str, Any],
+) -> None:
+    keyword, hybrid = (by_name(hard_slice_report, n) for n in ("keyword", "hashing hybrid"))
+    paraphrase = [
+        r["by_split"][s]["by_category"]["paraphrase"]["recall@5"] for r in (keyword, hybrid) for s in hard.SPLITS
+    ]
+    assert max(paraphrase[:2]) < 0.1
+    assert hybrid["recall@5"] > keyword["recall@5"] and hybrid["mrr"] > keyword["mrr"]
+
+
+@pytest.mark.skipif(not onnx_available(), reason="needs the onnx extra")
+def test_a_model_embedder_never_scores_below_the_default_on_either_split_of_either_evaluation(
+    hard_slice_report: dict[str, Any],
+) -> None:
+    """Installing a real model must not make recall worse: MiniLM's hybrid against the default
+    (built-in embedder) hybrid, recall@5 and MRR, on both halves of the shipped benchmark and of a
+    slice of the hard evaluation."""
+    for split in hard.SPLITS:
+        easy = tool.Dataset.load()
+        default = by_name(
+            tool.run(easy, ["hashing"], vector=False, keyword=False, split=split), "hashing hybrid linear"
+        )
+        report = tool.run(easy, ["onnx:minilm"], vector=False, keyword=False, split=split)
+        model = by_name(report, "onnx:minilm hybrid linear")
+        assert model["recall@5"] >= default["recall@5"] and model["mrr"] >= default["mrr"], (split, model, default)
+    report = hard.run(hard.HardSet.load().slice(8), ["onnx:minilm"], keyword=False, vector=False)
+    model, default = by_name(report, "onnx:minilm hybrid"), by_name(hard_slice_report, "hashing hybrid")
+    assert model["violations"] == 0
+    for split in hard.SPLITS:
+        ours, theirs = model["by_split"][split], default["by_split"][split]
+        assert ours["recall@5"] >= theirs["recall@5"] and ours["mrr"] >= theirs["mrr"], (split, ours, theirs)

@@ -269,3 +269,19 @@ def test_when_the_embedding_server_is_down_saves_still_work_and_recall_falls_bac
         assert "cannot reach Ollama" in note and "keyword matches only" in note
     finally:
         service.close()
+
+
+def test_a_question_asked_again_is_not_sent_to_the_embedding_server_again(standin: StandIn, project: Path) -> None:
+    env = {"EVENTMEM_EMBEDDER": f"ollama:nomic-embed-text@{standin.url}"}
+    service = open_service(RootChoice(project, "test"), environ=env)
+    try:
+        service.save("The scheduler retries failed jobs three times with jitter.", tags=["scheduler"])
+        first = service.recall("how often are failed jobs retried", mode="vector")
+        again = service.recall("how often are failed jobs retried", mode="vector")
+        other = service.recall("which jobs does the scheduler run", mode="vector")
+    finally:
+        service.close()
+    assert first and [h.id for h in again] == [h.id for h in first] and other
+    asked = [r["input"] for r in standin.requests]
+    assert asked.count(["how often are failed jobs retried"]) == 1
+    assert asked.count(["which jobs does the scheduler run"]) == 1

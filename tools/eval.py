@@ -41,6 +41,7 @@ Usage::
     python tools/eval.py --json out.json
     python tools/eval.py --embedders hashing --distractors 10000
     python tools/eval.py --no-match              # queries that match nothing: how many answer
+    python tools/eval.py --hard --json hard.json # the hard evaluation (tools/eval_hard.py)
 """
 
 from __future__ import annotations
@@ -224,6 +225,7 @@ def settings_for(label: str, *, vector: bool = True) -> list[Setting]:
 def evaluate(service: MemoryService, data: Dataset, setting: Setting, *, split: str | None = None) -> dict[str, Any]:
     base = service.project.config
     service.config = msgspec.structs.replace(base, **setting.overrides)
+    service.project.forget_query_vectors()  # (each configuration embeds its queries afresh)
     rows: list[dict[str, Any]] = []
     violations: list[tuple[str, str]] = []
     latencies: list[float] = []
@@ -445,6 +447,22 @@ def available_embedders() -> list[str]:
     return ["hashing", "onnx:minilm"] if onnx_available() else ["hashing"]
 
 
+def hard(embedders: list[str], every: int, out: Path | None) -> int:
+    """``--hard``: the hard evaluation's table and JSON (see ``tools/eval_hard.py``)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import eval_hard
+
+    data = eval_hard.HardSet.load()
+    data = data.slice(every) if every > 1 else data
+    report = eval_hard.run(data, embedders)
+    print(f"{report['memories']} memories, {report['queries']} questions (hard evaluation)\n")
+    print(eval_hard.table(report))
+    if out:
+        out.write_text(json.dumps(report, indent=2))
+    print("\n" + json.dumps({"results": [{k: r[k] for k in r if k != "by_split"} for r in report["results"]]}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedders", help="comma-separated embedder specs (default: hashing, onnx:minilm)")
@@ -456,8 +474,14 @@ def main(argv: list[str] | None = None) -> int:
         "--distractors", type=int, default=0, metavar="N", help="add N unrelated memories to the main project"
     )
     parser.add_argument("--no-match", action="store_true", help="only count answers to queries that match nothing")
+    parser.add_argument(
+        "--hard", action="store_true", help="the hard evaluation (tests/eval/hard/, tools/eval_hard.py)"
+    )
+    parser.add_argument("--every", type=int, default=1, metavar="N", help="--hard: every N-th question per category")
     args = parser.parse_args(argv)
     embedders = args.embedders.split(",") if args.embedders else available_embedders()
+    if args.hard:
+        return hard(embedders, args.every, args.json)
     data = Dataset.load()
     if args.no_match:
         report = run(data, embedders, extra=args.distractors, only_no_match=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.embedcache import EmbeddingCache
+from eventmem.embedcache import EmbeddingCache, QueryVectors
 from eventmem.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.projectors.vectors import EmbedItem
 from eventmem.providers import ProviderError
@@ -56,6 +56,8 @@ class EmbeddingQueue:
         self.lock = lock
         self.embedder = embedder
         self.cache = cache
+        self.query_vectors = QueryVectors()
+        """The last queries' vectors (a model's pass over a query costs milliseconds)."""
         self._put = put
         self._wanted = wanted
         self._on_done = on_done
@@ -148,12 +150,16 @@ class EmbeddingQueue:
     # -- embedding --------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        cached = self.query_vectors.get(text)
+        if cached is not None:
+            return cached
         try:
             vector: npt.NDArray[np.float32] = self.embedder.embed([text])[0]
         except ProviderError as exc:
             with self.lock:
                 self._failed(exc)
             raise
+        self.query_vectors.put(text, vector)
         return vector
 
     def submit(self, items: list[EmbedItem]) -> None:

@@ -205,6 +205,10 @@ class ReadView:
     def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return self._store.columns.columns.importance[positions].astype(np.float64)
 
+    def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Creation (epoch seconds) of the memories at ``positions``."""
+        return self._store.columns.columns.created[positions].astype(np.float64)
+
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
         return self._store.columns.columns.updated[positions]

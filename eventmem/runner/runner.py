@@ -240,6 +240,10 @@ class Store:
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         return self.embedding.embed_query(text)
 
+    def forget_query_vectors(self) -> None:
+        """Drop the cached vectors of past queries (an evaluation embeds each configuration's afresh)."""
+        self.embedding.query_vectors.clear()
+
     def vector_status(self) -> str:
         """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
         with self.lock:

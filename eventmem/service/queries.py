@@ -53,7 +53,10 @@ class Queries(Part):
         include_content: bool = False,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         access: bool = False,
+        now: float | None = None,
     ) -> list[Hit]:
+        """``now``: the moment the question is asked (seconds since the epoch; the clock's by default),
+        for expiry, recency and the times the query names (an evaluation replays questions asked in the past)."""
         check_length(query, "query")
         if not has_visible(query):
             raise refusal("query", "a text with a visible character", query)
@@ -62,7 +65,7 @@ class Queries(Part):
         filters.validate()
         hits: list[Hit] = []
         owners: dict[str, Store] = {}
-        now = time.time()
+        now = time.time() if now is None else now
         self._search_notes.notes = []
         for store in self.stores():
             if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
