@@ -28,7 +28,7 @@ from eventmem.events import KINDS
 from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.mcp_sdk import registered_tool
 from eventmem.project import RootChoice
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.service import MemoryService
 from eventmem.validation import shown
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from eventmem.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 
 QUERIES = ("ruff lint", "database migrations", "deploy friday", "flaky test", "zzqx unknownword")
 NOW = 2_000_000_000.0

@@ -23,7 +23,7 @@ from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.service import MemoryService
 
 Factory = Callable[[str], PostgresProjector]

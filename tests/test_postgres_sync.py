@@ -20,7 +20,7 @@ from pg_answers import answers
 
 from eventmem.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 DEADLINE_S = 60.0

@@ -30,7 +30,7 @@ from eventmem.events import (
     MemoryUpdated,
 )
 from eventmem.project import ProjectPaths, RootChoice
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.runner.runner import Store
 from eventmem.service import MemoryService
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from eventmem.errors import UnknownMemory
 from eventmem.project import RootChoice
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.service import MemoryService, open_service
 
 WORDS = ["cache", "database", "deploy", "parser", "queue", "redis", "tests", "lint", "schema", "retry"]

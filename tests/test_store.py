@@ -29,7 +29,7 @@ from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.ids import new_id, now_iso, to_iso
 from eventmem.project import RootChoice
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.records import MemoryRecords
 from eventmem.runner.snapshots import Snapshot, StoredSnapshot
 from eventmem.service import MemoryService, open_service

@@ -73,7 +73,7 @@ from eventmem.ids import new_id, to_iso
 from eventmem.journal import Journal
 from eventmem.project import ProjectPaths, RootChoice
 from eventmem.projectors.vectors import embed_text
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.records import MemoryRecord
 from eventmem.service import MemoryService, open_service
 

@@ -58,7 +58,8 @@ from eventmem.files import atomic_write
 from eventmem.ids import new_id, to_iso
 from eventmem.journal import Journal
 from eventmem.project import ProjectPaths, RootChoice
-from eventmem.query import Filters, build_mask
+from eventmem.query import build_mask
+from eventmem.query_rules import Filters
 from eventmem.service import MemoryService, open_service
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does

@@ -13,7 +13,7 @@ from eventmem.config import config_template
 from eventmem.errors import EventmemError, InvalidInput
 from eventmem.files import atomic_write
 from eventmem.project import ProjectPaths
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.terminal import print_json, printable
 
 __all__ = [

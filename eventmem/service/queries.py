@@ -16,7 +16,8 @@ from eventmem.errors import InvalidInput
 from eventmem.events import KINDS
 from eventmem.lifecycle import context_bundle, walk
 from eventmem.providers import ProviderError
-from eventmem.query import Filters, build_mask, hybrid_search
+from eventmem.query import build_mask, hybrid_search
+from eventmem.query_rules import Filters
 from eventmem.records import LinkRecord, MemoryRecord
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store

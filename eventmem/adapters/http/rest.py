@@ -42,7 +42,7 @@ from eventmem.adapters.http.schemas import (
 )
 from eventmem.errors import InvalidInput, UnknownMemory
 from eventmem.events import KINDS
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.service import MemoryService
 from eventmem.service.browsing import (
     memories_as_of,

@@ -26,7 +26,7 @@ from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.projectors.vectors import embed_text
-from eventmem.query import Filters
+from eventmem.query_rules import Filters
 from eventmem.records import LinkRecord, MemoryRecord
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from eventmem.config import Config
 from eventmem.embedder import STOPWORDS, Embedder
 from eventmem.events import KINDS
 from eventmem.ids import iso_to_epoch
-from eventmem.query import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+from eventmem.query_rules import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
 
 if TYPE_CHECKING:
     import numpy as np
