@@ -101,7 +101,7 @@ FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {
 """(vector, keyword) weights of the linear fusion by embedder ``model_id``, or by its first part
 (``hashing``) for every version and size of it; chosen on the dev splits of the hard evaluation
 and of the shipped benchmark (``tools/eval.py --hard``, ``tools/eval.py``). A model's cosines are
-scaled to the query's best first (``eventmem.query.spread``); MiniLM then ranks best at 0.8/0.2
+scaled to the query's best first (``eventmem.query_rules.spread``); MiniLM then ranks best at 0.8/0.2
 (hard dev recall@5 0.679, MRR 0.638; 0.5/0.5 with min-max stretched cosines 0.609: the keyword
 side ranks notes that share a question's words but not their meaning)."""
 MODEL_FUSION_WEIGHTS: Final = (0.8, 0.2)

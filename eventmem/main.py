@@ -25,8 +25,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`)."""
     if args.http:
         from eventmem.adapters.http.cli import serve_http
+        from eventmem.mcp_server import build_server
 
-        return serve_http(args, lambda: chosen_root(args.root))
+        return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.mcp_server import serve_stdio
 
     root = chosen_root(args.root)

@@ -2,7 +2,8 @@
 server-sent change stream, the OpenAPI document and the UI (``/``), behind :class:`.security.Guard`.
 
 ``/mcp`` is the SDK's own Streamable HTTP transport, one MCP server per project (built by
-:func:`eventmem.mcp_server.build_server`, so the tool profiles are the stdio server's). A request
+:func:`eventmem.mcp_server.build_server`, given by the entry point, so the tool profiles are the
+stdio server's). A request
 names its project with the ``X-Eventmem-Project`` header or the ``project`` query parameter; with
 one project served, neither is needed.
 """
@@ -35,7 +36,6 @@ from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.rest import rest_routes
 from eventmem.adapters.http.security import Guard, GuardSettings, problem_body, send_problem
 from eventmem.errors import InvalidInput
-from eventmem.mcp_server import build_server
 from eventmem.project import RootChoice
 from eventmem.service import MemoryService
 
@@ -78,7 +78,14 @@ def _opener(project: Project) -> Callable[[RootChoice], MemoryService]:
     return lambda _root: project.service()
 
 
-def create_app(projects: Projects, guard: GuardSettings, *, tools: str | None = None) -> Guard:
+McpBuilder = Callable[..., "MCPServer[Any]"]
+"""Builds one project's MCP server (:func:`eventmem.mcp_server.build_server`, given by
+:mod:`eventmem.main`: this adapter does not import the MCP adapter)."""
+
+
+def create_app(
+    projects: Projects, guard: GuardSettings, build_server: McpBuilder, *, tools: str | None = None
+) -> Guard:
     """The whole server as one ASGI app (the guard in front)."""
     servers: dict[str, MCPServer[Any]] = {}
     managers: dict[str, StreamableHTTPSessionManager] = {}

@@ -8,7 +8,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eventmem.project import RootChoice
@@ -42,7 +42,9 @@ def add_http_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def serve_http(args: argparse.Namespace, default_root: Callable[[], RootChoice]) -> int:
+def serve_http(
+    args: argparse.Namespace, default_root: Callable[[], RootChoice], build_server: Callable[..., Any]
+) -> int:
     """Run the HTTP server until interrupted. The bound address is printed to stderr as
     ``eventmem: serving http://HOST:PORT/``. Binding to a non-loopback address needs a token."""
     import uvicorn
@@ -76,7 +78,7 @@ def serve_http(args: argparse.Namespace, default_root: Callable[[], RootChoice])
         rate_per_second=args.rate_limit,
         rate_burst=max(1, int(args.rate_limit * 5)),
     )
-    app = create_app(projects, settings, tools=args.tools)
+    app = create_app(projects, settings, build_server, tools=args.tools)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

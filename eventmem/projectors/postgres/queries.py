@@ -1,6 +1,6 @@
 """Answers from the database, in (project, memory id) keys: filters, keywords, vectors, hybrid.
 
-The filters are the in-process ones (:class:`eventmem.query.Filters`) plus a set of projects, applied
+The filters are the in-process ones (:class:`eventmem.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: a ``tsvector`` with a GIN index, ranked by
 ``ts_rank``. Vectors: cosine over pgvector, exact while the filtered set holds at most
 :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows came
