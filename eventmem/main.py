@@ -1,5 +1,5 @@
-"""The ``eventmem`` program: the command line's commands (:mod:`eventmem.cli`, with ``eventmem
-replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.mcp_server`) or over HTTP
+"""The ``eventmem`` program: the command line's commands (:mod:`eventmem.adapters.cli`, with ``eventmem
+replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.adapters.mcp.server`) or over HTTP
 with REST and the web UI (:mod:`eventmem.adapters.http`).
 
 The one module that knows both adapters; neither imports the other. The MCP server is imported only
@@ -13,9 +13,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from eventmem.adapters.cli import build_parser
+from eventmem.adapters.command_line import chosen_root, configure_logging, run_command
 from eventmem.adapters.http.cli import add_http_options
-from eventmem.cli import build_parser
-from eventmem.command_line import chosen_root, configure_logging, run_command
 
 __all__ = ["cmd_serve", "main"]
 
@@ -25,10 +25,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`)."""
     if args.http:
         from eventmem.adapters.http.cli import serve_http
-        from eventmem.mcp_server import build_server
+        from eventmem.adapters.mcp.server import build_server
 
         return serve_http(args, lambda: chosen_root(args.root), build_server)
-    from eventmem.mcp_server import serve_stdio
+    from eventmem.adapters.mcp.server import serve_stdio
 
     root = chosen_root(args.root)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)

@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
+from eventmem.core.state import State
 from eventmem.service import MemoryService
-from eventmem.state import State
 
 QUERIES = (
     "keyword search engine",

@@ -21,10 +21,10 @@ import watchfiles
 
 import eventmem.projectors.keywords as keywords_module
 import eventmem.runner.cursors as cursors_module
-from eventmem.events import MemorySaved
-from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, to_iso
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.runner.runner import Store
 from eventmem.service import MemoryService, open_service
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from eventmem.embedder import Embedder, HashingEmbedder
+from eventmem.embedders.embedder import Embedder, HashingEmbedder
 
 
 @dataclass

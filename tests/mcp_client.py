@@ -13,8 +13,8 @@ from typing import Any
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, Implementation, TextContent
 
-from eventmem.mcp_server import build_server
-from eventmem.project import RootChoice
+from eventmem.adapters.mcp.server import build_server
+from eventmem.journal.project import RootChoice
 
 DEFAULT_TOOLS = {  # tools every profile offers
     "save_context",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventmem.embedder import HashingEmbedder
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
-from eventmem.query_rules import Filters
 
 QUERIES = ("ruff lint", "database migrations", "deploy friday", "flaky test", "zzqx unknownword")
 NOW = 2_000_000_000.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_quick_benchmark
 
-from eventmem.limits import MAX_LINE_BYTES
+from eventmem.core.limits import MAX_LINE_BYTES
 
 
 @pytest.mark.slow

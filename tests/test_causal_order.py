@@ -17,10 +17,10 @@ from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import git
 from mcp_client import call, serve, server_env
 
-from eventmem.codec import decode_line, encode_event
-from eventmem.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
-from eventmem.ids import new_id, now_iso
-from eventmem.stamps import event_digest
+from eventmem.core.codec import decode_line, encode_event
+from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
+from eventmem.core.stamps import event_digest
 
 pytestmark = pytest.mark.anyio
 

@@ -16,9 +16,9 @@ from cli_runner import eventmem as run
 from conftest import REPO, git, reopen
 from test_history import append, commit
 
-from eventmem.codec import encode_event
-from eventmem.events import LinkAdded, MemoryDeleted, MemorySaved, MemoryUpdated
-from eventmem.ids import new_id, now_iso
+from eventmem.core.codec import encode_event
+from eventmem.core.events import LinkAdded, MemoryDeleted, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
 
 LONG = (
     "The connection pool holds fifty connections and is shared by every worker in the service process; "

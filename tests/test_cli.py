@@ -13,7 +13,7 @@ import pytest
 from cli_runner import eventmem, ok_json, only_segment, save, search_ids
 from conftest import journal_bytes
 
-from eventmem.codec import decode_line
+from eventmem.core.codec import decode_line
 from eventmem.service import Memory
 
 MEMORY_FIELDS = set(Memory.__struct_fields__)

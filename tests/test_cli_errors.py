@@ -17,10 +17,10 @@ import pytest
 from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import ProcessGroup, eventmem_command, git, journal_bytes
 
-from eventmem.codec import encode_event
-from eventmem.events import MemorySaved
-from eventmem.ids import new_id, now_iso
-from eventmem.limits import limit
+from eventmem.core.codec import encode_event
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
+from eventmem.core.limits import limit
 
 RAW_CONTROLS = (b"\x1b", b"\x07", b"\x00", b"\x9b")
 
@@ -94,7 +94,7 @@ def test_a_bad_time_for_compact_is_bad_input_not_a_crash(project: Path) -> None:
 def test_an_unexpected_error_is_one_line_naming_the_command_and_eventmem_debug(project: Path) -> None:
     program = (
         "import argparse, sys\n"
-        "from eventmem.command_line import run_command\n"
+        "from eventmem.adapters.command_line import run_command\n"
         "def broken(args): raise RuntimeError('an invariant broke')\n"
         "sys.exit(run_command(broken, argparse.Namespace(command='stats', json=False)))\n"
     )

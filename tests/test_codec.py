@@ -7,8 +7,8 @@ import json
 import msgspec
 import pytest
 
-from eventmem.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
-from eventmem.events import (
+from eventmem.core.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
+from eventmem.core.events import (
     EVENT_TYPES,
     Event,
     LinkAdded,
@@ -21,7 +21,7 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.state import State
+from eventmem.core.state import State
 
 TS = "2026-03-01T12:00:00.000000Z"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from eventmem.config import Config, config_template, load_config
-from eventmem.errors import InvalidInput
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.config import Config, config_template, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -123,7 +123,7 @@ def test_a_config_is_immutable() -> None:
 
 
 def test_a_model_embedder_gets_its_own_fusion_weights_unless_the_config_sets_others() -> None:
-    from eventmem.config import FUSION_WEIGHTS, MODEL_FUSION_WEIGHTS, fusion_weights
+    from eventmem.journal.config import FUSION_WEIGHTS, MODEL_FUSION_WEIGHTS, fusion_weights
 
     assert fusion_weights(Config(), "hashing-v3-384") == (Config().vector_weight, Config().keyword_weight)
     assert (

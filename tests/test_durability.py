@@ -25,9 +25,9 @@ from conftest import REPO, ProcessGroup, eventmem_command
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from eventmem.events import MemorySaved
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.core.events import MemorySaved
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.service import open_service
 
 pytestmark = pytest.mark.slow

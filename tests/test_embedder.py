@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eventmem.embedder import Embedder, HashingEmbedder, tokens
+from eventmem.core.words import tokens
+from eventmem.embedders.embedder import Embedder, HashingEmbedder
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from eventmem.config import Config
-from eventmem.providers import onnx_available
+from eventmem.embedders.providers import onnx_available
+from eventmem.journal.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eventmem.files import atomic_replace, atomic_write
+from eventmem.journal.files import atomic_replace, atomic_write
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import eventmem_command, git
 
-from eventmem.project import RootChoice
+from eventmem.journal.project import RootChoice
 from eventmem.service import open_service
 
 

@@ -15,9 +15,9 @@ import pytest
 from answers import answers, canonical
 from conftest import REPO, git, reopen
 
-from eventmem.audit import audit
-from eventmem.history import History, read_revision
-from eventmem.project import ProjectPaths
+from eventmem.journal.history import History, read_revision
+from eventmem.journal.project import ProjectPaths
+from eventmem.review.audit import audit
 from eventmem.service import MemoryService
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import msgspec
 
-from eventmem.codec import UnknownEvent, decode_line, encode_event
-from eventmem.events import (
+from eventmem.core.codec import UnknownEvent, decode_line, encode_event
+from eventmem.core.events import (
     LinkAdded,
     LinkRemoved,
     MemoryArchived,
@@ -24,8 +24,8 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.journal import Journal
-from eventmem.state import State
+from eventmem.core.state import State
+from eventmem.journal.journal import Journal
 
 GOLDEN = Path(__file__).parent / "golden" / "journal_v1.jsonl"
 

@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_property_merge_answers import event_sets
 
-from eventmem.audit import audit
-from eventmem.codec import encode_event
-from eventmem.events import Event, MemoryExpired, MemoryPromoted, MemorySaved, MemoryUpdated
-from eventmem.history import Entry, History, as_of, load, memory_log, read_revision, read_worktree
-from eventmem.ids import new_id, now_iso
-from eventmem.journaldiff import diff_histories, diff_states
-from eventmem.journaldiff_render import render_markdown
-from eventmem.project import ProjectPaths
+from eventmem.core.codec import encode_event
+from eventmem.core.events import Event, MemoryExpired, MemoryPromoted, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
+from eventmem.journal.history import Entry, History, as_of, load, memory_log, read_revision, read_worktree
+from eventmem.journal.project import ProjectPaths
+from eventmem.review.audit import audit
+from eventmem.review.journaldiff import diff_histories, diff_states
+from eventmem.review.journaldiff_render import render_markdown
 
 GOLDEN = REPO / "tests" / "golden" / "journal_v1.jsonl"
 

@@ -14,14 +14,14 @@ from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import journal_bytes, reopen, wait_until
 from mcp_client import assert_clean_stderr, call, serve, server_env
 
-from eventmem.codec import LineError, decode_line, decode_lines, encode_event
-from eventmem.errors import InvalidInput
-from eventmem.events import MemorySaved
-from eventmem.history import decode_segment
-from eventmem.journal import Journal
-from eventmem.lifecycle import split_lines
-from eventmem.limits import MAX_LINE_BYTES, MAX_NESTING
-from eventmem.project import ProjectPaths
+from eventmem.core.codec import LineError, decode_line, decode_lines, encode_event
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import MemorySaved
+from eventmem.core.limits import MAX_LINE_BYTES, MAX_NESTING
+from eventmem.journal.history import decode_segment
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths
+from eventmem.service.lifecycle import split_lines
 
 TS = "2026-04-01T08:00:00.000000Z"
 
@@ -128,7 +128,7 @@ def test_reading_in_chunks_finds_the_same_lines_wherever_the_chunks_end(
     path = tmp_path / "segment.jsonl"
     path.write_bytes(b"".join(lines) + lines[5][:-1])  # and a complete last line without its newline
     whole = Journal.scan(path, with_offsets=True)
-    monkeypatch.setattr("eventmem.journal.CHUNK_BYTES", chunk)
+    monkeypatch.setattr("eventmem.journal.journal.CHUNK_BYTES", chunk)
     chunked = Journal.scan(path, with_offsets=True)
     assert (chunked.events, chunked.offsets, chunked.end) == (whole.events, whole.offsets, whole.end)
     assert [(p.offset, p.reason) for p in chunked.corrupt] == [(p.offset, p.reason) for p in whole.corrupt]

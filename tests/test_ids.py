@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from eventmem.ids import iso_to_epoch, isos_to_epochs, now_iso
+from eventmem.core.ids import iso_to_epoch, isos_to_epochs, now_iso
 
 
 def outcome(text: str) -> float | str:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import eventmem_command, reopen
 
-from eventmem.events import KINDS
+from eventmem.core.events import KINDS
 from eventmem.interchange.mapping import body_and_metadata
 from eventmem.service import Memory
 

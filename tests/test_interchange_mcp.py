@@ -15,8 +15,8 @@ from mcp import Client
 from mcp.types import Implementation
 from mcp_client import call_tool, text_of
 
-from eventmem.mcp_server import build_server
-from eventmem.project import RootChoice
+from eventmem.adapters.mcp.server import build_server
+from eventmem.journal.project import RootChoice
 
 pytestmark = pytest.mark.anyio
 

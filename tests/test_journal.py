@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from conftest import reopen
 
-import eventmem.journal
-from eventmem.codec import decode_line, encode_event
-from eventmem.errors import JournalUnwritable, LimitExceeded
-from eventmem.events import Event, MemorySaved
-from eventmem.journal import Journal, ScanResult
-from eventmem.project import ProjectPaths
+import eventmem.journal.journal
+from eventmem.core.codec import decode_line, encode_event
+from eventmem.core.errors import JournalUnwritable, LimitExceeded
+from eventmem.core.events import Event, MemorySaved
+from eventmem.journal.journal import Journal, ScanResult
+from eventmem.journal.project import ProjectPaths
 from eventmem.service import MemoryService
 
 
@@ -47,12 +47,12 @@ def scan(journal: Journal, name: str, **options: Any) -> ScanResult:
 
 
 def patch_journal_os(monkeypatch: pytest.MonkeyPatch, **overrides: Callable[..., Any]) -> None:
-    """Replace functions of ``os`` as seen by eventmem.journal only (the lock and the rest of
+    """Replace functions of ``os`` as seen by eventmem.journal.journal only (the lock and the rest of
     the process keep the real ones)."""
     proxy = types.ModuleType("os")
     proxy.__dict__.update(os.__dict__)
     proxy.__dict__.update(overrides)
-    monkeypatch.setattr(eventmem.journal, "os", proxy)
+    monkeypatch.setattr(eventmem.journal.journal, "os", proxy)
 
 
 # -- torn writes --------------------------------------------------------------------------------

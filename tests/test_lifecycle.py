@@ -26,9 +26,9 @@ from mcp.types import Implementation
 from mcp_client import call, call_error
 from mcp_client import connect as connect_client
 
-from eventmem.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryExpired, MemorySaved
-from eventmem.ids import new_id, to_iso
-from eventmem.project import ProjectPaths
+from eventmem.core.events import LinkAdded, LinkRemoved, MemoryDeleted, MemoryExpired, MemorySaved
+from eventmem.core.ids import new_id, to_iso
+from eventmem.journal.project import ProjectPaths
 
 pytestmark = pytest.mark.anyio
 
@@ -235,7 +235,7 @@ async def test_two_processes_compacting_at_once_write_each_expiry_once(project: 
 
 
 def test_two_processes_that_both_write_an_expiry_still_fold_to_one_consistent_state(project: Path) -> None:
-    from eventmem.lifecycle import plan_expiry
+    from eventmem.service.lifecycle import plan_expiry
 
     memory = old_memory("Temporary: the mirror is down.", days=1, ttl=60)
     write_events(project, [memory])
@@ -293,20 +293,20 @@ async def test_reads_count_accesses_in_a_local_gitignored_stream_and_never_touch
 
 
 async def test_a_call_appends_all_its_accesses_in_one_write(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import eventmem.usage
+    import eventmem.journal.usage
 
     async with connect(project) as client:
         for i in range(4):
             await store(client, f"Logging note {i}: structured logs go to stdout as JSON.")
         writes: list[bytes] = []
-        real_write = eventmem.usage.os.write
+        real_write = eventmem.journal.usage.os.write
 
         def counting_write(fd: int, data: bytes) -> int:
             if bytes(data).startswith(b'{"memory":'):  # (os.write is global: other files are written too)
                 writes.append(bytes(data))
             return real_write(fd, data)
 
-        monkeypatch.setattr(eventmem.usage.os, "write", counting_write)
+        monkeypatch.setattr(eventmem.journal.usage.os, "write", counting_write)
         out = await call(client, "recall_memories", query="structured logs stdout json", limit=4)
     assert len(out["results"]) == 4
     assert len(writes) == 1 and writes[0].count(b"\n") == 4
@@ -909,7 +909,7 @@ def test_compaction_moves_the_history_of_long_dead_memories_into_an_archive_segm
 def test_replay_at_a_time_or_a_revision_before_the_compaction_gives_what_it_gave_before(project: Path) -> None:
     from conftest import git
 
-    from eventmem.history import as_of
+    from eventmem.journal.history import as_of
 
     seeded = seed_archive(project)
     git(project, "add", ".eventmem")
@@ -990,8 +990,8 @@ def test_another_process_sees_the_same_memory_after_a_compaction_rewrote_the_jou
 
 
 def test_a_crash_between_writing_the_archive_and_rewriting_the_journal_only_leaves_duplicates(project: Path) -> None:
-    from eventmem.audit import audit
-    from eventmem.lifecycle import archive_candidates, split_lines
+    from eventmem.review.audit import audit
+    from eventmem.service.lifecycle import archive_candidates, split_lines
 
     seed_archive(project)
     before = answers(project)
@@ -1014,7 +1014,7 @@ def test_a_crash_between_writing_the_archive_and_rewriting_the_journal_only_leav
 
 
 def test_the_archive_mechanism_can_archive_live_memories_for_other_policies(project: Path) -> None:
-    from eventmem.lifecycle import archive_memories
+    from eventmem.service.lifecycle import archive_memories
 
     service = reopen(project)
     try:
@@ -1075,8 +1075,8 @@ def _cli_json(project: Path, *args: str) -> Any:
 def test_the_last_line_of_a_segment_is_read_the_same_way_by_the_log_the_replay_and_compaction(
     project: Path, complete: bool
 ) -> None:
-    from eventmem.codec import encode_event
-    from eventmem.events import MemoryUpdated
+    from eventmem.core.codec import encode_event
+    from eventmem.core.events import MemoryUpdated
 
     seeded = seed_archive(project)
     update = MemoryUpdated(id=new_id(), ts=ago(days=0.5), memory=seeded["live"], title="CI on Actions")

@@ -19,7 +19,7 @@ from conftest import WAIT, journal_events, old_memory, write_events
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_client import assert_clean_stderr, serve
 
-from eventmem.ids import to_iso
+from eventmem.core.ids import to_iso
 
 
 def expired_events(project: Path) -> list[dict[str, Any]]:

@@ -16,10 +16,10 @@ from conftest import REPO, journal_bytes, journal_files
 from mcp import Client
 from mcp_client import PYTEST_CLIENT, call, call_error, connect, serve, server_env, text_of
 
-from eventmem.errors import InvalidInput
-from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS, MAX_TTL_SECONDS, markdown_table
-from eventmem.mcp_server import build_server
-from eventmem.project import RootChoice
+from eventmem.adapters.mcp.server import build_server
+from eventmem.core.errors import InvalidInput
+from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS, MAX_TTL_SECONDS, markdown_table
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService
 
 pytestmark = pytest.mark.anyio

@@ -19,9 +19,9 @@ from mcp_client import DEFAULT_TOOLS, call, call_error, text_of
 from mcp_client import PYTEST_CLIENT as CLIENT
 from mcp_client import connect as connect_client
 
-from eventmem.errors import InvalidInput
-from eventmem.mcp_server import build_server
-from eventmem.project import RootChoice
+from eventmem.adapters.mcp.server import build_server
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService
 
 pytestmark = pytest.mark.anyio

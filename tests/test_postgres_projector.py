@@ -13,17 +13,17 @@ import psycopg
 import pytest
 from pg_answers import NOW, answers, visible_ids
 
-from eventmem.codec import encode_event
-from eventmem.embedder import HashingEmbedder
-from eventmem.errors import InvalidInput
-from eventmem.events import MemorySaved, MemoryUpdated
+from eventmem.core.codec import encode_event
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import MemorySaved, MemoryUpdated
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch
 from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
-from eventmem.query_rules import Filters
 from eventmem.service import MemoryService
 
 Factory = Callable[[str], PostgresProjector]

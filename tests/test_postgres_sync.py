@@ -18,9 +18,9 @@ import pytest
 from conftest import ProcessGroup, eventmem_command, git
 from pg_answers import answers
 
-from eventmem.embedder import HashingEmbedder
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
-from eventmem.query_rules import Filters
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 DEADLINE_S = 60.0

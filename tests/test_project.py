@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from eventmem.project import ROOT_MARKERS, ProjectPaths, find_root, global_root
+from eventmem.journal.project import ROOT_MARKERS, ProjectPaths, find_root, global_root
 
 
 def make(path: Path, *markers: str) -> Path:
@@ -199,7 +199,7 @@ def test_without_git_the_writer_id_lives_in_the_ignored_eventmem_folder(tmp_path
 RACER = """
 import sys
 from pathlib import Path
-from eventmem.project import ProjectPaths
+from eventmem.journal.project import ProjectPaths
 sys.stdin.readline()  # wait until every racer has started
 print(ProjectPaths(Path(sys.argv[1])).writer_id())
 """

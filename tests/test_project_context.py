@@ -26,10 +26,10 @@ from mcp.types import Implementation, ResourceUpdatedNotification
 from mcp_client import assert_clean_stderr, call_error, call_tool, serve, server_env
 from mcp_client import connect as connect_client
 
+from eventmem.adapters.mcp.server import PROFILES, choose_families
 from eventmem.context.project_context import ProjectContext
-from eventmem.errors import InvalidInput
-from eventmem.mcp_server import PROFILES, choose_families
-from eventmem.project import find_root
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.project import find_root
 
 pytestmark = pytest.mark.anyio
 

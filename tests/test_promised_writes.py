@@ -16,9 +16,9 @@ from cli_runner import eventmem, ok_json
 from conftest import ago, old_memory, write_events
 from mcp_client import assert_clean_stderr, call, call_error, serve, server_env
 
-from eventmem.errors import InvalidInput
-from eventmem.events import MemoryDeleted, MemorySaved
-from eventmem.ids import new_id, to_iso
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import MemoryDeleted, MemorySaved
+from eventmem.core.ids import new_id, to_iso
 from eventmem.service import MemoryService
 
 pytestmark = pytest.mark.anyio

@@ -15,10 +15,8 @@ from answers import answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventmem.codec import UnknownEvent, encode_event
-from eventmem.config import Config
-from eventmem.embedder import HashingEmbedder
-from eventmem.events import (
+from eventmem.core.codec import UnknownEvent, encode_event
+from eventmem.core.events import (
     AnyEvent,
     LinkAdded,
     LinkRemoved,
@@ -29,8 +27,10 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.project import ProjectPaths, RootChoice
-from eventmem.query_rules import Filters
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import HashingEmbedder
+from eventmem.journal.config import Config
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.runner.runner import Store
 from eventmem.service import MemoryService
 

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from embedding_standins import StandIn, closed_port, serve
 
-from eventmem.errors import InvalidInput
-from eventmem.project import RootChoice
-from eventmem.providers import (
+from eventmem.core.errors import InvalidInput
+from eventmem.embedders.providers import (
     EmbedderUnavailable,
     OllamaEmbedder,
     OnnxEmbedder,
@@ -21,6 +20,7 @@ from eventmem.providers import (
     make_embedder_from_spec,
     parse_spec,
 )
+from eventmem.journal.project import RootChoice
 from eventmem.service import open_service
 
 no_sleep: list[float] = []

@@ -12,10 +12,10 @@ import secret_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.errors import SecretRefused
-from eventmem.limits import limit
-from eventmem.project import RootChoice
-from eventmem.redact import find_secrets, scrub
+from eventmem.core.errors import SecretRefused
+from eventmem.core.limits import limit
+from eventmem.core.redact import find_secrets, scrub
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService, open_service
 
 ALNUM = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0"  # 40 characters
@@ -259,7 +259,7 @@ FRAGMENTS = [
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=12))
 def test_skipping_a_pattern_whose_needles_are_missing_changes_no_answer(pieces: list[str]) -> None:
-    from eventmem import redact
+    from eventmem.core import redact
 
     text = "".join(pieces)
     without_private = redact.PRIVATE.sub("", text)
@@ -311,8 +311,8 @@ def test_a_secret_rule_finds_its_secret_whatever_the_case_of_the_text_around_it(
 
 
 def test_scrub_event_cleans_every_free_text_field_and_keeps_ids() -> None:
-    from eventmem.events import LinkAdded, MemoryDeleted, MemorySaved
-    from eventmem.redact import scrub_event
+    from eventmem.core.events import LinkAdded, MemoryDeleted, MemorySaved
+    from eventmem.core.redact import scrub_event
 
     token = "ghp_" + ALNUM[:36]
     saved = MemorySaved(
@@ -369,8 +369,8 @@ def test_the_writer_name_and_tags_are_scrubbed_and_the_service_returns_what_it_s
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=6).map("".join), min_size=4, max_size=4))
 def test_scrub_event_gives_each_field_what_scrub_gives_it(texts: list[str]) -> None:
-    from eventmem.events import MemorySaved
-    from eventmem.redact import scrub_event
+    from eventmem.core.events import MemorySaved
+    from eventmem.core.redact import scrub_event
 
     content, title, by, tag = texts
     event = MemorySaved(id="e", ts="t", memory="m", content=content, title=title, by=by, tags=(tag,))
@@ -391,8 +391,8 @@ def fitted(text: str, field: str) -> str:
 
 
 def test_a_redaction_that_pushes_a_text_past_its_limit_is_cut_to_the_limit() -> None:
-    from eventmem.events import MemorySaved
-    from eventmem.redact import scrub_event
+    from eventmem.core.events import MemorySaved
+    from eventmem.core.redact import scrub_event
 
     key = "AKIA" + "Q" * 16
     title = ("deploy key " + key + " ").ljust(200, "x")[:200]
@@ -401,7 +401,7 @@ def test_a_redaction_that_pushes_a_text_past_its_limit_is_cut_to_the_limit() -> 
 
 
 def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
-    from eventmem import redact
+    from eventmem.core import redact
 
     kinds = [kind for kind, _ in redact.PATTERNS]
     assert len(kinds) == len(set(kinds)) >= 40
@@ -411,8 +411,8 @@ def test_every_rule_has_lower_case_needles_and_a_kind_of_its_own() -> None:
 
 
 def test_scrub_event_does_not_scan_again_a_text_that_scrub_just_returned(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eventmem import redact
-    from eventmem.events import MemorySaved
+    from eventmem.core import redact
+    from eventmem.core.events import MemorySaved
 
     content = redact.scrub("A long note about the cache. " * 100)
     scanned: list[str] = []

@@ -15,10 +15,10 @@ import pytest
 from cli_runner import ok_json
 from conftest import REPO, git, reopen
 
-from eventmem.codec import encode_event
-from eventmem.events import Event, LinkAdded, MemorySaved, MemoryUpdated
-from eventmem.ids import new_id, now_iso
-from eventmem.project import ProjectPaths
+from eventmem.core.codec import encode_event
+from eventmem.core.events import Event, LinkAdded, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
+from eventmem.journal.project import ProjectPaths
 
 REPLAY = REPO / "tools" / "replay.py"
 

@@ -17,9 +17,9 @@ from conftest import bulk_everywhere
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.errors import UnknownMemory
-from eventmem.project import RootChoice
-from eventmem.query_rules import Filters
+from eventmem.core.errors import UnknownMemory
+from eventmem.core.query_rules import Filters
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService, open_service
 
 WORDS = ["cache", "database", "deploy", "parser", "queue", "redis", "tests", "lint", "schema", "retry"]

@@ -14,8 +14,8 @@ from cli_runner import eventmem, ok_json, save, search_ids
 from conftest import ago, journal_files, old_memory, write_events
 from mcp_client import STDIO_CLIENT, assert_clean_stderr, call, call_error, serve, server_env
 
-from eventmem.events import MemoryDeleted, MemoryExpired
-from eventmem.ids import new_id
+from eventmem.core.events import MemoryDeleted, MemoryExpired
+from eventmem.core.ids import new_id
 
 pytestmark = pytest.mark.anyio
 

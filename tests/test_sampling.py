@@ -14,7 +14,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_client import call
 from mcp_client import connect as connect_client
 
-from eventmem.summarizer import ExtractiveSummarizer
+from eventmem.core.summarizer import ExtractiveSummarizer
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from eventmem.codec import KNOWN_TYPES, UPCASTERS
+from eventmem.core.codec import KNOWN_TYPES, UPCASTERS
 
 SCHEMA_FILE = REPO / "schema" / "events.schema.json"
 GOLDEN = Path(__file__).parent / "golden" / "journal_v1.jsonl"
@@ -31,7 +31,7 @@ def test_the_committed_schema_matches_what_the_event_structs_generate() -> None:
     expected = schema_tool().render()
     committed = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.exists() else ""
     assert committed == expected, (
-        "schema/events.schema.json is out of date with eventmem/events.py: "
+        "schema/events.schema.json is out of date with eventmem/core/events.py: "
         "run `python tools/schema.py` and commit the result"
     )
 

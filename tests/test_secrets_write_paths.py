@@ -19,7 +19,7 @@ from conftest import REPO, git
 from mcp import ClientSession
 from mcp_client import call, serve, server_env
 
-from eventmem.redact import scrub
+from eventmem.core.redact import scrub
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from eventmem.errors import LimitExceeded
+from eventmem.core.errors import LimitExceeded
 from eventmem.service import MemoryService
 
 

@@ -9,8 +9,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.codec import UnknownEvent
-from eventmem.events import (
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.events import (
     AnyEvent,
     LinkAdded,
     LinkRemoved,
@@ -22,8 +22,8 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.stamps import event_digest, id_of, key_of, normalize_ts, stamp_of, ts_of, wall_of
-from eventmem.state import State
+from eventmem.core.stamps import event_digest, id_of, key_of, normalize_ts, stamp_of, ts_of, wall_of
+from eventmem.core.state import State
 
 Decoded = AnyEvent | UnknownEvent
 

@@ -8,8 +8,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from eventmem.embedder import STATIC_FILE, STATIC_FILES, TOKENIZER_FILE, HashingEmbedder, WordPiece
-from eventmem.providers import make_embedder_from_spec
+from eventmem.embedders.embedder import STATIC_FILE, STATIC_FILES, TOKENIZER_FILE, HashingEmbedder, WordPiece
+from eventmem.embedders.providers import make_embedder_from_spec
 
 TEXTS = [
     "Invoice numbers are allocated with a Postgres sequence per organization (invoice_number_seq_<org_id>).",

@@ -21,19 +21,19 @@ import pytest
 from conftest import bulk_everywhere, reopen
 
 import eventmem.runner.snapshots as snapshots_module
-from eventmem import query
-from eventmem.codec import encode_event
-from eventmem.embedcache import EmbeddingCache
-from eventmem.errors import InvalidInput, SnapshotDamaged
-from eventmem.events import LinkAdded, MemorySaved, MemoryUpdated
-from eventmem.ids import new_id, now_iso, to_iso
-from eventmem.project import RootChoice
+from eventmem.core.codec import encode_event
+from eventmem.core.errors import InvalidInput, SnapshotDamaged
+from eventmem.core.events import LinkAdded, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso, to_iso
+from eventmem.core.query_rules import Filters
+from eventmem.core.records import MemoryRecords
+from eventmem.core.state import State
+from eventmem.embedders.embedcache import EmbeddingCache
+from eventmem.journal.project import RootChoice
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
-from eventmem.query_rules import Filters
-from eventmem.records import MemoryRecords
 from eventmem.runner.snapshots import Snapshot, StoredSnapshot
 from eventmem.service import MemoryService, open_service
-from eventmem.state import State
+from eventmem.service import search as query
 
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
 

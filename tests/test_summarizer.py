@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eventmem.summarizer import ExtractiveSummarizer, Summarizer
+from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
 
 KEY_1 = "Snapshots store the folded state and both indexes."
 FILLER_1 = "It was raining."

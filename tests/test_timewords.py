@@ -1,4 +1,4 @@
-"""The times a question names (eventmem.timewords), from a table of phrases, asked on a fixed day."""
+"""The times a question names (eventmem.core.timewords), from a table of phrases, asked on a fixed day."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from eventmem.timewords import closeness, spans
+from eventmem.core.timewords import closeness, spans
 
 NOW = datetime(2026, 7, 1, 9, tzinfo=UTC).timestamp()  # a Wednesday
 

@@ -18,7 +18,7 @@ from mcp_client import call, server_env
 from mcp_client import serve as serve_stdio
 from test_sampling import LONG, FakeModel, connect, extractive
 
-from eventmem.config import load_settings, network_settings
+from eventmem.journal.config import load_settings, network_settings
 
 TOKEN = "hunter2-not-a-real-token"
 

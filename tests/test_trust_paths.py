@@ -15,8 +15,8 @@ from cli_runner import eventmem, ok_json, save, search_ids
 from conftest import git, wait_until
 from mcp_client import serve, server_env, text_of
 
-from eventmem.errors import UnsafePath
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.core.errors import UnsafePath
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.service import open_service
 
 SECRET = "The production database password is PURPLE-ELEPHANT-42"

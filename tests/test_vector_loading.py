@@ -13,13 +13,13 @@ import pytest
 from mcp import Client
 from mcp.types import Implementation
 
-from eventmem.config import Config
-from eventmem.embedder import HashingEmbedder, Loadable, Vectors
-from eventmem.events import MemorySaved
-from eventmem.ids import new_id, now_iso
-from eventmem.mcp_server import build_server
-from eventmem.project import ProjectPaths, RootChoice, sanitize
-from eventmem.providers import ProviderError
+from eventmem.adapters.mcp.server import build_server
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
+from eventmem.embedders.embedder import HashingEmbedder, Loadable, Vectors
+from eventmem.embedders.providers import ProviderError
+from eventmem.journal.config import Config
+from eventmem.journal.project import ProjectPaths, RootChoice, sanitize
 from eventmem.runner.runner import Store
 from eventmem.service import MemoryService
 

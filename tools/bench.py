@@ -65,16 +65,16 @@ import faiss
 import numpy as np
 
 import eventmem
-from eventmem.codec import encode_event
-from eventmem.embedcache import content_hash
-from eventmem.embedder import HashingEmbedder
-from eventmem.events import KINDS, MemorySaved
-from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.core.codec import encode_event
+from eventmem.core.events import KINDS, MemorySaved
+from eventmem.core.ids import new_id, to_iso
+from eventmem.core.query_rules import Filters
+from eventmem.core.records import MemoryRecord
+from eventmem.embedders.embedcache import content_hash
+from eventmem.embedders.embedder import HashingEmbedder
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.projectors.vectors import embed_text
-from eventmem.query_rules import Filters
-from eventmem.records import MemoryRecord
 from eventmem.service import MemoryService, open_service
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does

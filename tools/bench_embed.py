@@ -48,13 +48,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eventmem.codec import encode_event  # noqa: E402
-from eventmem.config import Config  # noqa: E402
-from eventmem.embedder import Embedder, HashingEmbedder  # noqa: E402
-from eventmem.events import MemorySaved  # noqa: E402
-from eventmem.ids import new_id, to_iso  # noqa: E402
-from eventmem.project import ProjectPaths  # noqa: E402
-from eventmem.providers import OllamaEmbedder, OnnxEmbedder, OpenAIEmbedder, onnx_available  # noqa: E402
+from eventmem.core.codec import encode_event  # noqa: E402
+from eventmem.core.events import MemorySaved  # noqa: E402
+from eventmem.core.ids import new_id, to_iso  # noqa: E402
+from eventmem.embedders.embedder import Embedder, HashingEmbedder  # noqa: E402
+from eventmem.embedders.providers import OllamaEmbedder, OnnxEmbedder, OpenAIEmbedder, onnx_available  # noqa: E402
+from eventmem.journal.config import Config  # noqa: E402
+from eventmem.journal.project import ProjectPaths  # noqa: E402
 from eventmem.runner.runner import Store  # noqa: E402
 
 SEGMENT_EVENTS = 25_000

@@ -49,14 +49,14 @@ except ImportError:  # run from a checkout without the package installed
 
 from bench import Corpus, log, machine, ratio
 
-from eventmem.codec import decode_lines, encode_event
-from eventmem.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
-from eventmem.history import as_of, read_revision, read_worktree
-from eventmem.ids import new_id, to_iso
-from eventmem.journaldiff import diff_specs
-from eventmem.project import ProjectPaths, RootChoice
+from eventmem.core.codec import decode_lines, encode_event
+from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, to_iso
+from eventmem.core.state import State
+from eventmem.journal.history import as_of, read_revision, read_worktree
+from eventmem.journal.project import ProjectPaths, RootChoice
+from eventmem.review.journaldiff import diff_specs
 from eventmem.service import MemoryService, open_service
-from eventmem.state import State
 
 REPO = Path(__file__).resolve().parent.parent
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

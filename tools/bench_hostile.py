@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
 
-from eventmem.codec import encode_event  # noqa: E402
-from eventmem.ids import to_iso  # noqa: E402
-from eventmem.project import ProjectPaths  # noqa: E402
+from eventmem.core.codec import encode_event  # noqa: E402
+from eventmem.core.ids import to_iso  # noqa: E402
+from eventmem.journal.project import ProjectPaths  # noqa: E402
 
 QUERY = "database migration rollback"
 

@@ -166,7 +166,7 @@ def concurrent_saves(api: str, clients: int, each: int) -> dict[str, Any]:
 def seed(project: Path, env: dict[str, str], count: int) -> None:
     """``count`` memories written straight through the service (flush durability: a setup, not a measure)."""
     code = (
-        "import sys; from pathlib import Path; from eventmem.project import RootChoice; "
+        "import sys; from pathlib import Path; from eventmem.journal.project import RootChoice; "
         "from eventmem.service import open_service; s = open_service(RootChoice(Path(sys.argv[1]), 'bench')); "
         "[s.save(f'memory {i} about topic {i % 97}, with words {i * 7}', tags=[f't{i % 13}'], "
         "importance=(i % 10) / 10) for i in range(int(sys.argv[2]))]; s.close()"

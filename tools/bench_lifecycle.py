@@ -52,15 +52,15 @@ except ImportError:  # run from a checkout without the package installed
 import faiss
 import numpy as np
 
-from eventmem.codec import decode_lines, encode_event
-from eventmem.events import KINDS, LinkAdded, MemoryDeleted, MemoryExpired, MemorySaved, MemoryUpdated
-from eventmem.files import atomic_write
-from eventmem.ids import new_id, to_iso
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths, RootChoice
-from eventmem.query import build_mask
-from eventmem.query_rules import Filters
+from eventmem.core.codec import decode_lines, encode_event
+from eventmem.core.events import KINDS, LinkAdded, MemoryDeleted, MemoryExpired, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, to_iso
+from eventmem.core.query_rules import Filters
+from eventmem.journal.files import atomic_write
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.service import MemoryService, open_service
+from eventmem.service.search import build_mask
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does
 

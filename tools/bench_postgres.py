@@ -39,15 +39,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
 
-from eventmem.cli.sync_command import Target  # noqa: E402
-from eventmem.codec import encode_event  # noqa: E402
-from eventmem.embedder import HashingEmbedder  # noqa: E402
-from eventmem.ids import to_iso  # noqa: E402
-from eventmem.project import ProjectPaths, RootChoice  # noqa: E402
+from eventmem.core.codec import encode_event  # noqa: E402
+from eventmem.core.ids import to_iso  # noqa: E402
+from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
+from eventmem.journal.project import ProjectPaths, RootChoice  # noqa: E402
 from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.runner import SyncRunner  # noqa: E402
+from eventmem.projectors.postgres.targets import Target  # noqa: E402
 from eventmem.projectors.vectors import embed_text  # noqa: E402
-from eventmem.query import Filters  # noqa: E402
+from eventmem.service.search import Filters  # noqa: E402
 
 
 def log(message: str) -> None:

@@ -343,9 +343,9 @@ class Bench:
 
 def sample_lines(count: int, seed: int) -> list[bytes]:
     """Journal lines as eventmem writes them for a save_context (the raw appenders' payload)."""
-    from eventmem.codec import encode_event
-    from eventmem.events import MemorySaved
-    from eventmem.ids import new_id, now_iso
+    from eventmem.core.codec import encode_event
+    from eventmem.core.events import MemorySaved
+    from eventmem.core.ids import new_id, now_iso
 
     texts = Texts(seed)
     lines = []
@@ -368,10 +368,10 @@ def populate(root: Path, count: int, seed: int) -> dict[str, Any]:
     """Write ``count`` MemorySaved lines into the segment this clone's writers append to."""
     from datetime import UTC, datetime
 
-    from eventmem.codec import encode_event
-    from eventmem.events import MemorySaved
-    from eventmem.ids import new_id, to_iso
-    from eventmem.project import ProjectPaths
+    from eventmem.core.codec import encode_event
+    from eventmem.core.events import MemorySaved
+    from eventmem.core.ids import new_id, to_iso
+    from eventmem.journal.project import ProjectPaths
 
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
@@ -412,7 +412,7 @@ def populate(root: Path, count: int, seed: int) -> dict[str, Any]:
 
 
 def open_in_process(bench: Bench, root: Path) -> Any:
-    from eventmem.project import RootChoice
+    from eventmem.journal.project import RootChoice
     from eventmem.service import open_service
 
     return open_service(RootChoice(root, "bench"), environ=bench.env(root))
@@ -435,9 +435,9 @@ def ensure_snapshot(bench: Bench, root: Path) -> float:
 
 def check_journal(root: Path) -> dict[str, Any]:
     """Saved events, duplicates and corrupt lines in a project's journal."""
-    from eventmem.events import MemorySaved
-    from eventmem.journal import Journal
-    from eventmem.project import ProjectPaths
+    from eventmem.core.events import MemorySaved
+    from eventmem.journal.journal import Journal
+    from eventmem.journal.project import ProjectPaths
 
     ids: list[str] = []
     corrupt = torn = 0
@@ -755,7 +755,7 @@ async def raw_watch_baseline(bench: Bench, iterations: int, gap: float) -> dict[
     import anyio
     from watchfiles import awatch
 
-    from eventmem import watcher
+    from eventmem.journal import watcher
 
     base = bench.tmp / "rawwatch" / ".eventmem"
     (base / "journal").mkdir(parents=True)
@@ -958,7 +958,7 @@ def cold_start(bench: Bench, root: Path, repetitions: dict[str, int], share_noop
     with ``share_noop`` (``--quick``) the no-op server is started once and used for every mode."""
     import anyio
 
-    from eventmem.project import ProjectPaths
+    from eventmem.journal.project import ProjectPaths
 
     cache = ProjectPaths(root).cache_dir
     texts = Texts(11)
@@ -1007,7 +1007,7 @@ def cold_start(bench: Bench, root: Path, repetitions: dict[str, int], share_noop
 def recover_main(root: str, text: str) -> None:
     """The next process after a crash: open the service, save once; print the timings."""
     started = time.perf_counter()
-    from eventmem.project import RootChoice
+    from eventmem.journal.project import RootChoice
     from eventmem.service import open_service
 
     imported = time.perf_counter()
@@ -1030,7 +1030,7 @@ def _is_event(line: bytes) -> bool:
 
 
 def crash_recovery(bench: Bench, root: Path, repetitions: int) -> dict[str, Any]:
-    from eventmem.project import ProjectPaths
+    from eventmem.journal.project import ProjectPaths
 
     paths = ProjectPaths(root)
     segment = paths.journal_dir / paths.segment_name()

@@ -56,8 +56,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eventmem.embedder import WordPiece  # noqa: E402
-from eventmem.providers import OnnxEmbedder  # noqa: E402
+from eventmem.embedders.embedder import WordPiece  # noqa: E402
+from eventmem.embedders.providers import OnnxEmbedder  # noqa: E402
 
 FIRST_WORD = 1996
 """In BERT's uncased vocabulary the pieces before this id are padding, unused slots and characters."""

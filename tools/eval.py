@@ -67,12 +67,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "eval"
 sys.path.insert(0, str(ROOT))
 
-from eventmem.config import Config  # noqa: E402
-from eventmem.events import AnyEvent, LinkAdded, MemorySaved  # noqa: E402
-from eventmem.ids import new_id, to_iso  # noqa: E402
-from eventmem.project import RootChoice  # noqa: E402
+from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved  # noqa: E402
+from eventmem.core.ids import new_id, to_iso  # noqa: E402
+from eventmem.core.summarizer import ExtractiveSummarizer  # noqa: E402
+from eventmem.journal.config import Config  # noqa: E402
+from eventmem.journal.project import RootChoice  # noqa: E402
 from eventmem.service import MemoryService, open_service  # noqa: E402
-from eventmem.summarizer import ExtractiveSummarizer  # noqa: E402
 
 MADE_UP_WORDS = (
     "florbix quandrel zemplotic brastow glimmerfax trundlewick vorpelline snizzle plonkerate mavrosque "
@@ -422,7 +422,7 @@ def run_standins(
     sys.path.insert(0, str(ROOT / "tests"))
     from embedding_standins import StandIn, serve
 
-    from eventmem.providers import OnnxEmbedder
+    from eventmem.embedders.providers import OnnxEmbedder
 
     out: list[dict[str, Any]] = []
     standin = StandIn(embedder=OnnxEmbedder("minilm"), models=("all-minilm", "all-minilm:latest", "minilm"))
@@ -442,7 +442,7 @@ def run_standins(
 
 
 def available_embedders() -> list[str]:
-    from eventmem.providers import onnx_available
+    from eventmem.embedders.providers import onnx_available
 
     return ["hashing", "onnx:minilm"] if onnx_available() else ["hashing"]
 

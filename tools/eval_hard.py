@@ -26,11 +26,11 @@ from typing import Any
 
 import msgspec
 
-from eventmem.events import AnyEvent, LinkAdded, MemorySaved
-from eventmem.ids import iso_to_epoch, new_id
-from eventmem.project import RootChoice
+from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved
+from eventmem.core.ids import iso_to_epoch, new_id
+from eventmem.core.summarizer import ExtractiveSummarizer
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService, open_service
-from eventmem.summarizer import ExtractiveSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "eval" / "hard"

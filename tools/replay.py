@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""``eventmem replay`` from a checkout: the same commands (``eventmem/replay.py``), runnable with or
+"""``eventmem replay`` from a checkout: the same commands (``eventmem/adapters/replay.py``), runnable with or
 without eventmem installed.
 
     python tools/replay.py rebuild | audit | at WHEN [MEMORY] | log MEMORY | diff [OLD] [NEW]
@@ -15,7 +15,7 @@ try:
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eventmem.replay import main
+from eventmem.adapters.replay import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from eventmem.codec import event_schema
+from eventmem.core.codec import event_schema
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "events.schema.json"
 

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from eventmem.lifecycle import archive_memories
+from eventmem.core.state import State
 from eventmem.service import MemoryService
-from eventmem.state import State
+from eventmem.service.lifecycle import archive_memories
 
 __all__ = ["archive_entries"]
 

@@ -12,7 +12,7 @@ from eventmem.context.reading import IMPORT_BY
 from eventmem.context.render import is_placeholder, section_bytes
 from eventmem.context.sections import SECTIONS, Entry
 from eventmem.context.writes import ContextWrites
-from eventmem.errors import InvalidInput, LimitExceeded, UnsafePath
+from eventmem.core.errors import InvalidInput, LimitExceeded, UnsafePath
 
 __all__ = ["PmpImport"]
 

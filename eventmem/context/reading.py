@@ -7,9 +7,9 @@ from typing import Final, Literal
 
 from eventmem.context.optimization import Plan, plan_optimization
 from eventmem.context.sections import SECTIONS, Entry, Section, section_named
-from eventmem.errors import InvalidInput
+from eventmem.context.views import live_ids
+from eventmem.core.errors import InvalidInput
 from eventmem.service import MemoryService
-from eventmem.views import live_ids
 
 __all__ = [
     "BY_KEY",

@@ -11,7 +11,7 @@ from eventmem.context.reading import BY_KEY, Mode
 from eventmem.context.render import is_placeholder, render_entry, render_section
 from eventmem.context.sections import SECTIONS, Entry
 from eventmem.context.writes import ContextWrites, dated
-from eventmem.worktree import changes
+from eventmem.journal.worktree import changes
 
 __all__ = ["ContextSuggestions"]
 
@@ -165,7 +165,7 @@ class ContextSuggestions(ContextWrites):
     # -- git ------------------------------------------------------------------------------------
 
     def git_diff(self, *, write_to_recent_changes: bool = False) -> dict[str, Any]:
-        """The working tree's changes (see :func:`eventmem.worktree.changes`), leaving out
+        """The working tree's changes (see :func:`eventmem.journal.worktree.changes`), leaving out
         ``.eventmem/`` and a tracked view; ``write_to_recent_changes`` appends the summary."""
         excluded = [".eventmem/"]
         if self.view_tracked:

@@ -12,8 +12,8 @@ from typing import Any, Final
 from eventmem.context.reading import ContextReader
 from eventmem.context.render import render_section
 from eventmem.context.sections import SECTIONS, Entry, Section
-from eventmem.errors import InvalidInput
-from eventmem.files import FileLock, atomic_write
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.files import FileLock, atomic_write
 from eventmem.service import MemoryService
 
 __all__ = ["VIEW_MEMO", "ContextView"]

@@ -14,9 +14,9 @@ from eventmem.context.reading import BY_KEY, SECTION_IMPORTANCE, Mode, section_o
 from eventmem.context.render import is_placeholder, section_bytes
 from eventmem.context.sections import Entry, Section
 from eventmem.context.view import ContextView
-from eventmem.errors import InvalidInput, LimitExceeded
-from eventmem.events import MemoryRestored
-from eventmem.ids import new_id, now_iso
+from eventmem.core.errors import InvalidInput, LimitExceeded
+from eventmem.core.events import MemoryRestored
+from eventmem.core.ids import new_id, now_iso
 
 __all__ = ["ContextWrites", "dated"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.render import render_section
 from eventmem.context.sections import SECTIONS
-from eventmem.files import atomic_write
+from eventmem.journal.files import atomic_write
 from eventmem.service import MemoryService
 
 __all__ = ["write"]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from eventmem.errors import InvalidInput
+from eventmem.core.errors import InvalidInput
 from eventmem.interchange import (
     ai_folder,
     instructions,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-from eventmem.errors import InvalidInput
+from eventmem.core.errors import InvalidInput
 from eventmem.interchange.exporting import Exported
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
 from eventmem.interchange.sources import read_text

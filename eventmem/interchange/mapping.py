@@ -2,7 +2,7 @@
 
 A reader turns its file into a :class:`Bundle` of :class:`Item` (one memory each) and
 :class:`Relation` (one link each), plus :class:`Problem` lines for what it could not read. Here the
-values are made to fit: a type name becomes one of :data:`~eventmem.events.KINDS` (the original is
+values are made to fit: a type name becomes one of :data:`~eventmem.core.events.KINDS` (the original is
 kept in metadata when it differs), tags are normalised and cut to their limits, importance is
 clamped, a relation name becomes lower_snake_case. What has no field of its own (times, authors,
 the original type, any property) goes into the memory's metadata, which is written at the end of
@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from eventmem.events import KINDS, RELATION_PATTERN
-from eventmem.limits import LIMITS
+from eventmem.core.events import KINDS, RELATION_PATTERN
+from eventmem.core.limits import LIMITS
 
 __all__ = [
     "Bundle",
@@ -132,7 +132,7 @@ def link_id_for(source_id: str, target_id: str, relation: str) -> str:
 
 
 def kind_of(name: object, metadata: dict[str, Any]) -> str:
-    """One of :data:`~eventmem.events.KINDS` for another store's type name; the original name goes
+    """One of :data:`~eventmem.core.events.KINDS` for another store's type name; the original name goes
     into ``metadata["original_type"]`` when it is not the same."""
     text = name.strip().lower().replace("-", "_").replace(" ", "_") if isinstance(name, str) else ""
     if text in KINDS:

@@ -17,8 +17,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
-from eventmem.errors import InvalidInput
-from eventmem.events import KINDS
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import KINDS
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
 from eventmem.interchange.sources import open_sqlite, read_text, real_file
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventmem.context.sections import singleton_of_kind
-from eventmem.errors import SecretRefused
-from eventmem.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
-from eventmem.ids import new_id, now_iso
+from eventmem.core.errors import SecretRefused
+from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
+from eventmem.core.limits import LIMITS
+from eventmem.core.redact import scrub
+from eventmem.core.state import State
+from eventmem.core.summarizer import Summarizer
+from eventmem.core.validation import has_visible
 from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, with_metadata
-from eventmem.limits import LIMITS
-from eventmem.redact import scrub
-from eventmem.state import State
-from eventmem.summarizer import Summarizer
-from eventmem.validation import has_visible
 
 __all__ = ["Plan", "make_plan"]
 

@@ -1,7 +1,7 @@
 """Reading another store's files as untrusted input: real files only, bounded, never written to.
 
-A symbolic link, a device, a file over :data:`~eventmem.limits.MAX_IMPORT_BYTES` or a folder of
-more than :data:`~eventmem.limits.MAX_IMPORT_FILES` notes is refused before anything is read, with
+A symbolic link, a device, a file over :data:`~eventmem.core.limits.MAX_IMPORT_BYTES` or a folder of
+more than :data:`~eventmem.core.limits.MAX_IMPORT_FILES` notes is refused before anything is read, with
 the path named. An SQLite store is copied (with its write-ahead log) into a temporary folder and
 opened read-only there, so a store another process has open, or one in a read-only folder, is read
 as it is without being touched.
@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from eventmem.errors import InvalidInput, UnsafePath
-from eventmem.limits import MAX_IMPORT_BYTES, MAX_IMPORT_FILES
+from eventmem.core.errors import InvalidInput, UnsafePath
+from eventmem.core.limits import MAX_IMPORT_BYTES, MAX_IMPORT_FILES
 
 __all__ = ["note_files", "open_sqlite", "read_text", "real_file"]
 

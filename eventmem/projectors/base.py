@@ -1,6 +1,6 @@
 """The projector contract: what every derived view of the fold implements.
 
-The runner folds the journal (see :mod:`eventmem.state`) and hands each projector the changes as a
+The runner folds the journal (see :mod:`eventmem.core.state`) and hands each projector the changes as a
 :class:`Batch`: the visible memories whose projection changed, the memories no longer visible,
 the links whose state changed, the events folded, and where the journal stands afterwards. A
 projector turns batches into its own index and answers its own kind of query in memory ids.
@@ -24,9 +24,9 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from eventmem.codec import UnknownEvent
-from eventmem.events import AnyEvent
-from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.events import AnyEvent
+from eventmem.core.records import LinkRecord, MemoryRecord
 
 __all__ = ["Batch", "Projected", "Projector", "SegmentPosition"]
 

@@ -18,11 +18,11 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.dedup import dedup_key
-from eventmem.events import KINDS, SCOPES
-from eventmem.ids import iso_to_epoch, isos_to_epochs
+from eventmem.core.dedup import dedup_key
+from eventmem.core.events import KINDS, SCOPES
+from eventmem.core.ids import iso_to_epoch, isos_to_epochs
+from eventmem.core.records import MemoryRecord
 from eventmem.projectors.base import Batch, SegmentPosition
-from eventmem.records import MemoryRecord
 
 __all__ = ["Columns", "ColumnsProjector", "SlotTable"]
 

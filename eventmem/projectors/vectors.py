@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.embedcache import content_hash
+from eventmem.core.records import MemoryRecord
+from eventmem.embedders.embedcache import content_hash
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
-from eventmem.records import MemoryRecord
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)

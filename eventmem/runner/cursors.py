@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from eventmem.codec import UnknownEvent
-from eventmem.events import AnyEvent
-from eventmem.journal import Appended, Segment, name_of_segment
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.events import AnyEvent
+from eventmem.journal.journal import Appended, Segment, name_of_segment
 from eventmem.runner.embedding import Progress
 from eventmem.runner.projection import sync, sync_all
 

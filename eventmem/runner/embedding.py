@@ -19,10 +19,10 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.embedcache import EmbeddingCache, QueryVectors
-from eventmem.embedder import Embedder, HashingEmbedder, Loadable
+from eventmem.embedders.embedcache import EmbeddingCache, QueryVectors
+from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
+from eventmem.embedders.providers import ProviderError
 from eventmem.projectors.vectors import EmbedItem
-from eventmem.providers import ProviderError
 
 __all__ = ["EMBED_BATCH", "INLINE_EMBED_MAX", "RETRY_UNAVAILABLE_SECONDS", "EmbeddingQueue", "Progress"]
 

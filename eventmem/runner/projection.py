@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from eventmem.embedcache import HASH_BYTES, content_hash
+from eventmem.core.records import MemoryRecord
+from eventmem.embedders.embedcache import HASH_BYTES, content_hash
 from eventmem.projectors.base import Batch, Projected
 from eventmem.projectors.vectors import EmbedItem, embed_text
-from eventmem.records import MemoryRecord
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.events import SCOPES
-from eventmem.records import LinkRecord, MemoryRecord
-from eventmem.state import State
+from eventmem.core.events import SCOPES
+from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.state import State
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store

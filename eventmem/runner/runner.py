@@ -27,28 +27,28 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.config import Config
-from eventmem.embedcache import EmbeddingCache
-from eventmem.embedder import Embedder
-from eventmem.errors import JournalCorrupt, JournalUnwritable
-from eventmem.events import AnyEvent
-from eventmem.files import FileLock, atomic_write
-from eventmem.ids import iso_to_epoch
-from eventmem.journal import Journal, describe_os_error
-from eventmem.project import ProjectPaths, sanitize
+from eventmem.core.errors import JournalCorrupt, JournalUnwritable
+from eventmem.core.events import AnyEvent
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.records import MemoryRecord, MemoryRecords
+from eventmem.core.redact import scrub_event
+from eventmem.core.state import State
+from eventmem.embedders.embedcache import EmbeddingCache
+from eventmem.embedders.embedder import Embedder
+from eventmem.journal.config import Config
+from eventmem.journal.files import FileLock, atomic_write
+from eventmem.journal.journal import Journal, describe_os_error
+from eventmem.journal.project import ProjectPaths, sanitize
+from eventmem.journal.usage import UsageLog
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorsProjector
-from eventmem.records import MemoryRecord, MemoryRecords
-from eventmem.redact import scrub_event
 from eventmem.runner import cursors, snapshots
 from eventmem.runner.cursors import Cursor, catch_up_once, cursor_past
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync
 from eventmem.runner.readview import ReadView
-from eventmem.state import State
-from eventmem.usage import UsageLog
 
 __all__ = ["Store"]
 

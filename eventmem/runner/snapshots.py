@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, cast
 
 import msgspec
 
-from eventmem.errors import JournalCorrupt, UnsafePath
-from eventmem.files import atomic_replace, atomic_write
-from eventmem.ids import new_id
+from eventmem.core.errors import JournalCorrupt, UnsafePath
+from eventmem.core.ids import new_id
+from eventmem.core.state import State, StoredState
+from eventmem.journal.files import atomic_replace, atomic_write
 from eventmem.projectors.base import Batch
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorIndex
 from eventmem.runner.cursors import Cursor, make_hashers, only_appended, prefix_hasher, stat_after_load
 from eventmem.runner.projection import projected
-from eventmem.state import State, StoredState
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store

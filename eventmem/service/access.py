@@ -7,9 +7,9 @@ import functools
 import logging
 from collections.abc import Sequence
 
-from eventmem.errors import EventmemError
-from eventmem.events import AnyEvent, MemoryPromoted
-from eventmem.ids import new_id, now_iso
+from eventmem.core.errors import EventmemError
+from eventmem.core.events import AnyEvent, MemoryPromoted
+from eventmem.core.ids import new_id, now_iso
 from eventmem.runner.runner import Store
 from eventmem.service.models import Hit
 from eventmem.service.part import Part

@@ -7,9 +7,10 @@ import logging
 import threading
 import time
 
-from eventmem.config import Config, load_settings
-from eventmem.embedder import Embedder, HashingEmbedder
-from eventmem.project import ProjectPaths, RootChoice, global_root
+from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
+from eventmem.embedders.embedder import Embedder, HashingEmbedder
+from eventmem.journal.config import Config, load_settings
+from eventmem.journal.project import ProjectPaths, RootChoice, global_root
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
@@ -17,7 +18,6 @@ from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
-from eventmem.summarizer import ExtractiveSummarizer, Summarizer
 
 __all__ = ["MemoryService", "make_embedder", "open_service"]
 
@@ -78,7 +78,7 @@ class MemoryService(Part):
     @property
     def ignored_settings(self) -> list[str]:
         """Settings of a tracked config file left out because they reach the network (see
-        :func:`eventmem.config.load_settings`)."""
+        :func:`eventmem.journal.config.load_settings`)."""
         return self.shared.ignored_settings
 
     @ignored_settings.setter
@@ -103,8 +103,8 @@ class MemoryService(Part):
 
 
 def make_embedder(config: Config) -> Embedder:
-    """The embedder the config names (see :mod:`eventmem.providers` for the spec strings)."""
-    from eventmem.providers import make_embedder_from_spec
+    """The embedder the config names (see :mod:`eventmem.embedders.providers` for the spec strings)."""
+    from eventmem.embedders.providers import make_embedder_from_spec
 
     return make_embedder_from_spec(config.embedder)
 

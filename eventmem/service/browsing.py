@@ -15,14 +15,14 @@ from typing import Any
 
 import msgspec
 
-from eventmem.config import ENV_PREFIX, Config, user_config_file
-from eventmem.errors import InvalidInput, UnknownMemory
-from eventmem.history import HistoryError, as_of, git, memory_log, read_worktree, status_at
-from eventmem.limits import MAX_CONFIG_BYTES
-from eventmem.records import MemoryRecord
+from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.limits import MAX_CONFIG_BYTES
+from eventmem.core.records import MemoryRecord
+from eventmem.core.validation import check_length, check_number, check_whole, shown
+from eventmem.journal.config import ENV_PREFIX, Config, user_config_file
+from eventmem.journal.history import HistoryError, as_of, git, memory_log, read_worktree, status_at
 from eventmem.service.app import MemoryService
 from eventmem.service.models import Memory
-from eventmem.validation import check_length, check_number, check_whole, shown
 
 __all__ = [
     "dashboard",

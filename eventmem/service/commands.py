@@ -12,10 +12,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventmem import tombstones
 from eventmem.context.sections import Section, singleton_of_kind
-from eventmem.errors import InvalidInput
-from eventmem.events import (
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import (
     SCOPES,
     AnyEvent,
     LinkAdded,
@@ -25,8 +24,10 @@ from eventmem.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.ids import new_id, now_iso
+from eventmem.core.ids import new_id, now_iso
+from eventmem.core.validation import check_length, refusal
 from eventmem.runner.runner import Store
+from eventmem.service import tombstones
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import (
     check_by,
@@ -39,7 +40,6 @@ from eventmem.service.inputs import (
 from eventmem.service.lookups import has_links, head_of, known_record, link_of, record_of
 from eventmem.service.models import Link, Memory, Saved, _link_view
 from eventmem.service.part import Part, Shared
-from eventmem.validation import check_length, refusal
 
 __all__ = ["Commands"]
 
@@ -271,7 +271,7 @@ class Commands(Part):
 
     def restore(self, memory_id: str, *, reason: str = "", by: str = "") -> tuple[Memory, bool]:
         """Bring back a deleted or expired memory: a ``restored`` event, a fresh TTL if its TTL ran
-        out, and the links its delete removed (see :func:`eventmem.tombstones.restore_events`), in
+        out, and the links its delete removed (see :func:`eventmem.service.tombstones.restore_events`), in
         one append per store. Returns (memory, whether it changed); a live memory is left as it is."""
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise refusal("memory_id", "a memory's id", memory_id)

@@ -1,19 +1,20 @@
 """Checks on what callers pass the service: every argument is untrusted, and a refusal says what was wrong.
 
-The limits are those of :data:`eventmem.limits.LIMITS`; the checks themselves are :mod:`eventmem.validation`'s."""
+The limits are those of :data:`eventmem.core.limits.LIMITS`; the checks themselves are
+:mod:`eventmem.core.validation`'s."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from eventmem.config import Config
 from eventmem.context.sections import singleton_of_kind
-from eventmem.errors import InvalidInput, LimitExceeded
-from eventmem.events import KINDS, RELATIONS
-from eventmem.limits import LIMITS
-from eventmem.redact import scrub
-from eventmem.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
+from eventmem.core.errors import InvalidInput, LimitExceeded
+from eventmem.core.events import KINDS, RELATIONS
+from eventmem.core.limits import LIMITS
+from eventmem.core.redact import scrub
+from eventmem.core.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
+from eventmem.journal.config import Config
 
 
 def normalize_tags(tags: Sequence[str] | None) -> tuple[str, ...]:
@@ -65,7 +66,7 @@ def check_relation(value: str) -> str:
 
 
 def check_ttl(value: int | None) -> int | None:
-    """Seconds, or ``None`` for long-term; at most :data:`eventmem.limits.MAX_TTL_SECONDS`."""
+    """Seconds, or ``None`` for long-term; at most :data:`eventmem.core.limits.MAX_TTL_SECONDS`."""
     if value is None:
         return None
     return check_whole(value, "ttl_seconds")
@@ -76,7 +77,7 @@ def check_by(value: str) -> str:
 
 
 def clean_text(config: Config, text: str, field: str, *, required: bool) -> str:
-    """Scrubbed and stripped text within its limit: its field's in :data:`~eventmem.limits.LIMITS`
+    """Scrubbed and stripped text within its limit: its field's in :data:`~eventmem.core.limits.LIMITS`
     (``content``, ``context_text`` and unknown fields: the ``max_memory_bytes`` setting)."""
     if not isinstance(text, str):
         raise refusal(field, "a string", text)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import msgspec
 
-from eventmem.errors import InvalidInput
-from eventmem.events import AnyEvent, LinkAdded
-from eventmem.ids import new_id, now_iso
-from eventmem.records import LinkRecord
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import AnyEvent, LinkAdded
+from eventmem.core.ids import new_id, now_iso
+from eventmem.core.records import LinkRecord
+from eventmem.core.validation import check_number
 from eventmem.service.inputs import check_by, check_relation
 from eventmem.service.lookups import link_of
 from eventmem.service.models import Link, _link_view
 from eventmem.service.part import Part
-from eventmem.validation import check_number
 
 __all__ = ["Links"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from eventmem.events import AnyEvent
-from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.core.events import AnyEvent
+from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 

@@ -10,10 +10,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventmem.codec import UnknownEvent
-from eventmem.errors import InvalidInput
-from eventmem.events import AnyEvent, memory_ids
-from eventmem.lifecycle import (
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import AnyEvent, memory_ids
+from eventmem.core.state import State
+from eventmem.core.validation import check_length, check_whole
+from eventmem.runner.runner import Store
+from eventmem.service.lifecycle import (
     archive_candidates,
     archive_memories,
     archived_on,
@@ -22,11 +25,8 @@ from eventmem.lifecycle import (
     latest_stamp,
     plan_expiry,
 )
-from eventmem.runner.runner import Store
 from eventmem.service.lookups import link_touches
 from eventmem.service.part import Part, Shared
-from eventmem.state import State
-from eventmem.validation import check_length, check_whole
 
 __all__ = ["Maintenance"]
 

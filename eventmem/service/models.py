@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from eventmem.records import LinkRecord
-from eventmem.stamps import ts_of
+from eventmem.core.records import LinkRecord
+from eventmem.core.stamps import ts_of
 
 __all__ = ["Hit", "Link", "Memory", "Saved"]
 

@@ -10,17 +10,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from eventmem import tombstones
-from eventmem.config import Config
-from eventmem.errors import InvalidInput, UnknownMemory
-from eventmem.lifecycle import epoch_iso
-from eventmem.project import RootChoice
-from eventmem.records import MemoryRecord
+from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.records import MemoryRecord
+from eventmem.core.summarizer import Summarizer
+from eventmem.core.validation import check_length
+from eventmem.journal.config import Config
+from eventmem.journal.project import RootChoice
 from eventmem.runner.runner import Store
+from eventmem.service import tombstones
 from eventmem.service.inputs import clean_text
+from eventmem.service.lifecycle import epoch_iso
 from eventmem.service.models import Memory
-from eventmem.summarizer import Summarizer
-from eventmem.validation import check_length
 
 __all__ = ["Part", "Shared"]
 
@@ -36,7 +36,7 @@ class Shared:
     global_store: Store | None = None
     ignored_settings: list[str] = field(default_factory=list)
     """Settings of a tracked config file left out because they reach the network (see
-    :func:`eventmem.config.load_settings`)."""
+    :func:`eventmem.journal.config.load_settings`)."""
     allowed_settings: list[str] = field(default_factory=list)
     """Settings of the tracked config file that reach the network, in effect by ``eventmem allow``."""
     search_notes: threading.local = field(default_factory=threading.local)

@@ -12,20 +12,20 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.errors import InvalidInput
-from eventmem.events import KINDS
-from eventmem.lifecycle import context_bundle, walk
-from eventmem.providers import ProviderError
-from eventmem.query import build_mask, hybrid_search
-from eventmem.query_rules import Filters
-from eventmem.records import LinkRecord, MemoryRecord
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import KINDS
+from eventmem.core.query_rules import Filters
+from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.validation import check_count, check_length, check_whole, has_visible, refusal
+from eventmem.embedders.providers import ProviderError
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import check_kind, check_relation
+from eventmem.service.lifecycle import context_bundle, walk
 from eventmem.service.models import Hit, Memory
 from eventmem.service.part import Part, Shared
-from eventmem.validation import check_count, check_length, check_whole, has_visible, refusal
+from eventmem.service.search import build_mask, hybrid_search
 
 __all__ = ["Queries"]
 

@@ -1,7 +1,7 @@
 """One suite for every projector (see eventmem/projectors/base.py): a projector is added to
 ``projector_factory`` and must pass it unchanged.
 
-The journal is played by a reference fold (:class:`eventmem.state.State`) fed random events; the
+The journal is played by a reference fold (:class:`eventmem.core.state.State`) fed random events; the
 suite turns each cut of them into a :class:`Batch` as the runner does, and compares each projector's
 answers to its own kind of query, in memory ids, between: every batch applied, one load of the end
 state, a snapshot taken midway and restored with the rest applied, a reset and load again (a
@@ -18,15 +18,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventmem.embedder import HashingEmbedder
-from eventmem.events import AnyEvent, LinkAdded, LinkRemoved, MemoryDeleted, MemoryRestored, MemorySaved, MemoryUpdated
-from eventmem.ids import iso_to_epoch
+from eventmem.core.events import (
+    AnyEvent,
+    LinkAdded,
+    LinkRemoved,
+    MemoryDeleted,
+    MemoryRestored,
+    MemorySaved,
+    MemoryUpdated,
+)
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.records import MemoryRecord
+from eventmem.core.state import State
+from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch, Projected, Projector
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
-from eventmem.records import MemoryRecord
-from eventmem.state import State
 
 NOW = iso_to_epoch("2026-06-01T00:00:00.000000Z")
 KINDS = ("decision", "fix", "general")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from eventmem.events import MemorySaved
-from eventmem.ids import new_id, now_iso
-from eventmem.journal import Journal
-from eventmem.project import ProjectPaths
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths
 
 
 def main() -> None:

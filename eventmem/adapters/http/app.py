@@ -2,7 +2,7 @@
 server-sent change stream, the OpenAPI document and the UI (``/``), behind :class:`.security.Guard`.
 
 ``/mcp`` is the SDK's own Streamable HTTP transport, one MCP server per project (built by
-:func:`eventmem.mcp_server.build_server`, given by the entry point, so the tool profiles are the
+:func:`eventmem.adapters.mcp.server.build_server`, given by the entry point, so the tool profiles are the
 stdio server's). A request
 names its project with the ``X-Eventmem-Project`` header or the ``project`` query parameter; with
 one project served, neither is needed.
@@ -35,8 +35,8 @@ from eventmem.adapters.http.openapi import openapi_document
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.rest import rest_routes
 from eventmem.adapters.http.security import Guard, GuardSettings, problem_body, send_problem
-from eventmem.errors import InvalidInput
-from eventmem.project import RootChoice
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService
 
 __all__ = ["PROJECT_HEADER", "create_app", "static_dir"]
@@ -79,7 +79,7 @@ def _opener(project: Project) -> Callable[[RootChoice], MemoryService]:
 
 
 McpBuilder = Callable[..., "MCPServer[Any]"]
-"""Builds one project's MCP server (:func:`eventmem.mcp_server.build_server`, given by
+"""Builds one project's MCP server (:func:`eventmem.adapters.mcp.server.build_server`, given by
 :mod:`eventmem.main`: this adapter does not import the MCP adapter)."""
 
 

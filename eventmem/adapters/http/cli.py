@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from eventmem.project import RootChoice
+    from eventmem.journal.project import RootChoice
 
 # Every ``eventmem`` command builds the parser: the server's modules load only when it starts.
 
@@ -52,7 +52,7 @@ def serve_http(
     from eventmem.adapters.http.app import create_app
     from eventmem.adapters.http.projects import Projects, parse_project_option, projects_in
     from eventmem.adapters.http.security import GuardSettings, is_loopback, read_token
-    from eventmem.errors import InvalidInput
+    from eventmem.core.errors import InvalidInput
     from eventmem.service import open_service
 
     token = read_token(args.token_file)

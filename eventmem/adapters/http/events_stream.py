@@ -1,7 +1,7 @@
 """Server-sent events for the web UI: a ``change`` event per project whenever its journal changes,
 whichever process wrote it (this server, another agent's stdio server, a ``git pull``).
 
-One watcher per project (:func:`eventmem.watcher.watch_journal`) tells every open stream (the UI
+One watcher per project (:func:`eventmem.journal.watcher.watch_journal`) tells every open stream (the UI
 then asks again, and every REST call catches up first); a stream also sends a comment now and then
 so that proxies keep it open.
 """
@@ -22,8 +22,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from eventmem.adapters.http.projects import Project, Projects
-from eventmem.errors import InvalidInput
-from eventmem.watcher import watch_journal
+from eventmem.core.errors import InvalidInput
+from eventmem.journal.watcher import watch_journal
 
 __all__ = ["Changes"]
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventmem.errors import InvalidInput
-from eventmem.project import RootChoice
+from eventmem.core.errors import InvalidInput
+from eventmem.core.validation import shown
+from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService
-from eventmem.validation import shown
 
 __all__ = ["NAME_PATTERN", "Project", "Projects", "check_name", "parse_project_option", "projects_in"]
 

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.security import BodyTooLarge, problem_body
-from eventmem.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, UnknownMemory
+from eventmem.core.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, UnknownMemory
 from eventmem.service import MemoryService
 
 __all__ = [

@@ -40,9 +40,9 @@ from eventmem.adapters.http.schemas import (
     SupersedeRequest,
     UpdateRequest,
 )
-from eventmem.errors import InvalidInput, UnknownMemory
-from eventmem.events import KINDS
-from eventmem.query_rules import Filters
+from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.events import KINDS
+from eventmem.core.query_rules import Filters
 from eventmem.service import MemoryService
 from eventmem.service.browsing import (
     memories_as_of,

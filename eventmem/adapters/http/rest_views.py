@@ -9,7 +9,7 @@ from starlette.responses import Response
 from eventmem.adapters.http.projects import Project
 from eventmem.adapters.http.responses import as_json, call, whole
 from eventmem.adapters.http.schemas import EventPage
-from eventmem.errors import InvalidInput
+from eventmem.core.errors import InvalidInput
 from eventmem.service import MemoryService
 from eventmem.service.browsing import (
     dashboard,

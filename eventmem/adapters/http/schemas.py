@@ -1,4 +1,4 @@
-"""The REST API's request and response models (msgspec), bounded by :data:`eventmem.limits.LIMITS`;
+"""The REST API's request and response models (msgspec), bounded by :data:`eventmem.core.limits.LIMITS`;
 the OpenAPI document (:mod:`.openapi`) is generated from them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from eventmem.limits import CONTENT_BYTES_CEILING, LIMITS
+from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.service import Hit, Link, Memory
 
 __all__ = [

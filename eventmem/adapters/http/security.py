@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventmem.errors import InvalidInput
+from eventmem.core.errors import InvalidInput
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

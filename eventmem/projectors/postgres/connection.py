@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from eventmem.errors import EventmemError, InvalidInput
+from eventmem.core.errors import EventmemError, InvalidInput
 
 if TYPE_CHECKING:
     import psycopg

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from eventmem.codec import UnknownEvent, encode_event
-from eventmem.embedcache import EmbeddingCache, content_hash
-from eventmem.embedder import Embedder
-from eventmem.errors import InvalidInput
-from eventmem.events import AnyEvent
-from eventmem.ids import iso_to_epoch
+from eventmem.core.codec import UnknownEvent, encode_event
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import AnyEvent
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.query_rules import Filters
+from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.embedders.embedcache import EmbeddingCache, content_hash
+from eventmem.embedders.embedder import Embedder
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.projectors.vectors import embed_text
-from eventmem.query_rules import Filters
-from eventmem.records import LinkRecord, MemoryRecord
 
 if TYPE_CHECKING:
     import numpy.typing as npt

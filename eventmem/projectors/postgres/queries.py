@@ -1,11 +1,11 @@
 """Answers from the database, in (project, memory id) keys: filters, keywords, vectors, hybrid.
 
-The filters are the in-process ones (:class:`eventmem.query_rules.Filters`) plus a set of projects, applied
+The filters are the in-process ones (:class:`eventmem.core.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: a ``tsvector`` with a GIN index, ranked by
 ``ts_rank``. Vectors: cosine over pgvector, exact while the filtered set holds at most
 :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows came
 in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion
-is :func:`eventmem.query.hybrid_search`'s: linear (or reciprocal rank), the same floors for vector-only
+is :func:`eventmem.service.search.hybrid_search`'s: linear (or reciprocal rank), the same floors for vector-only
 hits, the same boost of few exact keyword matches, importance and recency nudges, ties by id.
 """
 
@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.pq import TransactionStatus
 
-from eventmem.cli.sync_command import GLOBAL
-from eventmem.config import Config
-from eventmem.embedder import STOPWORDS, Embedder
-from eventmem.events import KINDS
-from eventmem.ids import iso_to_epoch
-from eventmem.query_rules import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+from eventmem.core.events import KINDS
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.query_rules import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+from eventmem.core.words import STOPWORDS
+from eventmem.embedders.embedder import Embedder
+from eventmem.journal.config import Config
+from eventmem.projectors.postgres.targets import GLOBAL
 
 if TYPE_CHECKING:
     import numpy as np

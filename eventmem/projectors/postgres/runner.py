@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from eventmem.embedcache import EmbeddingCache
-from eventmem.embedder import Embedder
-from eventmem.errors import EventmemError
-from eventmem.project import ProjectPaths
+from eventmem.core.errors import EventmemError
+from eventmem.embedders.embedcache import EmbeddingCache
+from eventmem.embedders.embedder import Embedder
+from eventmem.journal.project import ProjectPaths
+from eventmem.journal.watcher import watch_journal
 from eventmem.projectors.postgres.connection import DatabaseUnavailable, connect, describe, is_connection_lost
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.sync import ProjectSync
-from eventmem.watcher import watch_journal
 
 if TYPE_CHECKING:
-    from eventmem.cli.sync_command import Target
+    from eventmem.projectors.postgres.targets import Target
 
 __all__ = ["SyncRunner"]
 

@@ -1,7 +1,7 @@
 """Folding a journal into batches, and keeping a projector in step with it.
 
 :class:`JournalFeed` reads one journal (a project's ``.eventmem/``, or the global memory) with the
-journal's own segment listing and total decoder, folds it with the pure :class:`~eventmem.state.State`
+journal's own segment listing and total decoder, folds it with the pure :class:`~eventmem.core.state.State`
 and turns what changed into :class:`~eventmem.projectors.base.Batch` es, each with the position (byte
 offset and prefix digest) of every segment it covers. :class:`ProjectSync` drives a projector: on start
 it goes on from the position the projector holds when every segment still begins with the bytes that
@@ -17,14 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventmem.codec import UnknownEvent
-from eventmem.events import AnyEvent, LinkAdded, LinkRemoved
-from eventmem.ids import iso_to_epoch
-from eventmem.journal import Journal, Segment
-from eventmem.project import ProjectPaths
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.events import AnyEvent, LinkAdded, LinkRemoved
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.state import State
+from eventmem.journal.journal import Journal, Segment
+from eventmem.journal.project import ProjectPaths
 from eventmem.projectors.base import Batch, Projected, Projector, SegmentPosition
-from eventmem.records import LinkRecord, MemoryRecord
-from eventmem.state import State
 
 __all__ = ["JournalFeed", "ProjectSync", "batch_of", "expires_at", "is_superseded", "segment_key"]
 
@@ -205,7 +205,7 @@ class JournalFeed:
         return result.events
 
     def _decode_prefix(self, segment: Segment, data: bytes) -> list[Decoded]:
-        from eventmem.journal import decode_bytes
+        from eventmem.journal.journal import decode_bytes
 
         result = decode_bytes(data, segment.name)
         self._report(result.corrupt)

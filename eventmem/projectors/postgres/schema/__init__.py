@@ -7,7 +7,7 @@ import re
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from eventmem.errors import EventmemError
+from eventmem.core.errors import EventmemError
 
 if TYPE_CHECKING:
     import psycopg

@@ -1,0 +1,83 @@
+"""``eventmem sync --to postgresql://… [--project NAME=PATH …] [--follow]``.
+
+Projects each named project's journal and the user-wide global journal (as ``global``) into one
+database; a project no longer named loses its rows. ``--follow`` keeps going: the watcher signals
+appended segments, and a lost connection is retried until the database is back (then every journal
+goes on from the position the database committed). Without ``--follow``, a lost connection is a
+one-line error and the next run goes on from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from eventmem.journal.project import global_root
+from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
+
+__all__ = ["add_sync_command"]
+
+log = logging.getLogger("eventmem.sync")
+
+RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to reach the database again under ``--follow`` (the last one repeats)."""
+
+
+def add_sync_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``eventmem sync`` to the CLI's sub-commands."""
+    help = "project journals (and the global one) into PostgreSQL with pgvector"
+    p: argparse.ArgumentParser = subparsers.add_parser("sync", help=help, description=help)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the summary as JSON")
+    p.add_argument("--root", default=argparse.SUPPRESS, help="the project (when no --project is given)")
+    p.add_argument("--to", required=True, metavar="postgresql://…", help="the database")
+    p.add_argument(
+        "--project",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a project to project, by name (repeat; default: the current project, named after its folder)",
+    )
+    p.add_argument("--no-global", action="store_true", help="leave the user-wide global memory out")
+    p.add_argument("--embedder", default="hashing", help="the embedder of the vectors (default: the built-in one)")
+    p.add_argument("--follow", action="store_true", help="keep the database in step until interrupted")
+    p.set_defaults(func=cmd_sync)
+    return p
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from eventmem.adapters.command_line import chosen_root
+    from eventmem.embedders.providers import make_embedder_from_spec
+    from eventmem.projectors.postgres.connection import check_uri
+
+    uri = check_uri(args.to)
+    targets = parse_projects(args.project, default_root=lambda: chosen_root(getattr(args, "root", None)).root)
+    if not args.no_global:
+        home = global_root()
+        if all(t.root != home.resolve() for t in targets):
+            targets.append(Target(GLOBAL, home))
+    embedder = make_embedder_from_spec(args.embedder)
+    from eventmem.projectors.postgres.runner import SyncRunner
+
+    runner = SyncRunner(uri, targets, embedder)
+    try:
+        counts = runner.start()
+        _report(counts, runner, bool(getattr(args, "json", False)))
+        if args.follow:
+            runner.follow(RETRY_S)
+    finally:
+        runner.close()
+    return 0
+
+
+def _report(counts: dict[str, int], runner: Any, as_json: bool) -> None:
+    memories = runner.memory_counts()
+    if as_json:
+        data = {name: {"events": counts[name], "memories": memories.get(name, 0)} for name in counts}
+        print(json.dumps({"projects": data}), flush=True)
+        return
+    for name, events in counts.items():
+        print(f"synced {name}: {events} events taken, {memories.get(name, 0)} memories", flush=True)
+    sys.stdout.flush()

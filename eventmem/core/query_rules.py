@@ -1,0 +1,120 @@
+"""What a query may ask (:class:`Filters`) and the rules that fuse an index's answers, shared by
+every index backend (the in-process search and PostgreSQL's). Pure: no IO."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.core.errors import InvalidInput
+from eventmem.core.events import KINDS, SCOPES
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.validation import check_count, check_length, check_number, refusal, shown
+
+__all__ = [
+    "FEW_KEYWORD_MATCHES",
+    "RRF_K",
+    "TIME_BOOST",
+    "VECTOR_FLOOR",
+    "Filters",
+    "spread",
+    "spreads",
+    "unknown_words_floor",
+]
+
+RRF_K = 60
+FEW_KEYWORD_MATCHES = 3
+"""When the keyword index matches at most this many memories (and they are at most a twentieth of
+those searched), its evidence weighs like the vectors'."""
+
+VECTOR_FLOOR = 0.24
+"""The cosine a memory that holds none of the query's words needs to be a result at all (in every
+mode: a vector search asks the keyword index which memories hold them), when the query has a word
+the searched memories hold. Measured on the evaluation set (``tools/eval.py``, 345 memories, 160
+queries): the relevant memories found by their vector alone, among the top 10, are at 0.262 and
+above with the built-in embedder and 0.242 with MiniLM. Below it a result is noise that only the
+importance and recency nudges ranked."""
+
+UNKNOWN_WORDS_FLOOR = {"hashing": math.inf}
+"""The cosine needed when no memory searched holds any of the query's words (a made-up word, a
+random string, an off-topic question), by embedder family; :data:`MODEL_UNKNOWN_WORDS_FLOOR` for
+the others. The vector is then the only evidence, and it is not enough with the built-in embedder:
+its word pieces put made-up words and random letters (365 tried) at up to 0.48 with one of the
+evaluation's 345 memories and 0.59 among 3,000 more, above every relevant memory it ranks in a top
+10 by vector alone (0.30-0.42). Nor does the query's own background, on ``tools/eval.py
+--no-match``'s 50 queries: the margin over its mean cosine with all memories (relevant 0.23-0.30,
+no-match up to 0.32), a z-score against that mean (2.4-3.0 against up to 4.3), or the cosine once
+the memories' centroid is taken out of both (0.22-0.31 against up to 0.37)."""
+MODEL_UNKNOWN_WORDS_FLOOR = 0.4
+"""MiniLM puts made-up words at up to 0.30 among 345 memories and 0.33 among 3,345, and the relevant
+memories it ranks in a top 10 by vector alone at 0.24-0.46: a query that shares no word with the
+project gets only its clear matches."""
+
+
+def unknown_words_floor(model_id: str) -> float:
+    """The cosine a memory needs when none of the query's words occurs in the memories searched."""
+    return UNKNOWN_WORDS_FLOOR.get(model_id.split("-", 1)[0], MODEL_UNKNOWN_WORDS_FLOOR)
+
+
+TIME_BOOST = 0.3
+"""Added to a result saved inside a time the question names (less the farther outside it is, see
+:func:`eventmem.core.timewords.closeness`); chosen on the hard evaluation's temporal questions (dev)."""
+
+RAW_COSINES: frozenset[str] = frozenset({"hashing"})
+"""Embedders (``model_id`` or its first part) whose cosines are fused as they are; every other one's
+are divided by the query's best first (:func:`spread`), as BM25 is by the best keyword match.
+Measured with MiniLM on the hard evaluation's dev split (recall@5 / MRR): raw 0.9/0.1 0.675 / 0.642,
+scaled 0.9/0.1 0.700 / 0.633, scaled 0.8/0.2 0.679 / 0.638, stretched min-max 0.694 / 0.618; on
+the shipped benchmark's dev half raw 0.969 / 0.923, scaled 0.8/0.2 0.969 / 0.929. The built-in
+embedder's figures with it were mixed (recall@5 up, MRR down), so its default path is unchanged."""
+
+
+def spreads(model_id: str) -> bool:
+    """Whether ``model_id``'s cosines are scaled to the query's best before the linear fusion."""
+    return model_id not in RAW_COSINES and model_id.split("-", 1)[0] not in RAW_COSINES
+
+
+def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``scores`` divided by the best of this query's candidates (the best at 1): a model whose
+    cosines crowd in a narrow band weighs like the keyword side's normalised BM25."""
+    best = float(scores.max(initial=0.0))
+    return scores / best if best > 0 else scores
+
+
+class Filters(msgspec.Struct, kw_only=True, frozen=True):
+    kinds: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    """A memory must carry every one of these tags."""
+    scope: str | None = None
+    min_importance: float | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    include_superseded: bool = False
+    max_importance: float | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
+
+    def validate(self) -> None:
+        check_count(self.kinds, "types", "type")
+        check_count(self.tags, "tags")
+        for name in ("min_importance", "max_importance"):
+            if getattr(self, name) is not None:
+                check_number(getattr(self, name), "importance", name)
+        for name in ("created_after", "created_before", "updated_after", "updated_before"):
+            if getattr(self, name) is not None:
+                check_length(getattr(self, name), "time", name)
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad:
+            raise InvalidInput(f"unknown type(s) {', '.join(map(shown, bad))}; choose from {', '.join(KINDS)}")
+        if self.scope is not None and self.scope not in (*SCOPES, "all"):
+            raise refusal("scope", "'project', 'global' or 'all'", self.scope)
+        for name in ("created_after", "created_before", "updated_after", "updated_before"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    iso_to_epoch(value)
+                except (ValueError, OverflowError):
+                    raise refusal(name, "an ISO-8601 date or time", value) from None

@@ -1,0 +1,216 @@
+"""What the fold knows about each memory and link: the records it folds events into."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from eventmem.core.errors import SnapshotDamaged
+from eventmem.core.stamps import id_of, ts_of
+
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_values
+
+__all__ = ["REGISTERS", "LinkRecord", "MemoryRecord", "MemoryRecords", "Status"]
+
+Status = Literal["live", "deleted", "expired"]
+REGISTERS = ("kind", "scope", "title", "content", "summary", "tags", "importance", "ttl_seconds", "project")
+"""The fields of a memory that are last-writer-wins registers."""
+
+
+class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
+    """What the fold knows about one memory. Registers hold ``(stamp, value)`` by field name."""
+
+    id: str
+    exists: bool = False
+    """A ``saved`` event was seen (an update can arrive first, from another branch)."""
+    kind: str = "general"
+    scope: str = "project"
+    title: str = ""
+    content: str = ""
+    summary: str = ""
+    tags: tuple[str, ...] = ()
+    importance: float = 0.5
+    ttl_seconds: int | None = None
+    project: str = ""
+    stamps: dict[str, str] = {}
+    created_stamp: str = ""
+    created_by: str = ""
+    updated_stamp: str = ""
+    updated_by: str = ""
+    deleted_stamp: str = ""
+    expired_stamp: str = ""
+    restored_stamp: str = ""
+    promoted_stamp: str = ""
+    archived: bool = False
+    archived_stamp: str = ""
+    """The latest ``archived`` event naming this memory: events older than it were looked at."""
+    events: int = 0
+    depths: dict[str, int] = {}
+    """The causal depth of the events about this memory that have one above 0, by event id."""
+
+    @property
+    def status(self) -> Status:
+        tomb = max(self.deleted_stamp, self.expired_stamp)
+        if not tomb or tomb <= self.restored_stamp:
+            return "live"
+        return "deleted" if self.deleted_stamp >= self.expired_stamp else "expired"
+
+    @property
+    def head_stamp(self) -> str:
+        """The stamp of the greatest event about this memory in the fold's order."""
+        return max(self.updated_stamp, self.deleted_stamp, self.expired_stamp, self.restored_stamp)
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this memory: the ``prev`` of the next one written."""
+        return id_of(self.head_stamp)
+
+    @property
+    def created_at(self) -> str:
+        return ts_of(self.created_stamp)
+
+    @property
+    def updated_at(self) -> str:
+        return ts_of(self.updated_stamp)
+
+    @property
+    def ttl_set_at(self) -> str:
+        """When the TTL in force was set: the clock its expiry counts from."""
+        return ts_of(self.stamps.get("ttl_seconds", self.created_stamp))
+
+    def write(self, field: str, value: object, stamp: str) -> bool:
+        if stamp <= self.stamps.get(field, ""):
+            return False
+        self.stamps[field] = stamp
+        setattr(self, field, value)
+        return True
+
+
+_RECORD = msgspec.msgpack.Decoder(MemoryRecord)
+_MISSING: Any = object()
+
+
+class MemoryRecords(dict[str, MemoryRecord]):
+    """The fold's memories by id. Those of a loaded snapshot stay encoded until first asked for.
+
+    A cold start then decodes one small entry per memory instead of every record: a query reads its
+    top hits, a save its own memory. Each record is decoded once, under a lock, so two threads
+    never end up holding different copies of one memory; listing every value decodes the rest.
+    Fresh states (the fold from the journal) hold only records and pay nothing for this.
+    """
+
+    __slots__ = ("_encoded", "_lock", "damaged")
+
+    def __init__(self, encoded: Mapping[str, msgspec.Raw] | None = None) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._encoded = 0
+        self.damaged = False
+        """A record did not decode (see :class:`SnapshotDamaged`): the owner must rebuild."""
+        if encoded:
+            dict.update(self, encoded)
+            self._encoded = len(encoded)
+
+    @property
+    def encoded(self) -> int:
+        """How many records are still encoded."""
+        return self._encoded
+
+    def _decode(self, memory_id: str, value: object) -> MemoryRecord:
+        with self._lock:
+            current = dict.get(self, memory_id, _MISSING)
+            if isinstance(current, msgspec.Raw):
+                record = self._decode_one(memory_id, current)
+                dict.__setitem__(self, memory_id, record)
+                self._encoded -= 1
+                return record
+            if current is _MISSING:  # removed meanwhile: hand back what the caller found
+                return self._decode_one(memory_id, value) if isinstance(value, msgspec.Raw) else value  # type: ignore[return-value]
+            return current  # type: ignore[no-any-return]
+
+    def _decode_one(self, memory_id: str, raw: msgspec.Raw) -> MemoryRecord:
+        try:
+            record = _RECORD.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.damaged = True
+            raise SnapshotDamaged(memory_id, str(exc)) from exc
+        if record.id != memory_id:
+            self.damaged = True
+            raise SnapshotDamaged(memory_id, f"holds memory {record.id}")
+        return record
+
+    def decode_all(self) -> None:
+        if not self._encoded:
+            return
+        with self._lock:
+            for memory_id, value in list(dict.items(self)):
+                if isinstance(value, msgspec.Raw):
+                    dict.__setitem__(self, memory_id, self._decode_one(memory_id, value))
+                    self._encoded -= 1
+
+    def __getitem__(self, memory_id: str) -> MemoryRecord:
+        value = dict.__getitem__(self, memory_id)
+        if self._encoded and isinstance(value, msgspec.Raw):
+            return self._decode(memory_id, value)
+        return value
+
+    def get(self, memory_id: str, default: Any = None) -> Any:
+        value = dict.get(self, memory_id, _MISSING)
+        if value is _MISSING:
+            return default
+        if self._encoded and isinstance(value, msgspec.Raw):
+            return self._decode(memory_id, value)
+        return value
+
+    def pop(self, memory_id: str, default: Any = _MISSING) -> Any:
+        self.decode_all()
+        if default is _MISSING:
+            return dict.pop(self, memory_id)
+        return dict.pop(self, memory_id, default)
+
+    def values(self) -> dict_values[str, MemoryRecord]:
+        self.decode_all()
+        return dict.values(self)
+
+    def items(self) -> dict_items[str, MemoryRecord]:
+        self.decode_all()
+        return dict.items(self)
+
+    def copy(self) -> dict[str, MemoryRecord]:
+        self.decode_all()
+        return dict(dict.items(self))
+
+    def __eq__(self, other: object) -> bool:
+        self.decode_all()
+        if isinstance(other, MemoryRecords):
+            other.decode_all()
+        return dict.__eq__(self, other)
+
+    __hash__ = None
+
+
+class LinkRecord(msgspec.Struct, kw_only=True, gc=False):
+    id: str
+    source: str = ""
+    target: str = ""
+    relation: str = "related_to"
+    strength: float = 1.0
+    context: str = ""
+    added_stamp: str = ""
+    added_by: str = ""
+    removed_stamp: str = ""
+    depths: dict[str, int] = {}
+    """The causal depth of the events about this link that have one above 0, by event id."""
+
+    @property
+    def head(self) -> str:
+        """The id of the greatest event about this link: the ``prev`` of the next one written."""
+        return id_of(max(self.added_stamp, self.removed_stamp))
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.added_stamp) and not self.removed_stamp

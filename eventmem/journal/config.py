@@ -1,0 +1,398 @@
+"""Project settings, from four places (a later one wins, key by key):
+
+1. ``.eventmem/config.toml``, tracked: the repository's, so anyone who can get a commit merged
+   writes it. It may only choose what stays on the machine: a setting that reaches the network or
+   reads the environment (:func:`network_settings`) is reported and ignored, unless this user
+   approved this exact file with ``eventmem allow`` (any change to the file revokes it).
+2. The user's own file, ``$XDG_CONFIG_HOME/eventmem/config.toml`` (``~/.config/...``), for every
+   project.
+3. ``.eventmem/config.local.toml``, this clone's own (ignored by git; if it is tracked after all,
+   it is treated like the tracked file).
+4. ``EVENTMEM_<KEY>`` environment variables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from eventmem.core.errors import InvalidInput, UnsafePath
+from eventmem.core.limits import CONTENT_BYTES_CEILING, MAX_CONFIG_BYTES
+from eventmem.journal.files import atomic_write, check_path
+from eventmem.journal.gitrunner import GitError, run_git
+from eventmem.journal.project import user_data_dir, user_dir
+
+__all__ = [
+    "Config",
+    "Settings",
+    "allow",
+    "approval_file",
+    "fusion_weights",
+    "invalid_setting",
+    "is_approved",
+    "load_config",
+    "load_settings",
+    "network_settings",
+    "revoke",
+    "user_config_file",
+]
+
+
+class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    embedder: str = "hashing"
+    """Embedding provider: ``hashing`` (built in, offline) or a provider spec (see the README)."""
+    fusion: Literal["linear", "rrf"] = "linear"
+    vector_weight: float = 0.9
+    keyword_weight: float = 0.1
+    """The built-in embedder's weights, chosen by ``tools/eval.py --grid`` on the benchmark's dev half
+    (0.7/0.3 was 2.5 points lower in recall@5). Left at these values, a model embedder gets its own
+    from :data:`FUSION_WEIGHTS` (see :func:`fusion_weights`); any other values are used as they are."""
+    importance_boost: float = 0.1
+    """Added to a result's score per unit of importance above 0.5 (ranking, not filtering)."""
+    recency_boost: float = 0.05
+    summarizer: Literal["extractive", "sampling"] = "extractive"
+    """How a memory saved without a summary gets one: ``extractive`` (offline), or ``sampling`` (ask
+    the MCP client's model when the client offers sampling; extractive otherwise)."""
+    recency_half_life_days: float = 30.0
+    durability: Literal["fsync", "flush"] = "fsync"
+    """``fsync``: every acknowledged save is on disk. ``flush``: in the OS page cache only (a power
+    cut may lose the last saves; a killed process loses nothing)."""
+    max_memory_bytes: int = 64 * 1024
+    max_segment_bytes: int = 64 * 1024 * 1024
+    secrets: Literal["scrub", "refuse"] = "scrub"
+    promote_importance: float = 0.8
+    promote_accesses: int = 5
+    compact_interval_seconds: float = 300.0
+    archive_after_days: float = 30.0
+    snapshot_every_events: int = 2000
+    tools: str = "default"
+    """MCP tool families to expose (``serve --tools`` and ``EVENTMEM_TOOLS`` win over it): ``core``,
+    ``context``, ``memory``, ``project-context``, ``all``, comma-separated; ``default`` is ``core``."""
+    render_ai_dir: str = ""
+    """Where the project-context view (``.ai/*.md``) is rendered: empty for ``.eventmem/cache/ai/``
+    (derived, untracked), or a folder of the project such as ``.ai`` to keep the files tracked."""
+    section_max_bytes: int = 256 * 1024
+    """Size limit of one project-context section; a write that would exceed it is paused."""
+
+    def __post_init__(self) -> None:
+        """A value no setting can mean (NaN, infinity, a size below one byte, a half-life of zero…)
+        is refused naming its key, as a value of the wrong type is: a tracked file is input from
+        whoever got a commit merged, and NaN weights or a limit of 0 bytes would quietly break
+        every search or every save instead of failing once with the key's name."""
+        for name, low, high in _SETTING_RANGES:
+            value = getattr(self, name)
+            if not low <= value <= high:  # (NaN fails every comparison)
+                raise ValueError(f"{name}: expected {_describe_range(low, high)}, got {value!r}")
+
+
+FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {
+    "hashing": (0.9, 0.1),
+    "onnx-all-MiniLM-L6-v2-int8-384": (0.8, 0.2),
+}
+"""(vector, keyword) weights of the linear fusion by embedder ``model_id``, or by its first part
+(``hashing``) for every version and size of it; chosen on the dev splits of the hard evaluation
+and of the shipped benchmark (``tools/eval.py --hard``, ``tools/eval.py``). A model's cosines are
+scaled to the query's best first (``eventmem.core.query_rules.spread``); MiniLM then ranks best at 0.8/0.2
+(hard dev recall@5 0.679, MRR 0.638; 0.5/0.5 with min-max stretched cosines 0.609: the keyword
+side ranks notes that share a question's words but not their meaning)."""
+MODEL_FUSION_WEIGHTS: Final = (0.8, 0.2)
+"""The weights of a model embedder the table does not name (MiniLM's)."""
+CONFIG_WEIGHTS: Final = (0.9, 0.1)
+"""The Config's default ``vector_weight`` and ``keyword_weight``: a config holding them leaves the
+choice to the table."""
+
+
+def fusion_weights(config: Config, model_id: str) -> tuple[float, float]:
+    """The (vector, keyword) weights for ``model_id``: the config's own when it sets other values than
+    the defaults, else the embedder's row of :data:`FUSION_WEIGHTS`."""
+    chosen = (config.vector_weight, config.keyword_weight)
+    if chosen != CONFIG_WEIGHTS:
+        return chosen
+    found = FUSION_WEIGHTS.get(model_id) or FUSION_WEIGHTS.get(model_id.split("-", 1)[0])
+    return found or MODEL_FUSION_WEIGHTS
+
+
+_FINITE: Final = sys.float_info.max
+_SETTING_RANGES: Final[tuple[tuple[str, float, float], ...]] = (
+    ("vector_weight", 0, _FINITE),
+    ("keyword_weight", 0, _FINITE),
+    ("importance_boost", -_FINITE, _FINITE),
+    ("recency_boost", -_FINITE, _FINITE),
+    ("recency_half_life_days", sys.float_info.min, _FINITE),
+    ("max_memory_bytes", 1, CONTENT_BYTES_CEILING),
+    ("max_segment_bytes", 0, sys.maxsize),
+    ("promote_importance", -_FINITE, _FINITE),
+    ("promote_accesses", 0, sys.maxsize),
+    ("compact_interval_seconds", 0, _FINITE),
+    ("archive_after_days", 0, _FINITE),
+    ("snapshot_every_events", 0, sys.maxsize),
+    ("section_max_bytes", 1, sys.maxsize),
+)
+"""The accepted range of each numeric setting (0 where it means "never" or "no limit")."""
+
+
+def _describe_range(low: float, high: float) -> str:
+    if high not in (_FINITE, sys.maxsize):
+        return f"a number from {low:,} to {high:,}"
+    if high == sys.maxsize:
+        return f"a whole number of at least {low:,}"
+    if low == -_FINITE:
+        return "a finite number"
+    return "a finite number above 0" if 0 < low < 1 else f"a finite number of at least {low:,}"
+
+
+ENV_PREFIX: Final = "EVENTMEM_"
+
+_TEMPLATE: Final = """\
+# eventmem project settings. Every key is optional; the values shown are the defaults.
+# EVENTMEM_<KEY> environment variables override them (for example EVENTMEM_DURABILITY=flush).
+
+# embedder = "hashing"          # built-in offline embedder; see the README for model providers
+# fusion = "linear"             # or "rrf"
+# vector_weight = 0.9
+# keyword_weight = 0.1
+# durability = "fsync"          # "flush" is faster; a power cut may lose the last saves
+# max_memory_bytes = 65536
+# secrets = "scrub"             # or "refuse"
+# summarizer = "extractive"     # or "sampling": the MCP client's model writes summaries, if it can
+"""
+
+
+def config_template() -> str:
+    return _TEMPLATE
+
+
+def _coerce(raw: str, field_type: Any) -> Any:
+    text = raw.strip()
+    if field_type in (int, float):
+        return field_type(text)
+    return text
+
+
+# -- what reaches the network or the environment ---------------------------------------------------
+
+
+def network_settings(table: Mapping[str, Any]) -> list[str]:
+    """One line for each setting in ``table`` (a config file's keys and values) that reaches the
+    network or reads the environment: a remote embedder (any HTTP provider, loopback included), an
+    API-key variable, ``summarizer = "sampling"``. Empty: everything in it stays on the machine."""
+    found: list[str] = []
+    for key, value in table.items():
+        what = _reach(str(key), value)
+        if what:
+            found.append(f"{key} = {_shown(value)}: {what}")
+    return found
+
+
+def _reach(key: str, value: Any) -> str:
+    if key == "embedder" and isinstance(value, str):
+        return _embedder_reach(value)
+    if key == "summarizer" and value == "sampling":
+        return "sends memory text to the MCP client's model (sampling)"
+    return ""
+
+
+def _embedder_reach(spec: str) -> str:
+    from eventmem.core.provider_spec import OLLAMA_URL, OPENAI_URL, parse_spec
+
+    text = spec.strip()
+    try:
+        parsed = parse_spec(text)
+    except InvalidInput:  # judged by its text: an unreadable spec must not slip through
+        kind = text.partition(":")[0].strip().lower()
+        if kind in ("", "hashing", "hashing-384", "onnx") and not any(c in text.lower() for c in ("@", "//", "key")):
+            return ""
+        return "may send memory text over the network (the spec does not parse)"
+    parts = []
+    if parsed.url or parsed.kind in ("ollama", "openai"):
+        default = OPENAI_URL if parsed.kind == "openai" else OLLAMA_URL
+        parts.append(f"sends memory text to {parsed.url or default}")
+    names = [parsed.options["key_env"]] if "key_env" in parsed.options else []
+    if parsed.kind == "openai" and not names:
+        names = ["OPENAI_API_KEY", "EVENTMEM_API_KEY"]
+    if names:
+        parts.append(f"reads the environment variable {' or '.join(names)}")
+    return " and ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first setting of a config file's ``table`` that no :class:`Config` accepts (an unknown
+    key, a value of the wrong type or out of its range), as (key, the reason); ``None``: all valid."""
+    try:
+        msgspec.convert(dict(table), Config)
+    except msgspec.ValidationError as exc:
+        reason = str(exc)
+        named = re.search(r"`\$\.(\w+)`|unknown field `(\w+)`|^(\w+):", reason)
+        return (next(group for group in named.groups() if group) if named else "", reason)
+    return None
+
+
+# -- where the settings come from ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The config in effect, and what of the tracked file was left out."""
+
+    config: Config
+    ignored: list[str] = field(default_factory=list)
+    """One line per setting of a tracked file that was ignored: the key, what it would do, how to
+    allow it (``doctor`` lists them; the service's warnings repeat them)."""
+    approved: list[str] = field(default_factory=list)
+    """The tracked file's settings that reach the network and are in effect by ``eventmem allow``."""
+
+
+def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own settings for every project: ``$XDG_CONFIG_HOME/eventmem/config.toml``."""
+    env = os.environ if environ is None else environ
+    return (user_dir(env, "XDG_CONFIG_HOME") or Path.home() / ".config") / "eventmem" / "config.toml"
+
+
+def approval_file(path: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``eventmem allow`` records its approval of the tracked config ``path``: in the user's
+    data directory (beside the global memory), never in the repository."""
+    env = os.environ if environ is None else environ
+    key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()
+    return user_data_dir(env) / "eventmem" / "allowed" / key
+
+
+def allow(path: Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Approve the tracked config ``path`` as it is now: its settings that reach the network take
+    effect until the file changes. Returns them (:func:`network_settings`)."""
+    content = _read_bytes(path)
+    if content is None:
+        raise InvalidInput(f"there is no {path.name} to allow")
+    record = f"{hashlib.sha256(content).hexdigest()} {path.resolve()}\n"
+    atomic_write(approval_file(path, environ), record.encode())
+    return network_settings(_parse(path, content))
+
+
+def revoke(path: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Withdraw :func:`allow`; returns whether there was an approval."""
+    try:
+        approval_file(path, environ).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def is_approved(path: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``eventmem allow`` approved the tracked config ``path`` as it is now."""
+    content = _read_bytes(path)
+    return content is not None and _approved(path, content, os.environ if environ is None else environ)
+
+
+def _approved(path: Path, content: bytes, environ: Mapping[str, str]) -> bool:
+    try:
+        record = approval_file(path, environ).read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(record) and record[0] == hashlib.sha256(content).hexdigest()
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """A config file's bytes (``None``: there is none); never through a link inside the project."""
+    try:
+        fd = os.open(check_path(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePath(f"{path} is a symbolic link; eventmem reads settings only from real files") from None
+        raise InvalidInput(f"{path}: cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        content = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(content) > MAX_CONFIG_BYTES:
+        raise InvalidInput(f"{path.name} is larger than {MAX_CONFIG_BYTES:,} bytes: not a settings file eventmem reads")
+    return content
+
+
+def _parse(path: Path, content: bytes) -> dict[str, Any]:
+    try:
+        return tomllib.loads(content.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise InvalidInput(f"{path.name}: not valid TOML: {exc}") from None
+
+
+def _tracked_by_git(path: Path) -> bool:
+    """Whether git tracks ``path`` (a file of a project that may be a git repository)."""
+    try:
+        result = run_git(path.parent, "ls-files", "--", path.name, timeout=10, check=False)
+    except GitError:
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """:func:`load_settings`' config."""
+    return load_settings(path, environ).config
+
+
+def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings in effect for the project whose tracked config file is ``path`` (see the module
+    docs for the order). Settings of a tracked file that reach the network or the environment and
+    are not approved are left out (their defaults apply) and listed in :attr:`Settings.ignored`."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    untrusted: dict[str, str] = {}
+    """Keys set (last) by a tracked file, with what they would do."""
+    approved: list[str] = []
+    content = _read_bytes(path)
+    if content is not None:
+        tracked = _parse(path, content)
+        data.update(tracked)
+        reaching = {str(k): _reach(str(k), v) for k, v in tracked.items() if _reach(str(k), v)}
+        if reaching and _approved(path, content, env):
+            approved = network_settings({k: tracked[k] for k in reaching})
+        else:
+            untrusted.update({k: f"{path.name}: {k} = {_shown(tracked[k])} ({w})" for k, w in reaching.items()})
+    for layer in (user_config_file(env), path.with_name("config.local.toml")):
+        layer_content = _read_bytes(layer)
+        if layer_content is None:
+            continue
+        table = _parse(layer, layer_content)
+        data.update(table)
+        for key in table:
+            untrusted.pop(str(key), None)
+        if layer.parent == path.parent and _tracked_by_git(layer):
+            untrusted.update(
+                {
+                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {_shown(table[k])} "
+                    f"({_reach(str(k), table[k])})"
+                    for k in table
+                    if _reach(str(k), table[k])
+                }
+            )
+    for field_ in msgspec.structs.fields(Config):
+        value = env.get(ENV_PREFIX + field_.name.upper())
+        if value is not None and value.strip() and "${" not in value:
+            try:
+                data[field_.name] = _coerce(value, field_.type)
+            except ValueError:
+                raise InvalidInput(f"{ENV_PREFIX}{field_.name.upper()}={value!r} is not valid") from None
+            untrusted.pop(field_.name, None)
+    for key in untrusted:
+        data.pop(key, None)
+    ignored = [
+        f"{line}; ignored (a setting in the repository may not do that). To use it, run `eventmem allow` "
+        "after reading the file, or set it in .eventmem/config.local.toml, your ~/.config/eventmem/config.toml "
+        f"or EVENTMEM_{key.upper()}"
+        for key, line in untrusted.items()
+    ]
+    try:
+        return Settings(msgspec.convert(data, Config), ignored, approved)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"{path.name}: {exc}") from None

@@ -1,0 +1,220 @@
+"""File primitives: a cross-process lock, atomic replacement of derived files, and the check that
+keeps every file eventmem opens inside its project.
+
+Nothing outside the project: a project's files may come from someone else (a merged branch can
+carry a symbolic link named ``.eventmem/cache``), so every component of a path below a project root
+is checked with ``lstat`` before eventmem reads or writes it (:func:`check_inside`), and files are
+created or appended with ``O_NOFOLLOW``. The root itself may be reached through links (a checkout
+under ``/home -> /data/home``): only what is inside it is checked. The roots are the ones
+:class:`eventmem.journal.project.ProjectPaths` was made for (:func:`confine`); the lock and the atomic
+writes below check any path under one of them, so no caller can forget to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from eventmem.core.errors import UnsafePath
+
+__all__ = [
+    "FileLock",
+    "atomic_replace",
+    "atomic_write",
+    "check_inside",
+    "check_path",
+    "confine",
+    "fsync_dir",
+    "make_dirs",
+    "open_append",
+]
+
+_ROOTS: dict[str, None] = {}
+"""Project roots (as given, not resolved) whose insides are checked; see :func:`confine`."""
+_ROOTS_LOCK = threading.Lock()
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def confine(root: Path) -> None:
+    """Check every path below ``root`` that the functions of this module open (idempotent)."""
+    key = os.path.normpath(os.fspath(root))
+    if key not in _ROOTS:
+        with _ROOTS_LOCK:
+            _ROOTS[key] = None
+
+
+def root_of(path: Path) -> Path | None:
+    """The innermost confined root that ``path`` is below (``None``: not in a project)."""
+    text = os.path.normpath(os.fspath(path))
+    best = ""
+    for root in list(_ROOTS):
+        if len(root) > len(best) and (text == root or text.startswith(root.rstrip(os.sep) + os.sep)):
+            best = root
+    return Path(best) if best else None
+
+
+def check_inside(root: Path, path: Path, *, kind: Literal["file", "folder"] = "file", create: bool = False) -> Path:
+    """``path`` if it is a real descendant of ``root``: every component below the root that exists
+    is a real folder (the last one a regular file or a folder, as ``kind`` says), none a symbolic
+    link. ``create`` makes the missing folders (with ``kind="folder"``, ``path`` too). Raises
+    :class:`UnsafePath` naming the path and what to do."""
+    relative = os.path.relpath(os.path.normpath(os.fspath(path)), os.path.normpath(os.fspath(root)))
+    parts = [] if relative == "." else relative.split(os.sep)
+    if ".." in parts or os.path.isabs(relative):
+        raise UnsafePath(f"{path} is not inside the project {root}; eventmem only reads and writes inside it")
+    current = Path(root)
+    if create and parts and not os.path.isdir(current):
+        current.mkdir(parents=True, exist_ok=True)  # the root itself (the global memory's, at first)
+    for index, part in enumerate(parts):
+        current = current / part
+        last = index == len(parts) - 1
+        want_folder = not last or kind == "folder"
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            if not (create and want_folder):
+                return path  # nothing below exists yet; whoever creates it checks again
+            try:
+                os.mkdir(current)
+            except FileExistsError:
+                pass  # a racing process made it: checked below like any other
+            info = os.lstat(current)
+        shown = "/".join(parts[: index + 1])
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePath(
+                f"{shown} (in {root}) is a symbolic link to {os.readlink(current)}; eventmem never reads or "
+                f"writes through links inside the project. Remove the link (replace it with a real "
+                f"{'folder' if want_folder else 'file'}) and retry."
+            )
+        if want_folder and not stat.S_ISDIR(info.st_mode):
+            raise UnsafePath(f"{shown} (in {root}) is not a folder; move it away and retry.")
+        if not want_folder and not stat.S_ISREG(info.st_mode):
+            raise UnsafePath(f"{shown} (in {root}) is not a regular file; move it away and retry.")
+    return path
+
+
+def check_path(path: Path, *, kind: Literal["file", "folder"] = "file") -> Path:
+    """:func:`check_inside` for a path in any confined project (outside every project: unchecked)."""
+    root = root_of(path)
+    return path if root is None else check_inside(root, path, kind=kind)
+
+
+def make_dirs(folder: Path) -> None:
+    """``mkdir -p folder``; inside a project, only through real folders (:func:`check_inside`)."""
+    root = root_of(folder)
+    if root is None:
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        check_inside(root, folder, kind="folder", create=True)
+
+
+def open_append(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """A descriptor appending to ``path`` (created if missing), never through a symbolic link: its
+    folders are checked and the file itself is opened with ``O_NOFOLLOW``."""
+    make_dirs(path.parent)
+    check_path(path)
+    try:
+        return os.open(path, flags | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, mode)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePath(f"{path} is a symbolic link; eventmem never writes through links. Remove it.") from exc
+        raise
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes | memoryview, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old file or the new one, never a mix.
+
+    Temp file in the same directory (written through the descriptor that created it), fsync,
+    rename, fsync the directory; the temp file is removed if anything fails.
+    """
+    _replace(path, data, None, durable)
+
+
+def atomic_replace(path: Path, write: Callable[[Path], object], *, durable: bool = True) -> None:
+    """:func:`atomic_write` of the file that ``write`` writes at the temp path it is given (for
+    writers that take a file name, such as FAISS's)."""
+    _replace(path, b"", write, durable)
+
+
+def _replace(path: Path, data: bytes | memoryview, write: Callable[[Path], object] | None, durable: bool) -> None:
+    """Inside a project the folders are checked (:func:`check_inside`); the temp file is created
+    with ``O_EXCL`` (never through a link) and the rename replaces a link at ``path`` rather than
+    following it."""
+    make_dirs(path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable and write is None:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if write is not None:
+            write(tmp)
+            if durable:
+                fd = os.open(tmp, os.O_RDONLY | _NOFOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        os.replace(tmp, path)
+        if durable:
+            fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class FileLock:
+    """An exclusive ``flock`` on a dedicated lock file, shared by every process of a project.
+
+    ``flock`` belongs to the open file description, so other opens of other files in this process
+    never drop it (POSIX ``lockf`` locks do). The kernel releases it when the process dies, so a
+    killed writer leaves no stale lock behind.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextlib.contextmanager
+    def hold(self, *, blocking: bool = True) -> Iterator[bool]:
+        """Hold the lock for the block; with ``blocking=False`` yields ``False`` when it is taken."""
+        make_dirs(self.path.parent)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, 0o644)
+        except OSError as exc:
+            if os.path.islink(self.path):
+                raise UnsafePath(f"the lock file {self.path} is a symbolic link; remove it and retry") from exc
+            raise
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

@@ -1,0 +1,514 @@
+"""The journal: append-only JSONL segments, the only source of truth.
+
+Writing: one writer at a time per journal directory (``flock`` on ``.eventmem/journal.lock``); the
+whole batch of lines goes out in ``os.write`` calls on an ``O_APPEND`` descriptor, then ``fsync``.
+The next writer, holding the lock, settles an unterminated last line: a complete event that only
+lost its newline (an editor, a web edit) gets the newline back; anything else (a crash mid-write)
+is copied to ``.eventmem/cache/quarantine/`` and then cut, so repair never destroys a byte. If a
+write fails (disk full, read-only), the segment is cut back to its size before the write, so a
+failed save leaves nothing behind.
+
+Reading: segments are read in chunks, with bounded memory whatever a line's length. Every line goes
+through one decoder (:func:`decode_stream`, also used for bytes from git and by compaction): it
+becomes a valid event or is reported with its file, byte offset and line number, never silently
+skipped or rewritten. An unterminated last line is folded when it is a complete valid event (the
+cursor then stands just past it, before the newline to come); otherwise it is the end of the log
+for readers (a write in progress or a torn write).
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import io
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eventmem.core.codec import LineError, UnknownEvent, decode_line, decode_lines, encode_event
+from eventmem.core.errors import InvalidInput, JournalCorrupt, JournalUnwritable, LimitExceeded, UnsafePath
+from eventmem.core.events import AnyEvent, Event
+from eventmem.core.limits import MAX_LINE_BYTES
+from eventmem.journal.files import FileLock, atomic_replace, atomic_write, fsync_dir
+from eventmem.journal.project import ProjectPaths
+
+__all__ = [
+    "Appended",
+    "Journal",
+    "ScanResult",
+    "Segment",
+    "decode_bytes",
+    "decode_stream",
+    "name_of_segment",
+    "segment_lines",
+]
+
+log = logging.getLogger("eventmem.journal.journal")
+
+CHUNK_BYTES = 4 * 1_048_576
+"""How much of a segment is read at once (below :data:`MAX_LINE_BYTES`, so a chunk's own lines
+are never too long; only a line begun in an earlier chunk can be)."""
+
+Decoded = AnyEvent | UnknownEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One segment file; ``name`` is relative to ``.eventmem/`` (``journal/x.main.jsonl``)."""
+
+    name: str
+    path: Path
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one append went: enough for a reader to move its cursor past it without reading it."""
+
+    name: str
+    """The segment, relative to ``.eventmem/``."""
+    start: int
+    """The segment's size before the append (after any torn tail was cut)."""
+    data: bytes
+    """The bytes written: the events' lines, after the newline an unterminated last line lacked."""
+    stat: tuple[int, int, int]
+    """(size, mtime_ns, inode) of the segment just after the append."""
+
+
+@dataclass(slots=True)
+class ScanResult:
+    events: list[Decoded] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    """Byte offset of each event's line (only filled when asked for)."""
+    end: int = 0
+    """Offset just past the last complete line read: where the next scan starts."""
+    corrupt: list[JournalCorrupt] = field(default_factory=list)
+    torn_tail: int = 0
+    """Bytes after ``end`` that do not end in a newline yet (a write in progress or a torn write)."""
+    unterminated: bool = False
+    """The last event read is a complete line without its newline (``end`` is just past it)."""
+
+
+class Journal:
+    def __init__(self, paths: ProjectPaths, *, durable: bool = True, max_segment_bytes: int = 0) -> None:
+        self.paths = paths
+        self.durable = durable
+        self.max_segment_bytes = max_segment_bytes
+        self.lock = FileLock(paths.lock_file)
+        self.refused: dict[str, str] = {}
+        """Segments (or folders) the last :meth:`segments` left out, by name, with the reason: symbolic
+        links and other entries that are not real files inside the project."""
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def segments(self) -> list[Segment]:
+        """Every segment, archive first, sorted by name (order does not change the fold). A folder or a
+        segment that is a symbolic link (or not a regular file) is never read: it is left out and
+        named in :attr:`refused`."""
+        found: list[Segment] = []
+        refused: dict[str, str] = {}
+        for folder in (self.paths.archive_dir, self.paths.journal_dir):
+            try:
+                self.paths.inside(folder, kind="folder")
+                entries = list(os.scandir(folder))
+            except UnsafePath as exc:
+                refused[folder.name + "/"] = str(exc)
+                continue
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if not entry.name.endswith(".jsonl"):
+                    continue
+                name = name_of_segment(entry.path)
+                if not entry.is_file(follow_symlinks=False):
+                    kind = "a symbolic link" if entry.is_symlink() else "not a regular file"
+                    refused[name] = f"{name} is {kind}; it is not read. Remove it (or replace it with the real file)."
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                found.append(Segment(name, Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino))
+        found.sort(key=lambda s: s.name)
+        self.refused = refused
+        return found
+
+    @staticmethod
+    def scan(path: Path, start: int = 0, *, with_offsets: bool = False, name: str = "") -> ScanResult:
+        """Decode the lines from byte ``start`` on, in chunks. Corrupt lines are collected, not raised."""
+        try:  # (a segment swapped for a link after it was listed is not followed)
+            handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW), "rb")
+        except FileNotFoundError:
+            return ScanResult(end=start)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            return ScanResult(end=start, corrupt=[JournalCorrupt(name or str(path), 0, "is a symbolic link: not read")])
+        label = name or str(path)
+        with handle:
+            handle.seek(start)
+            result = decode_stream(handle.read, start, label, with_offsets=with_offsets)
+            if result.corrupt and start == 0:
+                handle.seek(0)
+                _number_lines(handle.read, result.corrupt)
+        return result
+
+    def iter_all(self, *, with_offsets: bool = False) -> Iterator[tuple[Segment, ScanResult]]:
+        for segment in self.segments():
+            yield segment, self.scan(segment.path, 0, with_offsets=with_offsets, name=segment.name)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, events: Sequence[Event], *, locked: bool = False) -> str:
+        """Append events as lines of this clone's segment for the current branch.
+
+        Returns the segment's name. Raises :class:`JournalUnwritable` when the disk refuses (the
+        segment is cut back to where it was) and :class:`LimitExceeded` when the segment is full.
+        ``locked``: the caller already holds :attr:`lock` (taking it again would wait forever).
+        """
+        appended = self.append_located(events, locked=locked)
+        return appended.name if appended is not None else ""
+
+    def append_located(self, events: Sequence[Event], *, locked: bool = False) -> Appended | None:
+        """:meth:`append`, telling where the lines went (``None`` when there was nothing to write)."""
+        data = b"".join(encode_event(event) for event in events)
+        if not data:
+            return None
+        _refuse_unreadable(data)
+        try:
+            self.paths.ensure()
+            segment = self.paths.inside(self.paths.journal_dir / self.paths.segment_name())
+            if locked:
+                return self._append_locked(segment, data)
+            with self.lock.hold():
+                return self._append_locked(segment, data)
+        except OSError as exc:
+            raise JournalUnwritable(describe_os_error(exc)) from exc
+
+    def _append_locked(self, segment: Path, data: bytes) -> Appended:
+        created = not segment.exists()
+        fd = os.open(segment, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            size, newline = self._settle_tail(fd, segment)
+            data = newline + data
+            if self.max_segment_bytes and size + len(data) > self.max_segment_bytes:
+                raise LimitExceeded(
+                    f"journal segment {segment.name} would grow past {self.max_segment_bytes} bytes "
+                    "(max_segment_bytes); run `eventmem compact` to archive old history, "
+                    "or raise the limit in .eventmem/config.toml"
+                )
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                if self.durable:
+                    _sync_data(fd)
+                after = os.fstat(fd)
+            except OSError:
+                try:  # leave nothing half-written behind
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
+        if created and self.durable:
+            fsync_dir(segment.parent)
+        stat = (after.st_size, after.st_mtime_ns, after.st_ino)
+        return Appended(name_of_segment(segment), size, data, stat)
+
+    def repair(self) -> list[str]:
+        """Settle the last line of every live segment (under the lock): give a complete event back its
+        newline, quarantine and cut a torn tail. Returns the segments changed."""
+        repaired: list[str] = []
+        with self.lock.hold():
+            for segment in self.segments():
+                if segment.name.startswith("archive/"):
+                    continue
+                if self.settle(segment.path):
+                    repaired.append(segment.name)
+        return repaired
+
+    def read_settled(self, path: Path) -> bytes:
+        """A live segment's bytes after :meth:`settle` (as a writer would: a torn tail is quarantined,
+        then cut); the caller holds the lock and is about to :meth:`rewrite_segment` it."""
+        self.settle(path)
+        return self.paths.inside(path).read_bytes()
+
+    def rewrite_segment(self, path: Path, live: bytes, *, archive: Path, archived: bytes) -> None:
+        """Move lines of a live segment into a new archive segment; the caller holds the lock.
+
+        The archive segment is written first (temp file, fsync, rename, fsync of its folder), then the
+        live segment is replaced by ``live`` the same way: a crash between the two leaves lines in
+        both places (duplicates the fold ignores), never a line in neither. Raises
+        :class:`JournalUnwritable` when the disk refuses (the live segment is then unchanged)."""
+        try:
+            atomic_write(self.paths.inside(archive), archived, durable=self.durable)
+            atomic_write(self.paths.inside(path), live, durable=self.durable)
+        except OSError as exc:
+            raise JournalUnwritable(describe_os_error(exc)) from exc
+
+    def settle(self, path: Path) -> bool:
+        """:meth:`repair` of one segment; the caller holds the lock. Whether it changed."""
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            before = os.fstat(fd).st_size
+            size, newline = self._settle_tail(fd, path)
+            if newline:
+                os.pwrite(fd, newline, size)
+                if self.durable:
+                    _sync_data(fd)
+            return bool(newline) or size != before
+        finally:
+            os.close(fd)
+
+    def _settle_tail(self, fd: int, path: Path) -> tuple[int, bytes]:
+        """Deal with an unterminated last line before an append; the caller holds the lock.
+
+        Returns the size to append at and ``b"\\n"`` when the last line is a complete event that
+        only lacks its newline (kept: the newline goes first), else ``b""``. Anything else after the
+        last newline is copied to the quarantine folder, then cut."""
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return size, b""
+        keep = _last_line_start(fd, size)
+        if size - keep <= MAX_LINE_BYTES:
+            try:
+                decode_line(os.pread(fd, size - keep, keep))
+            except LineError:
+                pass
+            else:
+                return size, b"\n"
+        try:
+            self._quarantine(fd, path, keep, size)
+        except (OSError, UnsafePath) as exc:  # no copy, no cut: the bytes stay, a corrupt line readers report
+            log.warning("could not quarantine the torn tail of %s (%s): it is kept as a corrupt line", path.name, exc)
+            return size, b"\n"
+        os.ftruncate(fd, keep)
+        return keep, b""
+
+    def _quarantine(self, fd: int, path: Path, start: int, end: int) -> Path:
+        """Copy bytes ``start``-``end`` of a segment to ``.eventmem/cache/quarantine/`` (atomically)."""
+        moment = time.time()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(moment)) + f".{int(moment % 1 * 1e6):06d}Z"
+        target = self.paths.cache_dir / QUARANTINE / f"{path.name}.{start}.{stamp}.bin"
+
+        def copy(tmp: Path) -> None:
+            with open(tmp, "wb") as out:
+                position = start
+                while position < end:
+                    block = os.pread(fd, min(end - position, 1_048_576), position)
+                    if not block:
+                        break
+                    out.write(block)
+                    position += len(block)
+
+        atomic_replace(target, copy, durable=self.durable)
+        return target
+
+    def quarantined(self) -> list[str]:
+        """A sentence for each torn tail kept in the quarantine folder (until someone deletes it)."""
+        folder = self.paths.cache_dir / QUARANTINE
+        try:
+            files = sorted((e for e in os.scandir(folder) if e.name.endswith(".bin")), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        notes = []
+        for entry in files:
+            segment, _, rest = entry.name.removesuffix(".bin").partition(".jsonl.")
+            offset = rest.split(".", 1)[0]
+            where = f"journal/{segment}.jsonl at byte {offset}" if segment else entry.name
+            notes.append(
+                f"a torn last line of {where} was not a complete event: it was cut and saved to "
+                f".eventmem/cache/{QUARANTINE}/{entry.name} (delete that file once checked)"
+            )
+        return notes
+
+
+QUARANTINE = "quarantine"
+
+
+def decode_stream(read: Callable[[int], bytes], start: int, label: str, *, with_offsets: bool = False) -> ScanResult:
+    """Decode the lines ``read`` gives (a segment's bytes from offset ``start``), in chunks.
+
+    The one segment decoder: a line longer than :data:`MAX_LINE_BYTES` is reported and skipped
+    without being held whole; an unterminated last line is an event when it decodes as one."""
+    result = ScanResult(end=start)
+    position = start  # offset of the first byte not yet consumed (pending starts there)
+    pending = b""
+    skipping = -1  # where a line too long to read began
+    was_enabled = gc.isenabled()
+    gc.disable()  # a bulk decode makes many young objects; the cyclic GC would cost 2/3 of it
+    try:
+        while chunk := read(CHUNK_BYTES):
+            if skipping >= 0:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    position += len(chunk)
+                    continue
+                problem = f"a line of {position + newline - skipping:,} bytes is longer than {MAX_LINE_BYTES:,}"
+                result.corrupt.append(JournalCorrupt(label, skipping, problem))
+                position += newline + 1
+                result.end = position
+                chunk = chunk[newline + 1 :]
+                skipping = -1
+            if pending:
+                newline = chunk.find(b"\n")
+                if newline >= 0:  # the line begun in an earlier chunk ends here
+                    _decode_block(pending + chunk[: newline + 1], position, label, with_offsets, result)
+                    position += len(pending) + newline + 1
+                    result.end = position
+                    chunk, pending = chunk[newline + 1 :], b""
+            last = chunk.rfind(b"\n")
+            if last >= 0:
+                _decode_block(chunk[: last + 1], position, label, with_offsets, result)
+                position += last + 1
+                result.end = position
+                chunk = chunk[last + 1 :]
+            pending += chunk
+            if len(pending) > MAX_LINE_BYTES:
+                skipping, position, pending = position, position + len(pending), b""
+    finally:
+        if was_enabled:
+            gc.enable()
+    if skipping >= 0:
+        result.torn_tail = position - skipping
+    elif pending:
+        try:
+            event = decode_line(pending) if pending.strip() else None
+        except LineError:
+            event = None
+        if event is None:
+            result.torn_tail = len(pending)
+        else:
+            result.events.append(event)
+            if with_offsets:
+                result.offsets.append(position)
+            result.end = position + len(pending)
+            result.unterminated = True
+    return result
+
+
+def decode_bytes(data: bytes, name: str, *, with_offsets: bool = False) -> ScanResult:
+    """:func:`decode_stream` of a segment's bytes already in memory (from git, or read whole)."""
+    result = decode_stream(io.BytesIO(data).read, 0, name, with_offsets=with_offsets)
+    if result.corrupt:
+        _number_lines(io.BytesIO(data).read, result.corrupt)
+    return result
+
+
+def segment_lines(data: bytes, name: str = "") -> list[tuple[bytes, Decoded | None]]:
+    """Every non-blank line of a segment's bytes, exactly as written (with its newline when it has
+    one), with the event :func:`decode_bytes` made of it: ``None`` for a line it reports as corrupt
+    and for a torn tail. For rewriting a segment line by line without a second reading of it."""
+    result = decode_bytes(data, name, with_offsets=True)
+    places: list[tuple[int, Decoded | None]] = list(zip(result.offsets, result.events, strict=True))
+    places += [(problem.offset, None) for problem in result.corrupt]
+    if result.torn_tail and data[result.end :].strip():
+        places.append((result.end, None))
+    places.sort(key=lambda place: place[0])
+    lines: list[tuple[bytes, Decoded | None]] = []
+    for offset, event in places:
+        end = data.find(b"\n", offset)
+        lines.append((data[offset : len(data) if end < 0 else end + 1], event))
+    return lines
+
+
+def _decode_block(block: bytes, position: int, label: str, with_offsets: bool, result: ScanResult) -> None:
+    """Decode complete lines (``block`` ends with a newline) found at byte ``position``."""
+    fast = decode_lines(block) if len(block) <= CHUNK_BYTES else None  # (longer: one line begun earlier)
+    if fast is not None and not with_offsets:
+        result.events.extend(fast)
+        return
+    offsets: list[int] = []
+    lines: list[bytes] = []
+    for line in block.split(b"\n")[:-1]:
+        if line.strip():
+            offsets.append(position)
+            lines.append(line)
+        position += len(line) + 1
+    if fast is not None and len(fast) == len(lines):
+        result.events.extend(fast)
+        result.offsets.extend(offsets)
+        return
+    for line, offset in zip(lines, offsets, strict=True):
+        try:
+            result.events.append(decode_line(line))
+            if with_offsets:
+                result.offsets.append(offset)
+        except LineError as exc:
+            result.corrupt.append(JournalCorrupt(label, offset, str(exc)))
+
+
+def _refuse_unreadable(data: bytes) -> None:
+    """Raise :class:`InvalidInput` rather than write a line that readers would report and leave out."""
+    if decode_lines(data) is not None:
+        return
+    for line in data.splitlines():
+        try:
+            decode_line(line)
+        except LineError as exc:
+            raise InvalidInput(f"nothing was written: the journal's readers would refuse this event ({exc})") from None
+
+
+def _number_lines(read: Callable[[int], bytes], problems: list[JournalCorrupt]) -> None:
+    """Add the line number to each problem's reason (the bytes are read again, in chunks)."""
+    wanted = sorted(range(len(problems)), key=lambda i: problems[i].offset)
+    lines, position, index = 1, 0, 0
+    while index < len(wanted) and (chunk := read(CHUNK_BYTES)):
+        while index < len(wanted) and problems[wanted[index]].offset < position + len(chunk):
+            problem = problems[wanted[index]]
+            number = lines + chunk.count(b"\n", 0, problem.offset - position)
+            problems[wanted[index]] = JournalCorrupt(problem.path, problem.offset, f"{problem.reason} (line {number})")
+            index += 1
+        lines += chunk.count(b"\n")
+        position += len(chunk)
+
+
+def name_of_segment(path: str | os.PathLike[str]) -> str:
+    """A segment's name as cursors and snapshots know it: its folder and file (``journal/x.main.jsonl``)."""
+    folder, file = os.path.split(os.fspath(path))
+    return f"{os.path.basename(folder)}/{file}"
+
+
+def _sync_data(fd: int) -> None:
+    """Put an append on disk: ``fdatasync`` where there is one (the data and the size, which is
+    what reading it back needs; 10-15% cheaper than ``fsync``, which also writes the times)."""
+    sync = getattr(os, "fdatasync", None) or os.fsync
+    sync(fd)
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    """Offset just past the last newline of the first ``size`` bytes (0 when there is none)."""
+    position = size
+    chunk = 64 * 1024
+    while position > 0:
+        start = max(0, position - chunk)
+        block = os.pread(fd, position - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
+
+
+def describe_os_error(exc: OSError) -> str:
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ELOOP: "it is a symbolic link, and eventmem never writes through links (remove it)",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    where = f" ({exc.filename})" if exc.filename else ""
+    return (
+        f"could not write to the memory journal: {reason}{where}. "
+        "Nothing was saved; free space or fix permissions and retry."
+    )

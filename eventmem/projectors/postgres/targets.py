@@ -1,0 +1,53 @@
+"""Which journals a sync projects: ``NAME=PATH`` targets, checked, and the global journal's name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from eventmem.core.errors import InvalidInput
+from eventmem.core.limits import limit
+from eventmem.core.validation import shown
+from eventmem.journal.project import sanitize
+
+__all__ = ["GLOBAL", "Target", "parse_projects"]
+
+GLOBAL = "global"
+"""The name the user-wide global journal's rows carry (no project may take it)."""
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    root: Path
+
+
+def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> list[Target]:
+    """``NAME=PATH`` values, checked (a name of letters, digits, ``._-``, an existing folder, each
+    name once); none given: the current project, named after its folder."""
+    high = int(limit("project").high)
+    targets: list[Target] = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise InvalidInput(f"--project takes NAME=PATH, not {shown(value)}")
+        if len(name) > high or not _NAME.match(name):
+            raise InvalidInput(
+                f"project name {shown(name)} must be 1-{high} letters, digits, '.', '_' or '-', "
+                "beginning with a letter or digit"
+            )
+        if name == GLOBAL:
+            raise InvalidInput(f"the project name {GLOBAL!r} is taken by the global memory; choose another")
+        if any(t.name == name for t in targets):
+            raise InvalidInput(f"the project name {shown(name)} is given twice")
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise InvalidInput(f"the project {shown(name)}: {shown(path)} is not an existing folder")
+        targets.append(Target(name, root.resolve()))
+    if not targets:
+        root = default_root()
+        targets.append(Target(sanitize(root.name), root))
+    return targets
