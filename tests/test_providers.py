@@ -271,6 +271,19 @@ def test_when_the_embedding_server_is_down_saves_still_work_and_recall_falls_bac
         service.close()
 
 
+def test_search_shares_recalls_query_path_and_says_so_when_it_falls_back_to_keywords(project: Path) -> None:
+    env = {"EVENTMEM_EMBEDDER": f"ollama:nomic-embed-text@http://127.0.0.1:{closed_port()}?retries=0"}
+    service = open_service(RootChoice(project, "test"), environ=env)
+    try:
+        saved = service.save("Deploys go through the blue-green switch in deploy/switch.sh.")
+        hits = service.search("blue-green deploys")
+        assert [h.id for h in hits] == [h.id for h in service.recall("blue-green deploys")] == [saved.id]
+        (note,) = service.search_notes()
+        assert "cannot reach Ollama" in note and "keyword matches only" in note
+    finally:
+        service.close()
+
+
 def test_a_question_asked_again_is_not_sent_to_the_embedding_server_again(standin: StandIn, project: Path) -> None:
     env = {"EVENTMEM_EMBEDDER": f"ollama:nomic-embed-text@{standin.url}"}
     service = open_service(RootChoice(project, "test"), environ=env)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -68,51 +68,10 @@ class Queries(Part):
         owners: dict[str, Store] = {}
         now = time.time() if now is None else now
         self._search_notes.notes = []
-        for store in self.stores():
-            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
-                continue
-            store.catch_up()
-            with store.read() as view:
-                mask = build_mask(view, filters, now)
-                # until a slow embedding model is ready, answer from the keyword index and say so
-                vectors = mode != "keyword" and view.vector_status() == "ready"
-                try:
-                    scored = hybrid_search(
-                        view,
-                        query,
-                        limit,
-                        mask,
-                        self.config,
-                        use_vectors=vectors,
-                        use_keywords=mode != "vector" or not vectors,
-                        now=now,
-                    )
-                except ProviderError:
-                    vectors = False
-                    scored = hybrid_search(view, query, limit, mask, self.config, use_vectors=False, now=now)
-                if mode != "keyword" and not vectors:
-                    self._search_notes.notes = [*self.search_notes(), view.vector_note()]
-                memories = view.memories()
-                for item in scored:
-                    record = memories[view.id_at(item.slot)]
-                    hits.append(
-                        Hit(
-                            id=record.id,
-                            score=round(item.score, 4),
-                            kind=record.kind,
-                            scope=record.scope,
-                            title=record.title,
-                            summary=record.summary,
-                            tags=list(record.tags),
-                            importance=record.importance,
-                            created_at=record.created_at,
-                            updated_at=record.updated_at or record.created_at,
-                            vector_score=round(item.vector_score, 4),
-                            keyword_score=round(item.keyword_score, 4),
-                            content=record.content if include_content else None,
-                        )
-                    )
-                    owners[record.id] = store
+        for store, view, mask in self._searched(filters, now):
+            for hit, _ in self._ranked(view, query, limit, mask, mode, now, include_content=include_content):
+                hits.append(hit)
+                owners[hit.id] = store
         hits.sort(key=lambda h: (-h.score, h.id))
         hits = hits[:limit]
         if access:
@@ -223,62 +182,17 @@ class Queries(Part):
         now = time.time()
         hits: list[tuple[Hit, float]] = []
         owners: dict[str, Store] = {}
-        for store in self.stores():
-            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
-                continue
-            store.catch_up()
-            with store.read() as view:
-                mask = build_mask(view, filters, now)
-                if project is not None:
-                    mask &= self._project_mask(store, view, project)
-                if text:
-                    vectors = mode != "keyword" and view.vector_status() == "ready"
-                    scored = [
-                        (s.slot, s.score, s.vector_score, s.keyword_score)
-                        for s in hybrid_search(
-                            view,
-                            text,
-                            limit,
-                            mask,
-                            self.config,
-                            use_vectors=vectors,
-                            use_keywords=mode != "vector" or not vectors,
-                            now=now,
-                        )
-                    ]
-                else:
-                    slots = mask.nonzero()[0]
-                    updated = view.updated_at(slots)
-                    importance = view.importance_at(slots)
-                    keys = np.stack([updated] if order == "recent" else [updated, importance])
-                    order_of = np.lexsort(keys)[::-1][:limit]
-                    picked, picked_importance = slots[order_of], importance[order_of]
-                    scored = [
-                        (slot, weight, 0.0, 0.0)
-                        for slot, weight in zip(picked.tolist(), picked_importance.tolist(), strict=True)
-                    ]
-                memories = view.memories()
-                positions = np.asarray([slot for slot, _, _, _ in scored], np.int64)
-                updated_of = dict(zip(positions.tolist(), view.updated_at(positions).tolist(), strict=True))
-                for slot, score, vector_score, keyword_score in scored:
-                    record = memories[view.id_at(slot)]
-                    hit = Hit(
-                        id=record.id,
-                        score=round(score, 4),
-                        kind=record.kind,
-                        scope=record.scope,
-                        title=record.title,
-                        summary=record.summary,
-                        tags=list(record.tags),
-                        importance=record.importance,
-                        created_at=record.created_at,
-                        updated_at=record.updated_at or record.created_at,
-                        vector_score=round(vector_score, 4),
-                        keyword_score=round(keyword_score, 4),
-                        content=record.content if include_content else None,
-                    )
-                    hits.append((hit, float(updated_of[slot])))
-                    owners[record.id] = store
+        self._search_notes.notes = []
+        for store, view, mask in self._searched(filters, now):
+            if project is not None:
+                mask &= self._project_mask(store, view, project)
+            if text:
+                answers = self._ranked(view, text, limit, mask, mode, now, include_content=include_content)
+            else:
+                answers = self._listed(view, mask, limit, order, include_content=include_content)
+            for hit, updated in answers:
+                hits.append((hit, updated))
+                owners[hit.id] = store
         if order == "relevance":
             hits.sort(key=lambda h: (-h[0].score, h[0].id))
         elif order == "importance":
@@ -289,6 +203,65 @@ class Queries(Part):
         if access and text:  # a listing is browsing, not use: only search hits count as accesses
             self.accesses.record_hits(owners, found)
         return found
+
+    def _searched(self, filters: Filters, now: float) -> Iterator[tuple[Store, ReadView, npt.NDArray[np.bool_]]]:
+        """Each store the filters' scope names, caught up, read, with the mask of what the filters let in."""
+        for store in self.stores():
+            if filters.scope not in (None, "all") and store is not self.store_for(filters.scope):
+                continue
+            store.catch_up()
+            with store.read() as view:
+                yield store, view, build_mask(view, filters, now)
+
+    def _ranked(
+        self,
+        view: ReadView,
+        text: str,
+        limit: int,
+        mask: npt.NDArray[np.bool_],
+        mode: str,
+        now: float,
+        *,
+        include_content: bool,
+    ) -> list[tuple[Hit, float]]:
+        """The one query path of recall and search: the best ``limit`` of ``mask`` for ``text``, with
+        each hit's last update. Until a slow embedding model is ready, or when a model provider fails,
+        the keyword index answers alone and the search notes say so."""
+        vectors = mode != "keyword" and view.vector_status() == "ready"
+        try:
+            scored = hybrid_search(
+                view,
+                text,
+                limit,
+                mask,
+                self.config,
+                use_vectors=vectors,
+                use_keywords=mode != "vector" or not vectors,
+                now=now,
+            )
+        except ProviderError:
+            vectors = False
+            scored = hybrid_search(view, text, limit, mask, self.config, use_vectors=False, now=now)
+        if mode != "keyword" and not vectors:
+            self._search_notes.notes = [*self.search_notes(), view.vector_note()]
+        rows = [(s.slot, s.score, s.vector_score, s.keyword_score) for s in scored]
+        return _hits(view, rows, include_content=include_content)
+
+    @staticmethod
+    def _listed(
+        view: ReadView, mask: npt.NDArray[np.bool_], limit: int, order: str, *, include_content: bool
+    ) -> list[tuple[Hit, float]]:
+        """Without a query: what ``mask`` holds, most recent (or most important, then recent) first."""
+        slots = mask.nonzero()[0]
+        updated = view.updated_at(slots)
+        importance = view.importance_at(slots)
+        keys = np.stack([updated] if order == "recent" else [updated, importance])
+        order_of = np.lexsort(keys)[::-1][:limit]
+        picked, picked_importance = slots[order_of], importance[order_of]
+        rows = [
+            (slot, weight, 0.0, 0.0) for slot, weight in zip(picked.tolist(), picked_importance.tolist(), strict=True)
+        ]
+        return _hits(view, rows, include_content=include_content)
 
     def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
         n = view.size()
@@ -345,3 +318,32 @@ class Queries(Part):
             "counts": {k: counts[k] for k in sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else 99, k))},
             "omitted": omitted,
         }
+
+
+def _hits(
+    view: ReadView, rows: list[tuple[int, float, float, float]], *, include_content: bool
+) -> list[tuple[Hit, float]]:
+    """(slot, score, vector score, keyword score) rows as hits, each with its last update."""
+    memories = view.memories()
+    positions = np.asarray([slot for slot, _, _, _ in rows], np.int64)
+    updated = view.updated_at(positions).tolist()
+    hits: list[tuple[Hit, float]] = []
+    for (slot, score, vector_score, keyword_score), when in zip(rows, updated, strict=True):
+        record = memories[view.id_at(slot)]
+        hit = Hit(
+            id=record.id,
+            score=round(score, 4),
+            kind=record.kind,
+            scope=record.scope,
+            title=record.title,
+            summary=record.summary,
+            tags=list(record.tags),
+            importance=record.importance,
+            created_at=record.created_at,
+            updated_at=record.updated_at or record.created_at,
+            vector_score=round(vector_score, 4),
+            keyword_score=round(keyword_score, 4),
+            content=record.content if include_content else None,
+        )
+        hits.append((hit, float(when)))
+    return hits
