@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from eventmem.core.errors import InvalidInput
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
-from eventmem.interchange.sources import open_sqlite, read_text, real_file
+from eventmem.interchange.sources import json_with_list, objects_in, open_sqlite, real_file
 
 __all__ = ["read"]
 
@@ -83,17 +83,9 @@ def _graph_rows(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
 
 def _read_backup(path: Path) -> Bundle:
     bundle = Bundle(FORMAT)
-    try:
-        data = json.loads(read_text(path))
-    except ValueError as exc:
-        raise InvalidInput(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("memories"), list):
-        raise InvalidInput(f"{path}: not an mcp-memory-service backup (no memories list)")
-    for index, record in enumerate(data["memories"]):
-        where = f"{path.name} memories[{index}]"
-        if not isinstance(record, dict):
-            bundle.problems.append(Problem(where, "not an object"))
-        elif (item := _memory(record, where, bundle.problems)) is not None:
+    data = json_with_list(path, "memories", "an mcp-memory-service backup")
+    for where, record in objects_in(data["memories"], f"{path.name} memories", bundle.problems, Problem):
+        if (item := _memory(record, where, bundle.problems)) is not None:
             bundle.items.append(item)
     return bundle
 

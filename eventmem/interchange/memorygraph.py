@@ -20,7 +20,7 @@ from typing import Any, Final
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
-from eventmem.interchange.sources import open_sqlite, read_text, real_file
+from eventmem.interchange.sources import json_with_list, objects_in, open_sqlite, real_file
 
 __all__ = ["read"]
 
@@ -71,24 +71,12 @@ def _read_database(path: Path) -> Bundle:
 
 def _read_export(path: Path) -> Bundle:
     bundle = Bundle(FORMAT)
-    try:
-        data = json.loads(read_text(path))
-    except ValueError as exc:
-        raise InvalidInput(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("memories"), list):
-        raise InvalidInput(f"{path}: not a memorygraph export (no memories list)")
-    for index, record in enumerate(data["memories"]):
-        where = f"{path.name} memories[{index}]"
-        if not isinstance(record, dict):
-            bundle.problems.append(Problem(where, "not an object"))
-        elif (item := _memory(record, where, bundle.problems)) is not None:
+    data = json_with_list(path, "memories", "a memorygraph export")
+    for where, record in objects_in(data["memories"], f"{path.name} memories", bundle.problems, Problem):
+        if (item := _memory(record, where, bundle.problems)) is not None:
             bundle.items.append(item)
     relationships = data.get("relationships") or []
-    for index, record in enumerate(relationships if isinstance(relationships, list) else []):
-        where = f"{path.name} relationships[{index}]"
-        if not isinstance(record, dict):
-            bundle.problems.append(Problem(where, "not an object"))
-            continue
+    for where, record in objects_in(relationships, f"{path.name} relationships", bundle.problems, Problem):
         properties = record.get("properties") if isinstance(record.get("properties"), dict) else {}
         start, end = record.get("from_memory_id"), record.get("to_memory_id")
         if not isinstance(start, str) or not isinstance(end, str):

@@ -10,6 +10,7 @@ as it is without being touched.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -17,6 +18,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from eventmem.core.errors import InvalidInput, UnsafePath
 from eventmem.core.limits import MAX_IMPORT_BYTES, MAX_IMPORT_FILES
@@ -120,3 +122,24 @@ def note_files(folder: Path, suffixes: tuple[str, ...] = (".md",)) -> list[Path]
                     "a smaller folder"
                 )
     return found
+
+
+def json_with_list(path: Path, key: str, what: str) -> dict[str, Any]:
+    """A JSON file holding an object with a ``key`` list (an export, a backup); else one clear error."""
+    try:
+        data = json.loads(read_text(path))
+    except ValueError as exc:
+        raise InvalidInput(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise InvalidInput(f"{path}: not {what} (no {key} list)")
+    return data
+
+
+def objects_in(entries: Any, where: str, problems: list[Any], problem: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The objects of a JSON list with their place (``where[index]``); anything else is a problem."""
+    for index, record in enumerate(entries if isinstance(entries, list) else []):
+        place = f"{where}[{index}]"
+        if isinstance(record, dict):
+            yield place, record
+        else:
+            problems.append(problem(place, "not an object"))
