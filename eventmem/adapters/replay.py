@@ -189,33 +189,13 @@ def _concurrent(edit: Any) -> str:
     )
 
 
-def _memory_view(record: Any, moment: Any) -> dict[str, Any]:
-    from eventmem.journal.history import status_at
-
-    return {
-        "id": record.id,
-        "kind": record.kind,
-        "title": record.title,
-        "summary": record.summary,
-        "content": record.content,
-        "tags": list(record.tags),
-        "importance": record.importance,
-        "ttl_seconds": record.ttl_seconds,
-        "status": status_at(record, moment),
-        "created_at": record.created_at,
-        "created_by": record.created_by,
-        "updated_at": record.updated_at or record.created_at,
-        "updated_by": record.updated_by,
-    }
-
-
 def cmd_at(args: argparse.Namespace) -> int:
-    from eventmem.journal.history import as_of
+    from eventmem.journal.history import as_of, memory_at
     from eventmem.review.journaldiff_render import show_value
 
     found = as_of(_root(args).root, args.when)
     records = [r for r in found.state.memories.values() if r.exists]
-    views = sorted((_memory_view(r, found.moment) for r in records), key=lambda v: (v["created_at"], v["id"]))
+    views = sorted((memory_at(r, found.moment) for r in records), key=lambda v: (v["created_at"], v["id"]))
     if args.memory:
         view = next((v for v in views if v["id"] == args.memory), None)
         if args.json:

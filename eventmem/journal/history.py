@@ -361,3 +361,23 @@ def _note(event: AnyEvent, memory_id: str) -> str:
     if isinstance(event, LinkRemoved):
         return f"link {event.link} removed" + (f": {reason}" if reason else "")
     return reason
+
+
+def memory_at(record: MemoryRecord, moment: datetime | None = None) -> dict[str, Any]:
+    """A memory as a reader saw it at ``moment`` (``eventmem replay at``, the REST ``as_of``)."""
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "scope": record.scope,
+        "title": record.title,
+        "summary": record.summary,
+        "content": record.content,
+        "tags": list(record.tags),
+        "importance": record.importance,
+        "ttl_seconds": record.ttl_seconds,
+        "status": status_at(record, moment),
+        "created_at": record.created_at,
+        "created_by": record.created_by,
+        "updated_at": record.updated_at or record.created_at,
+        "updated_by": record.updated_by,
+    }

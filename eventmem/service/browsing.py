@@ -10,7 +10,6 @@ import os
 import time
 import tomllib
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -20,7 +19,8 @@ from eventmem.core.limits import MAX_CONFIG_BYTES
 from eventmem.core.records import MemoryRecord
 from eventmem.core.validation import check_length, check_number, check_whole, shown
 from eventmem.journal.config import ENV_PREFIX, Config, user_config_file
-from eventmem.journal.history import HistoryError, as_of, git, memory_log, read_worktree, status_at
+from eventmem.journal.history import HistoryError, as_of, git, memory_at, memory_log, read_worktree
+from eventmem.runner.runner import Store
 from eventmem.service.app import MemoryService
 from eventmem.service.models import Memory
 
@@ -42,14 +42,8 @@ EVENT_PAGE_MAX = 500
 def memory_version(service: MemoryService, memory_id: str) -> str:
     """The id of the memory's latest event (its head), live or not; ``""`` for an unknown id.
     Any change to the memory (update, delete, restore, promote, expiry) gives it a new version."""
-    check_length(memory_id, "memory_id")
-    for store in service.stores():
-        store.catch_up()
-        with store.read() as view:
-            record = view.record(memory_id)
-        if record is not None and record.exists:
-            return record.head
-    return ""
+    found = _saved(service, memory_id)
+    return found[1].head if found is not None else ""
 
 
 def _cursor_key(cursor: str) -> str:
@@ -109,25 +103,6 @@ def events_page(
     return page, (_make_cursor(page[-1]) if more and page else None)
 
 
-def _view_at(record: Any, moment: datetime | None) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "kind": record.kind,
-        "scope": record.scope,
-        "title": record.title,
-        "content": record.content,
-        "summary": record.summary,
-        "tags": list(record.tags),
-        "importance": record.importance,
-        "ttl_seconds": record.ttl_seconds,
-        "status": status_at(record, moment),
-        "created_at": record.created_at,
-        "created_by": record.created_by,
-        "updated_at": record.updated_at or record.created_at,
-        "updated_by": record.updated_by,
-    }
-
-
 def memories_as_of(service: MemoryService, when: str) -> tuple[str, list[dict[str, Any]]]:
     """The project's memories as they were at ``when`` (a time, an event id or a git revision), each
     with its status then, oldest first; and the moment in words (``as of 2026-01-05T10:02:00Z``)."""
@@ -135,7 +110,7 @@ def memories_as_of(service: MemoryService, when: str) -> tuple[str, list[dict[st
     if when.startswith("-") or not when.strip():
         raise InvalidInput(f"{shown(when)} is not a time, an event id of the journal, or a git revision")
     found = as_of(service.root.root, when)
-    views = [_view_at(r, found.moment) for r in found.state.memories.values() if r.exists]
+    views = [memory_at(r, found.moment) for r in found.state.memories.values() if r.exists]
     views.sort(key=lambda v: (v["created_at"], v["id"]))
     return found.description, views
 
@@ -391,11 +366,19 @@ def list_memories(
 def memory_any_status(service: MemoryService, memory_id: str) -> Memory:
     """One memory whatever its status (a deleted or expired one too, for a page that offers to restore
     it); :class:`UnknownMemory` if no memory of that id was ever saved."""
+    found = _saved(service, memory_id)
+    if found is None:
+        raise UnknownMemory(memory_id)
+    return service.view(*found)
+
+
+def _saved(service: MemoryService, memory_id: str) -> tuple[Store, MemoryRecord] | None:
+    """The store and folded record of a memory ever saved, whatever its status now."""
     check_length(memory_id, "memory_id")
     for store in service.stores():
         store.catch_up()
         with store.read() as view:
             record = view.record(memory_id)
         if record is not None and record.exists:
-            return service.view(store, record)
-    raise UnknownMemory(memory_id)
+            return store, record
+    return None
