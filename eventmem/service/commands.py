@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
@@ -41,13 +41,28 @@ from eventmem.service.lookups import has_links, head_of, known_record, link_of, 
 from eventmem.service.models import Link, Memory, Saved, _link_view
 from eventmem.service.part import Part, Shared
 
-__all__ = ["Commands"]
+__all__ = ["Commands", "SaveOptions"]
 
 
 def _after(head: str, events: list[AnyEvent]) -> list[AnyEvent]:
     """``events`` with the first one written after ``head`` (its ``prev``), unless it names one."""
     first, *rest = events
     return [first if first.prev else msgspec.structs.replace(first, prev=head), *rest]
+
+
+class SaveOptions(TypedDict, total=False):
+    """The options of :meth:`Commands.save_result` (defaults there), for the methods that pass them on."""
+
+    title: str
+    summary: str | None
+    tags: Sequence[str] | None
+    kind: str
+    importance: float
+    ttl_seconds: int | None
+    scope: str
+    by: str
+    memory_id: str | None
+    content_field: str
 
 
 class Commands(Part):
@@ -63,35 +78,9 @@ class Commands(Part):
             return self._clean_text(summary, "summary", required=False)
         return self.shared.summarizer.summarize([content])[0]
 
-    def save(
-        self,
-        content: str,
-        *,
-        title: str = "",
-        summary: str | None = None,
-        tags: Sequence[str] | None = None,
-        kind: str = "general",
-        importance: float = 0.5,
-        ttl_seconds: int | None = None,
-        scope: str = "project",
-        by: str = "",
-        memory_id: str | None = None,
-        content_field: str = "content",
-    ) -> Memory:
+    def save(self, content: str, **options: Unpack[SaveOptions]) -> Memory:
         """Save a memory; a duplicate of a live one returns that one instead (see :meth:`save_result`)."""
-        return self.save_result(
-            content,
-            title=title,
-            summary=summary,
-            tags=tags,
-            kind=kind,
-            importance=importance,
-            ttl_seconds=ttl_seconds,
-            scope=scope,
-            by=by,
-            memory_id=memory_id,
-            content_field=content_field,
-        ).memory
+        return self.save_result(content, **options).memory
 
     def save_result(
         self,
