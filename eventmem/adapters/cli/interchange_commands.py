@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eventmem.interchange.formats import EXPORTS, IMPORTS, PMP, canonical, export_store, import_store
+from eventmem.interchange.names import EXPORTS, IMPORTS, PMP, canonical
 
 __all__ = ["add_interchange_commands"]
 
@@ -64,6 +64,8 @@ def _import(args: argparse.Namespace, name: str) -> int:
     path = Path(args.path).expanduser()
     service = _open(args)
     try:
+        from eventmem.interchange.formats import import_store
+
         report = import_store(
             service, name, path, dry_run=args.dry_run, project=args.project, per_observation=args.per_observation
         )
@@ -95,6 +97,8 @@ def _export(args: argparse.Namespace) -> int:
     name = canonical(args.format, EXPORTS)
     service = _open(args)
     try:
+        from eventmem.interchange.formats import export_store
+
         report = export_store(service, name, Path(args.path).expanduser())
     finally:
         service.close()

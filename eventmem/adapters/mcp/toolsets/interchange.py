@@ -19,7 +19,8 @@ from pydantic import Field
 from eventmem.adapters.mcp.app import ADDITIVE, App, app_of, call
 from eventmem.context.project_context import ProjectContext
 from eventmem.core.errors import InvalidInput, UnsafePath
-from eventmem.interchange.formats import EXPORTS, IMPORTS, PMP, canonical, export_store, import_store
+from eventmem.interchange.formats import export_store, import_store
+from eventmem.interchange.names import EXPORTS, IMPORTS, PMP, canonical
 from eventmem.journal.files import check_inside
 
 __all__ = ["confined", "register"]
