@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
+from conftest import journal_bytes, reopen
 
-from eventmem.core.errors import LimitExceeded
+from eventmem.core.errors import LimitExceeded, StaleVersion
 from eventmem.service import MemoryService
+from eventmem.service.browsing import memory_version
 
 
 def test_settings_given_to_an_open_service_are_the_ones_its_commands_access_counts_and_compaction_use(
@@ -28,3 +32,24 @@ def test_settings_given_to_an_open_service_are_the_ones_its_commands_access_coun
     service.get(kept.id, access=True)  # one access is now enough to promote it
     assert service.get(kept.id).promoted
     assert service.compact(dry_run=True)["would_archive"] == [gone.id]
+
+
+def test_a_conditional_change_is_refused_once_another_writer_moved_the_memory_on_and_writes_nothing(
+    project: Path, service: MemoryService
+) -> None:
+    saved = service.save("The release train leaves on Tuesdays.")
+    seen = memory_version(service, saved.id)
+    other = reopen(project)  # another process on the same project
+    try:
+        other.update(saved.id, content="The release train leaves on Wednesdays.")
+    finally:
+        other.close()
+    before = journal_bytes(project)
+    with pytest.raises(StaleVersion, match="changed since that version"):
+        service.update(saved.id, content="The release train leaves on Mondays.", if_version=[seen])
+    with pytest.raises(StaleVersion):
+        service.delete(saved.id, if_version=[seen])
+    assert journal_bytes(project) == before
+    current = memory_version(service, saved.id)
+    assert service.update(saved.id, importance=0.9, if_version=[current]).importance == 0.9
+    assert service.delete(saved.id, if_version=[memory_version(service, saved.id)]).status == "deleted"

@@ -88,6 +88,10 @@ class SecretRefused(InvalidInput):
     """The text holds a secret and the project's policy refuses rather than scrubs."""
 
 
+class StaleVersion(EventmemError):
+    """A conditional change named a version the memory no longer has (another writer changed it)."""
+
+
 class JournalCorrupt(EventmemError):
     """A line that is neither a valid event nor a torn tail: reported, never skipped or rewritten."""
 

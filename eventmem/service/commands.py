@@ -13,7 +13,7 @@ from typing import Any, Literal, TypedDict, Unpack
 import msgspec
 
 from eventmem.context.sections import Section, singleton_of_kind
-from eventmem.core.errors import InvalidInput
+from eventmem.core.errors import InvalidInput, StaleVersion
 from eventmem.core.events import (
     SCOPES,
     AnyEvent,
@@ -26,6 +26,7 @@ from eventmem.core.events import (
 )
 from eventmem.core.ids import new_id, now_iso
 from eventmem.core.validation import check_length, refusal
+from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service import tombstones
 from eventmem.service.access import Accesses
@@ -190,7 +191,11 @@ class Commands(Part):
         importance: float | None = None,
         ttl_seconds: int | Literal["unchanged"] | None = "unchanged",
         by: str = "",
+        if_version: Sequence[str] | None = None,
     ) -> Memory:
+        """Change a memory's fields; ``if_version`` (its versions a caller accepts, the ids of its head
+        events, as ``ETag``/``If-Match`` carry them): change it only if it is still at one of them,
+        checked under the journal lock, else :class:`StaleVersion` and nothing is written."""
         store, record = self._find(memory_id)
         check_by(by)
         if summary is not None:
@@ -216,13 +221,29 @@ class Commands(Part):
             changes["kind"] = check_kind(kind)
             refuse_second_singleton(record.id, changes["kind"])
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
+        if if_version is not None:
+            stated = changes
+
+            def plan() -> list[AnyEvent]:
+                with store.read() as view:
+                    _check_version(view, record.id, if_version)
+                    prev = view.head_of(record.id)
+                if not stated:
+                    return []
+                return [MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **stated)]
+
+            store.append_planned(plan)
+            return self.view(*self._find(record.id))
         if not changes:
             return self.view(store, record)
         prev = head_of(store, record.id)
         store.append([MemoryUpdated(id=new_id(), ts=now_iso(), by=by, prev=prev, memory=record.id, **changes)])
         return self.view(*self._find(record.id))
 
-    def delete(self, memory_id: str, *, reason: str = "", by: str = "") -> Memory:
+    def delete(
+        self, memory_id: str, *, reason: str = "", by: str = "", if_version: Sequence[str] | None = None
+    ) -> Memory:
+        """Delete a memory and its links; ``if_version`` as for :meth:`update`."""
         reason = self._clean_text(reason or "", "reason", required=False)
         check_by(by)
         store, record = self._find(memory_id)
@@ -245,6 +266,8 @@ class Commands(Part):
 
         def plan() -> list[AnyEvent]:
             with store.read() as view:
+                if if_version is not None:
+                    _check_version(view, record.id, if_version)
                 if view.visible(record.id) is None:
                     return []  # deleted by another process meanwhile
                 prev = view.head_of(record.id)
@@ -364,3 +387,12 @@ class Commands(Part):
         )
         store.append([event, *self._promotion_at_save(event), link])
         return self.view(store, record_of(store, event.memory)), _link_view(link_of(store, link.link))
+
+
+def _check_version(view: ReadView, memory_id: str, accepted: Sequence[str]) -> None:
+    """Refuse a conditional change when the memory is no longer at a version the caller accepts."""
+    current = view.head_of(memory_id)
+    if current not in accepted:
+        raise StaleVersion(
+            f"memory {memory_id} changed since that version (now {current}); read it again, then retry the change"
+        )

@@ -16,13 +16,12 @@ from starlette.responses import Response
 
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.security import BodyTooLarge, problem_body
-from eventmem.core.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, UnknownMemory
+from eventmem.core.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, StaleVersion, UnknownMemory
 from eventmem.service import MemoryService
 
 __all__ = [
     "HTTP_WRITER",
     "Handler",
-    "PreconditionFailed",
     "as_json",
     "body_of",
     "call",
@@ -37,10 +36,6 @@ MEMORY_ID = re.compile(r"^[A-Za-z0-9:_.-]{1,128}$")
 HTTP_WRITER = "http"
 
 
-class PreconditionFailed(EventmemError):
-    """``If-Match`` names a version the memory no longer has."""
-
-
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
     return Response(problem_body(status, title, detail), status, headers, media_type="application/problem+json")
 
@@ -50,7 +45,7 @@ def as_json(value: Any, headers: dict[str, str] | None = None, status: int = 200
 
 
 def _status_of(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, PreconditionFailed):
+    if isinstance(exc, StaleVersion):
         return 412, "Precondition Failed"
     if isinstance(exc, MemoryGone):
         return 410, "Gone"

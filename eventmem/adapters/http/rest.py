@@ -18,7 +18,6 @@ from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.responses import (
     HTTP_WRITER,
     Handler,
-    PreconditionFailed,
     as_json,
     body_of,
     call,
@@ -57,17 +56,15 @@ def _etag(version: str) -> dict[str, str]:
     return {"ETag": f'"{version}"'} if version else {}
 
 
-def _check_version(service: MemoryService, memory_id: str, if_match: str | None) -> None:
+def _accepted(service: MemoryService, memory_id: str, if_match: str | None) -> list[str] | None:
+    """The versions ``If-Match`` accepts (``None``: any; an unknown memory is refused here), for the
+    service to check under the journal lock."""
     if if_match is None:
-        return
-    current = memory_version(service, memory_id)
-    if not current:
+        return None
+    if not memory_version(service, memory_id):
         raise UnknownMemory(memory_id)
     wanted = [tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")]
-    if "*" not in wanted and current not in wanted:
-        raise PreconditionFailed(
-            f"memory {memory_id} changed since that version (now {current}); read it again, then retry the change"
-        )
+    return None if "*" in wanted else wanted
 
 
 def _filters(body: SearchRequest | RecallRequest) -> Filters:
@@ -137,7 +134,6 @@ async def update_memory(request: Request, project: Project) -> Response:
 
     def run(s: MemoryService) -> tuple[Any, str]:
         with project.write_lock:
-            _check_version(s, memory_id, if_match)
             memory = s.update(
                 memory_id,
                 content=body.content,
@@ -148,6 +144,7 @@ async def update_memory(request: Request, project: Project) -> Response:
                 importance=body.importance,
                 ttl_seconds="unchanged" if body.ttl_seconds is msgspec.UNSET else body.ttl_seconds,
                 by=body.by or HTTP_WRITER,
+                if_version=_accepted(s, memory_id, if_match),
             )
             return memory, memory_version(s, memory_id)
 
@@ -163,8 +160,7 @@ async def delete_memory(request: Request, project: Project) -> Response:
 
     def run(s: MemoryService) -> tuple[Any, str]:
         with project.write_lock:
-            _check_version(s, memory_id, if_match)
-            memory = s.delete(memory_id, reason=reason, by=by)
+            memory = s.delete(memory_id, reason=reason, by=by, if_version=_accepted(s, memory_id, if_match))
             return memory, memory_version(s, memory_id)
 
     memory, version = await call(project, run)
