@@ -128,7 +128,7 @@ def test_reading_in_chunks_finds_the_same_lines_wherever_the_chunks_end(
     path = tmp_path / "segment.jsonl"
     path.write_bytes(b"".join(lines) + lines[5][:-1])  # and a complete last line without its newline
     whole = Journal.scan(path, with_offsets=True)
-    monkeypatch.setattr("eventmem.journal.journal.CHUNK_BYTES", chunk)
+    monkeypatch.setattr("eventmem.journal.decoder.CHUNK_BYTES", chunk)
     chunked = Journal.scan(path, with_offsets=True)
     assert (chunked.events, chunked.offsets, chunked.end) == (whole.events, whole.offsets, whole.end)
     assert [(p.offset, p.reason) for p in chunked.corrupt] == [(p.offset, p.reason) for p in whole.corrupt]

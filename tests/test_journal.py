@@ -17,7 +17,8 @@ import eventmem.journal.journal
 from eventmem.core.codec import decode_line, encode_event
 from eventmem.core.errors import JournalUnwritable, LimitExceeded
 from eventmem.core.events import Event, MemorySaved
-from eventmem.journal.journal import Journal, ScanResult
+from eventmem.journal.decoder import ScanResult
+from eventmem.journal.journal import Journal
 from eventmem.journal.project import ProjectPaths
 from eventmem.service import MemoryService
 

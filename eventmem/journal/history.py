@@ -33,8 +33,9 @@ from eventmem.core.records import (
 )
 from eventmem.core.stamps import stamp_of
 from eventmem.core.state import State
+from eventmem.journal.decoder import decode_bytes
 from eventmem.journal.gitrunner import GitError, git_bytes
-from eventmem.journal.journal import Journal, decode_bytes
+from eventmem.journal.journal import Journal
 from eventmem.journal.project import ProjectPaths
 
 __all__ = [

@@ -39,7 +39,7 @@ from eventmem.core.ids import new_id, to_iso
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.stamps import normalize_ts, wall_of
 from eventmem.core.state import State
-from eventmem.journal.journal import segment_lines
+from eventmem.journal.decoder import segment_lines
 
 if TYPE_CHECKING:
     from eventmem.runner.readview import ReadView

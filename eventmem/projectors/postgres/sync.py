@@ -205,7 +205,7 @@ class JournalFeed:
         return result.events
 
     def _decode_prefix(self, segment: Segment, data: bytes) -> list[Decoded]:
-        from eventmem.journal.journal import decode_bytes
+        from eventmem.journal.decoder import decode_bytes
 
         result = decode_bytes(data, segment.name)
         self._report(result.corrupt)
