@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -20,10 +21,12 @@ import numpy as np
 import numpy.typing as npt
 
 from eventmem.core.errors import UnsafePath
-from eventmem.journal.files import FileLock, open_append
+from eventmem.journal.files import FileLock, atomic_write, open_append
 from eventmem.journal.project import sanitize
 
 __all__ = ["EmbeddingCache", "QueryVectors", "content_hash"]
+
+log = logging.getLogger("eventmem.embedders")
 
 HASH_BYTES = 16
 
@@ -185,3 +188,30 @@ class QueryVectors:
 
     def __len__(self) -> int:
         return len(self._vectors)
+
+
+def forget_other_models(folder: Path, model_id: str) -> bool:
+    """Drop the embedding cache of the model recorded in ``folder/model`` if it is not ``model_id``,
+    and record ``model_id``; whether it is recorded now. Called once every memory has its vector from
+    the new model: a model that cannot be reached, or an override in one command, must not cost the
+    cache of the model that works."""
+    marker = folder / "model"
+    try:
+        previous = marker.read_text(encoding="utf-8").strip()
+    except OSError:
+        previous = ""
+    if previous == model_id:
+        return True
+    if previous:
+        log.warning(
+            "embedder changed from %s to %s: dropping the old embedding cache in %s", previous, model_id, folder
+        )
+        for suffix in (".bin", ".lock"):
+            (folder / f"{sanitize(previous)}{suffix}").unlink(missing_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(marker, model_id.encode("utf-8"))
+        return True
+    except OSError as exc:
+        log.warning("could not record the embedder in %s: %s", marker, exc)
+        return False

@@ -27,24 +27,25 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.core.errors import JournalCorrupt, JournalUnwritable
+from eventmem.core.errors import JournalCorrupt
 from eventmem.core.events import AnyEvent
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.records import MemoryRecord, MemoryRecords
 from eventmem.core.redact import scrub_event
 from eventmem.core.state import State
-from eventmem.embedders.embedcache import EmbeddingCache
+from eventmem.embedders.embedcache import EmbeddingCache, forget_other_models
 from eventmem.embedders.embedder import Embedder
 from eventmem.journal.config import Config
-from eventmem.journal.files import FileLock, atomic_write
-from eventmem.journal.journal import Journal, describe_os_error
-from eventmem.journal.project import ProjectPaths, sanitize
+from eventmem.journal.files import FileLock
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths
 from eventmem.journal.usage import UsageLog
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorsProjector
 from eventmem.runner import cursors, snapshots
-from eventmem.runner.cursors import Cursor, catch_up_once, cursor_past
+from eventmem.runner.appends import append_planned
+from eventmem.runner.cursors import Cursor, catch_up_once
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync
@@ -328,31 +329,9 @@ class Store:
         return [scrub_event(event, refuse=refuse) for event in events]
 
     def append_planned(self, plan: Callable[[], list[AnyEvent]]) -> list[AnyEvent]:
-        """Decide what to append on the current state of the journal, with no other writer in between.
-
-        Holds the journal lock, catches up (so the fold includes whatever any process wrote), calls
-        ``plan`` and appends what it returns. Used where an event must be written once (a promotion,
-        an expiry, a save that may be a duplicate): two processes doing the same thing take turns, and
-        the second one's ``plan`` sees the first one's events."""
-        with self.lock:
-            try:
-                self.paths.ensure()
-                with self.journal.lock.hold():
-                    self.catch_up()
-                    events = self.scrubbed(plan())
-                    if events:
-                        appended = self.journal.append_located(events, locked=True)
-                        self.apply_local(events)
-                        # the cursor covers what was just written; the texts of these events are
-                        # indexed after the reply (see defer_after_reply)
-                        if appended is None or not cursor_past(self, appended, len(events)):
-                            self.catch_up(flush=False)
-                        else:  # (their lines will not be read back)
-                            for event in events:
-                                self.state.unread.pop(event.id, None)
-            except OSError as exc:
-                raise JournalUnwritable(describe_os_error(exc)) from exc
-            return events
+        """Decide what to append on the current state of the journal, with no other writer in between
+        (see :func:`~eventmem.runner.appends.append_planned`)."""
+        return append_planned(self, plan)
 
     # -- snapshots ----------------------------------------------------------------------------
 
@@ -423,34 +402,11 @@ class Store:
 
     def _forget_other_models(self) -> None:
         """After a change of embedder, once every memory has its vector from the new model, drop the
-        previous model's embedding cache. Not before: a model that cannot be reached, or an override
-        in one command, must not cost the cache of the model that works."""
+        previous model's embedding cache (see :func:`~eventmem.embedders.embedcache.forget_other_models`)."""
         if self.embedding.busy or self.embedding.failing:
             return
-        if not self.paths.journal_dir.is_dir():
-            return  # no memory here yet: reading must not create .eventmem/
-        folder = self.paths.cache_dir / "embeddings"
-        marker = folder / "model"
-        current = self.embedder.model_id
-        try:
-            previous = marker.read_text(encoding="utf-8").strip()
-        except OSError:
-            previous = ""
-        if previous == current:
-            self._model_recorded = True
-            return
-        if previous:
-            log.warning(
-                "embedder changed from %s to %s: dropping the old embedding cache in %s", previous, current, folder
-            )
-            for suffix in (".bin", ".lock"):
-                (folder / f"{sanitize(previous)}{suffix}").unlink(missing_ok=True)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_write(marker, current.encode("utf-8"))
-            self._model_recorded = True
-        except OSError as exc:
-            log.warning("could not record the embedder in %s: %s", marker, exc)
+        if self.paths.journal_dir.is_dir():  # no memory here yet: reading must not create .eventmem/
+            self._model_recorded = forget_other_models(self.paths.cache_dir / "embeddings", self.embedder.model_id)
 
     def close(self) -> None:
         self.deferral.stop()  # (access counts must not be lost)
