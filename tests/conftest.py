@@ -3,7 +3,6 @@ user-wide global memory, and no environment variable from the developer's shell 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -13,19 +12,15 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import anyio
 import pytest
 import watchfiles
 
-import eventmem.projectors.keywords as keywords_module
-import eventmem.runner.cursors as cursors_module
 from eventmem.core.events import MemorySaved
 from eventmem.core.ids import new_id, to_iso
 from eventmem.journal.journal import Journal
 from eventmem.journal.project import ProjectPaths, RootChoice
-from eventmem.runner.runner import Store
 from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,22 +75,6 @@ def service(project: Path) -> Iterator[MemoryService]:
     svc = open_service(RootChoice(project, "test"))
     yield svc
     svc.close()
-
-
-def bulk_everywhere(*, snapshot_every_catch_up: bool = False) -> contextlib.ExitStack:
-    """Small journals take the paths meant for large ones (see keywords.BULK_KEYWORDS_MIN): the
-    keyword index filled by a thread, digests made by a thread, the cyclic GC paused; and, if asked,
-    a snapshot due at every catch-up."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.object(keywords_module, "BULK_KEYWORDS_MIN", 0))
-    for name, value in (
-        ("HASH_AHEAD_BYTES", 0),
-        ("GC_PAUSE_BYTES", 0),
-    ):
-        stack.enter_context(mock.patch.object(cursors_module, name, value))
-    if snapshot_every_catch_up:
-        stack.enter_context(mock.patch.object(Store, "_snapshot_due", lambda self: 1))
-    return stack
 
 
 def global_dir(project: Path) -> Path:

@@ -4,7 +4,6 @@ same answers: every memory, every recall (ids, order, scores), the stats."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -13,13 +12,13 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import bulk_everywhere
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventmem.core.errors import UnknownMemory
 from eventmem.core.query_rules import Filters
 from eventmem.journal.project import RootChoice
+from eventmem.runner.tuning import BULK_PATHS, Tuning
 from eventmem.service import MemoryService, open_service
 
 WORDS = ["cache", "database", "deploy", "parser", "queue", "redis", "tests", "lint", "schema", "retry"]
@@ -65,7 +64,7 @@ QUERIES: list[tuple[str, int, Filters]] = [
 ]
 
 
-def open_at(root: Path) -> MemoryService:
+def open_at(root: Path, tuning: Tuning | None = None) -> MemoryService:
     environ = {
         "EVENTMEM_GLOBAL_DIR": str(root / "global-memory"),
         "EVENTMEM_DURABILITY": "flush",  # fsync is not what is under test; keep examples quick
@@ -73,7 +72,7 @@ def open_at(root: Path) -> MemoryService:
         # so the live and the rebuilt service can be compared to the last digit.
         "EVENTMEM_RECENCY_BOOST": "0",
     }
-    return open_service(RootChoice(root / "project", "test"), environ=environ)
+    return open_service(RootChoice(root / "project", "test"), environ=environ, tuning=tuning)
 
 
 def run(service: MemoryService, ops: list[dict[str, Any]]) -> list[str]:
@@ -140,12 +139,9 @@ def live_answers(root: Path, ops: list[dict[str, Any]]) -> tuple[list[str], dict
         live.close()
 
 
-def answers_at(
-    root: Path, ids: list[str], opening: contextlib.AbstractContextManager[Any] | None = None
-) -> dict[str, Any]:
-    """The answers of a service opened afresh at ``root`` (opened within ``opening``), then closed."""
-    with opening or contextlib.nullcontext():
-        service = open_at(root)
+def answers_at(root: Path, ids: list[str], tuning: Tuning | None = None) -> dict[str, Any]:
+    """The answers of a service opened afresh at ``root`` (with ``tuning``), then closed."""
+    service = open_at(root, tuning)
     try:
         return answers(service, ids)
     finally:
@@ -181,9 +177,10 @@ def test_store_rebuild_in_place_gives_the_same_answers(bulk: bool, ops: list[dic
         try:
             ids = run(service, ops)
             expected = answers(service, ids)
-            with bulk_everywhere() if bulk else contextlib.nullcontext():
-                for store in service.stores():
-                    store.rebuild(wait=False)
+            for store in service.stores():
+                if bulk:
+                    store.tuning = BULK_PATHS
+                store.rebuild(wait=False)
             assert answers(service, ids) == expected
             for store in service.stores():
                 store.wait_snapshot()
@@ -200,4 +197,4 @@ def test_a_start_without_snapshot_on_the_bulk_paths_gives_the_same_answers(ops: 
         (root / "project").mkdir()
         ids, expected = live_answers(root, ops)
         drop_caches(root)
-        assert answers_at(root, ids, opening=bulk_everywhere()) == expected
+        assert answers_at(root, ids, BULK_PATHS) == expected

@@ -6,6 +6,7 @@ folds the journal from scratch (no snapshot), the reference every other path mus
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -18,7 +19,7 @@ from unittest import mock
 import msgspec
 import numpy as np
 import pytest
-from conftest import bulk_everywhere, reopen
+from conftest import reopen
 
 import eventmem.runner.snapshots as snapshots_module
 from eventmem.core.codec import encode_event
@@ -32,9 +33,12 @@ from eventmem.embedders.embedcache import EmbeddingCache
 from eventmem.journal.project import RootChoice
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.runner.snapshots import Snapshot, StoredSnapshot
+from eventmem.runner.tuning import BULK_PATHS, Tuning
 from eventmem.service import MemoryService, open_service
 from eventmem.service import search as query
 
+SNAPSHOT_AT_EVERY_CATCH_UP = dataclasses.replace(BULK_PATHS, snapshot_every=1)
+"""Every bulk path, and a snapshot due at every catch-up."""
 QUERIES = ("database connection pool", "deploy to staging", "parser library choice", "flaky tests", "cache")
 
 TOPICS = [
@@ -506,13 +510,12 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     before = answers(service)
     store = service.project
     encode = msgspec.msgpack.encode
-    with (
-        bulk_everywhere(snapshot_every_catch_up=True),
-        mock.patch.object(snapshots_module.msgspec.msgpack, "encode", side_effect=encode) as spy,
-    ):
+    store.tuning = SNAPSHOT_AT_EVERY_CATCH_UP
+    with mock.patch.object(snapshots_module.msgspec.msgpack, "encode", side_effect=encode) as spy:
         store.rebuild(wait=False)
         assert answers(service) == before  # (while the snapshot may still be written)
         store.wait_snapshot()
+    store.tuning = Tuning()
     encoded = [call.args[0] for call in spy.call_args_list if isinstance(call.args[0], State | Snapshot)]
     assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
     assert isinstance(encoded[1].state, msgspec.Raw)
@@ -537,8 +540,9 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
 def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryService, project: Path) -> None:
     save_topics(service)
     store = service.project
-    with bulk_everywhere(snapshot_every_catch_up=True):
-        store.rebuild()
+    store.tuning = SNAPSHOT_AT_EVERY_CATCH_UP
+    store.rebuild()
+    store.tuning = Tuning()
     store._encoded_state = (store.state, len(store.state.seen), b"stale")
     added = service.save("A memory saved after the fold was encoded.", title="Late").id
     assert store.save_snapshot()

@@ -31,11 +31,6 @@ __all__ = ["Cursor", "adopt_segments", "catch_up_once", "cursor_past", "is_curre
 
 log = logging.getLogger("eventmem.runner")
 
-GC_PAUSE_BYTES = 1 << 20
-"""A catch-up that reads more than this runs with the cyclic GC paused."""
-HASH_AHEAD_BYTES = 1 << 20
-"""A catch-up that reads more than this digests the segments in a second thread."""
-
 
 class Cursor(msgspec.Struct, kw_only=True):
     """How far one segment has been applied, and a digest of the bytes applied."""
@@ -83,7 +78,7 @@ def catch_up_once(store: Store, progress: Progress | None) -> int:
                 return -1
         work.append((segment, cursor))
     total = sum(s.size - c.offset for s, c in work)
-    if total < GC_PAUSE_BYTES:
+    if total < store.tuning.gc_pause_bytes:
         return apply_work(store, work, total, progress)
     # the fold makes many objects that live on: the cyclic GC would scan them again and again
     enabled = gc.isenabled()
@@ -102,7 +97,9 @@ def apply_work(store: Store, work: list[tuple[Segment, Cursor]], total: int, pro
     events: list[AnyEvent | UnknownEvent] = []
     # a large catch-up digests the segments in a thread (hashlib works without the GIL)
     ahead = (
-        HashAhead([(s, c.offset, store._hashers.get(s.name)) for s, c in work]) if total >= HASH_AHEAD_BYTES else None
+        HashAhead([(s, c.offset, store._hashers.get(s.name)) for s, c in work])
+        if total >= store.tuning.hash_ahead_bytes
+        else None
     )
     try:
         for index, (segment, cursor) in enumerate(work):

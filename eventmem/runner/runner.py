@@ -50,6 +50,7 @@ from eventmem.runner.deferral import Deferral
 from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync
 from eventmem.runner.readview import ReadView
+from eventmem.runner.tuning import Tuning
 
 __all__ = ["Store"]
 
@@ -60,8 +61,12 @@ OWN_VECTORS_AFTER_SECONDS = 1.0
 
 
 class Store:
-    def __init__(self, paths: ProjectPaths, config: Config, embedder: Embedder) -> None:
+    def __init__(
+        self, paths: ProjectPaths, config: Config, embedder: Embedder, *, tuning: Tuning | None = None
+    ) -> None:
         self.paths = paths
+        self.tuning = tuning or Tuning()
+        """Where catch-up takes its bulk paths (a new value counts from the next rebuild on)."""
         self.config = config
         self.embedder = embedder
         self.journal = Journal(paths, durable=config.durability == "fsync", max_segment_bytes=config.max_segment_bytes)
@@ -116,7 +121,7 @@ class Store:
         self.slot_hashes: list[bytes] = []
         """Per slot, the digest of the text indexed (see :meth:`_sync`): unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self._visible)
-        self.keywords = KeywordsProjector(self.table)
+        self.keywords = KeywordsProjector(self.table, bulk_from=self.tuning.bulk_keywords_min)
         self.vectors = VectorsProjector(self.table, self.embedder.dim, self.embedding.submit)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
@@ -166,6 +171,8 @@ class Store:
     def _snapshot_due(self) -> int:
         """Events to fold before the next snapshot: at least the configured count, and a tenth of
         the journal, so that snapshot writes stay a small share of the work as memory grows."""
+        if self.tuning.snapshot_every is not None:
+            return self.tuning.snapshot_every
         return max(self.config.snapshot_every_events, len(self.state.seen) // 10)
 
     def _snapshot_if_due(self) -> None:

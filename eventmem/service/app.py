@@ -12,6 +12,7 @@ from eventmem.embedders.embedder import Embedder, HashingEmbedder
 from eventmem.journal.config import Config, load_settings
 from eventmem.journal.project import ProjectPaths, RootChoice, global_root
 from eventmem.runner.runner import Store
+from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
 from eventmem.service.links import Links
@@ -115,6 +116,7 @@ def open_service(
     environ: dict[str, str] | None = None,
     load: bool = True,
     background_vectors: bool = False,
+    tuning: Tuning | None = None,
 ) -> MemoryService:
     """Open the project at ``root`` (and the user-wide global memory, when it exists).
 
@@ -131,13 +133,13 @@ def open_service(
     embedder = make_embedder(config)
     if load and isinstance(embedder, HashingEmbedder):  # its table loads beside the snapshot
         threading.Thread(target=embedder.warm, name="eventmem-embedder-warm", daemon=True).start()
-    project = Store(paths, config, embedder)
+    project = Store(paths, config, embedder, tuning=tuning)
     global_store = None
     global_dir = global_root(environ)
     if global_dir.resolve() != root.root.resolve():
         global_paths = ProjectPaths(global_dir)
         global_paths.check_layout()
-        global_store = Store(global_paths, config, embedder)
+        global_store = Store(global_paths, config, embedder, tuning=tuning)
     service = MemoryService(project, root=root, global_store=global_store)
     service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved
     if load:
