@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,39 +25,42 @@ def http_server(
     waits until the server answers (whatever the answer: a rate limit or a token may refuse it).
     Its stderr goes to ``log`` (default: ``cwd/../http-server.log``)."""
     log = log or cwd.parent / "http-server.log"
-    with log.open("wb") as errors:
-        proc = processes.spawn(
-            [*eventmem_command("serve", "--http", "--port", "0", *args)],
-            cwd=cwd,
-            env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-    deadline = time.monotonic() + WAIT
-    base = ""
-    while not base:
-        found = ADDRESS.search(log.read_text(encoding="utf-8", errors="replace"))
-        if found:
-            base = found.group(1).replace("0.0.0.0", "127.0.0.1")
-            break
-        assert proc.poll() is None, log.read_text(encoding="utf-8", errors="replace")
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)  # polling the log file for the address line, bounded by the deadline
+    proc = processes.spawn(
+        [*eventmem_command("serve", "--http", "--port", "0", *args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    found: list[str] = []
+    announced = threading.Event()
+
+    def drain() -> None:
+        """Copy the server's stderr to ``log``; signal once the address line came (or the process ended)."""
+        assert proc.stderr is not None
+        with log.open("wb") as copy:
+            for line in proc.stderr:
+                copy.write(line)
+                copy.flush()
+                if not found and (match := ADDRESS.search(line.decode("utf-8", "replace"))):
+                    found.append(match.group(1).replace("0.0.0.0", "127.0.0.1"))
+                    announced.set()
+        announced.set()
+
+    reader = threading.Thread(target=drain, name="http-server-stderr", daemon=True)
+    reader.start()
+    assert announced.wait(WAIT), "the server did not start"
+    assert found, log.read_text(encoding="utf-8", errors="replace")
+    base = found[0]
     import httpx
 
-    while True:
-        try:
-            httpx.get(base + "/api/v1/projects", timeout=5, headers=_auth(env))
-            break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None, log.read_text(encoding="utf-8", errors="replace")
-        assert time.monotonic() < deadline, "the server did not answer"
-        time.sleep(0.05)
+    # the socket listens before the address is printed: the first request is queued, never refused
+    httpx.get(base + "/api/v1/projects", timeout=WAIT, headers=_auth(env))
     yield base
     proc.terminate()
     proc.wait(timeout=WAIT)
+    reader.join(WAIT)
     text = log.read_text(encoding="utf-8", errors="replace")
     assert "Traceback" not in text, text
 

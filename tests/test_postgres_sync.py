@@ -64,6 +64,7 @@ def ids_now(uri: str, project: str) -> set[str]:
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll the database (it offers the test no change signal: the sync process writes it), bounded."""
     deadline = time.monotonic() + DEADLINE_S
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
