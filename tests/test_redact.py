@@ -357,7 +357,7 @@ def test_scrub_event_cleans_metadata_values_and_a_memorys_source_and_keeps_metad
     assert clean.source == "server-memory:[REDACTED:github-token]"
     updated = scrub_event(MemoryUpdated(id="e", ts="t", memory="m1", metadata={"note": token}))
     assert updated.metadata == {"note": "[REDACTED:github-token]"}
-    with pytest.raises(SecretRefused, match="metadata.note"):
+    with pytest.raises(SecretRefused, match=r"metadata\.note"):
         scrub_event(saved, refuse=True)
 
 
