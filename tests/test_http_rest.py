@@ -219,3 +219,13 @@ def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Clie
     api.put(f"/memories/{memory['id']}", json={"importance": 0.7})
     history = api.get(f"/memories/{memory['id']}/history").json()["history"]
     assert [line["type"] for line in history] == ["saved", "updated"]
+
+
+def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.Client) -> None:
+    memory = save(api, "The nightly export runs at 02:00 UTC.", metadata={"owner": "ops"})
+    assert memory["metadata"] == {"owner": "ops"} and memory["source"] == ""
+    updated = api.put(f"/memories/{memory['id']}", json={"metadata": {"owner": "data", "ticket": "OPS-12"}})
+    assert updated.status_code == 200 and updated.json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
+    refused = api.put(f"/memories/{memory['id']}", json={"metadata": {"note": "x" * 4097}})
+    assert refused.status_code in (400, 422) and "metadata" in refused.text
+    assert api.get(f"/memories/{memory['id']}").json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}

@@ -16,7 +16,7 @@ import pytest
 from conftest import eventmem_command, reopen
 
 from eventmem.core.events import KINDS
-from eventmem.interchange.mapping import body_and_metadata
+from eventmem.interchange.mapping import body_and_metadata, memory_id_for
 from eventmem.service import Memory
 
 PEERS = Path(__file__).resolve().parent / "fixtures" / "peers"
@@ -168,11 +168,12 @@ def test_what_has_no_field_is_kept_in_metadata_with_the_original_id(project: Pat
     story = manifest("memorygraph")
     found = memories(project)
     for wanted in story["memories"]:
-        _, metadata = body_and_metadata(find(found, wanted["content"]).content)
-        assert metadata["source"] == wanted["peer_id"]
+        memory = find(found, wanted["content"])
+        metadata = memory.metadata
+        assert memory.source == f"memorygraph:{wanted['peer_id']}"
         assert "confidence" in metadata and "created_at" in metadata
     stripe = find(found, "Stripe API version")
-    assert body_and_metadata(stripe.content)[1]["original_type"] == "technology"
+    assert stripe.metadata["original_type"] == "technology"
 
 
 def round_trip(project: Path, tmp_path: Path, out_format: str, in_format: str, target: str) -> Path:
@@ -269,7 +270,7 @@ def test_instruction_files_become_one_convention_per_section(project: Path) -> N
     assert set(found) == {"Project rules", "Project rules › Testing", "Project rules › Style", "python.mdc"}
     assert all(m.kind == "convention" and "instructions" in m.tags for m in found.values())
     assert "# not a heading" in found["Project rules › Testing"].content
-    assert body_and_metadata(found["python.mdc"].content)[1]["globs"] == "*.py"
+    assert found["python.mdc"].metadata["globs"] == "*.py"
 
 
 # -- hostile input ----------------------------------------------------------------------------------
@@ -511,3 +512,42 @@ def test_a_pipe_given_as_a_store_is_refused_without_being_opened(project: Path, 
     os.mkfifo(pipe)
     result = run(project, "import", "memorygraph", str(pipe), code=2)
     assert "is not a regular file" in result.stderr
+
+
+def test_an_imported_memory_keeps_its_metadata_and_original_id_in_fields_not_in_its_content(project: Path) -> None:
+    import_json(project, "memorygraph", str(PEERS / STORES["memorygraph"]))
+    wanted = manifest("memorygraph")["memories"][0]
+    memory_id = find(memories(project), wanted["content"]).id
+    shown = json.loads(run(project, "show", memory_id, "--json").stdout)["memory"]
+    assert "eventmem:import" not in shown["content"]
+    assert shown["content"].strip() == wanted["content"].strip()
+    assert shown["source"] == f"memorygraph:{wanted['peer_id']}"
+    assert "confidence" in shown["metadata"] and "created_at" in shown["metadata"]
+    assert all(isinstance(value, str) for value in shown["metadata"].values())
+
+
+def test_a_memory_imported_with_the_metadata_comment_is_recognised_and_its_comment_moves_into_fields(
+    project: Path,
+) -> None:
+    first = json.loads((PEERS / STORES["server-memory"]).read_text(encoding="utf-8").splitlines()[0])
+    body = first["observations"][0]
+    comment = json.dumps({"source": first["name"], "original_type": "decision-x"}, separators=(",", ":"))
+    service = reopen(project)
+    try:
+        old = service.save(
+            f"{body}\n\n<!-- eventmem:import {comment} -->",
+            memory_id=memory_id_for("server-memory", first["name"]),
+            kind="decision",
+            title=first["name"],
+        )
+    finally:
+        service.close()
+    report = import_json(project, "server-memory", str(PEERS / STORES["server-memory"]))
+    assert (report["added"], report["updated"]) == (len(manifest("server-memory")["memories"]) - 1, 1)
+    assert report["ids"]["updated"] == [old.id]
+    found = [m for m in memories(project) if body in m.content]
+    assert [m.id for m in found] == [old.id]
+    assert "eventmem:import" not in found[0].content
+    assert "original_type" not in found[0].metadata  # (the store's type is a kind: the comment's is gone)
+    again = import_json(project, "server-memory", str(PEERS / STORES["server-memory"]))
+    assert (again["added"], again["updated"], again["events"]) == (0, 0, 0)

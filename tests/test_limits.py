@@ -128,6 +128,11 @@ async def test_every_tool_schema_shows_the_bounds_of_the_table(project: Path) ->
             if entry.unit in ("number", "whole number"):
                 low = 0 if (tool, parameter) == ("update_memory", "ttl_seconds") else entry.low  # 0: long-term
                 assert (arm["minimum"], arm["maximum"]) == (low, entry.high), (tool, parameter, arm)
+            elif entry.unit == "items" and arm.get("type") == "object":  # a memory's metadata
+                assert arm["maxProperties"] == entry.high, (tool, parameter, arm)
+                assert arm["propertyNames"]["maxLength"] == LIMITS["metadata_key"].high, (tool, parameter, arm)
+                (values,) = arm["patternProperties"].values()
+                assert values["maxLength"] == LIMITS["metadata_value"].high, (tool, parameter, arm)
             elif entry.unit == "items":
                 assert arm["maxItems"] == entry.high, (tool, parameter, arm)
                 each = LIMITS["tag"].high if name == "tags" else CONTENT_BYTES_CEILING
@@ -152,6 +157,8 @@ async def test_every_tool_schema_shows_the_bounds_of_the_table(project: Path) ->
         ("update_current_task", "task"),
         ("record_conversation_summary", "decisions"),
         ("add_decision", "title"),
+        ("store_memory", "metadata"),
+        ("update_memory", "metadata"),
     }
     assert expected <= checked
     assert len(checked) >= 70

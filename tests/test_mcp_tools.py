@@ -454,3 +454,28 @@ async def test_the_client_name_from_the_handshake_is_recorded_as_by_in_the_journ
     assert [e["type"] for e in events] == ["saved", "updated", "saved", "deleted"]
     assert {e["by"] for e in events} == {CLIENT.name}
     assert got["memory"]["created_by"] == got["memory"]["updated_by"] == CLIENT.name
+
+
+async def test_store_memory_keeps_metadata_and_update_memory_replaces_it_within_its_bounds(project: Path) -> None:
+    async with connect(project) as client:
+        saved = await call(
+            client,
+            "store_memory",
+            content="The nightly export runs at 02:00 UTC.",
+            metadata={"owner": "ops", "ticket": "OPS-12"},
+        )
+        memory_id = saved["memory"]["id"]
+        assert saved["memory"]["metadata"] == {"owner": "ops", "ticket": "OPS-12"}
+        updated = await call(client, "update_memory", memory_id=memory_id, metadata={"owner": "data"})
+        assert updated["memory"]["metadata"] == {"owner": "data"}
+        too_many = await call_error(
+            client, "update_memory", memory_id=memory_id, metadata={f"k{n}": "v" for n in range(65)}
+        )
+        bad_key = await call_error(client, "store_memory", content="Another fact.", metadata={"../x": "v"})
+        got = await call(client, "get_memory", memory_id=memory_id)
+    assert "metadata" in too_many and "metadata" in bad_key
+    assert got["memory"]["metadata"] == {"owner": "data"}
+    assert [e.get("metadata") for e in journal_events(project) if e["type"] in ("saved", "updated")] == [
+        {"owner": "ops", "ticket": "OPS-12"},
+        {"owner": "data"},
+    ]

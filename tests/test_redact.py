@@ -339,6 +339,28 @@ def test_scrub_event_cleans_every_free_text_field_and_keeps_ids() -> None:
         scrub_event(MemoryDeleted(id="e", ts="t", memory="m1", reason=token), refuse=True)
 
 
+def test_scrub_event_cleans_metadata_values_and_a_memorys_source_and_keeps_metadata_keys() -> None:
+    from eventmem.core.events import MemorySaved, MemoryUpdated
+    from eventmem.core.redact import scrub_event
+
+    token = "ghp_" + ALNUM[:36]
+    saved = MemorySaved(
+        id="e",
+        ts="t",
+        memory="m1",
+        content="c",
+        metadata={"author": "ann", "note": f"pushed with {token}"},
+        source=f"server-memory:{token}",
+    )
+    clean = scrub_event(saved)
+    assert clean.metadata == {"author": "ann", "note": "pushed with [REDACTED:github-token]"}
+    assert clean.source == "server-memory:[REDACTED:github-token]"
+    updated = scrub_event(MemoryUpdated(id="e", ts="t", memory="m1", metadata={"note": token}))
+    assert updated.metadata == {"note": "[REDACTED:github-token]"}
+    with pytest.raises(SecretRefused, match=r"metadata\.note"):
+        scrub_event(saved, refuse=True)
+
+
 def test_refuse_mode_refuses_a_delete_whose_reason_holds_a_secret_and_writes_nothing(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

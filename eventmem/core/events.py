@@ -88,6 +88,7 @@ TIMESTAMP_PATTERN: Final = (
 )
 ID_PATTERN: Final = r"^[A-Za-z0-9:_.\-]+$"
 RELATION_PATTERN: Final = r"^[a-z][a-z0-9_]*$"
+METADATA_KEY_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 
 Timestamp = Annotated[str, Meta(pattern=TIMESTAMP_PATTERN)]
 EventId = Annotated[str, _text("event_id"), Meta(pattern=ID_PATTERN)]
@@ -106,6 +107,15 @@ Tags = Annotated[tuple[Annotated[str, _text("tag")], ...], _text("tags")]
 Unit = Annotated[float, Meta(ge=0, le=1)]
 Ttl = Annotated[int, _whole("ttl_seconds")]
 Reason = Annotated[str, _text("reason")]
+Metadata = Annotated[
+    dict[
+        Annotated[str, _text("metadata_key"), Meta(pattern=METADATA_KEY_PATTERN)],
+        Annotated[str, _text("metadata_value")],
+    ],
+    _text("metadata"),
+]
+"""What a memory carries that has no field of its own (an import's times, authors, original type)."""
+Source = Annotated[str, _text("source")]
 
 
 class Event(
@@ -145,6 +155,9 @@ class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):
     """Seconds until the memory expires; ``None`` means long-term."""
     project: Annotated[str, _text("project")] = ""
     """For a ``global`` memory: the name of the project it was saved from (empty otherwise)."""
+    metadata: Metadata = {}
+    source: Source = ""
+    """The memory's original id in the store it was imported from (``server-memory:Alice``), or empty."""
 
 
 class MemoryUpdated(Event, frozen=True, kw_only=True, tag="updated"):
@@ -158,6 +171,8 @@ class MemoryUpdated(Event, frozen=True, kw_only=True, tag="updated"):
     tags: Tags | UnsetType = UNSET
     importance: Unit | UnsetType = UNSET
     ttl_seconds: Ttl | UnsetType | None = UNSET
+    metadata: Metadata | UnsetType = UNSET
+    """Replaces the whole metadata."""
 
 
 class MemoryPromoted(Event, frozen=True, kw_only=True, tag="promoted"):

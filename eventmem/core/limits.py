@@ -121,6 +121,23 @@ LIMITS: Final[dict[str, Limit]] = {
         Limit("by", "characters", 0, 128, "who wrote an event (client name, `cli`, an import)"),
         Limit("event_id", "characters", 1, 64, "every event"),
         Limit("project", "characters", 0, 200, "a global memory's project; project filters"),
+        Limit(
+            "metadata",
+            "items",
+            0,
+            64,
+            "a memory's metadata (imports, store_memory, update_memory); saved/updated events",
+        ),
+        Limit(
+            "metadata_key",
+            "characters",
+            1,
+            64,
+            "each metadata key",
+            "letters, digits and `_.-`, starting with a letter or digit",
+        ),
+        Limit("metadata_value", "characters", 0, 4_096, "each metadata value"),
+        Limit("source", "characters", 0, 512, "a memory's original id in the store it was imported from; saved events"),
         Limit("archived_memories", "items", 1, 100_000, "archived events"),
         Limit("segment", "characters", 1, 255, "archived events"),
     )

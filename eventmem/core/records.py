@@ -17,7 +17,19 @@ if TYPE_CHECKING:
 __all__ = ["REGISTERS", "LinkRecord", "MemoryRecord", "MemoryRecords", "Status"]
 
 Status = Literal["live", "deleted", "expired"]
-REGISTERS = ("kind", "scope", "title", "content", "summary", "tags", "importance", "ttl_seconds", "project")
+REGISTERS = (
+    "kind",
+    "scope",
+    "title",
+    "content",
+    "summary",
+    "tags",
+    "importance",
+    "ttl_seconds",
+    "project",
+    "metadata",
+    "source",
+)
 """The fields of a memory that are last-writer-wins registers."""
 
 
@@ -36,6 +48,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     importance: float = 0.5
     ttl_seconds: int | None = None
     project: str = ""
+    metadata: dict[str, str] = {}
+    source: str = ""
     stamps: dict[str, str] = {}
     created_stamp: str = ""
     created_by: str = ""

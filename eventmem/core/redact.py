@@ -18,7 +18,7 @@ from typing import Final, TypeVar
 import msgspec
 
 from eventmem.core.errors import SecretRefused
-from eventmem.core.events import Event
+from eventmem.core.events import Event, MemorySaved
 from eventmem.core.limits import limit
 
 __all__ = ["find_secrets", "scrub", "scrub_event"]
@@ -156,21 +156,37 @@ NOT_FREE_TEXT: Final = frozenset(
     }
 )
 #: The limit (:mod:`eventmem.core.limits`) of each free-text field a redaction marker could push past it.
-_BOUNDED: Final = {"title": "title", "summary": "summary", "reason": "reason", "context": "context", "by": "by"}
+_BOUNDED: Final = {
+    "title": "title",
+    "summary": "summary",
+    "reason": "reason",
+    "context": "context",
+    "by": "by",
+    "source": "source",
+}
 
 E = TypeVar("E", bound=Event)
 
 
+def _text_fields(event: Event) -> list[str]:
+    """The names of ``event``'s free-text fields (a memory's ``source`` is free text, a link's an id)."""
+    return [
+        name
+        for name in event.__struct_fields__
+        if name not in NOT_FREE_TEXT or (name == "source" and isinstance(event, MemorySaved))
+    ]
+
+
 def _free_text(event: Event) -> list[str]:
     out: list[str] = []
-    for name in event.__struct_fields__:
-        if name in NOT_FREE_TEXT:
-            continue
+    for name in _text_fields(event):
         value = getattr(event, name)
         if isinstance(value, str):
             out.append(value)
         elif isinstance(value, tuple):
             out.extend(item for item in value if isinstance(item, str))
+        elif isinstance(value, dict):
+            out.extend(item for item in value.values() if isinstance(item, str))
     return out
 
 
@@ -185,11 +201,13 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
     if "private" not in (joined if joined.isascii() else joined.translate(_FOLD)).lower() and not needles_in(joined):
         return _fitted(event)  # the common case: one look for the needles across all the fields
     changes: dict[str, object] = {}
-    for name in event.__struct_fields__:
-        if name in NOT_FREE_TEXT:
-            continue
+    for name in _text_fields(event):
         value = getattr(event, name)
-        if isinstance(value, str):
+        if isinstance(value, dict):
+            values = {key: scrub(item, refuse=refuse, field=f"{name}.{key}") for key, item in value.items()}
+            if values != value:
+                changes[name] = values
+        elif isinstance(value, str):
             clean = scrub(value, refuse=refuse, field=name)
             if clean != value:
                 changes[name] = clean
@@ -209,6 +227,12 @@ def _fitted(event: E) -> E:
         value = getattr(event, name, None)
         if isinstance(value, str) and len(value) > (most := int(limit(limit_name).high)):
             changes[name] = value[: most - 1] + "…"
+    metadata = getattr(event, "metadata", None)
+    most = int(limit("metadata_value").high)
+    if isinstance(metadata, dict) and any(len(value) > most for value in metadata.values()):
+        changes["metadata"] = {
+            key: value if len(value) <= most else value[: most - 1] + "…" for key, value in metadata.items()
+        }
     tags = getattr(event, "tags", None)
     if isinstance(tags, tuple) and any(len(tag) > limit("tag").high for tag in tags):
         most = int(limit("tag").high)

@@ -8,15 +8,18 @@ characters``. Sizes are checked before any work proportional to the input is don
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from eventmem.core.errors import InvalidInput
+from eventmem.core.events import METADATA_KEY_PATTERN
 from eventmem.core.limits import limit
 
 __all__ = [
     "check_count",
     "check_length",
+    "check_metadata",
     "check_number",
     "check_whole",
     "has_visible",
@@ -97,3 +100,20 @@ def check_number(value: float, name: str, field: str | None = None) -> float:
     ):
         raise refusal(field or name, entry.describe(), value)
     return float(value)
+
+
+_METADATA_KEY = re.compile(METADATA_KEY_PATTERN)
+
+
+def check_metadata(value: object, field: str = "metadata") -> dict[str, str]:
+    """A memory's metadata: an object of at most its limit of entries, each key a short name
+    (letters, digits and ``_.-``) and each value a string within its limit."""
+    if not isinstance(value, dict):
+        raise refusal(field, "an object of strings", value)
+    check_count(list(value), "metadata", field)
+    for key, item in value.items():
+        if not isinstance(key, str) or not _METADATA_KEY.fullmatch(key):
+            raise refusal(f"{field} key", "letters, digits and _.- (starting with a letter or digit)", key)
+        check_length(key, "metadata_key", f"{field} key")
+        check_length(item, "metadata_value", f"{field}.{key}")
+    return dict(value)

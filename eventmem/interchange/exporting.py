@@ -1,6 +1,6 @@
 """What an export writes: the project's live memories and links, read once from the fold.
 
-Every writer takes an :class:`Exported`; a memory's text and the metadata an import put at its end
+Every writer takes an :class:`Exported`; a memory's text and the metadata and original id an import gave it
 are apart here (``body`` and ``metadata``), so a format with a place for metadata keeps it and one
 without writes only the text. No writer sees the journal or the service.
 """
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventmem.interchange.mapping import body_and_metadata
+from eventmem.interchange.mapping import body_and_metadata, exported_metadata
 from eventmem.service import MemoryService
 
 __all__ = ["Exported", "ExportedLink", "ExportedMemory", "collect", "unique_titles"]
@@ -62,7 +62,10 @@ def collect(service: MemoryService) -> Exported:
     kept: set[str] = set()
     for record in sorted(records, key=lambda r: (r.created_stamp, r.id)):
         memory = service.view(store, record)
-        body, metadata = body_and_metadata(memory.content)
+        body, metadata = body_and_metadata(memory.content)  # (a store imported by an earlier version)
+        metadata |= exported_metadata(record.metadata)
+        if record.source:
+            metadata["source"] = record.source.partition(":")[2] or record.source
         out.memories.append(
             ExportedMemory(
                 id=memory.id,

@@ -5,10 +5,12 @@ A reader turns its file into a :class:`Bundle` of :class:`Item` (one memory each
 values are made to fit: a type name becomes one of :data:`~eventmem.core.events.KINDS` (the original is
 kept in metadata when it differs), tags are normalised and cut to their limits, importance is
 clamped, a relation name becomes lower_snake_case. What has no field of its own (times, authors,
-the original type, any property) goes into the memory's metadata, which is written at the end of
-its content as one ``<!-- eventmem:import {...} -->`` line, together with the original id
-(``source``): nothing is dropped. The memory id is derived from the format and that original id, so
-importing the same store again finds the same memories. No IO here.
+the original type, any property) goes into the memory's ``metadata`` field (text values; a list or
+object as its JSON), and the original id into its ``source`` field: nothing is dropped, and the
+content is the text alone. The memory id is derived from the format and that original id, so
+importing the same store again finds the same memories. A store imported by an earlier version kept
+the metadata as one ``<!-- eventmem:import {...} -->`` line at the end of the content:
+:func:`body_and_metadata` still reads it. No IO here.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from eventmem.core.events import KINDS, RELATION_PATTERN
+from eventmem.core.events import KINDS, METADATA_KEY_PATTERN, RELATION_PATTERN
 from eventmem.core.limits import LIMITS
 
 __all__ = [
@@ -29,13 +31,14 @@ __all__ = [
     "Problem",
     "Relation",
     "body_and_metadata",
+    "exported_metadata",
     "importance_of",
     "kind_of",
     "link_id_for",
     "memory_id_for",
+    "metadata_fields",
     "relation_of",
     "tags_of",
-    "with_metadata",
 ]
 
 #: Type names of other stores that mean one of eventmem's kinds.
@@ -64,6 +67,7 @@ KIND_ALIASES: Final[dict[str, str]] = {
 }
 _TRAILER: Final = re.compile(r"\n*<!-- eventmem:import (\{.*\}) -->\s*\Z", re.DOTALL)
 _RELATION: Final = re.compile(RELATION_PATTERN)
+_KEY: Final = re.compile(METADATA_KEY_PATTERN)
 
 
 @dataclass
@@ -195,15 +199,6 @@ def relation_of(name: object) -> str | None:
     return text if _RELATION.fullmatch(text) else None
 
 
-def with_metadata(body: str, metadata: dict[str, Any]) -> str:
-    """The content as stored: the text, then one comment line holding the metadata (with ``source``)."""
-    if not metadata:
-        return body
-    encoded = json.dumps(metadata, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
-    safe = encoded.replace("-->", "--\\u003e")
-    return f"{body.rstrip()}\n\n<!-- eventmem:import {safe} -->"
-
-
 def body_and_metadata(content: str) -> tuple[str, dict[str, Any]]:
     """The text and the metadata of a stored content (``{}`` when it has none or it does not parse)."""
     match = _TRAILER.search(content)
@@ -216,3 +211,40 @@ def body_and_metadata(content: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(metadata, dict):
         return content, {}
     return content[: match.start()], metadata
+
+
+def metadata_fields(metadata: dict[str, Any], where: str, problems: list[Problem]) -> dict[str, str]:
+    """``metadata`` as a memory's ``metadata`` field: keys made to fit their pattern, values as text
+    (a list, object or number as its JSON), each cut to its limit, at most the limit's number of
+    entries; what is cut or left out is reported."""
+    longest_key, longest = int(LIMITS["metadata_key"].high), int(LIMITS["metadata_value"].high)
+    out: dict[str, str] = {}
+    for name, value in metadata.items():
+        key = re.sub(r"[^A-Za-z0-9_.\-]+", "_", str(name)).lstrip("_.-")[:longest_key]
+        if not _KEY.fullmatch(key) or key in out:
+            problems.append(Problem(where, f"metadata key {str(name)[:40]!r} left out", skipped=False))
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        if len(text) > longest:
+            problems.append(Problem(where, f"metadata {key!r} cut to {longest:,} characters", skipped=False))
+            text = text[: longest - 1] + "…"
+        out[key] = text
+    most = int(LIMITS["metadata"].high)
+    if len(out) > most:
+        problems.append(Problem(where, f"{len(out)} metadata entries; the first {most} were kept", skipped=False))
+        out = dict(list(out.items())[:most])
+    return out
+
+
+def exported_metadata(fields: dict[str, str]) -> dict[str, Any]:
+    """A memory's ``metadata`` field as an exporter writes it: a value that holds a JSON list or object
+    (as :func:`metadata_fields` wrote one) is that list or object again."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        out[key] = value
+        if value[:1] in ("[", "{"):
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                pass
+    return out

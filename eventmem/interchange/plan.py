@@ -24,7 +24,7 @@ from eventmem.core.redact import scrub
 from eventmem.core.state import State
 from eventmem.core.summarizer import Summarizer
 from eventmem.core.validation import has_visible
-from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, with_metadata
+from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, metadata_fields
 
 __all__ = ["Plan", "make_plan"]
 
@@ -79,6 +79,8 @@ class _Checked:
     content: str
     body: str
     tags: tuple[str, ...]
+    metadata: dict[str, str]
+    source: str
 
 
 def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Plan) -> _Checked | None:
@@ -99,10 +101,12 @@ def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Pla
     if singleton_of_kind(kind) is not None:  # a project-context section has one memory: this is one more note
         metadata.setdefault("original_type", kind)
         kind = "general"
-    content = with_metadata(body, metadata)
-    if len(content.encode("utf-8", "surrogatepass")) > max_bytes:
-        content = with_metadata(body, {"source": metadata.get("source", item.source)})
-        plan.problems.append(Problem(where, "metadata left out: with it the memory is over max_memory_bytes", False))
+    original = metadata.pop("source", item.source)
+    source, cut = _cut(f"{format_name}:{original if isinstance(original, str) else item.source}", "source")
+    if cut:
+        plan.problems.append(Problem(where, f"source cut to {int(LIMITS['source'].high)} characters", skipped=False))
+    fields = metadata_fields(metadata, where, plan.problems)
+    content = body
     title, cut = _cut(" ".join(item.title.split()), "title")
     if cut:
         plan.problems.append(Problem(where, f"title cut to {int(LIMITS['title'].high)} characters", skipped=False))
@@ -110,10 +114,13 @@ def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Pla
         content = scrub(content, refuse=refuse, field="content").strip()
         title = scrub(title, refuse=refuse, field="title")
         tags = tuple(dict.fromkeys(t for t in (scrub(t, refuse=refuse, field="tag") for t in item.tags) if t))
+        fields = {key: scrub(value, refuse=refuse, field=f"metadata.{key}") for key, value in fields.items()}
+        source = scrub(source, refuse=refuse, field="source")
     except SecretRefused as exc:
         plan.problems.append(Problem(where, str(exc)))
         return None
-    return _Checked(memory_id_for(format_name, item.source), item, kind, title, content, body, tags)
+    memory_id = memory_id_for(format_name, item.source)
+    return _Checked(memory_id, item, kind, title, content, body, tags, fields, source)
 
 
 def make_plan(
@@ -161,6 +168,8 @@ def make_plan(
                     summary=summary,
                     tags=c.tags,
                     importance=c.item.importance,
+                    metadata=c.metadata,
+                    source=c.source,
                 )
             )
             plan.added.append(c.memory_id)
@@ -182,6 +191,8 @@ def make_plan(
             changes["tags"] = c.tags
         if record.importance != c.item.importance:
             changes["importance"] = c.item.importance
+        if record.metadata != c.metadata:  # (also moves an earlier import's metadata comment into the field)
+            changes["metadata"] = c.metadata
         if not changes:
             plan.unchanged.append(c.memory_id)
             continue

@@ -36,10 +36,10 @@ __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "load", "read_snapsh
 
 log = logging.getLogger("eventmem.runner")
 
-SNAPSHOT_FORMAT = 7
+SNAPSHOT_FORMAT = 8
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
-columns projector's own snapshot."""
+columns projector's own snapshot; 8: a memory's metadata and source."""
 
 
 class Snapshot(msgspec.Struct, kw_only=True):

@@ -25,7 +25,7 @@ from eventmem.core.events import (
     MemoryUpdated,
 )
 from eventmem.core.ids import new_id, now_iso
-from eventmem.core.validation import check_length, refusal
+from eventmem.core.validation import check_length, check_metadata, refusal
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service import tombstones
@@ -64,6 +64,8 @@ class SaveOptions(TypedDict, total=False):
     by: str
     memory_id: str | None
     content_field: str
+    metadata: dict[str, str] | None
+    source: str
 
 
 class Commands(Part):
@@ -97,6 +99,8 @@ class Commands(Part):
         by: str = "",
         memory_id: str | None = None,
         content_field: str = "content",
+        metadata: dict[str, str] | None = None,
+        source: str = "",
     ) -> Saved:
         """Save a memory. Content that normalises to a live memory's content (case, spacing, end
         punctuation) returns that memory and counts an access, unless ``memory_id`` is given. A
@@ -116,6 +120,8 @@ class Commands(Part):
         check_by(by)
         if memory_id is not None:
             check_length(memory_id, "memory_id")
+        checked_metadata = {} if metadata is None else check_metadata(metadata)
+        check_length(source, "source")
         if scope not in SCOPES:
             raise InvalidInput(f"scope must be 'project' or 'global', not {scope!r}")
         event = MemorySaved(
@@ -132,6 +138,8 @@ class Commands(Part):
             importance=checked_importance,
             ttl_seconds=checked_ttl,
             project=self.root.root.name if scope == "global" else "",
+            metadata=checked_metadata,
+            source=source,
         )
         store = self.store_for(scope)
         events: list[AnyEvent] = [event, *self._promotion_at_save(event)]
@@ -192,6 +200,7 @@ class Commands(Part):
         ttl_seconds: int | Literal["unchanged"] | None = "unchanged",
         by: str = "",
         if_version: Sequence[str] | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> Memory:
         """Change a memory's fields; ``if_version`` (its versions a caller accepts, the ids of its head
         events, as ``ETag``/``If-Match`` carry them): change it only if it is still at one of them,
@@ -220,6 +229,8 @@ class Commands(Part):
         if kind is not None:
             changes["kind"] = check_kind(kind)
             refuse_second_singleton(record.id, changes["kind"])
+        if metadata is not None:
+            changes["metadata"] = check_metadata(metadata)
         changes = {k: v for k, v in changes.items() if getattr(record, k) != v}
         if if_version is not None:
             stated = changes

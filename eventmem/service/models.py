@@ -35,6 +35,10 @@ class Memory(msgspec.Struct, kw_only=True):
     """Made long-term by a ``promoted`` event (important at save, often used, or by hand)."""
     project: str = ""
     """The project it belongs to: this one for project memories; for global ones, where they were saved."""
+    metadata: dict[str, str] = {}
+    """What it carries that has no field of its own (an import's times, authors, original type)."""
+    source: str = ""
+    """Its original id in the store it was imported from, or empty."""
 
 
 class Saved(msgspec.Struct, kw_only=True):

@@ -158,6 +158,8 @@ class Part:
             access_count=access_count,
             promoted=bool(record.promoted_stamp),
             project=record.project or (self.root.root.name if store is self.project else ""),
+            metadata=dict(record.metadata),
+            source=record.source,
         )
 
     def search_notes(self) -> list[str]:

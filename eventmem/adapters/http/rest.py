@@ -99,6 +99,7 @@ async def save(request: Request, project: Project) -> Response:
             ttl_seconds=body.ttl_seconds,
             scope=body.scope,
             by=body.by or HTTP_WRITER,
+            metadata=body.metadata,
         )
         result = SaveResult(memory=saved.memory, deduplicated=saved.deduplicated, section=saved.section)
         return result, memory_version(s, saved.memory.id)
@@ -145,6 +146,7 @@ async def update_memory(request: Request, project: Project) -> Response:
                 ttl_seconds="unchanged" if body.ttl_seconds is msgspec.UNSET else body.ttl_seconds,
                 by=body.by or HTTP_WRITER,
                 if_version=_accepted(s, memory_id, if_match),
+                metadata=body.metadata,
             )
             return memory, memory_version(s, memory_id)
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from eventmem.core.events import METADATA_KEY_PATTERN
 from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.service import Hit, Link, Memory
 
@@ -49,6 +50,16 @@ Relation = Annotated[str, msgspec.Meta(max_length=int(LIMITS["relation"].high))]
 Strength = Annotated[float, msgspec.Meta(ge=LIMITS["strength"].low, le=LIMITS["strength"].high)]
 MaxChars = Annotated[int, msgspec.Meta(ge=int(LIMITS["max_chars"].low), le=int(LIMITS["max_chars"].high))]
 PerType = Annotated[int, msgspec.Meta(ge=int(LIMITS["per_type"].low), le=int(LIMITS["per_type"].high))]
+MetadataKey = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=int(LIMITS["metadata_key"].low),
+        max_length=int(LIMITS["metadata_key"].high),
+        pattern=METADATA_KEY_PATTERN,
+    ),
+]
+MetadataValue = Annotated[str, msgspec.Meta(max_length=int(LIMITS["metadata_value"].high))]
+Metadata = Annotated[dict[MetadataKey, MetadataValue], msgspec.Meta(max_length=int(LIMITS["metadata"].high))]
 Scope = Literal["project", "global"]
 Mode = Literal["hybrid", "vector", "keyword"]
 
@@ -65,6 +76,7 @@ class SaveRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ttl_seconds: Ttl | None = None
     scope: Scope = "project"
     by: By = ""
+    metadata: Metadata = {}
 
 
 class SaveResult(msgspec.Struct, kw_only=True):
@@ -84,6 +96,8 @@ class UpdateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     importance: Importance | None = None
     ttl_seconds: Ttl | msgspec.UnsetType | None = msgspec.UNSET
     by: By = ""
+    metadata: Metadata | None = None
+    """Replaces the whole metadata."""
 
 
 class DeleteRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

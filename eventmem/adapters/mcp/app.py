@@ -25,7 +25,7 @@ from pydantic_core import ErrorDetails
 
 from eventmem.adapters.mcp.sdk import registered_tool
 from eventmem.core.errors import EventmemError, InvalidInput
-from eventmem.core.events import KINDS
+from eventmem.core.events import KINDS, METADATA_KEY_PATTERN
 from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.core.query_rules import Filters
 from eventmem.core.validation import shown
@@ -41,6 +41,7 @@ __all__ = [
     "App",
     "ArgumentErrors",
     "EntryText",
+    "MetadataMap",
     "Running",
     "TagText",
     "app_of",
@@ -198,6 +199,14 @@ TagText = Annotated[str, Field(max_length=int(LIMITS["tag"].high))]
 """One tag as a tool takes it (its schema shows the tag's ``maxLength``)."""
 EntryText = Annotated[str, Field(max_length=CONTENT_BYTES_CEILING)]
 """One entry of a project-context list (a recent change, a decision), bounded like a memory's content."""
+MetadataMap = dict[
+    Annotated[
+        str,
+        Field(min_length=1, max_length=int(LIMITS["metadata_key"].high), pattern=METADATA_KEY_PATTERN),
+    ],
+    Annotated[str, Field(max_length=int(LIMITS["metadata_value"].high))],
+]
+"""A memory's metadata as a tool takes it: short names to text (bounded with :func:`bounded`)."""
 
 
 def bounded(name: str, description: str, *, low: float | None = None) -> Any:

@@ -16,6 +16,7 @@ from eventmem.adapters.mcp.app import (
     KIND_HELP,
     READ_ONLY,
     App,
+    MetadataMap,
     TagText,
     app_of,
     as_list,
@@ -68,6 +69,9 @@ def register(server: MCPServer[App]) -> None:
             int | None, bounded("ttl_seconds", "Seconds until it expires; omit for long-term.")
         ] = None,
         scope: Annotated[str, Field(description="'project' (default) or 'global'.")] = "project",
+        metadata: Annotated[
+            MetadataMap | None, bounded("metadata", "Facts with no field of their own (name to text); optional.")
+        ] = None,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         summary = summary or summary_text(sampled)  # the caller's, else the client model's (if enabled)
@@ -82,6 +86,7 @@ def register(server: MCPServer[App]) -> None:
                 ttl_seconds=ttl_seconds,
                 scope=scope,
                 by=client_name(ctx),
+                metadata=metadata,
             )
         )
         out: dict[str, Any] = {"status": "success", "memory": dump(saved.memory)}
@@ -156,6 +161,7 @@ def register(server: MCPServer[App]) -> None:
         type: Annotated[str | None, Field(description=KIND_HELP)] = None,
         importance: Annotated[float | None, bounded("importance", "0 (trivia) to 1 (critical).")] = None,
         ttl_seconds: Annotated[int | None, bounded("ttl_seconds", "New TTL in seconds; 0 = long-term.", low=0)] = None,
+        metadata: Annotated[MetadataMap | None, bounded("metadata", "The new metadata (replaces all of it).")] = None,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
         ttl: int | str | None = "unchanged" if ttl_seconds is None else (None if ttl_seconds == 0 else ttl_seconds)
@@ -170,6 +176,7 @@ def register(server: MCPServer[App]) -> None:
                 importance=importance,
                 ttl_seconds=ttl,  # type: ignore[arg-type]
                 by=client_name(ctx),
+                metadata=metadata,
             )
         )
         return {"status": "success", "memory": dump(memory)}
