@@ -16,7 +16,8 @@ from conftest import journal_bytes
 from eventmem.core.codec import decode_line
 from eventmem.service import Memory
 
-MEMORY_FIELDS = set(Memory.__struct_fields__)
+MEMORY_FIELDS = set(Memory.__struct_fields__) - {"metadata", "source"}
+"""A memory's fields as the CLI shows them (metadata and source are left out when it has none)."""
 
 
 def test_init_creates_the_memory_directory_and_says_which_root_it_chose(project: Path) -> None:

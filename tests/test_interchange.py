@@ -548,6 +548,6 @@ def test_a_memory_imported_with_the_metadata_comment_is_recognised_and_its_comme
     found = [m for m in memories(project) if body in m.content]
     assert [m.id for m in found] == [old.id]
     assert "eventmem:import" not in found[0].content
-    assert "original_type" not in found[0].metadata  # (the store's type is a kind: the comment's is gone)
+    assert "original_type" not in (found[0].metadata or {})  # (the store's type is a kind: the comment's is gone)
     again = import_json(project, "server-memory", str(PEERS / STORES["server-memory"]))
     assert (again["added"], again["updated"], again["events"]) == (0, 0, 0)

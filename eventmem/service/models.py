@@ -35,10 +35,11 @@ class Memory(msgspec.Struct, kw_only=True):
     """Made long-term by a ``promoted`` event (important at save, often used, or by hand)."""
     project: str = ""
     """The project it belongs to: this one for project memories; for global ones, where they were saved."""
-    metadata: dict[str, str] = {}
-    """What it carries that has no field of its own (an import's times, authors, original type)."""
-    source: str = ""
-    """Its original id in the store it was imported from, or empty."""
+    metadata: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+    """What it carries that has no field of its own (an import's times, authors, original type);
+    left out when it has none, so that the usual memory costs an agent no extra keys."""
+    source: str | msgspec.UnsetType = msgspec.UNSET
+    """Its original id in the store it was imported from; left out when it has none."""
 
 
 class Saved(msgspec.Struct, kw_only=True):

@@ -10,6 +10,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import msgspec
+
 from eventmem.core.errors import InvalidInput, UnknownMemory
 from eventmem.core.records import MemoryRecord
 from eventmem.core.summarizer import Summarizer
@@ -158,8 +160,8 @@ class Part:
             access_count=access_count,
             promoted=bool(record.promoted_stamp),
             project=record.project or (self.root.root.name if store is self.project else ""),
-            metadata=dict(record.metadata),
-            source=record.source,
+            metadata=dict(record.metadata) if record.metadata else msgspec.UNSET,
+            source=record.source or msgspec.UNSET,
         )
 
     def search_notes(self) -> list[str]:
