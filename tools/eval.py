@@ -107,6 +107,11 @@ CATEGORIES = ("exact", "paraphrase", "identifier", "error", "changed", "negative
 MAIN = "ledgerly"
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON-lines file (a dataset of the evaluations)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
 @dataclass
 class Dataset:
     memories: list[dict[str, Any]]
@@ -116,8 +121,7 @@ class Dataset:
 
     @classmethod
     def load(cls, folder: Path = DATA) -> Dataset:
-        memories = [json.loads(line) for line in (folder / "memories.jsonl").read_text().splitlines() if line]
-        queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines() if line]
+        memories, queries = read_jsonl(folder / "memories.jsonl"), read_jsonl(folder / "queries.jsonl")
         data = cls(memories, queries)
         superseded = {m["supersedes"] for m in memories if m.get("supersedes")}
         for memory in memories:

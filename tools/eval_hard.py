@@ -14,7 +14,6 @@ questions where a decision replaced only in words ranks above its replacement.
 from __future__ import annotations
 
 import contextlib
-import json
 import statistics
 import subprocess
 import tempfile
@@ -47,8 +46,9 @@ class HardSet:
 
     @classmethod
     def load(cls, folder: Path = DATA) -> HardSet:
-        memories = [json.loads(line) for line in (folder / "memories.jsonl").read_text().splitlines() if line]
-        queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines() if line]
+        from eval import read_jsonl  # (tools/ is on the path: eval.py runs this module)
+
+        memories, queries = read_jsonl(folder / "memories.jsonl"), read_jsonl(folder / "queries.jsonl")
         forbidden = {m["supersedes"] for m in memories if m.get("supersedes")}
         return cls(memories, queries, forbidden)
 

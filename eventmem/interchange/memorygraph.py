@@ -20,7 +20,7 @@ from typing import Any, Final
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS
 from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
-from eventmem.interchange.sources import json_with_list, objects_in, open_sqlite, real_file
+from eventmem.interchange.sources import holds_json_object, json_with_list, objects_in, open_sqlite
 
 __all__ = ["read"]
 
@@ -30,12 +30,7 @@ _KNOWN: Final = ("id", "type", "title", "content", "summary", "tags", "importanc
 
 def read(path: Path) -> Bundle:
     """A memorygraph SQLite database, or its JSON export (told apart by the file's first bytes)."""
-    real_file(path)  # (a link or a pipe is refused before it is opened)
-    with open(path, "rb") as handle:
-        head = handle.read(16)
-    if head.lstrip().startswith(b"{"):
-        return _read_export(path)
-    return _read_database(path)
+    return _read_export(path) if holds_json_object(path) else _read_database(path)
 
 
 def _read_database(path: Path) -> Bundle:

@@ -143,3 +143,11 @@ def objects_in(entries: Any, where: str, problems: list[Any], problem: Any) -> I
             yield place, record
         else:
             problems.append(problem(place, "not an object"))
+
+
+def holds_json_object(path: Path) -> bool:
+    """Whether a store file is a JSON object (an export, a backup) rather than a database: told apart
+    by its first bytes; a link or a pipe is refused before it is opened."""
+    real_file(path)
+    with open(path, "rb") as handle:
+        return handle.read(16).lstrip().startswith(b"{")
