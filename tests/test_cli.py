@@ -169,6 +169,26 @@ def test_update_changes_only_the_given_fields_and_ttl_zero_makes_it_long_term(pr
     assert human.stdout.startswith(f"updated {memory['id']}")
 
 
+def test_metadata_given_as_key_value_options_is_saved_shown_and_replaced_by_update(project: Path) -> None:
+    memory = save(project, "The deploy job pins node 20", "--meta", "ticket=OPS-12", "--meta", "team=infra")
+    assert memory["metadata"] == {"ticket": "OPS-12", "team": "infra"}
+    human = eventmem(project, "show", memory["id"])
+    assert "meta:     team = infra" in human.stdout and "meta:     ticket = OPS-12" in human.stdout
+    updated = ok_json(project, "update", memory["id"], "--meta", "ticket=OPS-13")["memory"]
+    assert updated["metadata"] == {"ticket": "OPS-13"}
+    assert updated["content"] == "The deploy job pins node 20"
+
+
+def test_a_malformed_or_oversized_metadata_option_is_refused_and_writes_nothing(project: Path) -> None:
+    before = journal_bytes(project)
+    for flags in (["--meta", "no-equals-sign"], ["--meta", "bad key!=x"], ["--meta", "k=" + "v" * 5000]):
+        result = eventmem(project, "save", "A memory with bad metadata", *flags)
+        assert result.returncode != 0
+        assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
+        assert "meta" in result.stderr.lower()
+    assert journal_bytes(project) == before
+
+
 def test_delete_hides_the_memory_from_show_and_search_but_keeps_its_history(project: Path) -> None:
     memory = save(project, "Use tabs for indentation")
     data = ok_json(project, "delete", memory["id"], "--reason", "we switched to spaces")

@@ -39,6 +39,10 @@ def _show_memory(memory: Any) -> None:
     print(f"updated:  {memory.updated_at} by {printable(memory.updated_by or '-')}")
     if memory.expires_at:
         print(f"expires:  {memory.expires_at}")
+    if memory.source:
+        print(f"source:   {printable(memory.source)}")
+    for key, value in sorted((memory.metadata or {}).items()):
+        print(f"meta:     {printable(key)} = {printable(value)}")
     print()
     print(printable(memory.content, multiline=True))
 
@@ -79,6 +83,19 @@ def _listed(values: list[str] | None) -> list[str] | None:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+def _metadata(entries: list[str] | None) -> dict[str, str] | None:
+    """``--meta KEY=VALUE`` options as one mapping (the service checks keys, values and sizes)."""
+    if entries is None:
+        return None
+    metadata: dict[str, str] = {}
+    for entry in entries:
+        key, equals, value = entry.partition("=")
+        if not equals:
+            raise InvalidInput(f"--meta takes KEY=VALUE, got {printable(entry)!r}")
+        metadata[key.strip()] = value
+    return metadata
+
+
 def cmd_save(args: argparse.Namespace) -> int:
     text = args.text if args.text != "-" else sys.stdin.read()
     service = open_service_of(args)
@@ -92,6 +109,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         ttl_seconds=args.ttl,
         scope=args.scope,
         by=args.by or os.environ.get("USER", "cli"),
+        metadata=_metadata(args.meta),
     )
     memory = saved.memory
     try:
@@ -141,7 +159,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-UPDATE_FLAGS = ("content", "title", "summary", "tag", "type", "importance", "ttl")
+UPDATE_FLAGS = ("content", "title", "summary", "tag", "type", "importance", "ttl", "meta")
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -162,6 +180,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         importance=args.importance,
         ttl_seconds=ttl,
         by=args.by or os.environ.get("USER", "cli"),
+        metadata=_metadata(args.meta),
     )
     if args.json:
         print_json({"status": "success", "memory": memory})

@@ -68,6 +68,12 @@ def build_parser(
     p.add_argument("--ttl", type=int, help="seconds until it expires")
     p.add_argument("--scope", default="project", choices=["project", "global"])
     p.add_argument("--by", help="who is saving (default: $USER)")
+    p.add_argument(
+        "--meta",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a metadata entry (repeat for more)",
+    )
     p = add("search", cmd_search, "hybrid search of the memory")
     p.add_argument("query", nargs="+")
     p.add_argument("--limit", type=int, default=10)
@@ -88,6 +94,12 @@ def build_parser(
     p.add_argument("--importance", type=float)
     p.add_argument("--ttl", type=int, help="seconds; 0 makes it long-term")
     p.add_argument("--by")
+    p.add_argument(
+        "--meta",
+        action="append",
+        metavar="KEY=VALUE",
+        help="the new metadata, replacing the old: one entry per --meta (repeat for more)",
+    )
     p = add("delete", cmd_delete, "delete a memory (its history is kept)")
     p.add_argument("id")
     p.add_argument("--reason")
