@@ -148,6 +148,34 @@ def test_an_edit_is_saved_and_shows_in_the_history_then_delete_and_restore(site:
     assert page.locator("tr.history-line").count() == 4
 
 
+def test_the_edit_form_sets_and_clears_a_lifetime_and_the_detail_shows_metadata(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = httpx.post(
+        f"{api}/memories", json={"content": "Rotate the signing key monthly.", "metadata": {"ticket": "SEC-7"}}
+    )
+    memory = made.json()["memory"]
+    page = tab.open(f"#/memory/{memory['id']}", "detail")
+    assert "SEC-7" in page.locator("dl.fields").inner_text()
+    page.get_by_role("button", name="Edit").click()
+    page.get_by_label("Lifetime in seconds (empty: long-term)").fill("3600")
+    page.get_by_role("button", name="Save changes").click()
+    page.locator("tr.history-line").nth(1).wait_for()
+    stored = httpx.get(f"{api}/memories/{memory['id']}").json()
+    assert stored["ttl_seconds"] == 3600 and stored["expires_at"]
+    page.get_by_role("button", name="Edit").click()
+    assert page.get_by_label("Lifetime in seconds (empty: long-term)").input_value() == "3600"
+    page.get_by_label("Title").fill("Key rotation")
+    page.get_by_role("button", name="Save changes").click()
+    page.wait_for_selector("main h2:has-text('Key rotation')")
+    assert httpx.get(f"{api}/memories/{memory['id']}").json()["expires_at"] == stored["expires_at"]
+    page.get_by_role("button", name="Edit").click()
+    page.get_by_label("Lifetime in seconds (empty: long-term)").fill("")
+    page.get_by_role("button", name="Save changes").click()
+    page.locator("tr.history-line").nth(3).wait_for()
+    cleared = httpx.get(f"{api}/memories/{memory['id']}").json()
+    assert cleared["ttl_seconds"] is None and cleared["expires_at"] is None
+
+
 def test_the_graph_renders_the_links_and_a_node_leads_to_its_memory(site: tuple[Page, str]) -> None:
     tab, api = site
     made = seed(api)

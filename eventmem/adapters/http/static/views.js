@@ -107,7 +107,9 @@ const views = {
         ["Tags", tags(memory.tags)], ["Summary", memory.summary], ["Accessed", memory.access_count + " times"],
         ["Promoted", memory.promoted ? "yes" : "no"], ["Expires", memory.expires_at || "never"],
         ["Created", `${when(memory.created_at)} by ${memory.created_by || "—"}`],
-        ["Updated", `${when(memory.updated_at)} by ${memory.updated_by || "—"}`]]
+        ["Updated", `${when(memory.updated_at)} by ${memory.updated_by || "—"}`],
+        ...(memory.source ? [["Source", memory.source]] : []),
+        ...Object.entries(memory.metadata || {}).map(([k, v]) => ["Meta: " + k, v])]
         .map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
       h("h3", { text: "Content" }), h("pre", { class: "content", text: memory.content }));
       const edit = h("form", { class: "edit", hidden: true, "aria-label": "Edit memory" },
@@ -116,6 +118,8 @@ const views = {
         field("Tags (comma-separated)", h("input", { name: "tags", value: memory.tags.join(", ") })),
         field("Type", h("select", { name: "type" }, ui.types.map((k) => h("option", { value: k, selected: memory.kind === k, text: k })))),
         field("Importance", h("input", { name: "importance", type: "number", min: 0, max: 1, step: 0.05, value: memory.importance })),
+        field("Lifetime in seconds (empty: long-term)", h("input", { name: "ttl", type: "number", min: 1, step: 1,
+          value: memory.ttl_seconds ?? "" })),
         h("div", { class: "actions" }, h("button", { type: "submit", text: "Save changes" })));
       edit.addEventListener("input", () => edit.setAttribute("data-editing", ""));
       edit.addEventListener("submit", (event) => {
@@ -123,6 +127,7 @@ const views = {
         const v = Object.fromEntries(new FormData(edit));
         const body = { title: v.title, content: v.content, type: v.type, importance: Number(v.importance),
           tags: v.tags.split(",").map((t) => t.trim()).filter(Boolean) };
+        if (v.ttl !== String(memory.ttl_seconds ?? "")) body.ttl_seconds = v.ttl === "" ? null : Number(v.ttl); // (a TTL sent restarts its clock)
         act(() => api(path, { method: "PUT", body, headers: { "If-Match": etag } }))();
       });
       const reason = h("input", { name: "reason", placeholder: "why (optional)" });
