@@ -199,6 +199,31 @@ OPERATIONS: list[Operation] = [
 ]
 
 
+STREAM = "/projects/{project}/stream"
+"""The change stream: server-sent events, not JSON (the UI listens to it)."""
+
+
+def _stream_operation(problem: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "summary": "Server-sent events: one `change` event each time the project's journal changes",
+        "description": (
+            "Each event is `event: change` with `data` a JSON object `{project, seq}`: something changed, ask again. "
+            "A comment is sent now and then to keep the connection open; `retry` is 2000 ms."
+        ),
+        "operationId": "get_projects_project_stream",
+        "parameters": [
+            {"name": "project", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 200}}
+        ],
+        "responses": {
+            "200": {
+                "description": "An endless stream",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            "4XX": {"description": "A refused request", "content": problem},
+        },
+    }
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``/api/v1``, from the models above."""
     _, components = msgspec.json.schema_components(
@@ -239,6 +264,7 @@ def openapi_document() -> dict[str, Any]:
                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
             }
         paths.setdefault(path, {})[method] = operation
+    paths[STREAM] = {"get": _stream_operation(problem)}
     return {
         "openapi": "3.1.0",
         "info": {"title": "eventmem REST API", "version": __version__},
