@@ -187,6 +187,37 @@ def test_the_graph_renders_the_links_and_a_node_leads_to_its_memory(site: tuple[
     assert made["staging"]["content"] in page.locator("pre.content").inner_text()
 
 
+def test_the_graph_zooms_pans_and_lets_a_node_be_dragged_without_leaving_the_page(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = seed(api)
+    page = tab.open("#/graph", "graph")
+    viewport = page.locator("svg.graph g.viewport")
+    page.get_by_role("button", name="Zoom in").click()
+    assert "scale(1.25)" in (viewport.get_attribute("transform") or "")
+    page.get_by_role("button", name="Reset view").click()
+    assert "scale(1)" in (viewport.get_attribute("transform") or "")
+    box = page.locator("svg.graph").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -200)
+    assert "scale(1.2)" in (viewport.get_attribute("transform") or "")
+    node = page.locator(f"svg.graph a.node[data-id='{made['staging']['id']}'] circle")
+    line = page.locator("svg.graph line").first
+    before = (node.get_attribute("cx"), node.get_attribute("cy"))
+    ends = [line.get_attribute(name) for name in ("x1", "y1", "x2", "y2")]
+    circle = node.bounding_box()
+    assert circle is not None
+    x, y = circle["x"] + circle["width"] / 2, circle["y"] + circle["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 40, y + 30, steps=5)
+    page.mouse.up()
+    after = (node.get_attribute("cx"), node.get_attribute("cy"))
+    assert after != before
+    assert [line.get_attribute(name) for name in ("x1", "y1", "x2", "y2")] != ends
+    assert page.evaluate("location.hash") == "#/graph"  # the drag did not follow the node's link
+
+
 def test_the_timeline_shows_what_as_of_answers(site: tuple[Page, str]) -> None:
     tab, api = site
     made = seed(api)
