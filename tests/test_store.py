@@ -28,7 +28,7 @@ from eventmem.core.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso, to_iso
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import MemoryRecords
-from eventmem.core.state import State
+from eventmem.core.state import State, StoredState
 from eventmem.embedders.embedcache import EmbeddingCache
 from eventmem.journal.project import RootChoice
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
@@ -540,15 +540,18 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
 def test_a_fold_encoded_ahead_is_not_used_once_the_fold_changed(service: MemoryService, project: Path) -> None:
     save_topics(service)
     store = service.project
-    store.tuning = SNAPSHOT_AT_EVERY_CATCH_UP
-    store.rebuild()
-    store.tuning = Tuning()
-    store._encoded_state = (store.state, len(store.state.seen), b"stale")
+    with store.read() as view:
+        fold = view.fold
+        ahead = (fold, len(fold.seen), b"stale")
+        assert snapshots_module.encoded_fold(fold, ahead) == b"stale"  # unchanged: the encoding made ahead
     added = service.save("A memory saved after the fold was encoded.", title="Late").id
+    with store.read() as view:
+        encoded = snapshots_module.encoded_fold(view.fold, ahead)
+        assert encoded != b"stale"
+        assert added in msgspec.msgpack.decode(encoded, type=StoredState).memories
     assert store.save_snapshot()
     snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert added in snapshot.state.memories
-    assert snapshot.state.state() == store.state
 
 
 def test_the_first_read_of_the_embedding_cache_keeps_the_first_of_equal_hashes(tmp_path: Path) -> None:

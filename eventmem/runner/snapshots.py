@@ -32,7 +32,7 @@ from eventmem.runner.projection import projected
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store
 
-__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "load", "read_snapshot", "save"]
+__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "encoded_fold", "load", "read_snapshot", "save"]
 
 log = logging.getLogger("eventmem.runner")
 
@@ -134,13 +134,19 @@ def save(store: Store, *, background: bool = False) -> bool:
 
 
 def encoded_state(store: Store) -> bytes:
-    """The fold encoded: made ahead while the keyword index was being filled if the fold has not
-    changed since (every change adds an event id to ``seen``: the same object with as many ids
-    is the same state)."""
-    encoded, store._encoded_state = store._encoded_state, None
-    if encoded is not None and encoded[0] is store.state and encoded[1] == len(store.state.seen):
-        return encoded[2]
-    return msgspec.msgpack.encode(store.state)
+    """The fold encoded, using (and forgetting) the encoding made ahead while the keyword index was
+    being filled (see :func:`encoded_fold`)."""
+    ahead, store._encoded_state = store._encoded_state, None
+    return encoded_fold(store.state, ahead)
+
+
+def encoded_fold(state: State, ahead: tuple[State, int, bytes] | None) -> bytes:
+    """``state`` encoded: ``ahead`` (a fold, its count of event ids, its encoding) when it is that fold
+    unchanged since (every change adds an event id to ``seen``: the same object with as many ids is
+    the same state), else encoded now."""
+    if ahead is not None and ahead[0] is state and ahead[1] == len(state.seen):
+        return ahead[2]
+    return msgspec.msgpack.encode(state)
 
 
 def write(store: Store, snapshot: Snapshot, vectors: VectorIndex) -> bool:
