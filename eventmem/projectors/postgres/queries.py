@@ -23,10 +23,20 @@ from psycopg.pq import TransactionStatus
 
 from eventmem.core.events import KINDS
 from eventmem.core.ids import iso_to_epoch
-from eventmem.core.query_rules import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+from eventmem.core.query_rules import (
+    FEW_KEYWORD_MATCHES,
+    RRF_K,
+    TIME_BOOST,
+    VECTOR_FLOOR,
+    Filters,
+    spread,
+    spreads,
+    unknown_words_floor,
+)
+from eventmem.core.timewords import closeness
 from eventmem.core.words import STOPWORDS
 from eventmem.embedders.embedder import Embedder
-from eventmem.journal.config import Config
+from eventmem.journal.config import Config, fusion_weights
 from eventmem.projectors.postgres.targets import GLOBAL
 
 if TYPE_CHECKING:
@@ -225,15 +235,22 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
     return {(str(p), str(i)): float(c) for p, i, c in rows}
 
 
-def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float]]:
-    """(importance, updated_at) of each memory."""
+def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float, float]]:
+    """(importance, updated_at, created_at) of each memory."""
     sql = (
-        "SELECT m.project, m.id, m.importance, m.updated_at FROM eventmem_memories m "
+        "SELECT m.project, m.id, m.importance, m.updated_at, m.created_at FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
     with _reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
-    return {(str(p), str(i)): (float(imp), float(upd)) for p, i, imp, upd in rows}
+    return {(str(p), str(i)): (float(imp), float(upd), float(made)) for p, i, imp, upd, made in rows}
+
+
+def _closeness(text: str, created: list[float], now: float) -> list[float] | None:
+    import numpy as np
+
+    near = closeness(text, np.asarray(created, np.float64), now)
+    return None if near is None else [float(x) for x in near.tolist()]
 
 
 def hybrid(
@@ -297,13 +314,14 @@ def _hybrid(
     candidates = sorted((vector_hits_.keys() | keyword_hits_.keys()) - noise)
     if not candidates:
         return []
+    vector_weight, keyword_weight = fusion_weights(config, embedder.model_id)
     if config.fusion == "rrf":
         vector_rank = {key: r for r, key in enumerate(sorted(vector_hits_, key=lambda s: -vector_hits_[s]))}
         keyword_rank = {key: r for r, key in enumerate(sorted(keyword_hits_, key=lambda s: -keyword_hits_[s]))}
         scores = {
             key: (
-                config.vector_weight / (RRF_K + vector_rank.get(key, math.inf) + 1)
-                + config.keyword_weight / (RRF_K + keyword_rank.get(key, math.inf) + 1)
+                vector_weight / (RRF_K + vector_rank.get(key, math.inf) + 1)
+                + keyword_weight / (RRF_K + keyword_rank.get(key, math.inf) + 1)
             )
             * (RRF_K + 1)
             for key in candidates
@@ -320,27 +338,32 @@ def _hybrid(
         keyword_scores = {
             key: (keyword_hits_.get(key, 0.0) / top_keyword if top_keyword > 0 else 0.0) for key in candidates
         }
-        keyword_weight = config.keyword_weight
         matches = len(keyword_hits_)
         if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
-            keyword_weight = max(keyword_weight, config.vector_weight)
-        weights = (config.vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+            keyword_weight = max(keyword_weight, vector_weight)
+        weights = (vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+        fused = dict(vector_scores)
+        if spreads(embedder.model_id):  # (a model's cosines scaled to the query's best, as in-process)
+            import numpy as np
+
+            scaled = spread(np.fromiter((vector_scores[key] for key in candidates), np.float64, len(candidates)))
+            fused = dict(zip(candidates, scaled.tolist(), strict=True))
         scores = {
-            key: (
-                config.vector_weight * vector_scores[key] * use_vectors
-                + keyword_weight * keyword_scores[key] * use_keywords
-            )
+            key: (vector_weight * fused[key] * use_vectors + keyword_weight * keyword_scores[key] * use_keywords)
             / (weights or 1.0)
             for key in candidates
         }
     columns = _columns(conn, candidates)
+    near = _closeness(text, [columns.get(key, (0.5, now, now))[2] for key in candidates], now)
     totals: dict[Key, float] = {}
-    for key in candidates:
-        importance, updated = columns.get(key, (0.5, now))
+    for n, key in enumerate(candidates):
+        importance, updated, _ = columns.get(key, (0.5, now, now))
         boost = config.importance_boost * (importance - 0.5)
         if config.recency_boost:
             age_days = max(now - updated, 0.0) / 86400.0
             boost += config.recency_boost * 0.5 ** (age_days / config.recency_half_life_days)
+        if near is not None:  # the question names a time: notes of then rise (as in-process)
+            boost += TIME_BOOST * near[n]
         totals[key] = scores[key] + boost
     order = sorted(candidates, key=lambda key: (-totals[key], key[1], key[0]))[:limit]
     return [Scored(key[0], key[1], totals[key], vector_scores[key], keyword_scores[key]) for key in order]

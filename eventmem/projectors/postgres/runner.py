@@ -38,12 +38,13 @@ class SyncRunner:
         self.conn: Any = None
         self.syncs: dict[str, ProjectSync] = {}
         self._stop: anyio.Event | None = None
+        self.application_name = APPLICATION_NAME
 
-    def start(self) -> dict[str, int]:
-        """Connect, drop the rows of projects no longer named, and bring every journal up to date;
-        returns the events taken per project."""
+    def start(self, *, keep_others: bool = False) -> dict[str, int]:
+        """Connect, drop the rows of projects no longer named (unless ``keep_others``: a server sharing
+        the database with others), and bring every journal up to date; returns the events taken per project."""
         self.close()
-        self.conn = connect(self.uri, application_name=APPLICATION_NAME)
+        self.conn = connect(self.uri, application_name=self.application_name)
         try:
             counts: dict[str, int] = {}
             for target in self.targets:
@@ -53,10 +54,11 @@ class SyncRunner:
                     self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
                 )
                 self.syncs[target.name] = ProjectSync(projector, target.root)
-            with self.conn.transaction():
-                self.conn.execute(
-                    "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
-                )
+            if not keep_others:
+                with self.conn.transaction():
+                    self.conn.execute(
+                        "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
+                    )
             for name, sync in self.syncs.items():
                 counts[name] = sync.start()
             return counts
