@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from conftest import ProcessGroup, eventmem_command, git
 from http_server import http_server
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
+from pg_answers import answers
 from test_postgres_sync import ids_now, new_project, rows, run, save
 
 pytestmark = pytest.mark.anyio
@@ -239,3 +241,25 @@ def test_serve_http_with_a_store_answers_a_rest_recall_from_the_database(
         stats = httpx.get(f"{base}/api/v1/projects/alpha/stats").json()
         assert stats["database"]["projects"] == {"alpha": 1, "beta": 1, "global": 0}
     assert saved.json()["memory"]["id"] in ids_now(pg_uri, "alpha")
+
+
+async def test_two_servers_on_one_project_keep_the_database_equal_to_a_rebuild(
+    tmp_path: Path, pg_uri: str, pg_server: Any
+) -> None:
+    alpha = new_project(tmp_path, "alpha")
+    async with (
+        served(alpha, tmp_path / "one.log", "--store", pg_uri) as one,
+        served(alpha, tmp_path / "two.log", "--store", pg_uri) as two,
+    ):
+        for n in range(6):
+            writer, reader = (one, two) if n % 2 else (two, one)
+            await store(writer, f"Step {n} of the release checklist.", f"step {n}")
+            assert f"step {n}" in titles(await recall(reader, f"step {n} release checklist", limit=10))
+    name = pg_server.new_database()
+    try:
+        rebuilt = pg_server.uri_of(name)
+        run("sync", "--to", rebuilt, "--project", f"alpha={alpha}", "--no-global")
+        with psycopg.connect(pg_uri) as served_db, psycopg.connect(rebuilt) as fresh:
+            assert answers(served_db, "alpha") == answers(fresh, "alpha")
+    finally:
+        pg_server.drop_database(name)

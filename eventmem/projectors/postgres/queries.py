@@ -2,7 +2,7 @@
 
 The filters are the in-process ones (:class:`eventmem.core.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: a ``tsvector`` with a GIN index, ranked by
-``ts_rank``. Vectors: cosine over pgvector, exact while the filtered set holds at most
+``ts_rank`` weighted by each word's rarity. Vectors: cosine over pgvector, exact while the filtered set holds at most
 :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows came
 in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion
 is :func:`eventmem.service.search.hybrid_search`'s: linear (or reciprocal rank), the same floors for vector-only
@@ -52,6 +52,12 @@ EXACT_UP_TO = 20_000
 EF_SEARCH_MIN = 200
 """HNSW candidates kept while searching (``hnsw.ef_search``): at least this, else the depth asked."""
 MAX_QUERY_WORDS = 16
+DF_COUNTED_UP_TO = 10_000
+"""A query word's memories are counted (for its rarity) up to this many: the count stays cheap, and a
+word this common weighs little either way."""
+RANK_NORMALIZATION = 33
+"""``ts_rank``'s normalization: by 1 + log of the memory's length (1) and to rank / (rank + 1) (32);
+chosen with ``tools/eval_postgres.py`` as the closest to the in-process BM25 ranking."""
 _WORD = re.compile(r"\w+")
 
 
@@ -153,18 +159,38 @@ def keyword_hits(
     *,
     project: str | None = None,
 ) -> list[tuple[Key, float]]:
-    """The ``k`` best (key, rank) by full-text rank among the filtered memories, best first."""
+    """The ``k`` best (key, rank) among the filtered memories holding a query word, best first: per
+    word, ``ts_rank`` weighted by the word's rarity (BM25's idf, as the in-process index ranks), summed."""
     words = query_words(text)
     if not words or k <= 0:
         return []
-    query, query_params = _tsquery(words)
     where, params = _where(projects, filters, now, project)
+    counted = ", ".join(
+        [
+            "(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) "
+            f"AND m.keywords @@ plainto_tsquery('english', %s) LIMIT {DF_COUNTED_UP_TO}) c)"
+        ]
+        * len(words)
+    )
+    # one word at a time, each through the GIN index (a join on a table of words scans every row)
+    part = (
+        f"SELECT m.project, m.id, %s * ts_rank(m.keywords, plainto_tsquery('english', %s), {RANK_NORMALIZATION}) "
+        f"AS r FROM eventmem_memories m WHERE m.keywords @@ plainto_tsquery('english', %s) AND {where}"
+    )
     sql = (
-        f"SELECT m.project, m.id, ts_rank(m.keywords, q) AS r FROM eventmem_memories m, ({'SELECT ' + query}) AS t(q) "
-        f"WHERE m.keywords @@ q AND {where} ORDER BY r DESC, m.project, m.id LIMIT %s"
+        f"SELECT project, id, sum(r) AS r FROM ({' UNION ALL '.join([part] * len(words))}) x "
+        "GROUP BY project, id ORDER BY r DESC, project, id LIMIT %s"
     )
     with _reading(conn):
-        rows = conn.execute(sql, [*query_params, *params, k]).fetchall()
+        row = conn.execute(
+            f"SELECT (SELECT count(*) FROM eventmem_memories m WHERE m.project = ANY(%s)), {counted}",
+            [list(projects), *[value for word in words for value in (list(projects), word)]],
+        ).fetchone()
+        total = float(row[0])
+        values: list[object] = []
+        for word, found in zip(words, row[1:], strict=True):
+            values += [math.log(1 + (total - float(found) + 0.5) / (float(found) + 0.5)), word, word, *params]
+        rows = conn.execute(sql, [*values, k]).fetchall()
     return [((str(p), str(i)), float(r)) for p, i, r in rows]
 
 
