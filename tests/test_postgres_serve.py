@@ -263,3 +263,22 @@ async def test_two_servers_on_one_project_keep_the_database_equal_to_a_rebuild(
             assert answers(served_db, "alpha") == answers(fresh, "alpha")
     finally:
         pg_server.drop_database(name)
+
+
+def test_the_store_comes_from_an_untracked_settings_file_and_never_from_an_allowed_tracked_one(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    alpha = new_project(tmp_path, "alpha")
+    save(alpha, "Releases are cut on Thursdays.", "--title", "release day")
+    tracked = alpha / ".eventmem" / "config.toml"
+    tracked.write_text(f'store = "{pg_uri}"\n', encoding="utf-8")
+    git(alpha, "add", ".eventmem/config.toml")
+    git(alpha, "commit", "-q", "-m", "a store chosen by a commit")
+    run("allow", cwd=alpha)
+    stats = json.loads(run("stats", "--json", cwd=alpha).stdout)
+    assert "database" not in stats
+    assert rows(pg_uri, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'eventmem%%'") == [(0,)]
+    (alpha / ".eventmem" / "config.local.toml").write_text(f'store = "{pg_uri}"\n', encoding="utf-8")
+    stats = json.loads(run("stats", "--json", cwd=alpha).stdout)
+    assert stats["database"]["reachable"] is True
+    assert stats["database"]["projects"]["alpha"] == 1
