@@ -3,8 +3,8 @@ project's journal (and the global one) projected into it before every read and a
 
 The journal stays the truth: a write appends to it first, and the database only ever catches up.
 When the database cannot be reached (at start, or lost mid-session) the service answers from its
-in-process indexes with a one-line warning, and tries again at most once every :data:`RETRY_EVERY_S`
-seconds; once back, the sync goes on from the position the database committed, so everything the
+in-process indexes with a one-line warning, and tries again, in the background, at most once every
+:data:`RETRY_EVERY_S` seconds; once back, the sync goes on from the position the database committed, so everything the
 journal gained meanwhile arrives. Errors and warnings name the database without its password.
 """
 
@@ -66,6 +66,9 @@ class Database:
         self.problem = ""
         """Why the database is not used now (one line, no password); empty while it is."""
         self._next_try = 0.0
+        self._trying = False
+        """A background try to connect is running."""
+        self._closed = False
 
     @property
     def shown(self) -> str:
@@ -87,11 +90,13 @@ class Database:
             return self._reach(force=True)
 
     def catch_up(self) -> bool:
-        """Project what the journals gained into the database (connecting again when it was lost and
-        the last try is long enough ago); whether the database is in step now."""
+        """Project what the journals gained into the database; whether it is in step now. While it
+        cannot be reached, a new try starts in the background when the last one is long enough ago
+        (a call never waits for a connection that may take seconds to time out)."""
         with self.lock:
             if not self.connected:
-                return self._reach(force=False)
+                self._try_again()
+                return False
             try:
                 for name in self.names:
                     self.runner.catch_up(name)
@@ -134,6 +139,7 @@ class Database:
 
     def close(self) -> None:
         with self.lock:
+            self._closed = True
             try:
                 self.runner.close()
             except Exception:  # a connection already gone
@@ -150,10 +156,46 @@ class Database:
         except Exception as exc:
             self._lost(exc)
             return False
+        self._reached()
+        return True
+
+    def _reached(self) -> None:
         if self.problem:
             log.warning("reached PostgreSQL at %s again; the journal is projected up to date", self.shown)
         self.connected, self.problem = True, ""
-        return True
+
+    def _try_again(self) -> None:
+        """Start one background try to connect, unless one runs or the last began too recently."""
+        now = time.monotonic()
+        if self._trying or self._closed or now < self._next_try:
+            return
+        self._trying, self._next_try = True, now + RETRY_EVERY_S
+        threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True).start()
+
+    def _connect_anew(self) -> None:
+        """Connect and project the journals on a runner of its own, then put it in place."""
+        runner = SyncRunner(self.uri, self.runner.targets, self.embedder)
+        runner.application_name = APPLICATION_NAME
+        try:
+            runner.start(keep_others=True)
+        except Exception as exc:
+            with self.lock:
+                self._trying = False
+                if not self._closed:
+                    self._lost(exc)
+            runner.close()
+            return
+        with self.lock:
+            self._trying = False
+            if self._closed:
+                runner.close()
+                return
+            old, self.runner = self.runner, runner
+            try:
+                old.close()
+            except Exception:  # (the connection that was lost)
+                pass
+            self._reached()
 
     def _lost(self, exc: Exception) -> None:
         """Note why the database cannot be used, once in the log; the next try waits a while."""
