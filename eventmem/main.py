@@ -9,9 +9,12 @@ when ``eventmem serve`` runs, so the other commands do not pay for loading the M
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from eventmem.adapters.cli import build_parser
 from eventmem.adapters.command_line import chosen_root, configure_logging, run_command
@@ -22,23 +25,55 @@ __all__ = ["cmd_serve", "main"]
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM); with
-    ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`)."""
+    ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`). With ``--store``
+    (or ``EVENTMEM_STORE``), reads answer from that PostgreSQL database."""
+    _check_store(args)
     if args.http:
         from eventmem.adapters.http.cli import serve_http
         from eventmem.adapters.mcp.server import build_server
 
         return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.adapters.mcp.server import serve_stdio
+    from eventmem.service import open_service
 
     root = chosen_root(args.root)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    serve_stdio(root, tools=args.tools)
+    opener = functools.partial(open_service, background_vectors=True, store=args.store, store_name=args.project_name)
+    serve_stdio(root, tools=args.tools, opener=opener)
     return 0
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options: HTTP's (:func:`add_http_options`), and the database to answer from."""
+    add_http_options(parser)
+    group = parser.add_argument_group("PostgreSQL (answer from a database the journals are projected into)")
+    group.add_argument(
+        "--store",
+        metavar="postgresql://…",
+        help="answer recall, search, related, context and stats from this database (else EVENTMEM_STORE); "
+        "writes still go to the journal first",
+    )
+    group.add_argument(
+        "--project-name", metavar="NAME", help="this project's name in the database (default: its folder's)"
+    )
+
+
+def _check_store(args: argparse.Namespace) -> None:
+    """Refuse, in one line and before serving, an address that is not PostgreSQL's, and a bad name."""
+    from eventmem.projectors.postgres.connection import check_uri
+    from eventmem.projectors.postgres.targets import parse_projects
+
+    if args.store is not None:
+        check_uri(args.store, "--store")
+    elif (from_env := os.environ.get("EVENTMEM_STORE", "").strip()) and "${" not in from_env:
+        check_uri(from_env, "EVENTMEM_STORE")
+    if args.project_name is not None:
+        parse_projects([f"{args.project_name}=."], default_root=Path.cwd)  # (checks the name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
-    args = build_parser(serve=cmd_serve, serve_options=add_http_options).parse_args(argv)
+    args = build_parser(serve=cmd_serve, serve_options=add_serve_options).parse_args(argv)
     return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)
 
 

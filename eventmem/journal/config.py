@@ -253,6 +253,9 @@ class Settings:
     allow it (``doctor`` lists them; the service's warnings repeat them)."""
     approved: list[str] = field(default_factory=list)
     """The tracked file's settings that reach the network and are in effect by ``eventmem allow``."""
+    store: str = ""
+    """The PostgreSQL database to serve from (``store``), from an untracked file or ``EVENTMEM_STORE``
+    only; empty: the embedded indexes. Not a :class:`Config` field, so no settings view shows it."""
 
 
 def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
@@ -336,6 +339,22 @@ def _tracked_by_git(path: Path) -> bool:
     return result.returncode == 0 and bool(result.stdout.strip())
 
 
+STORE_KEY: Final = "store"
+"""The setting naming the PostgreSQL database ``eventmem serve`` answers from."""
+_STORE_IGNORED: Final = (
+    "{name}: store = (a database address): would send memory text to a database a commit chose; ignored "
+    "(the database comes only from `eventmem serve --store`, EVENTMEM_STORE, .eventmem/config.local.toml "
+    "or your ~/.config/eventmem/config.toml)"
+)
+
+
+def _store_value(value: Any, where: str) -> str:
+    """The ``store`` of an untracked settings file, checked to be text (its address is checked on use)."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: store: expected a postgresql:// address")
+    return value.strip()
+
+
 def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
     """:func:`load_settings`' config."""
     return load_settings(path, environ).config
@@ -350,9 +369,13 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     untrusted: dict[str, str] = {}
     """Keys set (last) by a tracked file, with what they would do."""
     approved: list[str] = []
+    store = ""
     content = _read_bytes(path)
     if content is not None:
         tracked = _parse(path, content)
+        if STORE_KEY in tracked:
+            untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
+            tracked.pop(STORE_KEY)
         data.update(tracked)
         reaching = {str(k): _reach(str(k), v) for k, v in tracked.items() if _reach(str(k), v)}
         if reaching and _approved(path, content, env):
@@ -364,10 +387,18 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         if layer_content is None:
             continue
         table = _parse(layer, layer_content)
+        tracked_layer = layer.parent == path.parent and _tracked_by_git(layer)
+        if STORE_KEY in table:
+            if tracked_layer:
+                untrusted[STORE_KEY] = _STORE_IGNORED.format(name=f"{layer.name} (tracked by git)")
+            else:
+                store = _store_value(table[STORE_KEY], layer.name)
+                untrusted.pop(STORE_KEY, None)
+            table.pop(STORE_KEY)
         data.update(table)
         for key in table:
             untrusted.pop(str(key), None)
-        if layer.parent == path.parent and _tracked_by_git(layer):
+        if tracked_layer:
             untrusted.update(
                 {
                     str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {_shown(table[k])} "
@@ -384,15 +415,20 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             except ValueError:
                 raise InvalidInput(f"{ENV_PREFIX}{field_.name.upper()}={value!r} is not valid") from None
             untrusted.pop(field_.name, None)
+    if (env_store := env.get(ENV_PREFIX + STORE_KEY.upper(), "").strip()) and "${" not in env_store:
+        store = env_store
+        untrusted.pop(STORE_KEY, None)
     for key in untrusted:
         data.pop(key, None)
     ignored = [
-        f"{line}; ignored (a setting in the repository may not do that). To use it, run `eventmem allow` "
+        line
+        if key == STORE_KEY
+        else f"{line}; ignored (a setting in the repository may not do that). To use it, run `eventmem allow` "
         "after reading the file, or set it in .eventmem/config.local.toml, your ~/.config/eventmem/config.toml "
         f"or EVENTMEM_{key.upper()}"
         for key, line in untrusted.items()
     ]
     try:
-        return Settings(msgspec.convert(data, Config), ignored, approved)
+        return Settings(msgspec.convert(data, Config), ignored, approved, store)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"{path.name}: {exc}") from None

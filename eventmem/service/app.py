@@ -15,6 +15,7 @@ from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
+from eventmem.service.database import Database, project_name
 from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.part import Part, Shared
@@ -39,6 +40,7 @@ class MemoryService(Part):
         root: RootChoice,
         summarizer: Summarizer | None = None,
         global_store: Store | None = None,
+        database: Database | None = None,
     ) -> None:
         shared = Shared(
             project=project,
@@ -71,6 +73,34 @@ class MemoryService(Part):
         self.stats = maintenance.stats
         self.warnings = maintenance.warnings
         self.vector_status = maintenance.vector_status
+        self.database = database
+        if database is not None:
+            self._serve_from(database, accesses, queries, maintenance)
+
+    def _serve_from(self, database: Database, accesses: Accesses, queries: Queries, maintenance: Maintenance) -> None:
+        """Answer the reads from ``database``, and project every write into it before it returns."""
+        from eventmem.service.database_queries import DatabaseQueries
+
+        reads = DatabaseQueries(self.shared, accesses, database, queries, maintenance)
+        self.recall = reads.recall
+        self.search = reads.search
+        self.related = reads.related
+        self.context = reads.context
+        self.stats = reads.stats
+        self.save = database.after(self.save)
+        self.save_result = database.after(self.save_result)
+        self.update = database.after(self.update)
+        self.delete = database.after(self.delete)
+        self.restore = database.after(self.restore)
+        self.promote = database.after(self.promote)
+        self.supersede = database.after(self.supersede)
+        self.link = database.after(self.link)
+        self.compact = database.after(self.compact)
+
+    def close(self) -> None:
+        if self.database is not None:
+            self.database.close()
+        super().close()
 
     @property
     def summarizer(self) -> Summarizer:
@@ -117,12 +147,16 @@ def open_service(
     load: bool = True,
     background_vectors: bool = False,
     tuning: Tuning | None = None,
+    store: str | None = None,
+    store_name: str | None = None,
 ) -> MemoryService:
     """Open the project at ``root`` (and the user-wide global memory, when it exists).
 
     ``background_vectors`` (the MCP server): a model-backed embedder loads and embeds in the
     background while recall answers from the keyword index; otherwise (CLI, tools) opening waits
-    for the model and embeds what it must before returning."""
+    for the model and embeds what it must before returning. ``store``: a PostgreSQL database to
+    answer from (else the untracked settings' ``store``, or ``EVENTMEM_STORE``), this project named
+    ``store_name`` in it (default: its folder's name)."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
     paths.check_layout()
@@ -140,10 +174,22 @@ def open_service(
         global_paths = ProjectPaths(global_dir)
         global_paths.check_layout()
         global_store = Store(global_paths, config, embedder, tuning=tuning)
-    service = MemoryService(project, root=root, global_store=global_store)
+    database = None
+    if store or settings.store:
+        database = Database(
+            store or settings.store,
+            project_name(root.root, store_name),
+            root.root,
+            global_dir if global_store is not None else None,
+            embedder,
+            option="--store" if store else "store (EVENTMEM_STORE or an untracked settings file)",
+        )
+    service = MemoryService(project, root=root, global_store=global_store, database=database)
     service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved
     if load:
-        for store in service.stores():
-            store.open(background_vectors=background_vectors)
+        for opened in service.stores():
+            opened.open(background_vectors=background_vectors)
+        if database is not None and database.open():
+            log.info("answering from PostgreSQL at %s as project %s", database.shown, database.name)
     log.info("opened %s (%s) in %.3fs", root.root, root.source, time.perf_counter() - started)
     return service

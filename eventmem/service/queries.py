@@ -55,13 +55,16 @@ class Queries(Part):
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         access: bool = False,
         now: float | None = None,
+        project: str | None = None,
     ) -> list[Hit]:
         """``now``: the moment the question is asked (seconds since the epoch; the clock's by default),
-        for expiry, recency and the times the query names (an evaluation replays questions asked in the past)."""
+        for expiry, recency and the times the query names (an evaluation replays questions asked in the past).
+        ``project``: as :meth:`search`'s."""
         check_length(query, "query")
         if not has_visible(query):
             raise refusal("query", "a text with a visible character", query)
         limit = check_whole(limit, "limit")
+        project = checked_project(project)
         filters = filters or Filters()
         filters.validate()
         hits: list[Hit] = []
@@ -69,6 +72,8 @@ class Queries(Part):
         now = time.time() if now is None else now
         self._search_notes.notes = []
         for store, view, mask in self._searched(filters, now):
+            if project is not None:
+                mask &= self._project_mask(store, view, project)
             for hit, _ in self._ranked(view, query, limit, mask, mode, now, include_content=include_content):
                 hits.append(hit)
                 owners[hit.id] = store
@@ -165,11 +170,10 @@ class Queries(Part):
     ) -> list[Hit]:
         """Structured search: filters, plus optional query text. Without a query, a listing of what
         the filters match, most important (or most recent) first. ``project``: memories of that
-        project (this project's own, and global ones saved from it)."""
+        project (this project's own, and global ones saved from it); ``*``: of every project."""
         text = check_length(query, "query").strip() if query is not None else ""
         limit = check_whole(limit, "limit")
-        if project is not None:
-            check_length(project, "project")
+        project = checked_project(project)
         if mode not in ("hybrid", "vector", "keyword"):
             raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
         order = sort or ("relevance" if text else "importance")
@@ -265,6 +269,8 @@ class Queries(Part):
 
     def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
         n = view.size()
+        if project == "*":
+            return np.ones(n, bool)
         wanted = project.strip().casefold()
         if store is self.project:
             return np.full(n, wanted == self.root.root.name.casefold(), bool)
@@ -297,27 +303,43 @@ class Queries(Part):
                     record = memories[memory_id]
                     records.append((record, record.scope))
                     counts[record.kind] = counts.get(record.kind, 0) + 1
-        text, lines, omitted = context_bundle(
-            records, max_chars=max_chars, title=f"Project memory: {self.root.root.name}", per_kind=per_type
-        )
-        return {
-            "text": text,
-            "chars": len(text),
-            "memories": [
-                {
-                    "id": line.record.id,
-                    "kind": line.record.kind,
-                    "scope": line.scope,
-                    "title": line.record.title,
-                    "summary": line.record.summary,
-                    "importance": line.record.importance,
-                    "updated_at": line.record.updated_at or line.record.created_at,
-                }
-                for line in lines
-            ],
-            "counts": {k: counts[k] for k in sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else 99, k))},
-            "omitted": omitted,
-        }
+        return context_answer(records, counts, max_chars, f"Project memory: {self.root.root.name}", per_type)
+
+
+def checked_project(project: str | None) -> str | None:
+    """A ``project`` argument checked: ``None`` (this project and the global memory), ``*`` (every
+    project the memory reaches) or a project's name."""
+    if project is None:
+        return None
+    check_length(project, "project")
+    if not project.strip():
+        raise InvalidInput("project must be a project's name, or '*' for every project")
+    return project.strip()
+
+
+def context_answer(
+    records: list[tuple[MemoryRecord, str]], counts: dict[str, int], max_chars: int, title: str, per_type: int
+) -> dict[str, Any]:
+    """The session-start bundle of ``records`` ((record, scope) pairs) and the count of each type."""
+    text, lines, omitted = context_bundle(records, max_chars=max_chars, title=title, per_kind=per_type)
+    return {
+        "text": text,
+        "chars": len(text),
+        "memories": [
+            {
+                "id": line.record.id,
+                "kind": line.record.kind,
+                "scope": line.scope,
+                "title": line.record.title,
+                "summary": line.record.summary,
+                "importance": line.record.importance,
+                "updated_at": line.record.updated_at or line.record.created_at,
+            }
+            for line in lines
+        ],
+        "counts": {k: counts[k] for k in sorted(counts, key=lambda k: (KINDS.index(k) if k in KINDS else 99, k))},
+        "omitted": omitted,
+    }
 
 
 def _hits(
@@ -330,20 +352,27 @@ def _hits(
     hits: list[tuple[Hit, float]] = []
     for (slot, score, vector_score, keyword_score), when in zip(rows, updated, strict=True):
         record = memories[view.id_at(slot)]
-        hit = Hit(
-            id=record.id,
-            score=round(score, 4),
-            kind=record.kind,
-            scope=record.scope,
-            title=record.title,
-            summary=record.summary,
-            tags=list(record.tags),
-            importance=record.importance,
-            created_at=record.created_at,
-            updated_at=record.updated_at or record.created_at,
-            vector_score=round(vector_score, 4),
-            keyword_score=round(keyword_score, 4),
-            content=record.content if include_content else None,
-        )
+        hit = hit_of(record, score, vector_score, keyword_score, include_content=include_content)
         hits.append((hit, float(when)))
     return hits
+
+
+def hit_of(
+    record: MemoryRecord, score: float, vector_score: float, keyword_score: float, *, include_content: bool
+) -> Hit:
+    """A search result of a memory's folded record."""
+    return Hit(
+        id=record.id,
+        score=round(score, 4),
+        kind=record.kind,
+        scope=record.scope,
+        title=record.title,
+        summary=record.summary,
+        tags=list(record.tags),
+        importance=record.importance,
+        created_at=record.created_at,
+        updated_at=record.updated_at or record.created_at,
+        vector_score=round(vector_score, 4),
+        keyword_score=round(keyword_score, 4),
+        content=record.content if include_content else None,
+    )

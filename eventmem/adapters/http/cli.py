@@ -66,10 +66,22 @@ def serve_http(
     entries = [parse_project_option(value) for value in args.project or ()]
     if args.projects_dir:
         entries += projects_in(Path(args.projects_dir))
+    database_names = {
+        path.resolve(): name for name, path in entries
+    }  # (a project's name in a database, if one is served)
     if not entries:
         root = default_root()
         entries = [(_default_name(root.root), root.root)]
-    projects = Projects(entries, lambda root: open_service(root, background_vectors=True))
+    store, store_name = getattr(args, "store", None), getattr(args, "project_name", None)
+    projects = Projects(
+        entries,
+        lambda root: open_service(
+            root,
+            background_vectors=True,
+            store=store,
+            store_name=store_name or database_names.get(root.root.resolve()),
+        ),
+    )
     settings = GuardSettings(
         host=args.host,
         token=token,

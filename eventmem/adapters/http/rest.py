@@ -242,6 +242,7 @@ async def recall(request: Request, project: Project) -> Response:
             include_content=body.include_content,
             mode=body.mode,
             access=True,
+            project=body.project,
         )
         return HitList(hits=hits, warnings=s.warnings())
 

@@ -143,6 +143,8 @@ class RecallRequest(Filters, kw_only=True, forbid_unknown_fields=True):
     limit: Limit = 5
     mode: Mode = "hybrid"
     include_content: bool = False
+    project: ProjectName | None = None
+    """Only memories of this project (by name); ``*``: of every project the memory reaches."""
 
 
 class HitList(msgspec.Struct, kw_only=True):

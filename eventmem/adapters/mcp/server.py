@@ -206,15 +206,18 @@ def waiting_notice(root: RootChoice) -> str:
     )
 
 
-def serve_stdio(root: RootChoice, *, tools: str | None = None) -> None:
+def serve_stdio(
+    root: RootChoice, *, tools: str | None = None, opener: Callable[[RootChoice], MemoryService] | None = None
+) -> None:
     """``eventmem serve``: the server over stdio until the client goes away. SIGTERM lets a save in
-    progress finish, then exits (stdin's reader thread cannot be joined); Ctrl-C stops quietly."""
+    progress finish, then exits (stdin's reader thread cannot be joined); Ctrl-C stops quietly.
+    ``opener`` opens the service (default: :func:`open_service` with vectors in the background)."""
     if sys.stdin.isatty():
         print(printable(waiting_notice(root)), file=sys.stderr, flush=True)
     running = Running()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: running.terminate())
     try:
-        build_server(root, tools=tools, running=running).run("stdio")
+        build_server(root, tools=tools, running=running, opener=opener).run("stdio")
     except KeyboardInterrupt:
         pass
 

@@ -49,10 +49,10 @@ def _hide(text: str, uri: str) -> str:
     return " ".join(_SECRET_PARAM.sub(r"\1=***", out).split())
 
 
-def check_uri(uri: str) -> str:
-    """A PostgreSQL connection string, or a refusal that does not echo it."""
+def check_uri(uri: str, option: str = "--to") -> str:
+    """A PostgreSQL connection string, or a refusal that does not echo it (``option``: what gave it)."""
     if not isinstance(uri, str) or not uri.startswith(("postgresql://", "postgres://")):
-        raise InvalidInput("--to must be a PostgreSQL address: postgresql://user@host/database")
+        raise InvalidInput(f"{option} must be a PostgreSQL address: postgresql://user@host/database")
     if len(uri) > 4096 or any(ord(c) < 32 for c in uri):
         raise InvalidInput("the PostgreSQL address is too long or holds control characters")
     return uri

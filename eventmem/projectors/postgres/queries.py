@@ -2,7 +2,7 @@
 
 The filters are the in-process ones (:class:`eventmem.core.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: a ``tsvector`` with a GIN index, ranked by
-``ts_rank``. Vectors: cosine over pgvector, exact while the filtered set holds at most
+``ts_rank`` weighted by each word's rarity. Vectors: cosine over pgvector, exact while the filtered set holds at most
 :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows came
 in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion
 is :func:`eventmem.service.search.hybrid_search`'s: linear (or reciprocal rank), the same floors for vector-only
@@ -23,10 +23,20 @@ from psycopg.pq import TransactionStatus
 
 from eventmem.core.events import KINDS
 from eventmem.core.ids import iso_to_epoch
-from eventmem.core.query_rules import FEW_KEYWORD_MATCHES, RRF_K, VECTOR_FLOOR, Filters, unknown_words_floor
+from eventmem.core.query_rules import (
+    FEW_KEYWORD_MATCHES,
+    RRF_K,
+    TIME_BOOST,
+    VECTOR_FLOOR,
+    Filters,
+    spread,
+    spreads,
+    unknown_words_floor,
+)
+from eventmem.core.timewords import closeness
 from eventmem.core.words import STOPWORDS
 from eventmem.embedders.embedder import Embedder
-from eventmem.journal.config import Config
+from eventmem.journal.config import Config, fusion_weights
 from eventmem.projectors.postgres.targets import GLOBAL
 
 if TYPE_CHECKING:
@@ -42,6 +52,12 @@ EXACT_UP_TO = 20_000
 EF_SEARCH_MIN = 200
 """HNSW candidates kept while searching (``hnsw.ef_search``): at least this, else the depth asked."""
 MAX_QUERY_WORDS = 16
+DF_COUNTED_UP_TO = 10_000
+"""A query word's memories are counted (for its rarity) up to this many: the count stays cheap, and a
+word this common weighs little either way."""
+RANK_NORMALIZATION = 33
+"""``ts_rank``'s normalization: by 1 + log of the memory's length (1) and to rank / (rank + 1) (32);
+chosen with ``tools/eval_postgres.py`` as the closest to the in-process BM25 ranking."""
 _WORD = re.compile(r"\w+")
 
 
@@ -143,18 +159,38 @@ def keyword_hits(
     *,
     project: str | None = None,
 ) -> list[tuple[Key, float]]:
-    """The ``k`` best (key, rank) by full-text rank among the filtered memories, best first."""
+    """The ``k`` best (key, rank) among the filtered memories holding a query word, best first: per
+    word, ``ts_rank`` weighted by the word's rarity (BM25's idf, as the in-process index ranks), summed."""
     words = query_words(text)
     if not words or k <= 0:
         return []
-    query, query_params = _tsquery(words)
     where, params = _where(projects, filters, now, project)
+    counted = ", ".join(
+        [
+            "(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) "
+            f"AND m.keywords @@ plainto_tsquery('english', %s) LIMIT {DF_COUNTED_UP_TO}) c)"
+        ]
+        * len(words)
+    )
+    # one word at a time, each through the GIN index (a join on a table of words scans every row)
+    part = (
+        f"SELECT m.project, m.id, %s * ts_rank(m.keywords, plainto_tsquery('english', %s), {RANK_NORMALIZATION}) "
+        f"AS r FROM eventmem_memories m WHERE m.keywords @@ plainto_tsquery('english', %s) AND {where}"
+    )
     sql = (
-        f"SELECT m.project, m.id, ts_rank(m.keywords, q) AS r FROM eventmem_memories m, ({'SELECT ' + query}) AS t(q) "
-        f"WHERE m.keywords @@ q AND {where} ORDER BY r DESC, m.project, m.id LIMIT %s"
+        f"SELECT project, id, sum(r) AS r FROM ({' UNION ALL '.join([part] * len(words))}) x "
+        "GROUP BY project, id ORDER BY r DESC, project, id LIMIT %s"
     )
     with _reading(conn):
-        rows = conn.execute(sql, [*query_params, *params, k]).fetchall()
+        row = conn.execute(
+            f"SELECT (SELECT count(*) FROM eventmem_memories m WHERE m.project = ANY(%s)), {counted}",
+            [list(projects), *[value for word in words for value in (list(projects), word)]],
+        ).fetchone()
+        total = float(row[0])
+        values: list[object] = []
+        for word, found in zip(words, row[1:], strict=True):
+            values += [math.log(1 + (total - float(found) + 0.5) / (float(found) + 0.5)), word, word, *params]
+        rows = conn.execute(sql, [*values, k]).fetchall()
     return [((str(p), str(i)), float(r)) for p, i, r in rows]
 
 
@@ -225,15 +261,22 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
     return {(str(p), str(i)): float(c) for p, i, c in rows}
 
 
-def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float]]:
-    """(importance, updated_at) of each memory."""
+def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float, float]]:
+    """(importance, updated_at, created_at) of each memory."""
     sql = (
-        "SELECT m.project, m.id, m.importance, m.updated_at FROM eventmem_memories m "
+        "SELECT m.project, m.id, m.importance, m.updated_at, m.created_at FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
     with _reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
-    return {(str(p), str(i)): (float(imp), float(upd)) for p, i, imp, upd in rows}
+    return {(str(p), str(i)): (float(imp), float(upd), float(made)) for p, i, imp, upd, made in rows}
+
+
+def _closeness(text: str, created: list[float], now: float) -> list[float] | None:
+    import numpy as np
+
+    near = closeness(text, np.asarray(created, np.float64), now)
+    return None if near is None else [float(x) for x in near.tolist()]
 
 
 def hybrid(
@@ -297,13 +340,14 @@ def _hybrid(
     candidates = sorted((vector_hits_.keys() | keyword_hits_.keys()) - noise)
     if not candidates:
         return []
+    vector_weight, keyword_weight = fusion_weights(config, embedder.model_id)
     if config.fusion == "rrf":
         vector_rank = {key: r for r, key in enumerate(sorted(vector_hits_, key=lambda s: -vector_hits_[s]))}
         keyword_rank = {key: r for r, key in enumerate(sorted(keyword_hits_, key=lambda s: -keyword_hits_[s]))}
         scores = {
             key: (
-                config.vector_weight / (RRF_K + vector_rank.get(key, math.inf) + 1)
-                + config.keyword_weight / (RRF_K + keyword_rank.get(key, math.inf) + 1)
+                vector_weight / (RRF_K + vector_rank.get(key, math.inf) + 1)
+                + keyword_weight / (RRF_K + keyword_rank.get(key, math.inf) + 1)
             )
             * (RRF_K + 1)
             for key in candidates
@@ -320,27 +364,32 @@ def _hybrid(
         keyword_scores = {
             key: (keyword_hits_.get(key, 0.0) / top_keyword if top_keyword > 0 else 0.0) for key in candidates
         }
-        keyword_weight = config.keyword_weight
         matches = len(keyword_hits_)
         if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
-            keyword_weight = max(keyword_weight, config.vector_weight)
-        weights = (config.vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+            keyword_weight = max(keyword_weight, vector_weight)
+        weights = (vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+        fused = dict(vector_scores)
+        if spreads(embedder.model_id):  # (a model's cosines scaled to the query's best, as in-process)
+            import numpy as np
+
+            scaled = spread(np.fromiter((vector_scores[key] for key in candidates), np.float64, len(candidates)))
+            fused = dict(zip(candidates, scaled.tolist(), strict=True))
         scores = {
-            key: (
-                config.vector_weight * vector_scores[key] * use_vectors
-                + keyword_weight * keyword_scores[key] * use_keywords
-            )
+            key: (vector_weight * fused[key] * use_vectors + keyword_weight * keyword_scores[key] * use_keywords)
             / (weights or 1.0)
             for key in candidates
         }
     columns = _columns(conn, candidates)
+    near = _closeness(text, [columns.get(key, (0.5, now, now))[2] for key in candidates], now)
     totals: dict[Key, float] = {}
-    for key in candidates:
-        importance, updated = columns.get(key, (0.5, now))
+    for n, key in enumerate(candidates):
+        importance, updated, _ = columns.get(key, (0.5, now, now))
         boost = config.importance_boost * (importance - 0.5)
         if config.recency_boost:
             age_days = max(now - updated, 0.0) / 86400.0
             boost += config.recency_boost * 0.5 ** (age_days / config.recency_half_life_days)
+        if near is not None:  # the question names a time: notes of then rise (as in-process)
+            boost += TIME_BOOST * near[n]
         totals[key] = scores[key] + boost
     order = sorted(candidates, key=lambda key: (-totals[key], key[1], key[0]))[:limit]
     return [Scored(key[0], key[1], totals[key], vector_scores[key], keyword_scores[key]) for key in order]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ __all__ = ["SyncRunner"]
 
 log = logging.getLogger("eventmem.sync")
 
+PROJECT_LOCK_CLASS = 0x6576_6D70  # "evmp": the advisory locks of projects being projected
 APPLICATION_NAME = "eventmem sync"
 """How the sync's connection is named in ``pg_stat_activity``."""
 
@@ -38,12 +40,13 @@ class SyncRunner:
         self.conn: Any = None
         self.syncs: dict[str, ProjectSync] = {}
         self._stop: anyio.Event | None = None
+        self.application_name = APPLICATION_NAME
 
-    def start(self) -> dict[str, int]:
-        """Connect, drop the rows of projects no longer named, and bring every journal up to date;
-        returns the events taken per project."""
+    def start(self, *, keep_others: bool = False) -> dict[str, int]:
+        """Connect, drop the rows of projects no longer named (unless ``keep_others``: a server sharing
+        the database with others), and bring every journal up to date; returns the events taken per project."""
         self.close()
-        self.conn = connect(self.uri, application_name=APPLICATION_NAME)
+        self.conn = connect(self.uri, application_name=self.application_name)
         try:
             counts: dict[str, int] = {}
             for target in self.targets:
@@ -53,12 +56,14 @@ class SyncRunner:
                     self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
                 )
                 self.syncs[target.name] = ProjectSync(projector, target.root)
-            with self.conn.transaction():
-                self.conn.execute(
-                    "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
-                )
+            if not keep_others:
+                with self.conn.transaction():
+                    self.conn.execute(
+                        "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
+                    )
             for name, sync in self.syncs.items():
-                counts[name] = sync.start()
+                with self._alone(name):
+                    counts[name] = sync.start()
             return counts
         except Exception as exc:
             raise self._failure(exc) from None
@@ -75,9 +80,19 @@ class SyncRunner:
 
     def catch_up(self, name: str) -> int:
         try:
-            return self.syncs[name].catch_up()
+            with self._alone(name):
+                return self.syncs[name].catch_up()
         except Exception as exc:
             raise self._failure(exc) from None
+
+    @contextmanager
+    def _alone(self, name: str) -> Iterator[None]:
+        """A transaction holding the project's advisory lock: two processes projecting one journal
+        (two servers, a server and ``sync --follow``) read and commit it in turn, so a batch read
+        earlier never lands after one read later (its rows and position would go back)."""
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [PROJECT_LOCK_CLASS, name])
+            yield
 
     def memory_counts(self) -> dict[str, int]:
         with self.conn.transaction():

@@ -101,8 +101,8 @@ def register(server: MCPServer[App]) -> None:
         description=(
             "Semantic + keyword recall with filters applied before ranking: type (one or several), "
             "tags (all must match), scope ('project', 'global' or 'all'), min_importance, "
-            "created_after/created_before. Expired memories are never returned; superseded ones only "
-            "with include_superseded."
+            "created_after/created_before, project (a project's name; '*' for every project a shared "
+            "store holds). Expired memories are never returned; superseded ones only with include_superseded."
         ),
         annotations=READ_ONLY,
     )
@@ -118,12 +118,17 @@ def register(server: MCPServer[App]) -> None:
         created_after: Annotated[str | None, bounded("time", "Created at or after this ISO-8601 time.")] = None,
         created_before: Annotated[str | None, bounded("time", "Created before this ISO-8601 time.")] = None,
         include_superseded: Annotated[bool, Field(description="Also return memories replaced by others.")] = False,
+        project: Annotated[
+            str | None, bounded("project", "Only memories of this project (by name); '*': of every project.")
+        ] = None,
     ) -> dict[str, Any]:
         service = app_of(ctx).service
 
         def run() -> dict[str, Any]:
             filters = make_filters(type, tags, scope, min_importance, created_after, created_before, include_superseded)
-            hits = service.recall(query, limit=limit, filters=filters, include_content=include_content, access=True)
+            hits = service.recall(
+                query, limit=limit, filters=filters, include_content=include_content, access=True, project=project
+            )
             return {"status": "success", "results": dump(hits)}
 
         out = call(run)

@@ -1,0 +1,220 @@
+"""The service's PostgreSQL store (``eventmem serve --store postgresql://…``): one connection, the
+project's journal (and the global one) projected into it before every read and after every write.
+
+The journal stays the truth: a write appends to it first, and the database only ever catches up.
+When the database cannot be reached (at start, or lost mid-session) the service answers from its
+in-process indexes with a one-line warning, and tries again, in the background, at most once every
+:data:`RETRY_EVERY_S` seconds; once back, the sync goes on from the position the database committed, so everything the
+journal gained meanwhile arrives. Errors and warnings name the database without its password.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from eventmem.core.errors import EventmemError
+from eventmem.embedders.embedder import Embedder
+from eventmem.projectors.postgres.connection import check_uri, describe, shown_uri
+from eventmem.projectors.postgres.runner import SyncRunner
+from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
+
+__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name"]
+
+log = logging.getLogger("eventmem.database")
+
+RETRY_EVERY_S = 3.0
+"""After a failure, the database is tried again on a call at least this many seconds later."""
+APPLICATION_NAME = "eventmem serve"
+"""How the server's connection is named in ``pg_stat_activity``."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class DatabaseDown(Exception):
+    """A read could not use the database (the reason is in :attr:`Database.problem`)."""
+
+
+def project_name(root: Path, name: str | None) -> str:
+    """The project's name in the database: ``name`` checked as ``sync --project`` checks one, else
+    the project folder's name."""
+    values = [f"{name}={root}"] if name is not None else []
+    return parse_projects(values, default_root=lambda: root)[0].name
+
+
+class Database:
+    """One database, this project's journal and the global one in it, reached over one connection."""
+
+    def __init__(
+        self, uri: str, name: str, root: Path, global_root: Path | None, embedder: Embedder, *, option: str = "--store"
+    ) -> None:
+        self.uri = check_uri(uri, option)
+        self.name = name
+        targets = [Target(name, root)]
+        if global_root is not None:
+            targets.append(Target(GLOBAL, global_root))
+        self.runner = SyncRunner(self.uri, targets, embedder)
+        self.runner.application_name = APPLICATION_NAME
+        self.embedder = embedder
+        self.lock = threading.RLock()
+        self.connected = False
+        self.problem = ""
+        """Why the database is not used now (one line, no password); empty while it is."""
+        self._next_try = 0.0
+        self._trying = False
+        """A background try to connect is running."""
+        self._closed = False
+
+    @property
+    def shown(self) -> str:
+        """The address as it may be shown (the password as ``***``)."""
+        return shown_uri(self.uri)
+
+    @property
+    def names(self) -> list[str]:
+        """This project's name and, with a global memory, the global one's."""
+        return [t.name for t in self.runner.targets]
+
+    def note(self) -> str:
+        """The warning a read answered without the database carries."""
+        return f"PostgreSQL is unreachable ({self.problem}); answered from this project's journal instead"
+
+    def open(self) -> bool:
+        """Connect and project the journals; ``False`` (and the reason logged) when that fails."""
+        with self.lock:
+            return self._reach(force=True)
+
+    def catch_up(self) -> bool:
+        """Project what the journals gained into the database; whether it is in step now. While it
+        cannot be reached, a new try starts in the background when the last one is long enough ago
+        (a call never waits for a connection that may take seconds to time out)."""
+        with self.lock:
+            if not self.connected:
+                self._try_again()
+                return False
+            try:
+                for name in self.names:
+                    self.runner.catch_up(name)
+            except Exception as exc:
+                self._lost(exc)
+                return False
+            return True
+
+    def use(self, read: Callable[[Any], R]) -> R:
+        """``read(connection)`` after a catch-up; :class:`DatabaseDown` when the database cannot answer."""
+        with self.lock:
+            if not self.catch_up():
+                raise DatabaseDown(self.problem)
+            try:
+                return read(self.runner.conn)
+            except Exception as exc:
+                if not _is_database_error(exc):
+                    raise
+                self._lost(exc)
+                raise DatabaseDown(self.problem) from None
+
+    def after(self, write: Callable[P, R]) -> Callable[P, R]:
+        """``write``, then the journal projected before its reply returns (a database that cannot be
+        reached leaves the write on the journal, for a later catch-up)."""
+
+        def written(*args: P.args, **kwargs: P.kwargs) -> R:
+            out = write(*args, **kwargs)
+            self.catch_up()
+            return out
+
+        return written
+
+    def status(self) -> dict[str, Any]:
+        """What ``stats`` shows of the database: where (no password), under which name, and whether
+        it is in use."""
+        out: dict[str, Any] = {"store": self.shown, "project": self.name, "reachable": self.connected}
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+    def close(self) -> None:
+        with self.lock:
+            self._closed = True
+            try:
+                self.runner.close()
+            except Exception:  # a connection already gone
+                pass
+            self.connected = False
+
+    def _reach(self, *, force: bool) -> bool:
+        now = time.monotonic()
+        if not force and now < self._next_try:
+            return False
+        self._next_try = now + RETRY_EVERY_S
+        try:
+            self.runner.start(keep_others=True)
+        except Exception as exc:
+            self._lost(exc)
+            return False
+        self._reached()
+        return True
+
+    def _reached(self) -> None:
+        if self.problem:
+            log.warning("reached PostgreSQL at %s again; the journal is projected up to date", self.shown)
+        self.connected, self.problem = True, ""
+
+    def _try_again(self) -> None:
+        """Start one background try to connect, unless one runs or the last began too recently."""
+        now = time.monotonic()
+        if self._trying or self._closed or now < self._next_try:
+            return
+        self._trying, self._next_try = True, now + RETRY_EVERY_S
+        threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True).start()
+
+    def _connect_anew(self) -> None:
+        """Connect and project the journals on a runner of its own, then put it in place."""
+        runner = SyncRunner(self.uri, self.runner.targets, self.embedder)
+        runner.application_name = APPLICATION_NAME
+        try:
+            runner.start(keep_others=True)
+        except Exception as exc:
+            with self.lock:
+                self._trying = False
+                if not self._closed:
+                    self._lost(exc)
+            runner.close()
+            return
+        with self.lock:
+            self._trying = False
+            if self._closed:
+                runner.close()
+                return
+            old, self.runner = self.runner, runner
+            try:
+                old.close()
+            except Exception:  # (the connection that was lost)
+                pass
+            self._reached()
+
+    def _lost(self, exc: Exception) -> None:
+        """Note why the database cannot be used, once in the log; the next try waits a while."""
+        problem = str(exc) if isinstance(exc, EventmemError) else describe(exc, self.uri)
+        problem = " ".join(problem.replace(self.uri, self.shown).split())
+        if problem != self.problem:
+            log.warning("PostgreSQL is not used: %s (the journal keeps every write)", problem)
+        self.problem = problem or "unknown error"
+        self.connected = False
+        self._next_try = time.monotonic() + RETRY_EVERY_S
+        try:
+            self.runner.close()
+        except Exception:  # (closing a broken connection may raise again)
+            pass
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the driver is there whenever a connection was made
+        return False
+    return isinstance(exc, psycopg.Error)

@@ -1,0 +1,351 @@
+"""Recall, search, related, context and stats answered from PostgreSQL (``serve --store``).
+
+The same questions as :class:`~eventmem.service.queries.Queries`, with the same checks and the same
+fusion (:func:`eventmem.projectors.postgres.queries.hybrid`), over the memories of every project in the
+database: by default this project's and the global memory's (the in-process answer), with ``project``
+another project's (its own memories and the global ones saved from it), or ``*`` every project's. A
+hit of another project is built from its row's folded record. When the database cannot answer, the
+in-process parts do, and the search notes say so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from eventmem.core.errors import InvalidInput
+from eventmem.core.ids import iso_to_epoch
+from eventmem.core.query_rules import Filters
+from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.validation import check_count, check_length, check_whole, has_visible, refusal
+from eventmem.projectors.postgres import queries as sql
+from eventmem.projectors.postgres import reads
+from eventmem.projectors.postgres.targets import GLOBAL
+from eventmem.runner.runner import Store
+from eventmem.service.access import Accesses
+from eventmem.service.database import Database, DatabaseDown
+from eventmem.service.inputs import check_kind, check_relation
+from eventmem.service.lifecycle import walk
+from eventmem.service.maintenance import Maintenance
+from eventmem.service.models import Hit
+from eventmem.service.part import Part, Shared
+from eventmem.service.queries import Queries, checked_project, context_answer, hit_of
+
+__all__ = ["DatabaseQueries"]
+
+Mode = Literal["hybrid", "vector", "keyword"]
+R = TypeVar("R")
+
+
+class DatabaseQueries(Part):
+    """The reads of a service serving from a database; :attr:`local` and :attr:`maintenance` answer
+    when it is unreachable."""
+
+    def __init__(
+        self, shared: Shared, accesses: Accesses, database: Database, local: Queries, maintenance: Maintenance
+    ) -> None:
+        super().__init__(shared)
+        self.accesses = accesses
+        self.database = database
+        self.local = local
+        self.maintenance = maintenance
+
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        filters: Filters | None = None,
+        include_content: bool = False,
+        mode: Mode = "hybrid",
+        access: bool = False,
+        now: float | None = None,
+        project: str | None = None,
+    ) -> list[Hit]:
+        check_length(query, "query")
+        if not has_visible(query):
+            raise refusal("query", "a text with a visible character", query)
+        whole = check_whole(limit, "limit")
+        wanted = checked_project(project)
+        chosen = filters or Filters()
+        chosen.validate()
+        if mode not in ("hybrid", "vector", "keyword"):
+            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+        try:
+            hits = self.database.use(
+                lambda conn: self._ranked(conn, query, whole, chosen, mode, now, wanted, include_content)
+            )
+        except DatabaseDown:
+            return self._fall_back(
+                lambda: self.local.recall(
+                    query,
+                    limit=limit,
+                    filters=filters,
+                    include_content=include_content,
+                    mode=mode,
+                    access=access,
+                    now=now,
+                    project=project,
+                )
+            )
+        if access:
+            self._count(hits)
+        return [hit for hit, _ in hits]
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 10,
+        filters: Filters | None = None,
+        project: str | None = None,
+        mode: Mode = "hybrid",
+        sort: Literal["relevance", "importance", "recent"] | None = None,
+        include_content: bool = False,
+        access: bool = False,
+    ) -> list[Hit]:
+        text = check_length(query, "query").strip() if query is not None else ""
+        whole = check_whole(limit, "limit")
+        wanted = checked_project(project)
+        if mode not in ("hybrid", "vector", "keyword"):
+            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+        order = sort or ("relevance" if text else "importance")
+        if order not in ("relevance", "importance", "recent"):
+            raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
+        if order == "relevance" and not text:
+            raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+        chosen = filters or Filters()
+        chosen.validate()
+
+        def answer(conn: Any) -> list[tuple[Hit, tuple[str, str]]]:
+            if text:
+                ranked = self._ranked(conn, text, whole, chosen, mode, None, wanted, include_content)
+                if order == "importance":
+                    return sorted(ranked, key=lambda hk: (-hk[0].importance, -_epoch(hk[0]), hk[0].id))
+                if order == "recent":
+                    return sorted(ranked, key=lambda hk: (-_epoch(hk[0]), hk[0].id))
+                return ranked
+            among, narrowed = self._among(conn, chosen, wanted)
+            listing: Literal["importance", "recent"] = "recent" if order == "recent" else "importance"
+            listed = reads.listed(conn, among, chosen, whole, listing, project=narrowed)
+            return [(hit_of(r, r.importance, 0.0, 0.0, include_content=include_content), key) for key, r, _ in listed]
+
+        try:
+            hits = self.database.use(answer)
+        except DatabaseDown:
+            return self._fall_back(
+                lambda: self.local.search(
+                    query,
+                    limit=limit,
+                    filters=filters,
+                    project=project,
+                    mode=mode,
+                    sort=sort,
+                    include_content=include_content,
+                    access=access,
+                )
+            )
+        if access and text:
+            self._count(hits)
+        return [hit for hit, _ in hits]
+
+    def related(
+        self,
+        memory_id: str,
+        *,
+        depth: int = 1,
+        relations: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "both",
+        limit: int = 50,
+        include_superseded: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Memories reachable along live links, from the database: a memory of any project in it."""
+        whole_depth = check_whole(depth, "depth")
+        whole_limit = check_whole(limit, "related_limit", "limit")
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
+        wanted = [check_relation(r) for r in check_count(relations or (), "relations")]
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("memory id must be a non-empty string")
+        check_length(memory_id, "memory_id")
+        start = memory_id.strip()
+        filters = Filters(include_superseded=include_superseded)
+
+        def answer(conn: Any) -> list[dict[str, Any]] | None:
+            home = reads.where_is(conn, [*self.database.names, *reads.projects(conn)], start)
+            if home is None:
+                return None  # (not projected: the journal's answer says why)
+            among = sorted({home, GLOBAL})
+            if not reads.visible_keys(conn, among, [start], Filters(include_superseded=True)):
+                return None
+            keys: dict[str, tuple[str, str] | None] = {}
+
+            def links_of(memory: str) -> list[LinkRecord]:
+                return reads.link_records(conn, among, memory)
+
+            def keep(memory: str) -> bool:
+                if memory not in keys:
+                    keys[memory] = reads.visible_keys(conn, among, [memory], filters).get(memory)
+                return keys[memory] is not None
+
+            steps = walk(
+                start, links_of, depth=whole_depth, relations=wanted, direction=direction, keep=keep, limit=whole_limit
+            )
+            found = reads.records(conn, [k for step in steps if (k := keys.get(step.memory)) is not None])
+            out: list[dict[str, Any]] = []
+            for step in steps:
+                key = keys.get(step.memory)
+                record = found.get(key) if key is not None else None
+                if record is None:
+                    continue
+                out.append(
+                    {
+                        "id": step.memory,
+                        "depth": step.depth,
+                        "relation": step.relation,
+                        "direction": step.direction,
+                        "strength": step.strength,
+                        "context": step.context,
+                        "link": step.via,
+                        "from": step.parent,
+                        "kind": record.kind,
+                        "scope": record.scope,
+                        "title": record.title,
+                        "summary": record.summary,
+                        "importance": record.importance,
+                    }
+                )
+            return out
+
+        def local() -> list[dict[str, Any]]:
+            return self.local.related(
+                memory_id,
+                depth=depth,
+                relations=relations,
+                direction=direction,
+                limit=limit,
+                include_superseded=include_superseded,
+            )
+
+        try:
+            steps = self.database.use(answer)
+        except DatabaseDown:
+            return self._fall_back(local)
+        return local() if steps is None else steps
+
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        types: Sequence[str] | None = None,
+        include_global: bool = True,
+        per_type: int = 0,
+    ) -> dict[str, Any]:
+        """The session-start bundle of this project (and the global memory), from the database."""
+        chars = check_whole(max_chars, "max_chars")
+        per = check_whole(per_type, "per_type")
+        filters = Filters(kinds=tuple(check_kind(t) for t in check_count(types or (), "types")))
+        among = self.database.names if include_global else [self.database.name]
+
+        def answer(conn: Any) -> dict[str, Any]:
+            records: list[tuple[MemoryRecord, str]] = []
+            counts: dict[str, int] = {}
+            for _, record, _ in reads.listed(conn, among, filters, None, "importance"):
+                records.append((record, record.scope))
+                counts[record.kind] = counts.get(record.kind, 0) + 1
+            return context_answer(records, counts, chars, f"Project memory: {self.database.name}", per)
+
+        try:
+            return self.database.use(answer)
+        except DatabaseDown:
+            return self._fall_back(
+                lambda: self.local.context(
+                    max_chars=max_chars, types=types, include_global=include_global, per_type=per_type
+                )
+            )
+
+    def stats(self) -> dict[str, Any]:
+        """The journal's figures, and the database's: what it holds of this project and of every other."""
+        out = self.maintenance.stats()
+        try:
+            out["database"] = self.database.status() | self.database.use(
+                lambda conn: reads.stats(conn, self.database.name)
+            )
+        except DatabaseDown:
+            out["database"] = self.database.status()
+        return out
+
+    # -- inside ---------------------------------------------------------------------------------
+
+    def _among(self, conn: Any, filters: Filters, project: str | None) -> tuple[list[str], str | None]:
+        """The database projects a read looks in, and the project it narrows to (``None``: none)."""
+        if project is None:
+            among = self.database.names
+        else:
+            among = reads.projects(conn)
+        if filters.scope == "project":
+            among = [p for p in among if p != GLOBAL]
+        elif filters.scope == "global":
+            among = [p for p in among if p == GLOBAL]
+        return among, None if project in (None, "*") else project
+
+    def _ranked(
+        self,
+        conn: Any,
+        text: str,
+        limit: int,
+        filters: Filters,
+        mode: Mode,
+        now: float | None,
+        project: str | None,
+        include_content: bool,
+    ) -> list[tuple[Hit, tuple[str, str]]]:
+        among, narrowed = self._among(conn, filters, project)
+        vectors = mode != "keyword" and self.project.vector_status() == "ready"
+        self._search_notes.notes = []
+        if mode != "keyword" and not vectors:
+            with self.project.read() as view:
+                self._search_notes.notes = [view.vector_note()]
+        scored = sql.hybrid(
+            conn,
+            among,
+            self.project.embedder,
+            text,
+            limit,
+            filters,
+            config=self.config,
+            use_vectors=vectors,
+            use_keywords=mode != "vector" or not vectors,
+            now=time.time() if now is None else now,
+            project=narrowed,
+        )
+        found = reads.records(conn, [(s.project, s.id) for s in scored])
+        return [
+            (hit_of(found[key], s.score, s.vector_score, s.keyword_score, include_content=include_content), key)
+            for s in scored
+            if (key := (s.project, s.id)) in found
+        ]
+
+    def _count(self, hits: list[tuple[Hit, tuple[str, str]]]) -> None:
+        """Count hits of this project and of the global memory as used, in their local usage logs."""
+        owners: dict[str, Store] = {}
+        for hit, (project, _) in hits:
+            if project == self.database.name:
+                owners[hit.id] = self.project
+            elif project == GLOBAL and self._global is not None:
+                owners[hit.id] = self._global
+        self.accesses.record_hits(owners, [hit for hit, _ in hits])
+
+    def _fall_back(self, read: Callable[[], R]) -> R:
+        """The in-process answer, noted as such."""
+        out = read()
+        self._search_notes.notes = [*self.search_notes(), self.database.note()]
+        return out
+
+
+def _epoch(hit: Hit) -> float:
+    try:
+        return iso_to_epoch(hit.updated_at)
+    except (ValueError, OverflowError):
+        return 0.0
