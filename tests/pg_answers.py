@@ -45,4 +45,3 @@ def answers(conn: Any, project: str) -> dict[str, Any]:
 
 def _rounded(hits: list[tuple[tuple[str, str], float]]) -> list[tuple[str, float]]:
     return [(key[1], round(score, 6)) for key, score in hits]
-
