@@ -159,3 +159,20 @@ def test_follow_outlives_a_full_disk_and_catches_up_once_there_is_room(
     assert "Traceback" not in text
     assert PASSWORD not in text
     assert_like_a_rebuild(pg_server, pg_uri, project)
+
+
+def test_a_first_sync_that_does_not_fit_leaves_no_row_and_the_next_one_loads_everything(
+    service: MemoryService, project: Path, pg_server: Any, pg_uri: str, small_disk: SmallDisk
+) -> None:
+    saved = fill(service, 600)
+    failed = run(*sync_args(with_password(pg_uri), project), check=False)
+    assert failed.returncode != 0
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "out of disk space" in failed.stderr
+    assert rows(pg_uri, "SELECT count(*) FROM eventmem_memories") == [(0,)]  # the load was one transaction
+    assert rows(pg_uri, "SELECT count(*) FROM eventmem_events") == [(0,)]
+    assert rows(pg_uri, "SELECT count(*) FROM eventmem_projects") == [(0,)]
+    small_disk.grow()
+    run(*sync_args(pg_uri, project))
+    assert ids_now(pg_uri, "p") == saved
+    assert_like_a_rebuild(pg_server, pg_uri, project)
