@@ -3,6 +3,11 @@
 A vector's text form costs a shortest-repr conversion per float (3 s of a 10,000-memory load, measured);
 its binary form (``vector_recv``: two 16-bit words, the dimension and zero, then big-endian float32s)
 is one array conversion. The values are the same float32s either way.
+
+Measured (``eventmem sync``'s runner, the hashing embedder, a loaded 2-core machine): a first sync of
+10,000 memories went from 333 and 480 events/s to 624 and 824 (runs alternated), its time beside the
+embedding from 12-15 s to 5-6 s; of 100,000 memories from 135 events/s (739 s, the HNSW graph spilling
+out of the default 64 MB) to 454 (220 s).
 """
 
 from __future__ import annotations
