@@ -45,14 +45,3 @@ def answers(conn: Any, project: str) -> dict[str, Any]:
 
 def _rounded(hits: list[tuple[tuple[str, str], float]]) -> list[tuple[str, float]]:
     return [(key[1], round(score, 6)) for key, score in hits]
-
-
-def visible_ids(conn: Any, project: str) -> set[str]:
-    """Every memory id an answer of the project names (superseded ones left out, as by default)."""
-    found: set[str] = set()
-    for key, value in answers(conn, project).items():
-        if key.startswith("ids") and key != "ids with superseded":
-            found.update(value)
-        elif key.startswith(("keyword", "vector", "hybrid")):
-            found.update(memory_id for memory_id, _ in value)
-    return found

@@ -61,6 +61,13 @@ class PgServer:
         assert self.local is not None
         self.local.ensure_postgres_running()
 
+    def data_owner(self) -> tuple[int, int]:
+        """The (uid, gid) the server runs as (a folder it writes to must be theirs); only a server the
+        tests started."""
+        assert self.local is not None
+        info = Path(self.local.pgdata).stat()
+        return info.st_uid, info.st_gid
+
     def postmaster_pid(self) -> int | None:
         return None if self.local is None else self.local.get_pid()
 

@@ -5,13 +5,23 @@ The journal is played by a reference fold (:class:`eventmem.core.state.State`) f
 suite turns each cut of them into a :class:`Batch` as the runner does, and compares each projector's
 answers to its own kind of query, in memory ids, between: every batch applied, one load of the end
 state, a snapshot taken midway and restored with the rest applied, a reset and load again (a
-rebuild), and every batch delivered twice."""
+rebuild), and every batch delivered twice.
+
+The PostgreSQL projector (``eventmem/projectors/postgres/``) runs the same suite on a real server (the
+``pg_uri`` fixture: a database of the test's own; each projector a project of its own in it, a
+"snapshot" being the database itself, reopened). Its own answers are compared between the ways of
+feeding it as the others' are. Against the in-process projectors it is held to what the contract
+promises, not to their ranking: the same ids for every filter, the same set of memories matching a
+keyword query (PostgreSQL ranks by ``ts_rank``, FTS5 by BM25), the same exact top-k vectors with
+the same cosines. Without a server (no pgserver, no ``EVENTMEM_TEST_PG``) its cases are skipped."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,12 +38,14 @@ from eventmem.core.events import (
     MemoryUpdated,
 )
 from eventmem.core.ids import iso_to_epoch
+from eventmem.core.query_rules import Filters
 from eventmem.core.records import MemoryRecord
 from eventmem.core.state import State
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch, Projected, Projector
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
+from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
 
 NOW = iso_to_epoch("2026-06-01T00:00:00.000000Z")
@@ -123,6 +135,11 @@ class Kind:
     """Its answers to its kind of queries, in memory ids."""
     ids: Callable[[Projector], set[str]]
     """Every memory id any default answer of it holds."""
+    reopen: Callable[[Projector, Journal, SlotTable], Projector] | None = None
+    """A projector that goes on from where ``projector`` stands (default: a new one, restored from its
+    snapshot); one that keeps itself (a database) opens the same rows again."""
+    needs_database: bool = False
+    """Made on the test's own PostgreSQL database (see :func:`projector_factory`)."""
 
 
 def _columns(journal: Journal, table: SlotTable) -> Projector:
@@ -178,18 +195,87 @@ def _searched(projector: Projector) -> set[str]:
     return {m for v in EMBEDDER.embed(list(QUERIES)) for m, _ in projector.search(v, 1000)}
 
 
+# -- PostgreSQL: each projector a project of its own in the test's database ------------------------
+
+PG_FILTERS = (
+    Filters(),
+    Filters(include_superseded=True),
+    *(Filters(kinds=(kind,)) for kind in KINDS),
+    *(Filters(tags=(tag,)) for tag in TAGS),
+)
+EVERY_ROW = Filters(include_superseded=True)
+"""What the in-process keyword and vector indexes hold: superseded memories too (the filter columns
+leave them out of a default query)."""
+
+
+def _unbound(journal: Journal, table: SlotTable) -> Projector:
+    raise AssertionError("a PostgreSQL projector is made by projector_factory, on the test's database")
+
+
+def _postgres_answers(projector: Projector, journal: Journal) -> Hashable:
+    assert isinstance(projector, PostgresProjector)
+    return (
+        tuple(tuple(projector.matching(filters, NOW)) for filters in PG_FILTERS),
+        tuple(tuple(projector.matching(Filters(), NOW + 3600 * hours)) for hours in (1, 48)),
+        tuple(
+            tuple(sorted((m, round(score, 6)) for m, score in projector.keyword_search(query, 50, EVERY_ROW, NOW)))
+            for query in QUERIES
+        ),
+        tuple(
+            tuple(sorted((m, round(score, 3)) for m, score in projector.vector_search(vector, 50, EVERY_ROW, NOW)))
+            for vector in EMBEDDER.embed(list(QUERIES))
+        ),
+    )
+
+
+def _postgres_ids(projector: Projector) -> set[str]:
+    assert isinstance(projector, PostgresProjector)
+    found = set(projector.matching(Filters(), NOW))
+    found.update(m for q in QUERIES for m, _ in projector.keyword_search(q, 1000, Filters(), NOW))
+    found.update(m for v in EMBEDDER.embed(list(QUERIES)) for m, _ in projector.vector_search(v, 1000, Filters(), NOW))
+    return found
+
+
+class PostgresProjectors:
+    """Projectors of one database, each a project of its own, all on one connection (the test's)."""
+
+    def __init__(self, uri: str) -> None:
+        import psycopg
+
+        self.conn: Any = psycopg.connect(uri)
+        self.names = itertools.count()
+
+    def make(self, journal: Journal, table: SlotTable) -> Projector:
+        return PostgresProjector(self.conn, f"p{next(self.names)}", EMBEDDER)
+
+    def reopen(self, projector: Projector, journal: Journal, table: SlotTable) -> Projector:
+        assert isinstance(projector, PostgresProjector)
+        return PostgresProjector(self.conn, projector.project, EMBEDDER)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 KINDS_OF_PROJECTOR = [
     Kind("columns", _columns, _columns_answers, _selected),
     Kind("keywords", lambda j, t: KeywordsProjector(t), _keywords_answers, _searched),
     Kind("keywords-bulk", lambda j, t: KeywordsProjector(t, bulk_from=0), _keywords_answers, _searched),
     Kind("vectors", _vectors, _vectors_answers, _searched),
+    Kind("postgres", _unbound, _postgres_answers, _postgres_ids, needs_database=True),
 ]
 
 
 @pytest.fixture(params=KINDS_OF_PROJECTOR, ids=lambda kind: kind.name)
-def projector_factory(request: pytest.FixtureRequest) -> Kind:
+def projector_factory(request: pytest.FixtureRequest) -> Iterator[Kind]:
     kind: Kind = request.param
-    return kind
+    if not kind.needs_database:
+        yield kind
+        return
+    projectors = PostgresProjectors(request.getfixturevalue("pg_uri"))
+    try:
+        yield replace(kind, make=projectors.make, reopen=projectors.reopen)
+    finally:
+        projectors.close()
 
 
 def fresh(kind: Kind, journal: Journal) -> Subject:
@@ -311,7 +397,11 @@ def snapshot_and_tail(kind: Kind, history: list[list[AnyEvent]], cut: int) -> tu
         first.apply(journal.fold(events))
     data = first.projector.snapshot()
     table = SlotTable(list(first.table.ids)) if first.table is not None else None
-    second = Subject(kind.make(journal, table if table is not None else SlotTable()), table)
+    table_of_second = table if table is not None else SlotTable()
+    if kind.reopen is not None:
+        second = Subject(kind.reopen(first.projector, journal, table_of_second), table)
+    else:
+        second = Subject(kind.make(journal, table_of_second), table)
     assert second.projector.restore(data)
     for events in history[cut:]:
         second.apply(journal.fold(events))
@@ -392,3 +482,87 @@ def test_random_histories_cut_into_random_batches_give_the_same_answers_every_wa
     projector_factory: Kind, history: list[list[AnyEvent]]
 ) -> None:
     assert_same_answers(projector_factory, history)
+
+
+# -- PostgreSQL against the in-process projectors ---------------------------------------------------
+
+COSINE_TOLERANCE = 1e-3
+"""The in-process index keeps float16 codes, PostgreSQL float32 vectors (an identical text: 0.9999 and 1)."""
+EVER = 0.0
+"""A time before any memory of the suite expires: the in-process indexes hold expired memories too."""
+
+
+def kind_named(name: str) -> Kind:
+    return next(kind for kind in KINDS_OF_PROJECTOR if kind.name == name)
+
+
+def promised_answers_in_process(journal: Journal) -> tuple[Hashable, Hashable, list[dict[str, float]]]:
+    """What the contract promises, from the columns, keywords and vectors projectors fed every batch."""
+    columns = incremental(kind_named("columns"), journal).projector
+    keywords = incremental(kind_named("keywords"), journal).projector
+    vectors = incremental(kind_named("vectors"), journal).projector
+    assert isinstance(columns, ColumnsProjector)
+    assert isinstance(keywords, KeywordsProjector)
+    assert isinstance(vectors, VectorsProjector)
+    selected = tuple(
+        tuple(sorted(columns.select(now=NOW, kinds=f.kinds, tags=f.tags, include_superseded=f.include_superseded)))
+        for f in PG_FILTERS
+    )
+    found = tuple(frozenset(m for m, _ in keywords.search(query, 1000)) for query in QUERIES)
+    nearest = [vectors.search(vector, 1000) for vector in EMBEDDER.embed(list(QUERIES))]
+    return selected, found, _cosines(nearest)
+
+
+def promised_answers_of_postgres(projector: PostgresProjector) -> tuple[Hashable, Hashable, list[dict[str, float]]]:
+    selected = tuple(tuple(projector.matching(filters, NOW)) for filters in PG_FILTERS)
+    found = tuple(frozenset(m for m, _ in projector.keyword_search(q, 1000, EVERY_ROW, EVER)) for q in QUERIES)
+    vectors = EMBEDDER.embed(list(QUERIES))
+    nearest = [projector.vector_search(vector, 1000, EVERY_ROW, EVER) for vector in vectors]
+    return selected, found, _cosines(nearest)
+
+
+def _cosines(answers: list[list[tuple[str, float]]]) -> list[dict[str, float]]:
+    """Every memory's cosine, by id (ids tied on a cosine may come in either order)."""
+    return [dict(hits) for hits in answers]
+
+
+def _top(answers: list[dict[str, float]], k: int = 5) -> list[list[float]]:
+    return [sorted(cosines.values(), reverse=True)[:k] for cosines in answers]
+
+
+def assert_postgres_promises_what_in_process_does(
+    projectors: PostgresProjectors, history: list[list[AnyEvent]]
+) -> None:
+    journal = play(history)
+    projector = projectors.make(journal, SlotTable())
+    for batch in journal.batches:
+        projector.apply(batch)
+    assert isinstance(projector, PostgresProjector)
+    selected, found, nearest = promised_answers_of_postgres(projector)
+    expected_selected, expected_found, expected_nearest = promised_answers_in_process(journal)
+    assert selected == expected_selected, "the filters select other memories"
+    assert found == expected_found, "a keyword query matches other memories"
+    assert [set(c) for c in nearest] == [set(c) for c in expected_nearest], "the vector index holds other memories"
+    for got, expected in zip(nearest, expected_nearest, strict=True):
+        assert got == pytest.approx(expected, abs=COSINE_TOLERANCE), "another cosine"
+    for got_top, expected_top in zip(_top(nearest), _top(expected_nearest), strict=True):
+        assert got_top == pytest.approx(expected_top, abs=COSINE_TOLERANCE), "another exact top 5"
+
+
+@pytest.fixture
+def postgres_projectors(pg_uri: str) -> Iterator[PostgresProjectors]:
+    projectors = PostgresProjectors(pg_uri)
+    yield projectors
+    projectors.close()
+
+
+def test_postgres_answers_what_the_in_process_projectors_answer(postgres_projectors: PostgresProjectors) -> None:
+    assert_postgres_promises_what_in_process_does(postgres_projectors, example())
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=histories())
+def test_postgres_answers_what_the_in_process_projectors_answer_on_random_histories(
+    postgres_projectors: PostgresProjectors, history: list[list[AnyEvent]]
+) -> None:
+    assert_postgres_promises_what_in_process_does(postgres_projectors, history)

@@ -11,7 +11,7 @@ from eventmem.core.errors import EventmemError, InvalidInput
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["DatabaseUnavailable", "connect", "is_connection_lost", "shown_uri"]
+__all__ = ["DatabaseFull", "DatabaseUnavailable", "connect", "is_connection_lost", "is_disk_full", "shown_uri"]
 
 CONNECT_TIMEOUT_S = 10
 _SECRET_PARAM = re.compile(r"(password|passfile|sslpassword)=[^&\s]*", re.IGNORECASE)
@@ -20,6 +20,10 @@ _KEYWORD_SECRET = re.compile(r"(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\
 
 class DatabaseUnavailable(EventmemError):
     """The database cannot be reached or the driver is not installed."""
+
+
+class DatabaseFull(DatabaseUnavailable):
+    """The database's disk is full: the batch was rolled back, and a sync goes on once there is space."""
 
 
 def shown_uri(uri: str) -> str:
@@ -84,6 +88,13 @@ def is_connection_lost(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or (
         isinstance(exc, psycopg.errors.AdminShutdown)
     )
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server failing to grow a file (SQLSTATE 53100: no space left)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.errors.DiskFull)
 
 
 def describe(exc: BaseException, uri: str) -> str:

@@ -16,7 +16,14 @@ from eventmem.embedders.embedcache import EmbeddingCache
 from eventmem.embedders.embedder import Embedder
 from eventmem.journal.project import ProjectPaths
 from eventmem.journal.watcher import watch_journal
-from eventmem.projectors.postgres.connection import DatabaseUnavailable, connect, describe, is_connection_lost
+from eventmem.projectors.postgres.connection import (
+    DatabaseFull,
+    DatabaseUnavailable,
+    connect,
+    describe,
+    is_connection_lost,
+    is_disk_full,
+)
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.sync import ProjectSync
 
@@ -28,6 +35,9 @@ __all__ = ["SyncRunner"]
 log = logging.getLogger("eventmem.sync")
 
 PROJECT_LOCK_CLASS = 0x6576_6D70  # "evmp": the advisory locks of projects being projected
+# the driver warns when a failed batch leaves its pipeline, beside the error the sync reports in one line
+logging.getLogger("psycopg").setLevel(logging.ERROR)
+
 APPLICATION_NAME = "eventmem sync"
 """How the sync's connection is named in ``pg_stat_activity``."""
 
@@ -72,6 +82,10 @@ class SyncRunner:
         """A driver error as one line without secrets; any other error as it is."""
         import psycopg
 
+        if is_disk_full(exc):  # (before the connection: psycopg counts it an OperationalError)
+            return DatabaseFull(
+                f"PostgreSQL is out of disk space, nothing of this batch was kept: {describe(exc, self.uri)}"
+            )
         if is_connection_lost(exc):
             return DatabaseUnavailable(f"lost the connection to PostgreSQL: {describe(exc, self.uri)}")
         if isinstance(exc, psycopg.Error):
