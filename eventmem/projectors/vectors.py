@@ -4,6 +4,12 @@ Vectors are unit length, so inner product is cosine similarity. ``IndexIDMap2`` 
 through deletes (a bare flat index renumbers on removal). The scan is exhaustive over float16
 codes (``IndexScalarQuantizer`` with ``QT_fp16``): at 100k memories a query streams 77 MB and takes
 about 3 ms on one core, half of float32, with the same top 10 on the retrieval benchmarks.
+
+From ``ann_from`` vectors on (``Tuning.ann_from``, environment ``EVENTMEM_ANN_FROM``), a search takes
+its candidates from an approximate index (:mod:`eventmem.projectors.ann`: what it guarantees, and
+what was measured) and re-ranks them with these exact codes; a filter that allows fewer than a fifth
+of ``ann_from`` memories is answered by the exact scan over the allowed slots alone, so that a
+selective filter never loses recall.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy.typing as npt
 
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import content_hash
+from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, candidate_count
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 
@@ -44,7 +51,7 @@ def embed_text(record: MemoryRecord) -> str:
 
 
 class VectorIndex:
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, ann_from: int = DEFAULT_ANN_FROM) -> None:
         self.dim = dim
         # exact scan over float16 codes: half the memory and time of float32, same top-k in practice
         flat = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
@@ -56,6 +63,8 @@ class VectorIndex:
         """The codes are a read-only view of a file (see :meth:`load`): copied before any change."""
         self._owning = threading.Lock()
         self._path: Path | None = None
+        self._approx = ApproximateIndex(dim, ann_from)
+        """Candidates for a search above ``ann_from`` vectors (see :mod:`eventmem.projectors.ann`)."""
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -80,8 +89,11 @@ class VectorIndex:
         present = self._in_index(slots)
         if len(present):
             self._index.remove_ids(present)
-        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), slots)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._index.add_with_ids(vectors, slots)
         self._mark(slots, True)
+        self._approx.changed(slots, vectors.astype(np.float16).astype(np.float32))  # (as the codes hold them)
+        self._refresh()
 
     def remove(self, slots: Slots) -> None:
         if len(slots):
@@ -90,7 +102,46 @@ class VectorIndex:
             present = self._in_index(slots)
             if len(present):
                 self._index.remove_ids(present)
+                self._approx.removed(present)
             self._mark(slots, False)
+            self._refresh()
+
+    # -- the approximate index --------------------------------------------------------------------
+
+    def approximate_from(self, ann_from: int) -> None:
+        """Search through an approximate index from ``ann_from`` vectors on (a build starts now if due)."""
+        if ann_from != self._approx.start_from:
+            self._approx = ApproximateIndex(self.dim, ann_from)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Start a build of the approximate index if one is due, from a copy of every vector in slot order."""
+        if self._approx.due(len(self)):
+            inner: Any = faiss.downcast_index(self._index.index)
+            rows = np.asarray(inner.reconstruct_n(0, int(inner.ntotal)), dtype=np.float32)
+            ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+            order = np.argsort(ids, kind="stable")
+            self._approx.build(ids[order], rows[order])
+
+    @property
+    def approximate(self) -> bool:
+        """Searches go through the approximate index (it is built and the index is above its threshold)."""
+        return self._approx.ready
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait for a build of the approximate index in progress; true if none is left running."""
+        return self._approx.wait(timeout)
+
+    def _rerank(
+        self, candidates: Slots, query: npt.NDArray[np.float32], k: int
+    ) -> tuple[Slots, npt.NDArray[np.float32]]:
+        """The top ``k`` of ``candidates`` by their exact scores (ties: the lower slot first)."""
+        present = self._in_index(candidates)
+        if not len(present):
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        scores = np.asarray(self._index.reconstruct_batch(present), dtype=np.float32) @ query.reshape(-1)
+        order = np.lexsort((present, -scores))[:k]
+        return present[order], scores[order].astype(np.float32)
 
     def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
         if not (0 <= slot < len(self._present) and self._present[slot]):
@@ -125,12 +176,18 @@ class VectorIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         if allowed is None:
+            if self._approx.ready and (found := self._approx.search(q, candidate_count(k))) is not None:
+                return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
             keep = ids[0] >= 0
             return ids[0][keep], scores[0][keep]
         count = int(allowed.sum())
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        if count >= self._approx.start_from // 5 and self._approx.ready:
+            found = self._approx.search(q, candidate_count(k), allowed, count)
+            if found is not None and len(found) >= min(k, count):
+                return self._rerank(found, q, k)
         fraction = count / max(total, 1)
         if fraction > 0.25:
             # most memories pass: search wider without a selector, then filter
@@ -221,11 +278,15 @@ class VectorsProjector:
     name = "vectors"
     version = 1
 
-    def __init__(self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None]) -> None:
+    def __init__(
+        self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None], *, ann_from: int = DEFAULT_ANN_FROM
+    ) -> None:
         self.table = table
         self.dim = dim
         self._embed = embed
-        self.index = VectorIndex(dim)
+        self.ann_from = ann_from
+        """Vectors from which searches go through the approximate index (see :mod:`eventmem.projectors.ann`)."""
+        self.index = VectorIndex(dim, ann_from)
 
     def items(self, upserts: Iterable[Projected]) -> list[EmbedItem]:
         """What to embed for these memories."""
@@ -263,6 +324,7 @@ class VectorsProjector:
     def adopt(self, index: VectorIndex) -> None:
         """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`)."""
         self.index = index
+        index.approximate_from(self.ann_from)
 
     @property
     def mapped(self) -> bool:
@@ -283,10 +345,15 @@ class VectorsProjector:
             self.index = VectorIndex.deserialize(data, self.dim)
         except (RuntimeError, ValueError):
             return False
+        self.index.approximate_from(self.ann_from)
         return True
 
     def reset(self) -> None:
-        self.index = VectorIndex(self.dim)
+        self.index = VectorIndex(self.dim, self.ann_from)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait for a build of the approximate index in progress (see :meth:`VectorIndex.settle`)."""
+        return self.index.settle(timeout)
 
     def close(self) -> None:
         pass
