@@ -79,6 +79,7 @@ class Candidates:
             sample = (
                 np.resize(sample, (MIN_TRAIN_ROWS, dim)) if len(sample) else np.zeros((MIN_TRAIN_ROWS, dim), np.float32)
             )
+        index.pq.cp.min_points_per_centroid = 1  # (a small set: FAISS would print a warning on stderr)
         index.train(np.ascontiguousarray(sample, dtype=np.float32))
         self._index = index
         self._pos_slot = np.zeros(0, np.int64)
@@ -202,6 +203,7 @@ class ApproximateIndex:
 
     def _build(self, slots: Slots, vectors: Vectors) -> None:
         started = time.perf_counter()
+        faiss.omp_set_num_threads(1)  # (OpenMP's thread count is per thread: a new one starts with every core)
         try:
             made = Candidates(self.dim, slots, vectors)
         except (RuntimeError, ValueError, MemoryError) as exc:  # the exact scan goes on answering

@@ -92,7 +92,7 @@ class VectorIndex:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self._index.add_with_ids(vectors, slots)
         self._mark(slots, True)
-        self._approx.changed(slots, vectors.astype(np.float16).astype(np.float32))  # (as the codes hold them)
+        self._approx.changed(slots, self._index.reconstruct_batch(slots))  # (as the exact codes hold them)
         self._refresh()
 
     def remove(self, slots: Slots) -> None:
@@ -139,9 +139,11 @@ class VectorIndex:
         present = self._in_index(candidates)
         if not len(present):
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        scores = np.asarray(self._index.reconstruct_batch(present), dtype=np.float32) @ query.reshape(-1)
+        # in float64: a row's score does not depend on where it sits in the batch (float32 BLAS blocks differ)
+        rows = np.asarray(self._index.reconstruct_batch(present), dtype=np.float64)
+        scores = (rows @ query.reshape(-1).astype(np.float64)).astype(np.float32)
         order = np.lexsort((present, -scores))[:k]
-        return present[order], scores[order].astype(np.float32)
+        return present[order], scores[order]
 
     def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
         if not (0 <= slot < len(self._present) and self._present[slot]):
