@@ -19,7 +19,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -167,18 +167,25 @@ class VectorIndex:
         return dict(zip(present.tolist(), scores.tolist(), strict=True))
 
     def search(
-        self, query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
+        self,
+        query: npt.NDArray[np.float32],
+        k: int,
+        allowed: npt.NDArray[np.bool_] | None = None,
+        *,
+        how: Literal["auto", "exact", "approximate"] = "auto",
     ) -> tuple[Slots, npt.NDArray[np.float32]]:
         """Top ``k`` slots by cosine among ``allowed`` (a mask indexed by slot; ``None`` = all).
 
-        The filter applies before the cut: the answer is the true top ``k`` of the allowed set.
-        """
+        The filter applies before the cut: the answer is the true top ``k`` of the allowed set (of
+        the candidates, on the approximate path). ``how``: the path by the size rules, or one forced
+        (``approximate`` where the approximate index is built; the benchmarks compare the two)."""
         total = len(self)
         if total == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        approximate = how != "exact" and self._approx.ready
         if allowed is None:
-            if self._approx.ready and (found := self._approx.search(q, candidate_count(k))) is not None:
+            if approximate and (found := self._approx.search(q, candidate_count(k))) is not None:
                 return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
             keep = ids[0] >= 0
@@ -186,7 +193,7 @@ class VectorIndex:
         count = int(allowed.sum())
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        if count >= self._approx.start_from // 5 and self._approx.ready:
+        if approximate and (how == "approximate" or count >= self._approx.start_from // 5):
             found = self._approx.search(q, candidate_count(k), allowed, count)
             if found is not None and len(found) >= min(k, count):
                 return self._rerank(found, q, k)
