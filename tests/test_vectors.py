@@ -368,3 +368,20 @@ def test_a_deserialized_index_builds_its_approximate_index_when_told_its_thresho
     assert copy.approximate
     queries = near(vectors, 20, 15)
     assert answers(copy, queries, 10) == answers(index, queries, 10)
+
+
+def test_a_mapped_index_builds_its_approximate_index_from_the_file_and_answers_like_the_one_written(
+    tmp_path: Path,
+) -> None:
+    vectors = clustered(3000, 17)
+    written = approximate(np.arange(3000, dtype=np.int64), vectors)
+    written.write(tmp_path / "vectors.faiss")
+    mapped = VectorIndex.load(tmp_path / "vectors.faiss", DIM, mapped=True)
+    mapped.approximate_from(ANN_FROM)
+    assert mapped.settle(60)
+    assert mapped.approximate
+    queries = near(vectors, 20, 18)
+    assert answers(mapped, queries, 10) == answers(written, queries, 10)
+    mapped.upsert(np.asarray([5], np.int64), vectors[6:7])  # a change copies the codes into memory first
+    assert mapped.vector(5) == pytest.approx(stored(vectors)[6], abs=1e-3)
+    assert mapped.search(stored(vectors)[6], 2)[0].tolist() in ([5, 6], [6, 5])

@@ -28,6 +28,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ import numpy.typing as npt
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)
 
-__all__ = ["DEFAULT_ANN_FROM", "ApproximateIndex", "Candidates", "candidate_count"]
+__all__ = ["DEFAULT_ANN_FROM", "ApproximateIndex", "Candidates", "candidate_count", "in_slot_order"]
 
 log = logging.getLogger("eventmem.projectors")
 
@@ -58,6 +59,15 @@ GROWTH = 2.0
 def candidate_count(k: int) -> int:
     """How many approximate candidates are re-ranked exactly for a top ``k``."""
     return max(4 * k, 100)
+
+
+def in_slot_order(index: Any) -> tuple[Slots, Vectors]:
+    """Every id of an ``IndexIDMap2`` and its vector as the codes hold it, by id (a vector index's slot)."""
+    inner: Any = faiss.downcast_index(index.index)
+    rows = np.asarray(inner.reconstruct_n(0, int(inner.ntotal)), dtype=np.float32)
+    ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+    return ids[order], rows[order]
 
 
 def _subquantizers(dim: int) -> int:
@@ -190,22 +200,20 @@ class ApproximateIndex:
                 current.stale > STALE_SHARE * current.total or live >= GROWTH * max(current.trained_on, MIN_TRAIN_ROWS)
             )
 
-    def build(self, slots: Slots, vectors: Vectors, *, background: bool = True) -> None:
-        """Make new codes from these vectors (every live one, in slot order) and swap them in."""
+    def build(self, rows: Callable[[], tuple[Slots, Vectors]]) -> None:
+        """Make new codes in a background thread from ``rows`` (every live slot and its vector, in slot
+        order, as of this call: a copy, or a read of vectors nothing changes) and swap them in."""
         with self._lock:
             self._log = []
-        if not background:
-            self._build(slots, vectors)
-            return
-        thread = threading.Thread(target=self._build, args=(slots, vectors), name="eventmem-ann", daemon=True)
+        thread = threading.Thread(target=self._build, args=(rows,), name="eventmem-ann", daemon=True)
         self._thread = thread
         thread.start()
 
-    def _build(self, slots: Slots, vectors: Vectors) -> None:
+    def _build(self, rows: Callable[[], tuple[Slots, Vectors]]) -> None:
         started = time.perf_counter()
         faiss.omp_set_num_threads(1)  # (OpenMP's thread count is per thread: a new one starts with every core)
         try:
-            made = Candidates(self.dim, slots, vectors)
+            made = Candidates(self.dim, *rows())
         except (RuntimeError, ValueError, MemoryError) as exc:  # the exact scan goes on answering
             log.warning("approximate vector index not built: %s", exc)
             with self._lock:

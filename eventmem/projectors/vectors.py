@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import content_hash
-from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, candidate_count
+from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, candidate_count, in_slot_order
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 
@@ -115,13 +115,16 @@ class VectorIndex:
         self._refresh()
 
     def _refresh(self) -> None:
-        """Start a build of the approximate index if one is due, from a copy of every vector in slot order."""
+        """Start a build of the approximate index if one is due, from every vector in slot order: read
+        by the build's thread from a mapped index (which never changes: a change replaces it, see
+        :meth:`own`), copied now from one in memory."""
         if self._approx.due(len(self)):
-            inner: Any = faiss.downcast_index(self._index.index)
-            rows = np.asarray(inner.reconstruct_n(0, int(inner.ntotal)), dtype=np.float32)
-            ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
-            order = np.argsort(ids, kind="stable")
-            self._approx.build(ids[order], rows[order])
+            source = self._index
+            if self._mapped:
+                self._approx.build(lambda: in_slot_order(source))
+            else:
+                copied = in_slot_order(source)
+                self._approx.build(lambda: copied)
 
     @property
     def approximate(self) -> bool:
