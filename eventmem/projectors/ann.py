@@ -37,7 +37,7 @@ import numpy.typing as npt
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)
 
-__all__ = ["DEFAULT_ANN_FROM", "ApproximateIndex", "Candidates", "candidate_count", "in_slot_order"]
+__all__ = ["DEFAULT_ANN_FROM", "ApproximateIndex", "Candidates", "Rows", "candidate_count", "in_slot_order"]
 
 log = logging.getLogger("eventmem.projectors")
 
@@ -48,6 +48,8 @@ DEFAULT_ANN_FROM = 50_000
 """Live vectors from which searches go through the approximate index (``Tuning.ann_from``)."""
 TRAIN_ROWS = 20_000
 """At most this many vectors train the codebooks (evenly spaced in slot order)."""
+ADD_ROWS = 8192
+"""Vectors decoded and encoded at a time while building."""
 MIN_TRAIN_ROWS = 64
 """A smaller set is repeated up to this many rows (k-means wants more points than centroids)."""
 STALE_SHARE = 0.25
@@ -61,13 +63,29 @@ def candidate_count(k: int) -> int:
     return max(4 * k, 100)
 
 
-def in_slot_order(index: Any) -> tuple[Slots, Vectors]:
-    """Every id of an ``IndexIDMap2`` and its vector as the codes hold it, by id (a vector index's slot)."""
+class Rows:
+    """Every vector of an exact index by slot, held as a copy of its float16 codes (half the size of
+    the vectors) and decoded a chunk at a time."""
+
+    def __init__(self, ids: Slots, codes: npt.NDArray[np.float16]) -> None:
+        self._order = np.argsort(ids, kind="stable")
+        self.slots: Slots = ids[self._order]
+        self._codes = codes
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def take(self, ranks: Slots) -> Vectors:
+        """The vectors of the slots at these ranks (in slot order)."""
+        return self._codes[self._order[ranks]].astype(np.float32)
+
+
+def in_slot_order(index: Any, dim: int) -> Rows:
+    """The vectors of an ``IndexIDMap2`` over float16 scalar-quantizer codes, by id (a vector index's
+    slot): the codes are copied, so the index may change afterwards."""
     inner: Any = faiss.downcast_index(index.index)
-    rows = np.asarray(inner.reconstruct_n(0, int(inner.ntotal)), dtype=np.float32)
-    ids = faiss.vector_to_array(index.id_map).astype(np.int64)
-    order = np.argsort(ids, kind="stable")
-    return ids[order], rows[order]
+    codes = faiss.vector_to_array(inner.codes).view(np.float16).reshape(-1, dim)
+    return Rows(faiss.vector_to_array(index.id_map).astype(np.int64), codes)
 
 
 def _subquantizers(dim: int) -> int:
@@ -81,10 +99,10 @@ def _subquantizers(dim: int) -> int:
 class Candidates:
     """Fast-scan PQ codes of the live vectors, keyed by slot; positions of replaced vectors are masked."""
 
-    def __init__(self, dim: int, slots: Slots, vectors: Vectors) -> None:
+    def __init__(self, dim: int, rows: Rows) -> None:
         index: Any = faiss.IndexPQFastScan(dim, _subquantizers(dim), 4, faiss.METRIC_INNER_PRODUCT)
-        step = max(1, math.ceil(len(slots) / TRAIN_ROWS))
-        sample = np.ascontiguousarray(vectors[::step], dtype=np.float32)
+        step = max(1, math.ceil(len(rows) / TRAIN_ROWS))
+        sample = rows.take(np.arange(0, len(rows), step))
         if len(sample) < MIN_TRAIN_ROWS:
             sample = (
                 np.resize(sample, (MIN_TRAIN_ROWS, dim)) if len(sample) else np.zeros((MIN_TRAIN_ROWS, dim), np.float32)
@@ -97,8 +115,10 @@ class Candidates:
         self._slot_pos = np.full(0, -1, np.int64)
         """The live position of each slot, -1 when none."""
         self.live = 0
-        self.trained_on = len(slots)
-        self.add(slots, vectors)
+        self.trained_on = len(rows)
+        for first in range(0, len(rows), ADD_ROWS):
+            ranks = np.arange(first, min(first + ADD_ROWS, len(rows)))
+            self.add(rows.slots[ranks], rows.take(ranks))
 
     @property
     def total(self) -> int:
@@ -200,7 +220,7 @@ class ApproximateIndex:
                 current.stale > STALE_SHARE * current.total or live >= GROWTH * max(current.trained_on, MIN_TRAIN_ROWS)
             )
 
-    def build(self, rows: Callable[[], tuple[Slots, Vectors]]) -> None:
+    def build(self, rows: Callable[[], Rows]) -> None:
         """Make new codes in a background thread from ``rows`` (every live slot and its vector, in slot
         order, as of this call: a copy, or a read of vectors nothing changes) and swap them in."""
         with self._lock:
@@ -209,11 +229,11 @@ class ApproximateIndex:
         self._thread = thread
         thread.start()
 
-    def _build(self, rows: Callable[[], tuple[Slots, Vectors]]) -> None:
+    def _build(self, rows: Callable[[], Rows]) -> None:
         started = time.perf_counter()
         faiss.omp_set_num_threads(1)  # (OpenMP's thread count is per thread: a new one starts with every core)
         try:
-            made = Candidates(self.dim, *rows())
+            made = Candidates(self.dim, rows())
         except (RuntimeError, ValueError, MemoryError) as exc:  # the exact scan goes on answering
             log.warning("approximate vector index not built: %s", exc)
             with self._lock:
@@ -225,7 +245,7 @@ class ApproximateIndex:
                     made.drop(changed)
                 else:
                     made.add(changed, replacement)
-            self._current, self._log = made, None
+            self._current, self._log = (made if made.live >= max(self.start_from, 1) else None), None
         log.info("approximate vector index of %d built in %.3fs", made.live, time.perf_counter() - started)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -121,9 +121,9 @@ class VectorIndex:
         if self._approx.due(len(self)):
             source = self._index
             if self._mapped:
-                self._approx.build(lambda: in_slot_order(source))
+                self._approx.build(lambda: in_slot_order(source, self.dim))
             else:
-                copied = in_slot_order(source)
+                copied = in_slot_order(source, self.dim)
                 self._approx.build(lambda: copied)
 
     @property
