@@ -96,3 +96,19 @@ async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert await served_answers(project, tmp_path / "rebuilt.log", ANN_FROM) == after_delete
     assert await served_answers(project, tmp_path / "exact-after.log", "1000000") == after_delete
+
+
+@pytest.mark.parametrize("value", ["many", "-5", "0", "1e9", "99999999999999999999", "\x1b[2J"])
+def test_an_invalid_ann_threshold_in_the_environment_is_reported_in_one_line_and_the_default_used(
+    project: Path, value: str
+) -> None:
+    seed(project)
+    env = server_env(EVENTMEM_ANN_FROM=value)
+    found = subprocess.run(
+        eventmem_command("search", "pool timeout", "--json"), cwd=project, env=env, capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip()
+    warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_ANN_FROM" in line]
+    assert len(warnings) == 1, found.stderr
+    assert "\x1b" not in found.stderr

@@ -13,6 +13,7 @@ __all__ = ["ANN_FROM_VARIABLE", "BULK_PATHS", "Tuning", "ann_from_environment"]
 log = logging.getLogger("eventmem.runner")
 
 ANN_FROM_VARIABLE = "EVENTMEM_ANN_FROM"
+_REPORTED: set[str] = set()
 
 
 def ann_from_environment() -> int:
@@ -23,7 +24,9 @@ def ann_from_environment() -> int:
         return DEFAULT_ANN_FROM
     if raw.isascii() and raw.isdigit() and len(raw) <= 12 and int(raw) >= 1:
         return int(raw)
-    log.warning("ignoring %s=%.40r: expected a whole number of memories, at least 1", ANN_FROM_VARIABLE, raw)
+    if raw not in _REPORTED:  # (each store of the process reads it: said once)
+        _REPORTED.add(raw)
+        log.warning("ignoring %s=%.40r: expected a whole number of memories, at least 1", ANN_FROM_VARIABLE, raw)
     return DEFAULT_ANN_FROM
 
 
