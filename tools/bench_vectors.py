@@ -21,6 +21,7 @@ Usage::
 
     python tools/bench_vectors.py                    # 100k (a few minutes on 2 cores)
     python tools/bench_vectors.py --size 20000 --queries 50
+    python tools/bench_vectors.py --quick            # 3000 memories (smoke test)
     python tools/bench_vectors.py --out vectors.json
 """
 
@@ -164,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000, help="memories (default 100000)")
     parser.add_argument("--queries", type=int, default=200, help="random queries per figure (default 200)")
+    parser.add_argument("--quick", action="store_true", help="3000 memories, 30 queries (smoke test)")
     parser.add_argument("--out", help="also write the JSON to this file")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.queries = 3000, 30
     result: dict[str, Any] = {"machine": machine(), "k": K, "size": args.size}
     log(f"embedding {args.size} memories")
     vectors, questions = retrieval(args.size)
