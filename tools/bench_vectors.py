@@ -6,7 +6,7 @@ the same index: the exact scan's and the approximate path's query time (p50/p95,
 time, k = 10, one FAISS thread as the server runs), the approximate path's recall@10 against the
 exact answer, the same under filters that allow a shrinking share of the memories (the cross-over:
 the share below which the exact scan over the allowed slots is faster; the index takes the exact
-path below a fifth of ``ann_from``), and recall@50 unfiltered (the depth of the service's fusion).
+path below two fifths of ``ann_from``), and recall@50 unfiltered (the depth of the service's fusion).
 
 Datasets (hashing embedder, the default, 384 dimensions):
 

@@ -37,7 +37,15 @@ import numpy.typing as npt
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)
 
-__all__ = ["DEFAULT_ANN_FROM", "ApproximateIndex", "Candidates", "Rows", "candidate_count", "in_slot_order"]
+__all__ = [
+    "DEFAULT_ANN_FROM",
+    "ApproximateIndex",
+    "Candidates",
+    "Rows",
+    "StoredRows",
+    "candidate_count",
+    "in_slot_order",
+]
 
 log = logging.getLogger("eventmem.projectors")
 
@@ -79,6 +87,28 @@ class Rows:
     def take(self, ranks: Slots) -> Vectors:
         """The vectors of the slots at these ranks (in slot order)."""
         return self._codes[self._order[ranks]].astype(np.float32)
+
+
+class StoredRows:
+    """The float16 codes of an exact index (``IndexIDMap2`` over a float16 scalar quantizer) read in
+    place by slot: valid while the index does not change (it is kept here, so a mapped file stays
+    mapped). FAISS's ``reconstruct_batch`` makes a decoder per vector: 3 ms for 500 of them."""
+
+    def __init__(self, index: Any, dim: int) -> None:
+        self.index = index
+        inner: Any = faiss.downcast_index(index.index)
+        count = int(inner.ntotal)
+        self._codes = np.zeros((0, dim), np.float16)
+        if count:
+            raw = faiss.rev_swig_ptr(inner.codes.data(), count * int(inner.code_size))
+            self._codes = raw.view(np.float16).reshape(count, dim)
+        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+        self._position = np.full(int(ids.max()) + 1 if count else 0, -1, np.int64)
+        self._position[ids] = np.arange(count, dtype=np.int64)
+
+    def vectors(self, slots: Slots) -> npt.NDArray[np.float64]:
+        """The vectors of these slots (each in the index), in float64."""
+        return self._codes[self._position[slots]].astype(np.float64)
 
 
 def in_slot_order(index: Any, dim: int) -> Rows:

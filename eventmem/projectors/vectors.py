@@ -7,9 +7,9 @@ about 3 ms on one core, half of float32, with the same top 10 on the retrieval b
 
 From ``ann_from`` vectors on (``Tuning.ann_from``, environment ``EVENTMEM_ANN_FROM``), a search takes
 its candidates from an approximate index (:mod:`eventmem.projectors.ann`: what it guarantees, and
-what was measured) and re-ranks them with these exact codes; a filter that allows fewer than a fifth
-of ``ann_from`` memories is answered by the exact scan over the allowed slots alone, so that a
-selective filter never loses recall.
+what was measured) and re-ranks them with these exact codes; a filter that allows fewer than two
+fifths of ``ann_from`` memories (20k by default: where the exact scan of the allowed slots becomes
+the faster one, measured at 100k) is answered by that scan, so a selective filter never loses recall.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import content_hash
-from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, candidate_count, in_slot_order
+from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, StoredRows, candidate_count, in_slot_order
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 
@@ -65,6 +65,8 @@ class VectorIndex:
         self._path: Path | None = None
         self._approx = ApproximateIndex(dim, ann_from)
         """Candidates for a search above ``ann_from`` vectors (see :mod:`eventmem.projectors.ann`)."""
+        self._stored: StoredRows | None = None
+        """The codes read in place by slot, until the index changes."""
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -85,6 +87,7 @@ class VectorIndex:
         if len(slots) == 0:
             return
         self.own()
+        self._stored = None
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         present = self._in_index(slots)
         if len(present):
@@ -98,6 +101,7 @@ class VectorIndex:
     def remove(self, slots: Slots) -> None:
         if len(slots):
             self.own()
+            self._stored = None
             slots = np.ascontiguousarray(slots, dtype=np.int64)
             present = self._in_index(slots)
             if len(present):
@@ -143,8 +147,7 @@ class VectorIndex:
         if not len(present):
             return np.empty(0, np.int64), np.empty(0, np.float32)
         # in float64: a row's score does not depend on where it sits in the batch (float32 BLAS blocks differ)
-        rows = np.asarray(self._index.reconstruct_batch(present), dtype=np.float64)
-        scores = (rows @ query.reshape(-1).astype(np.float64)).astype(np.float32)
+        scores = (self._rows(present) @ query.reshape(-1).astype(np.float64)).astype(np.float32)
         order = np.lexsort((present, -scores))[:k]
         return present[order], scores[order]
 
@@ -165,9 +168,15 @@ class VectorIndex:
         present = self._in_index(wanted[wanted >= 0])
         if not len(present):
             return {}
-        vectors = self._index.reconstruct_batch(present)
-        scores = vectors @ np.asarray(query, dtype=np.float32).reshape(-1)
-        return dict(zip(present.tolist(), scores.tolist(), strict=True))
+        scores = self._rows(present) @ np.asarray(query, dtype=np.float64).reshape(-1)
+        return dict(zip(present.tolist(), scores.astype(np.float32).tolist(), strict=True))
+
+    def _rows(self, slots: Slots) -> npt.NDArray[np.float64]:
+        """The vectors of these slots (each in the index), read from the codes in place."""
+        stored = self._stored
+        if stored is None or stored.index is not self._index:  # (changed, or copied into memory by own())
+            stored = self._stored = StoredRows(self._index, self.dim)
+        return stored.vectors(slots)
 
     def search(
         self,
@@ -196,7 +205,7 @@ class VectorIndex:
         count = int(allowed.sum())
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        if approximate and (how == "approximate" or count >= self._approx.start_from // 5):
+        if approximate and (how == "approximate" or count >= self._approx.start_from * 2 // 5):
             found = self._approx.search(q, candidate_count(k), allowed, count)
             if found is not None and len(found) >= min(k, count):
                 return self._rerank(found, q, k)
