@@ -8,8 +8,12 @@ vector at 384 dimensions), scanned exhaustively with SIMD lookup tables. Graph a
 indexes were measured first on the benchmark corpus (100k memories, short queries): HNSW reached a
 recall@10 of 0.87 at ``efSearch`` 256 and IVF 0.93 probing a quarter of 256 lists; a query's vector is
 unlike the memories' (a few words against a paragraph) and such indexes lose its neighbours. An
-exhaustive scan of coarse codes has no such blind spot: recall@10 0.995 with 400 candidates, in a
-fraction of the exact scan's time (``tools/bench_vectors.py`` measures both side by side).
+exhaustive scan of coarse codes has no such blind spot. ``tools/bench_vectors.py`` at 100k (2 cores,
+load 5-6): recall@10 against exact 0.991 on the evaluations' 676 questions among synthetic notes,
+0.998 on random unit vectors, 0.999 near stored ones, 0.994-1.0 under filters; recall@50 (the
+service's fusion depth) 0.973-0.979. A query takes a tenth of the exact scan's time (1.6 against
+16 ms on that loaded machine); codes cost 96 bytes a vector (10 MB at 100k) and a build 3-4 s of
+one core, in the background.
 
 Determinism: the codebooks are trained in one thread with FAISS's fixed seed on every ``n/20000``-th
 vector in slot order, and a vector's code depends only on the codebooks. Vectors saved after training
