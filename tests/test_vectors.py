@@ -236,3 +236,152 @@ def test_a_vector_index_file_of_another_dimension_is_refused(tmp_path: Path) -> 
     index.write(path)
     with pytest.raises(ValueError, match="dimension"):
         VectorIndex.load(path, DIM * 2)
+
+
+# -- above the approximate threshold --------------------------------------------------------------
+
+ANN_FROM = 1000
+"""The lowered threshold of these tests (the default is 50k)."""
+
+
+def clustered(count: int, seed: int, dim: int = DIM) -> npt.NDArray[np.float32]:
+    """Unit vectors around a few dozen directions, as embeddings of related texts are."""
+    rng = np.random.default_rng(seed)
+    centres = unit_rows(max(1, count // 100), seed + 1, dim)
+    rows = centres[rng.integers(0, len(centres), count)] + 0.1 * rng.standard_normal((count, dim)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows.astype(np.float32)
+
+
+def near(vectors: npt.NDArray[np.float32], count: int, seed: int) -> npt.NDArray[np.float32]:
+    """Queries near some of ``vectors`` (as a question is near the memories that answer it)."""
+    rng = np.random.default_rng(seed)
+    rows = vectors[rng.integers(0, len(vectors), count)] + 0.1 * rng.standard_normal((count, vectors.shape[1]))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def approximate(slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> VectorIndex:
+    """An index above the lowered threshold, its approximate index built."""
+    index = VectorIndex(DIM, ann_from=ANN_FROM)
+    index.upsert(slots, vectors)
+    assert index.settle(60)
+    assert index.approximate
+    return index
+
+
+def answers(
+    index: VectorIndex, queries: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
+) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    """Each query's top ``k`` slots and their scores (rounded)."""
+    found = (index.search(query, k, allowed) for query in queries)
+    return [(tuple(slots.tolist()), tuple(np.round(scores, 5).tolist())) for slots, scores in found]
+
+
+def test_below_the_threshold_no_approximate_index_is_made() -> None:
+    index = VectorIndex(DIM, ann_from=ANN_FROM)
+    index.upsert(np.arange(ANN_FROM - 1, dtype=np.int64), clustered(ANN_FROM - 1, 3))
+    assert index.settle(60)
+    assert not index.approximate
+
+
+def test_above_the_threshold_the_top_k_equals_the_exact_scan_on_a_seeded_dataset() -> None:
+    vectors = clustered(4000, 5)
+    index = approximate(np.arange(4000, dtype=np.int64), vectors)
+    for k in (1, 5, 10):
+        for query in near(vectors, 40, 6):
+            slots, scores = index.search(query, k)
+            best, best_scores = oracle(stored(vectors), query, k, np.ones(4000, bool))
+            assert slots.tolist() == best.tolist()
+            assert scores == pytest.approx(best_scores, abs=1e-4)  # exact cosines, not approximate ones
+
+
+@pytest.mark.parametrize("allowed_count", [3, 50, 150, 2000, 3900])
+def test_a_filter_above_the_threshold_returns_the_true_top_k_of_the_allowed_set(allowed_count: int) -> None:
+    vectors = clustered(4000, 7)
+    index = approximate(np.arange(4000, dtype=np.int64), vectors)
+    rng = np.random.default_rng(allowed_count)
+    allowed = np.zeros(4000, bool)
+    allowed[rng.choice(4000, allowed_count, replace=False)] = True
+    for query in near(vectors, 30, 8):
+        slots, _ = index.search(query, 10, allowed)
+        assert slots.tolist() == oracle(stored(vectors), query, 10, allowed)[0].tolist()
+
+
+def test_removed_and_replaced_vectors_never_come_back_from_the_approximate_index() -> None:
+    vectors = clustered(3000, 9)
+    index = approximate(np.arange(3000, dtype=np.int64), vectors)
+    queries = near(vectors, 30, 10)
+    removed = np.unique(np.concatenate([index.search(q, 3)[0] for q in queries]))
+    index.remove(removed)
+    replaced = np.arange(0, 3000, 7, dtype=np.int64)
+    replaced = replaced[~np.isin(replaced, removed)]
+    moved = clustered(len(replaced), 11)
+    index.upsert(replaced, moved)
+    truth = stored(vectors)
+    truth[replaced] = stored(moved)
+    live = np.ones(3000, bool)
+    live[removed] = False
+    for query in queries:
+        slots, scores = index.search(query, 10)
+        assert not set(slots.tolist()) & set(removed.tolist())
+        best, best_scores = oracle(truth, query, 10, live)
+        assert slots.tolist() == best.tolist()
+        assert scores == pytest.approx(best_scores, abs=1e-4)  # a replaced vector is scored by its new value
+    index.remove(np.arange(3000, dtype=np.int64)[live][: 3000 - len(removed) - ANN_FROM + 1])
+    assert not index.approximate  # below the threshold again: the exact scan answers
+
+
+def test_an_index_built_in_steps_answers_like_one_loaded_at_once_from_the_same_final_vectors() -> None:
+    vectors = clustered(6000, 12)
+    queries = near(vectors, 40, 13)
+    stepwise = VectorIndex(DIM, ann_from=ANN_FROM)
+    for first in range(0, 5000, 500):
+        stepwise.upsert(np.arange(first, first + 500, dtype=np.int64), vectors[first : first + 500])
+        assert stepwise.settle(60)
+    stepwise.remove(np.arange(100, 1300, dtype=np.int64))  # past the masked share that starts a rebuild
+    assert stepwise.settle(60)
+    stepwise.upsert(np.arange(5000, 6000, dtype=np.int64), vectors[5000:])
+    moved = near(vectors, 100, 16)
+    stepwise.upsert(np.arange(2000, 2100, dtype=np.int64), moved)
+    final = vectors.copy()
+    final[2000:2100] = moved
+    keep = np.ones(6000, bool)
+    keep[100:1300] = False
+    slots = np.flatnonzero(keep).astype(np.int64)
+    rebuilt = approximate(slots, final[slots])
+    assert stepwise.settle(60)
+    assert stepwise.approximate
+    for k, allowed in ((10, None), (10, keep & (np.arange(6000) % 2 == 0))):
+        assert answers(stepwise, queries, k, allowed) == answers(rebuilt, queries, k, allowed)
+        exact = VectorIndex(DIM, ann_from=10**9)
+        exact.upsert(slots, final[slots])
+        exact_slots = [slots for slots, _ in answers(exact, queries, k, allowed)]
+        assert [slots for slots, _ in answers(stepwise, queries, k, allowed)] == exact_slots
+
+
+def test_a_deserialized_index_builds_its_approximate_index_when_told_its_threshold() -> None:
+    vectors = clustered(2000, 14)
+    index = approximate(np.arange(2000, dtype=np.int64), vectors)
+    copy = VectorIndex.deserialize(index.serialize(), DIM)
+    copy.approximate_from(ANN_FROM)
+    assert copy.settle(60)
+    assert copy.approximate
+    queries = near(vectors, 20, 15)
+    assert answers(copy, queries, 10) == answers(index, queries, 10)
+
+
+def test_a_mapped_index_builds_its_approximate_index_from_the_file_and_answers_like_the_one_written(
+    tmp_path: Path,
+) -> None:
+    vectors = clustered(3000, 17)
+    written = approximate(np.arange(3000, dtype=np.int64), vectors)
+    written.write(tmp_path / "vectors.faiss")
+    mapped = VectorIndex.load(tmp_path / "vectors.faiss", DIM, mapped=True)
+    mapped.approximate_from(ANN_FROM)
+    assert mapped.settle(60)
+    assert mapped.approximate
+    queries = near(vectors, 20, 18)
+    assert answers(mapped, queries, 10) == answers(written, queries, 10)
+    mapped.upsert(np.asarray([5], np.int64), vectors[6:7])  # a change copies the codes into memory first
+    assert mapped.vector(5) == pytest.approx(stored(vectors)[6], abs=1e-3)
+    assert mapped.search(stored(vectors)[6], 2)[0].tolist() in ([5, 6], [6, 5])

@@ -733,6 +733,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", help="comma-separated memory counts (default 1000,10000,100000)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few iterations (smoke test)")
     parser.add_argument("--out", help="also write the JSON to this file")
+    parser.add_argument(
+        "--ann-from",
+        type=int,
+        help="EVENTMEM_ANN_FROM for every server and store of the run (above the largest size: the exact scan only)",
+    )
     return parser.parse_args(argv)
 
 
@@ -753,6 +758,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="eventmem-bench-"))
     env = {"EVENTMEM_GLOBAL_DIR": str(tmp / "global"), "EVENTMEM_LOG_LEVEL": "WARNING"}
+    if args.ann_from is not None:
+        env["EVENTMEM_ANN_FROM"] = os.environ["EVENTMEM_ANN_FROM"] = str(args.ann_from)  # (in-process stores too)
     result: dict[str, Any] = {
         "benchmark": "eventmem tools/bench.py",
         "machine": machine(tmp),
@@ -763,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             "embedder": HashingEmbedder().model_id,
             "text": "30-60 words per memory from a Zipf-distributed vocabulary of coding words and identifiers",
             "segment_events": SEGMENT_EVENTS,
+            "ann_from": args.ann_from,
         },
         "population": {},
         "mcp_round_trip": {},

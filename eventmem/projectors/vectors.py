@@ -4,6 +4,12 @@ Vectors are unit length, so inner product is cosine similarity. ``IndexIDMap2`` 
 through deletes (a bare flat index renumbers on removal). The scan is exhaustive over float16
 codes (``IndexScalarQuantizer`` with ``QT_fp16``): at 100k memories a query streams 77 MB and takes
 about 3 ms on one core, half of float32, with the same top 10 on the retrieval benchmarks.
+
+From ``ann_from`` vectors on (``Tuning.ann_from``, environment ``EVENTMEM_ANN_FROM``), a search takes
+its candidates from an approximate index (:mod:`eventmem.projectors.ann`: what it guarantees, and
+what was measured) and re-ranks them with these exact codes; a filter that allows fewer than two
+fifths of ``ann_from`` memories (20k by default: where the exact scan of the allowed slots becomes
+the faster one, measured at 100k) is answered by that scan, so a selective filter never loses recall.
 """
 
 from __future__ import annotations
@@ -13,13 +19,14 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import content_hash
+from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, StoredRows, candidate_count, in_slot_order
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 
@@ -44,7 +51,7 @@ def embed_text(record: MemoryRecord) -> str:
 
 
 class VectorIndex:
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, ann_from: int = DEFAULT_ANN_FROM) -> None:
         self.dim = dim
         # exact scan over float16 codes: half the memory and time of float32, same top-k in practice
         flat = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
@@ -56,6 +63,10 @@ class VectorIndex:
         """The codes are a read-only view of a file (see :meth:`load`): copied before any change."""
         self._owning = threading.Lock()
         self._path: Path | None = None
+        self._approx = ApproximateIndex(dim, ann_from)
+        """Candidates for a search above ``ann_from`` vectors (see :mod:`eventmem.projectors.ann`)."""
+        self._stored: StoredRows | None = None
+        """The codes read in place by slot, until the index changes."""
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
@@ -76,21 +87,69 @@ class VectorIndex:
         if len(slots) == 0:
             return
         self.own()
+        self._stored = None
         slots = np.ascontiguousarray(slots, dtype=np.int64)
         present = self._in_index(slots)
         if len(present):
             self._index.remove_ids(present)
-        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), slots)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._index.add_with_ids(vectors, slots)
         self._mark(slots, True)
+        self._approx.changed(slots, self._index.reconstruct_batch(slots))  # (as the exact codes hold them)
+        self._refresh()
 
     def remove(self, slots: Slots) -> None:
         if len(slots):
             self.own()
+            self._stored = None
             slots = np.ascontiguousarray(slots, dtype=np.int64)
             present = self._in_index(slots)
             if len(present):
                 self._index.remove_ids(present)
+                self._approx.removed(present)
             self._mark(slots, False)
+            self._refresh()
+
+    # -- the approximate index --------------------------------------------------------------------
+
+    def approximate_from(self, ann_from: int) -> None:
+        """Search through an approximate index from ``ann_from`` vectors on (a build starts now if due)."""
+        if ann_from != self._approx.start_from:
+            self._approx = ApproximateIndex(self.dim, ann_from)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Start a build of the approximate index if one is due, from every vector in slot order: read
+        by the build's thread from a mapped index (which never changes: a change replaces it, see
+        :meth:`own`), copied now from one in memory."""
+        if self._approx.due(len(self)):
+            source = self._index
+            if self._mapped:
+                self._approx.build(lambda: in_slot_order(source, self.dim))
+            else:
+                copied = in_slot_order(source, self.dim)
+                self._approx.build(lambda: copied)
+
+    @property
+    def approximate(self) -> bool:
+        """Searches go through the approximate index (it is built and the index is above its threshold)."""
+        return self._approx.ready
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait for a build of the approximate index in progress; true if none is left running."""
+        return self._approx.wait(timeout)
+
+    def _rerank(
+        self, candidates: Slots, query: npt.NDArray[np.float32], k: int
+    ) -> tuple[Slots, npt.NDArray[np.float32]]:
+        """The top ``k`` of ``candidates`` by their exact scores (ties: the lower slot first)."""
+        present = self._in_index(candidates)
+        if not len(present):
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        # in float64: a row's score does not depend on where it sits in the batch (float32 BLAS blocks differ)
+        scores = (self._rows(present) @ query.reshape(-1).astype(np.float64)).astype(np.float32)
+        order = np.lexsort((present, -scores))[:k]
+        return present[order], scores[order]
 
     def vector(self, slot: int) -> npt.NDArray[np.float32] | None:
         if not (0 <= slot < len(self._present) and self._present[slot]):
@@ -109,28 +168,47 @@ class VectorIndex:
         present = self._in_index(wanted[wanted >= 0])
         if not len(present):
             return {}
-        vectors = self._index.reconstruct_batch(present)
-        scores = vectors @ np.asarray(query, dtype=np.float32).reshape(-1)
-        return dict(zip(present.tolist(), scores.tolist(), strict=True))
+        scores = self._rows(present) @ np.asarray(query, dtype=np.float64).reshape(-1)
+        return dict(zip(present.tolist(), scores.astype(np.float32).tolist(), strict=True))
+
+    def _rows(self, slots: Slots) -> npt.NDArray[np.float64]:
+        """The vectors of these slots (each in the index), read from the codes in place."""
+        stored = self._stored
+        if stored is None or stored.index is not self._index:  # (changed, or copied into memory by own())
+            stored = self._stored = StoredRows(self._index, self.dim)
+        return stored.vectors(slots)
 
     def search(
-        self, query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
+        self,
+        query: npt.NDArray[np.float32],
+        k: int,
+        allowed: npt.NDArray[np.bool_] | None = None,
+        *,
+        how: Literal["auto", "exact", "approximate"] = "auto",
     ) -> tuple[Slots, npt.NDArray[np.float32]]:
         """Top ``k`` slots by cosine among ``allowed`` (a mask indexed by slot; ``None`` = all).
 
-        The filter applies before the cut: the answer is the true top ``k`` of the allowed set.
-        """
+        The filter applies before the cut: the answer is the true top ``k`` of the allowed set (of
+        the candidates, on the approximate path). ``how``: the path by the size rules, or one forced
+        (``approximate`` where the approximate index is built; the benchmarks compare the two)."""
         total = len(self)
         if total == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
+        approximate = how != "exact" and self._approx.ready
         if allowed is None:
+            if approximate and (found := self._approx.search(q, candidate_count(k))) is not None:
+                return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
             keep = ids[0] >= 0
             return ids[0][keep], scores[0][keep]
         count = int(allowed.sum())
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        if approximate and (how == "approximate" or count >= self._approx.start_from * 2 // 5):
+            found = self._approx.search(q, candidate_count(k), allowed, count)
+            if found is not None and len(found) >= min(k, count):
+                return self._rerank(found, q, k)
         fraction = count / max(total, 1)
         if fraction > 0.25:
             # most memories pass: search wider without a selector, then filter
@@ -221,11 +299,15 @@ class VectorsProjector:
     name = "vectors"
     version = 1
 
-    def __init__(self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None]) -> None:
+    def __init__(
+        self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None], *, ann_from: int = DEFAULT_ANN_FROM
+    ) -> None:
         self.table = table
         self.dim = dim
         self._embed = embed
-        self.index = VectorIndex(dim)
+        self.ann_from = ann_from
+        """Vectors from which searches go through the approximate index (see :mod:`eventmem.projectors.ann`)."""
+        self.index = VectorIndex(dim, ann_from)
 
     def items(self, upserts: Iterable[Projected]) -> list[EmbedItem]:
         """What to embed for these memories."""
@@ -263,6 +345,7 @@ class VectorsProjector:
     def adopt(self, index: VectorIndex) -> None:
         """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`)."""
         self.index = index
+        index.approximate_from(self.ann_from)
 
     @property
     def mapped(self) -> bool:
@@ -283,10 +366,15 @@ class VectorsProjector:
             self.index = VectorIndex.deserialize(data, self.dim)
         except (RuntimeError, ValueError):
             return False
+        self.index.approximate_from(self.ann_from)
         return True
 
     def reset(self) -> None:
-        self.index = VectorIndex(self.dim)
+        self.index = VectorIndex(self.dim, self.ann_from)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait for a build of the approximate index in progress (see :meth:`VectorIndex.settle`)."""
+        return self.index.settle(timeout)
 
     def close(self) -> None:
         pass

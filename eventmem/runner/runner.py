@@ -122,7 +122,9 @@ class Store:
         """Per slot, the digest of the text indexed (see :meth:`_sync`): unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self._visible)
         self.keywords = KeywordsProjector(self.table, bulk_from=self.tuning.bulk_keywords_min)
-        self.vectors = VectorsProjector(self.table, self.embedder.dim, self.embedding.submit)
+        self.vectors = VectorsProjector(
+            self.table, self.embedder.dim, self.embedding.submit, ann_from=self.tuning.ann_from
+        )
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         self.events_since_snapshot = 0
         self.deferral.drop()

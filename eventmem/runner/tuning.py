@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+from dataclasses import dataclass, field
 
-__all__ = ["BULK_PATHS", "Tuning"]
+from eventmem.projectors.ann import DEFAULT_ANN_FROM
+
+__all__ = ["ANN_FROM_VARIABLE", "BULK_PATHS", "Tuning", "ann_from_environment"]
+
+log = logging.getLogger("eventmem.runner")
+
+ANN_FROM_VARIABLE = "EVENTMEM_ANN_FROM"
+_REPORTED: set[str] = set()
+
+
+def ann_from_environment() -> int:
+    """``EVENTMEM_ANN_FROM`` (a count of memories, at least 1) if set and valid, else the default; an
+    invalid value is reported on the log and ignored."""
+    raw = os.environ.get(ANN_FROM_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_ANN_FROM
+    if raw.isascii() and raw.isdigit() and len(raw) <= 12 and int(raw) >= 1:
+        return int(raw)
+    if raw not in _REPORTED:  # (each store of the process reads it: said once)
+        _REPORTED.add(raw)
+        log.warning("ignoring %s=%.40r: expected a whole number of memories, at least 1", ANN_FROM_VARIABLE, raw)
+    return DEFAULT_ANN_FROM
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +41,9 @@ class Tuning:
     """A catch-up that reads more than this digests the segments in a second thread."""
     gc_pause_bytes: int = 1 << 20
     """A catch-up that reads more than this runs with the cyclic GC paused."""
+    ann_from: int = field(default_factory=ann_from_environment)
+    """From this many vectors on, a vector search takes its candidates from an approximate index and
+    re-ranks them exactly (see :mod:`eventmem.projectors.ann`); ``EVENTMEM_ANN_FROM`` sets it."""
     snapshot_every: int | None = None
     """Events folded between snapshots; ``None``: the configured count, and at least a tenth of the
     journal, so that snapshot writes stay a small share of the work as memory grows."""

@@ -175,8 +175,19 @@ def _vectors(journal: Journal, table: SlotTable) -> Projector:
     return projector
 
 
+def _vectors_ann(journal: Journal, table: SlotTable) -> Projector:
+    """The vector projector with its approximate index from the first vector on (the default is 50k)."""
+
+    def embed(items: list[EmbedItem]) -> None:
+        projector.put(np.asarray([slot for slot, _, _ in items], np.int64), EMBEDDER.embed([t for _, t, _ in items]))
+
+    projector = VectorsProjector(table, EMBEDDER.dim, embed, ann_from=1)
+    return projector
+
+
 def _vectors_answers(projector: Projector, journal: Journal) -> Hashable:
     assert isinstance(projector, VectorsProjector)
+    assert projector.settle(60)  # (answers through the approximate index when it is due)
     return tuple(
         tuple(sorted((memory_id, round(score, 3)) for memory_id, score in projector.search(vector, 50)))
         for vector in EMBEDDER.embed(list(QUERIES))
@@ -192,6 +203,7 @@ def _searched(projector: Projector) -> set[str]:
     if isinstance(projector, KeywordsProjector):
         return {m for q in QUERIES for m, _ in projector.search(q, 1000)}
     assert isinstance(projector, VectorsProjector)
+    assert projector.settle(60)
     return {m for v in EMBEDDER.embed(list(QUERIES)) for m, _ in projector.search(v, 1000)}
 
 
@@ -261,6 +273,7 @@ KINDS_OF_PROJECTOR = [
     Kind("keywords", lambda j, t: KeywordsProjector(t), _keywords_answers, _searched),
     Kind("keywords-bulk", lambda j, t: KeywordsProjector(t, bulk_from=0), _keywords_answers, _searched),
     Kind("vectors", _vectors, _vectors_answers, _searched),
+    Kind("vectors-ann", _vectors_ann, _vectors_answers, _searched),
     Kind("postgres", _unbound, _postgres_answers, _postgres_ids, needs_database=True),
 ]
 
