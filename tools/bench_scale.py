@@ -15,14 +15,16 @@ One run reports, with the machine, absolute figures and ratios against a baselin
   links) merged into a project of ``--memories``: the time a running server's next call, a CLI read
   and ``eventmem sync`` take to take it in.
 
-JSON on stdout (and ``--out``), progress on stderr. ``--parts`` runs some of it; ``--with FILE``
-adds the parts of an earlier run's JSON (a long 1M tier run on its own) and reports them together.
+JSON on stdout (and ``--out``), progress on stderr. ``--parts`` runs some of it (``--parts ''``:
+none); ``--with FILE`` (repeatable) adds the parts of an earlier run's JSON, such as a long 1M tier
+run on its own, and reports them together, ratios included.
 
 Usage::
 
     python tools/bench_scale.py --quick                                   # smoke test, under a minute
     python tools/bench_scale.py --parts postgres --tiers 100000,1000000 --out pg.json
-    python tools/bench_scale.py --parts in_process,sync,catch_up --memories 100000 --with pg.json
+    python tools/bench_scale.py --parts in_process,sync,catch_up --memories 100000 --out local.json
+    python tools/bench_scale.py --parts '' --with pg.json --with local.json --out docs/bench/scale.json
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+import scale_inprocess  # noqa: E402
 import scale_postgres  # noqa: E402
 from bench import Corpus  # noqa: E402
+from scale_journal import Project  # noqa: E402
 
 from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
@@ -150,22 +154,92 @@ def run_postgres(fresh: Any, tiers: list[int], query_count: int, exact_queries: 
     return out
 
 
+def run_project(tmp: Path, fresh: Any, parts: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The in-process store, the sync and the merged branches, on one git project."""
+    out: dict[str, Any] = {}
+    texts = Corpus(11).queries(args.queries)
+    project = Project(tmp / "project")
+    started = time.perf_counter()
+    project.create(args.memories)
+    log(f"project of {args.memories} memories written and committed in {time.perf_counter() - started:.0f}s")
+    if "in_process" in parts:
+        out["in_process"] = scale_inprocess.in_process(project, tmp, texts, log)
+    uri = None
+    if "sync" in parts:
+        uri = fresh("eventmem_scale_sync")
+        out["sync"] = scale_inprocess.first_and_incremental_sync(project, tmp, uri, log)
+    if "catch_up" in parts:
+        server = scale_inprocess.run_serving(project, tmp, texts, args.branch_events, uri, log)
+        out["catch_up"] = {
+            "memories_before": args.memories,
+            "running_server": server,
+            "cli_without_server": scale_inprocess.cli_after_merge(project, tmp, args.branch_events, uri),
+        }
+        if "in_process" in out:
+            for key in ("rss_bytes", "rss_peak_bytes", "rss_bytes_per_memory", "first_call_s", "retrieve_p50_ms"):
+                out["in_process"][f"serving_{key}"] = server[key]
+    return out
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or not b:
+        return None
+    return round(a / b, 2)
+
+
+def ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Each figure against its baseline in the same run (``None`` when a part did not run)."""
+    out: dict[str, Any] = {}
+    local = result.get("in_process", {})
+    for count, tier in result.get("postgres", {}).get("tiers", {}).items():
+        out[f"postgres_{count}_vs_in_process"] = {
+            "baseline": f"in-process store at {local.get('memories')} memories",
+            "vector_p50": _ratio(tier["vector_hnsw_p50_ms"], local.get("vector_search_p50_ms")),
+            "filtered_vector_p50": _ratio(
+                tier["filtered_vector_hnsw_p50_ms"], local.get("filtered_vector_search_p50_ms")
+            ),
+            "hybrid_p50": _ratio(tier["hybrid_p50_ms"], local.get("search_p50_ms")),
+            "filtered_hybrid_p50": _ratio(tier["filtered_hybrid_p50_ms"], local.get("filtered_search_p50_ms")),
+            "recall_at_10": _ratio(tier["hnsw_recall_at_10"], local.get("vector_recall_at_10")),
+            "bytes_per_memory": _ratio(
+                tier["disk"]["total_bytes_per_memory"],
+                (local.get("cache_bytes_per_memory") or 0) + (local.get("journal_bytes_per_memory") or 0),
+            ),
+        }
+    sync = result.get("sync", {})
+    if sync:
+        out["sync_incremental_vs_first_events_per_s"] = _ratio(
+            sync["incremental_events_per_s"], sync["first_sync_events_per_s"]
+        )
+    catch_up = result.get("catch_up", {})
+    if catch_up:
+        server, command = catch_up["running_server"], catch_up["cli_without_server"]
+        out["next_call_after_merge_vs_retrieve_p50"] = _ratio(
+            server["next_call_after_merge_s"] * 1000, server["retrieve_p50_ms"]
+        )
+        out["cli_read_after_merge_vs_before"] = _ratio(
+            command["cli_read_after_merge_s"], command["cli_read_before_merge_s"]
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, every part (a smoke test)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--tiers", default="100000,1000000", help="memories per PostgreSQL tier")
     parser.add_argument("--memories", type=int, default=100_000, help="memories of the in-process project")
-    parser.add_argument("--sync-memories", type=int, default=10_000, help="memories of the first sync")
     parser.add_argument("--branch-events", type=int, default=10_000, help="events of the merged branch")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries timed on the exact scan")
     parser.add_argument("--to", help="an existing server (default: a pgserver for the run)")
-    parser.add_argument("--with", dest="earlier", type=Path, help="an earlier run's JSON to report with")
+    parser.add_argument(
+        "--with", dest="earlier", type=Path, action="append", default=[], help="an earlier run's JSON to report with"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
-        args.tiers, args.memories, args.sync_memories, args.branch_events = "2000", 1000, 500, 300
+        args.tiers, args.memories, args.branch_events = "2000", 1000, 300
         args.queries, args.exact_queries = 20, 5
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
@@ -173,14 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     tiers = [int(t) for t in args.tiers.split(",") if t.strip()]
     result: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
-    if args.earlier is not None:
-        result.update(json.loads(args.earlier.read_text(encoding="utf-8")))
-        result["earlier_run"] = {"date": result["date"], "parts": [p for p in PARTS if p in result]}
-        result["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+    for path in args.earlier:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        result.update({part: earlier[part] for part in PARTS if part in earlier})
+        result.setdefault("earlier_runs", []).append(
+            {"date": earlier["date"], "parts": [p for p in PARTS if p in earlier], "machine": earlier.get("machine")}
+        )
     with database_server(args.to) as fresh:
         result["machine"] = machine(fresh("eventmem_scale_probe"))
         if "postgres" in parts:
             result["postgres"] = run_postgres(fresh, tiers, args.queries, args.exact_queries)
+        if {"in_process", "sync", "catch_up"} & set(parts):
+            with tempfile.TemporaryDirectory(prefix="eventmem-bench-scale-") as tmp:
+                result.update(run_project(Path(tmp), fresh, parts, args))
+    result["ratios"] = ratios(result)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

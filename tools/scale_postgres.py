@@ -34,7 +34,7 @@ from eventmem.core.ids import iso_to_epoch, to_iso  # noqa: E402
 from eventmem.core.query_rules import Filters  # noqa: E402
 from eventmem.core.state import State  # noqa: E402
 from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
-from eventmem.projectors.base import Batch  # noqa: E402
+from eventmem.projectors.base import Batch, Projected  # noqa: E402
 from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
 from eventmem.projectors.postgres.projector import PostgresProjector  # noqa: E402
@@ -74,6 +74,35 @@ def chunks(count: int, size: int, seed: int = 7) -> Iterator[list[tuple[str, str
         n = min(size, count - done)
         yield corpus.memories(n)
         done += n
+
+
+def memory_row(item: Projected, vector: np.ndarray[Any, Any]) -> tuple[object, ...]:
+    """The row the projector writes for a memory (in ``_MEMORY_COLUMNS``' order), on branch ``main``."""
+    r = item.record
+    return (
+        PROJECT,
+        r.id,
+        "main",
+        r.kind,
+        r.scope,
+        r.title,
+        r.content,
+        r.summary,
+        list(r.tags),
+        r.importance,
+        r.ttl_seconds,
+        r.project,
+        iso_to_epoch(r.created_at),
+        iso_to_epoch(r.updated_at),
+        r.created_by,
+        r.updated_by,
+        item.expires_at,
+        item.superseded,
+        r.archived,
+        r.events,
+        _ENCODE.encode(r),
+        literal(vector),
+    )
 
 
 class Tier:
@@ -120,13 +149,7 @@ class Tier:
             with conn.transaction(), conn.cursor() as cursor:
                 with cursor.copy(f"COPY eventmem_memories ({_MEMORY_COLUMNS}) FROM STDIN") as copy:
                     for item, vector in zip(batch.upserts, vectors, strict=True):
-                        r = item.record
-                        copy.write_row(
-                            (PROJECT, r.id, "main", r.kind, r.scope, r.title, r.content, r.summary, list(r.tags))
-                            + (r.importance, r.ttl_seconds, r.project, iso_to_epoch(r.created_at))
-                            + (iso_to_epoch(r.updated_at), r.created_by, r.updated_by, item.expires_at)
-                            + (item.superseded, r.archived, r.events, _ENCODE.encode(r), literal(vector))
-                        )
+                        copy.write_row(memory_row(item, vector))
                 with cursor.copy("COPY eventmem_events (project, id, type, ts, line) FROM STDIN") as copy:
                     for event in events:
                         copy.write_row((PROJECT, event.id, "saved", event.ts, encode_event(event)))
