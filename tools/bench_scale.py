@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -134,7 +135,9 @@ def database_server(uri: str | None) -> Iterator[Any]:
             pass
 
 
-def run_postgres(fresh: Any, tiers: list[int], query_count: int, exact_queries: int) -> dict[str, Any]:
+def run_postgres(
+    fresh: Any, tiers: list[int], query_count: int, exact_queries: int, hybrid_queries: int
+) -> dict[str, Any]:
     embedder = HashingEmbedder()
     texts = Corpus(11).queries(query_count)
     out: dict[str, Any] = {
@@ -146,7 +149,7 @@ def run_postgres(fresh: Any, tiers: list[int], query_count: int, exact_queries: 
         uri = fresh(f"eventmem_scale_{count}")
         tier = scale_postgres.Tier(uri, count, embedder, log)
         tier.load()
-        figures = tier.measure(texts, exact_queries)
+        figures = tier.measure(texts, exact_queries, hybrid_queries)
         figures["server_memory"] = scale_postgres.server_memory(uri)
         out["tiers"][str(count)] = figures
         log(f"postgres {count}: {json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)})}")
@@ -232,15 +235,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--branch-events", type=int, default=10_000, help="events of the merged branch")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries timed on the exact scan")
+    parser.add_argument("--hybrid-queries", type=int, default=50, help="queries timed on PostgreSQL's hybrid")
     parser.add_argument("--to", help="an existing server (default: a pgserver for the run)")
     parser.add_argument(
         "--with", dest="earlier", type=Path, action="append", default=[], help="an earlier run's JSON to report with"
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (the server started for the run is removed)
     if args.quick:
         args.tiers, args.memories, args.branch_events = "2000", 1000, 300
-        args.queries, args.exact_queries = 20, 5
+        args.queries, args.exact_queries, args.hybrid_queries = 20, 5, 10
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     with database_server(args.to) as fresh:
         result["machine"] = machine(fresh("eventmem_scale_probe"))
         if "postgres" in parts:
-            result["postgres"] = run_postgres(fresh, tiers, args.queries, args.exact_queries)
+            result["postgres"] = run_postgres(fresh, tiers, args.queries, args.exact_queries, args.hybrid_queries)
         if {"in_process", "sync", "catch_up"} & set(parts):
             with tempfile.TemporaryDirectory(prefix="eventmem-bench-scale-") as tmp:
                 result.update(run_project(Path(tmp), fresh, parts, args))

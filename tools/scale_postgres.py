@@ -191,8 +191,9 @@ class Tier:
         top = np.argpartition(-scores, k)[:k]
         return {self.ids[i] for i in top}
 
-    def measure(self, texts: list[str], exact_queries: int) -> dict[str, Any]:
-        """Recall@10 of HNSW against the exact answer and p50 latencies, without and with a filter."""
+    def measure(self, texts: list[str], exact_queries: int, hybrid_queries: int) -> dict[str, Any]:
+        """Recall@10 of HNSW against the exact answer and p50 latencies, without and with a filter
+        (the exact scan and the hybrid search timed on the first queries only: they are slow)."""
         out: dict[str, Any] = {"memories": self.count, "queries": len(texts), "filter": f"tags={FILTER_TAG}"}
         out["filter_selectivity"] = round(float(self.tagged.mean()), 4)
         with connect(self.uri) as conn:
@@ -208,9 +209,10 @@ class Tier:
                     approx = queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=False)
                     hnsw.append(time.perf_counter() - t0)
                     recalls.append(len(truth & {key[1] for key, _ in approx}) / len(truth))
-                    t0 = time.perf_counter()
-                    queries.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
-                    hybrid.append(time.perf_counter() - t0)
+                    if number < hybrid_queries:
+                        t0 = time.perf_counter()
+                        queries.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
+                        hybrid.append(time.perf_counter() - t0)
                     if number < exact_queries:
                         t0 = time.perf_counter()
                         queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=True)
@@ -219,13 +221,36 @@ class Tier:
                 out[f"{label}hnsw_recall_at_10_min"] = round(min(recalls), 2)
                 out[f"{label}vector_hnsw_p50_ms"] = p50_ms(hnsw)
                 out[f"{label}hybrid_p50_ms"] = p50_ms(hybrid)
+                out[f"{label}hybrid_queries"] = len(hybrid)
                 out[f"{label}vector_exact_p50_ms"] = p50_ms(exact)
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
+            out["ef_search_sweep"] = self.sweep(conn, texts[:50])
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
         out["hnsw_ef_search"] = queries.EF_SEARCH_MIN
         out.update({key: round(value, 2) for key, value in self.timings.items()})
         out["disk"] = sizes(self.uri, self.count)
+        return out
+
+    def sweep(self, conn: Any, texts: list[str]) -> dict[str, dict[str, float]]:
+        """Unfiltered recall@10 and p50 at other ``hnsw.ef_search`` values than the one
+        ``queries.vector_hits`` sets (raw SQL, the same ORDER BY as it), to show what recall costs."""
+        out: dict[str, dict[str, float]] = {}
+        dim = self.embedder.dim
+        sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
+        for ef in (40, 100, 200, 400, 800):
+            recalls, times = [], []
+            for text in texts:
+                vector = self.embedder.embed([text])[0]
+                truth = self.exact_top(vector, False)
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    t0 = time.perf_counter()
+                    found = {str(row[0]) for row in conn.execute(sql, [literal(vector)]).fetchall()}
+                    times.append(time.perf_counter() - t0)
+                recalls.append(len(truth & found) / len(truth))
+            out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
+            self.log(f"{self.count}: ef_search {ef}: {out[str(ef)]}")
         return out
 
 
