@@ -57,6 +57,18 @@ from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
 
 PARTS = ("postgres", "in_process", "sync", "catch_up")
+NOTES = {
+    "postgres": "rows copied in batches (COPY) into the schema the projector's migrations create; the HNSW index "
+    "dropped first and built once from the definition the projector created, under maintenance_work_mem 4GB; "
+    "the server otherwise at its defaults (server_memory.settings); vector p50 through queries.vector_hits "
+    "(HNSW forced), hybrid through queries.hybrid (HNSW above queries.EXACT_UP_TO memories)",
+    "in_process": "search_p50_ms: the service's hybrid search; vector_search_p50_ms and vector_recall_at_10: the "
+    "vector index's own top 10 through the store's read view; serving_*: an `eventmem serve` over stdio",
+    "sync": "wall time of the `eventmem sync` command (its start included: sync_with_nothing_new_s)",
+    "catch_up": "next_call_after_merge_s: from the end of `git merge` to the reply of the server's next call "
+    "(its watcher starts catching up while git writes the merged segment); cli_read_after_merge_s: an "
+    "`eventmem search` process with no server running; sync_after_merge_s: `eventmem sync` of the merge",
+}
 
 
 def log(message: str) -> None:
@@ -254,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
     for path in args.earlier:
         earlier = json.loads(path.read_text(encoding="utf-8"))
+        tiers = {**result.get("postgres", {}).get("tiers", {}), **earlier.get("postgres", {}).get("tiers", {})}
         result.update({part: earlier[part] for part in PARTS if part in earlier})
+        if tiers:  # (the tiers of every run, by size)
+            result["postgres"]["tiers"] = dict(sorted(tiers.items(), key=lambda item: int(item[0])))
         result.setdefault("earlier_runs", []).append(
             {"date": earlier["date"], "parts": [p for p in PARTS if p in earlier], "machine": earlier.get("machine")}
         )
@@ -266,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="eventmem-bench-scale-") as tmp:
                 result.update(run_project(Path(tmp), fresh, parts, args))
     result["ratios"] = ratios(result)
+    result["notes"] = {part: note for part, note in NOTES.items() if part in result}
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
