@@ -65,6 +65,8 @@ NOTES = {
     "in_process": "search_p50_ms: the service's hybrid search; vector_search_p50_ms and vector_recall_at_10: the "
     "vector index's own top 10 through the store's read view; serving_*: an `eventmem serve` over stdio",
     "sync": "wall time of the `eventmem sync` command (its start included: sync_with_nothing_new_s)",
+    "runs": "parts reported together from several runs (earlier_runs) overlapped in time on the same two cores, "
+    "beside other work's tests: every figure is slower than on an idle machine, ratios compare figures of one run",
     "catch_up": "next_call_after_merge_s: from the end of `git merge` to the reply of the server's next call "
     "(its watcher starts catching up while git writes the merged segment); cli_read_after_merge_s: an "
     "`eventmem search` process with no server running; sync_after_merge_s: `eventmem sync` of the merge",
@@ -282,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                 result.update(run_project(Path(tmp), fresh, parts, args))
     result["ratios"] = ratios(result)
     result["notes"] = {part: note for part, note in NOTES.items() if part in result}
+    if len(args.earlier) > 1:
+        result["notes"]["runs"] = NOTES["runs"]
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
