@@ -310,7 +310,12 @@ def _children(pid: int) -> list[int]:
 
 
 def _pss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+    """The process's proportional set size; 0 for one that ended meanwhile (a backend of a query)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except FileNotFoundError:
+        return 0
+    for line in text.splitlines():
         if line.startswith("Pss:"):
             return int(line.split()[1]) * 1024
     return 0
