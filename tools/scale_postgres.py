@@ -1,0 +1,321 @@
+"""PostgreSQL at scale for ``tools/bench_scale.py``: a tier of N memories loaded by ``COPY`` into the
+schema the projector creates, its HNSW index built as the projector defines it, then recall and
+latency through ``eventmem/projectors/postgres/queries.py`` and the size on disk per memory.
+
+The rows are those a sync would write: the benchmark corpus (``tools/bench.py``) saved, folded by
+the real fold, embedded by the built-in ``HashingEmbedder`` in batches. Only the path differs: one
+``COPY`` per batch instead of the projector's ``load`` (which holds every row of a journal in memory
+at once), and the HNSW index (dropped first) built once at the end from the very definition the
+projector created, under a ``maintenance_work_mem`` set high enough to hold the graph.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench import Corpus, saved_event  # noqa: E402
+
+from eventmem.core.codec import encode_event  # noqa: E402
+from eventmem.core.ids import iso_to_epoch, to_iso  # noqa: E402
+from eventmem.core.query_rules import Filters  # noqa: E402
+from eventmem.core.state import State  # noqa: E402
+from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
+from eventmem.projectors.base import Batch, Projected  # noqa: E402
+from eventmem.projectors.postgres import queries  # noqa: E402
+from eventmem.projectors.postgres.connection import connect  # noqa: E402
+from eventmem.projectors.postgres.projector import PostgresProjector  # noqa: E402
+from eventmem.projectors.postgres.sync import batch_of  # noqa: E402
+from eventmem.projectors.vectors import embed_text  # noqa: E402
+
+PROJECT = "bench"
+FILTER_TAG = "database"
+"""The filtered searches ask for memories carrying this tag (about 8% of the corpus)."""
+FILTER = Filters(tags=(FILTER_TAG,))
+_ENCODE = msgspec.msgpack.Encoder()
+_MEMORY_COLUMNS = (
+    "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
+    "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding"
+)
+Log = Callable[[str], None]
+
+
+def p50_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 3)
+
+
+def literal(vector: np.ndarray[Any, Any]) -> str:
+    return "[" + ",".join(map(repr, vector.tolist())) + "]"
+
+
+def stored(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Vectors as loaded: six decimals (a shorter literal to parse); pgvector keeps them as float32."""
+    return np.round(vectors.astype(np.float64), 6)
+
+
+def chunks(count: int, size: int, seed: int = 7) -> Iterator[list[tuple[str, str, tuple[str, ...], str, float]]]:
+    """The corpus's memories, ``size`` at a time (one generator: the same stream as one big call)."""
+    corpus = Corpus(seed)
+    done = 0
+    while done < count:
+        n = min(size, count - done)
+        yield corpus.memories(n)
+        done += n
+
+
+def memory_row(item: Projected, vector: np.ndarray[Any, Any]) -> tuple[object, ...]:
+    """The row the projector writes for a memory (in ``_MEMORY_COLUMNS``' order), on branch ``main``."""
+    r = item.record
+    return (
+        PROJECT,
+        r.id,
+        "main",
+        r.kind,
+        r.scope,
+        r.title,
+        r.content,
+        r.summary,
+        list(r.tags),
+        r.importance,
+        r.ttl_seconds,
+        r.project,
+        iso_to_epoch(r.created_at),
+        iso_to_epoch(r.updated_at),
+        r.created_by,
+        r.updated_by,
+        item.expires_at,
+        item.superseded,
+        r.archived,
+        r.events,
+        _ENCODE.encode(r),
+        literal(vector),
+    )
+
+
+class Tier:
+    """One database holding ``count`` memories of one project, with what the measures need kept in
+    memory: the stored vectors (for the exact answers) and which memories carry the filter's tag."""
+
+    def __init__(self, uri: str, count: int, embedder: HashingEmbedder, log: Log) -> None:
+        self.uri = uri
+        self.count = count
+        self.embedder = embedder
+        self.log = log
+        self.ids: list[str] = []
+        self.vectors = np.zeros((count, embedder.dim), np.float32)
+        self.tagged = np.zeros(count, bool)
+        self.timings: dict[str, float] = {}
+
+    def load(self, chunk: int = 20_000, maintenance_work_mem: str = "4GB") -> None:
+        conn = connect(self.uri)
+        projector = PostgresProjector(conn, PROJECT, self.embedder, root="bench", branch="main")  # (migrations)
+        projector.apply(Batch((), (), (), (), {}))  # (the project's row)
+        definition = self._vector_index_definition(conn)
+        with conn.transaction():
+            conn.execute(f"DROP INDEX {definition[0]}")
+        rng = random.Random(7)
+        now = time.time()
+        started = time.perf_counter()
+        embed_s = 0.0
+        position = 0
+        for memories in chunks(self.count, chunk):
+            events = [
+                saved_event(m, to_iso(datetime.fromtimestamp(now - rng.random() * 86400 * 30, UTC)), "bench")
+                for m in memories
+            ]
+            state = State()
+            state.fold(events)
+            batch = batch_of(state, (), events, {}, everything=True)
+            t0 = time.perf_counter()
+            vectors = stored(self.embedder.embed([embed_text(p.record) for p in batch.upserts]))
+            embed_s += time.perf_counter() - t0
+            end = position + len(batch.upserts)
+            self.vectors[position:end] = vectors
+            self.tagged[position:end] = [FILTER_TAG in p.record.tags for p in batch.upserts]
+            self.ids.extend(p.record.id for p in batch.upserts)
+            with conn.transaction(), conn.cursor() as cursor:
+                with cursor.copy(f"COPY eventmem_memories ({_MEMORY_COLUMNS}) FROM STDIN") as copy:
+                    for item, vector in zip(batch.upserts, vectors, strict=True):
+                        copy.write_row(memory_row(item, vector))
+                with cursor.copy("COPY eventmem_events (project, id, type, ts, line) FROM STDIN") as copy:
+                    for event in events:
+                        copy.write_row((PROJECT, event.id, "saved", event.ts, encode_event(event)))
+            position = end
+            self.log(f"{self.count}: {position} rows copied ({time.perf_counter() - started:.0f}s)")
+        self.timings["copy_seconds"] = time.perf_counter() - started - embed_s
+        self.timings["embed_seconds"] = embed_s
+        conn.commit()
+        conn.autocommit = True
+        conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        workers = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()
+        self.timings["max_parallel_maintenance_workers"] = float(str(workers[0])) if workers else 0.0
+        self.log(f"{self.count}: building the HNSW index")
+        t0 = time.perf_counter()
+        conn.execute(definition[1])
+        self.timings["hnsw_build_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        conn.execute("VACUUM ANALYZE eventmem_memories")
+        self.timings["analyze_seconds"] = time.perf_counter() - t0
+        self.log(f"{self.count}: index built in {self.timings['hnsw_build_seconds']:.0f}s")
+        conn.close()
+
+    @staticmethod
+    def _vector_index_definition(conn: Any) -> tuple[str, str]:
+        """(name, CREATE INDEX statement) of the HNSW index the projector created."""
+        row = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'eventmem_memories' "
+            "AND indexdef ILIKE '%USING hnsw%'"
+        ).fetchone()
+        if row is None:
+            raise RuntimeError("the projector created no HNSW index")
+        return str(row[0]), str(row[1])
+
+    def exact_top(self, query: np.ndarray[Any, Any], filtered: bool, k: int = 10) -> set[str]:
+        """The ``k`` nearest by cosine among the stored vectors (all unit length, or zero)."""
+        scores = self.vectors @ query.astype(np.float32)
+        if filtered:
+            scores = np.where(self.tagged, scores, -np.inf)
+        top = np.argpartition(-scores, k)[:k]
+        return {self.ids[i] for i in top}
+
+    def measure(self, texts: list[str], exact_queries: int, hybrid_queries: int) -> dict[str, Any]:
+        """Recall@10 of HNSW against the exact answer and p50 latencies, without and with a filter
+        (the exact scan and the hybrid search timed on the first queries only: they are slow)."""
+        out: dict[str, Any] = {"memories": self.count, "queries": len(texts), "filter": f"tags={FILTER_TAG}"}
+        out["filter_selectivity"] = round(float(self.tagged.mean()), 4)
+        with connect(self.uri) as conn:
+            warm = self.embedder.embed(texts[:5])
+            for v in warm:  # (the first queries read the index from disk)
+                queries.vector_hits(conn, (PROJECT,), v, 10, Filters(), exact=False)
+            for label, filters in (("", Filters()), ("filtered_", FILTER)):
+                hnsw, hybrid, exact, recalls = [], [], [], []
+                for number, text in enumerate(texts):
+                    vector = self.embedder.embed([text])[0]
+                    truth = self.exact_top(vector, bool(filters.tags))
+                    t0 = time.perf_counter()
+                    approx = queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=False)
+                    hnsw.append(time.perf_counter() - t0)
+                    recalls.append(len(truth & {key[1] for key, _ in approx}) / len(truth))
+                    if number < hybrid_queries:
+                        t0 = time.perf_counter()
+                        queries.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
+                        hybrid.append(time.perf_counter() - t0)
+                    if number < exact_queries:
+                        t0 = time.perf_counter()
+                        queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=True)
+                        exact.append(time.perf_counter() - t0)
+                out[f"{label}hnsw_recall_at_10"] = round(statistics.mean(recalls), 4)
+                out[f"{label}hnsw_recall_at_10_min"] = round(min(recalls), 2)
+                out[f"{label}vector_hnsw_p50_ms"] = p50_ms(hnsw)
+                out[f"{label}hybrid_p50_ms"] = p50_ms(hybrid)
+                out[f"{label}hybrid_queries"] = len(hybrid)
+                out[f"{label}vector_exact_p50_ms"] = p50_ms(exact)
+                out[f"{label}vector_exact_queries"] = len(exact)
+                self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
+            out["ef_search_sweep"] = self.sweep(conn, texts[:50])
+        out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
+        out["hnsw_ef_search"] = queries.EF_SEARCH_MIN
+        out.update({key: round(value, 2) for key, value in self.timings.items()})
+        out["disk"] = sizes(self.uri, self.count)
+        return out
+
+    def sweep(self, conn: Any, texts: list[str]) -> dict[str, dict[str, float]]:
+        """Unfiltered recall@10 and p50 at other ``hnsw.ef_search`` values than the one
+        ``queries.vector_hits`` sets (raw SQL, the same ORDER BY as it), to show what recall costs."""
+        out: dict[str, dict[str, float]] = {}
+        dim = self.embedder.dim
+        sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
+        for ef in (40, 100, 200, 400, 800):
+            recalls, times = [], []
+            for text in texts:
+                vector = self.embedder.embed([text])[0]
+                truth = self.exact_top(vector, False)
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    t0 = time.perf_counter()
+                    found = {str(row[0]) for row in conn.execute(sql, [literal(vector)]).fetchall()}
+                    times.append(time.perf_counter() - t0)
+                recalls.append(len(truth & found) / len(truth))
+            out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
+            self.log(f"{self.count}: ef_search {ef}: {out[str(ef)]}")
+        return out
+
+
+def sizes(uri: str, count: int) -> dict[str, Any]:
+    """Bytes per memory of each table (its indexes and TOAST included) and of each index."""
+    with connect(uri) as conn:
+        tables = conn.execute(
+            "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
+            "WHERE relkind = 'r' AND relname LIKE 'eventmem%%'"
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes "
+            "WHERE relname = 'eventmem_memories'"
+        ).fetchall()
+        database = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    total = sum(int(size) for _, size in tables)
+    return {
+        "total_bytes_per_memory": round(total / max(count, 1), 1),
+        "database_bytes": int(database[0]) if database else 0,
+        "table_bytes_per_memory": {str(n): round(int(s) / max(count, 1), 1) for n, s in sorted(tables)},
+        "memories_index_bytes_per_memory": {str(n): round(int(s) / max(count, 1), 1) for n, s in sorted(indexes)},
+    }
+
+
+def server_memory(uri: str) -> dict[str, Any]:
+    """The server's memory: the sum of its processes' proportional set sizes (shared buffers counted
+    once), read from ``/proc``; the settings that bound it."""
+    with connect(uri) as conn:
+        settings = {
+            name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+            for name in ("shared_buffers", "work_mem", "maintenance_work_mem")
+        }
+        row = conn.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'").fetchone()
+    data_directory = Path(str(row[0])) if row else None
+    out: dict[str, Any] = {"settings": settings}
+    try:
+        postmaster = int((data_directory / "postmaster.pid").read_text().split()[0])  # type: ignore[operator]
+        pids = [postmaster, *_children(postmaster)]
+        out["processes"] = len(pids)
+        out["pss_bytes"] = sum(_pss(pid) for pid in pids)
+    except (OSError, ValueError, TypeError) as exc:
+        out["unmeasured"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _pss(pid: int) -> int:
+    """The process's proportional set size; 0 for one that ended meanwhile (a backend of a query)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except FileNotFoundError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
