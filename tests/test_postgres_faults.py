@@ -141,7 +141,13 @@ def test_follow_goes_on_after_its_connection_is_dropped(
     wait_for(lambda: ids_now(pg_uri, "p") == first, "the first sync")
     rows(pg_uri, "SELECT pg_terminate_backend(%s)", backend_of_sync(pg_uri))
     later = service.save("Saved after the connection was dropped.").id
-    wait_for(lambda: ids_now(pg_uri, "p") == first | {later}, "the follower to reconnect and take the save")
+    try:
+        wait_for(lambda: ids_now(pg_uri, "p") == first | {later}, "the follower to reconnect and take the save")
+    except AssertionError:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert proc.stderr is not None
+        raise AssertionError(f"the follower said: {proc.stderr.read().decode()!r}") from None
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert_like_a_rebuild(pg_server, pg_uri, project)

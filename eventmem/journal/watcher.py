@@ -18,6 +18,10 @@ from watchfiles import Change, awatch
 
 __all__ = ["watch_journal"]
 
+ARMED_WITHIN_MS = 1000
+"""The watch yields (changes or none) at least this often; its first yield means it is in place, and
+what was written between the first catch-up and then is caught up once more."""
+
 log = logging.getLogger("eventmem.journal.watcher")
 
 DEBOUNCE_MS = 50
@@ -49,6 +53,7 @@ async def watch_journal(
                 await stop.wait()
             continue
         await on_change(None)  # whatever was written before the watch began
+        armed = False
         try:
             async for changes in awatch(
                 base,
@@ -57,9 +62,14 @@ async def watch_journal(
                 step=STEP_MS,
                 stop_event=stop,
                 poll_delay_ms=POLL_DELAY_MS,
-                rust_timeout=1000,
+                rust_timeout=ARMED_WITHIN_MS,
+                yield_on_timeout=True,
             ):
-                await on_change({path for _change, path in changes})
+                if not armed:  # the watch is in place: anything written while it was being set up
+                    armed = True
+                    await on_change(None)
+                elif changes:
+                    await on_change({path for _change, path in changes})
         except (FileNotFoundError, RuntimeError) as exc:  # the folder was removed under us
             log.info("watch on %s ended (%s); watching again", base, exc)
             with anyio.move_on_after(wait_for_creation):
