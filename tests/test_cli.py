@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 from cli_runner import eventmem, ok_json, only_segment, save, search_ids
-from conftest import journal_bytes
+from conftest import journal_bytes, write_events
 
 from eventmem.core.codec import decode_line
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
+from eventmem.runner.snapshots import read_snapshot
 from eventmem.service import Memory
 
 MEMORY_FIELDS = set(Memory.__struct_fields__) - {"metadata", "source"}
@@ -126,6 +129,19 @@ def test_search_modes_keyword_and_vector_each_find_the_memory(project: Path) -> 
     assert search_ids(project, "pnpm", "--mode", "keyword") == [target["id"]]
     assert search_ids(project, "pnpm workspaces packages", "--mode", "vector")[0] == target["id"]
     assert search_ids(project, "pnpm workspaces", "--mode", "hybrid")[0] == target["id"]
+
+
+def test_a_search_after_a_long_tail_came_in_leaves_a_snapshot_that_covers_it(project: Path) -> None:
+    save(project, "The deploy pipeline runs the smoke tests before the canary")  # (its snapshot)
+    merged = [  # as a merged branch brings them: lines no process of this clone has read
+        MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), content=f"Queue worker note number {i}")
+        for i in range(250)
+    ]
+    write_events(project, merged)
+    assert search_ids(project, "note", "number", "249", "--mode", "keyword")[0] == merged[-1].memory
+    snapshot = read_snapshot(project / ".eventmem" / "cache" / "snapshot.bin")
+    segments = {f"journal/{path.name}": path.stat().st_size for path in (project / ".eventmem" / "journal").glob("*")}
+    assert {name: cursor.offset for name, cursor in snapshot.cursors.items()} == segments
 
 
 def test_search_without_json_prints_one_line_per_hit_or_says_nothing_matched(project: Path) -> None:

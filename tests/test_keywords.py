@@ -166,6 +166,23 @@ def test_upsert_replaces_a_slot_and_remove_drops_it() -> None:
     assert slots(index.search("beta", 5)) == []
 
 
+def test_changes_given_in_any_slot_order_answer_as_in_slot_order() -> None:
+    rows = varied_rows(120)
+    changed = [row(slot, "retry", f"a new text about retry {slot}") for slot in range(0, 120, 7)]
+    removed = [slot for slot in range(3, 120, 11) if slot % 7]
+    ordered, shuffled = KeywordIndex(), KeywordIndex()
+    ordered.upsert(rows)
+    shuffled.upsert(rows[::-1])
+    ordered.remove(removed)
+    shuffled.remove([*removed[::-1], removed[0]])  # (a slot twice, a slot below the previous one)
+    ordered.upsert(changed)
+    shuffled.upsert(changed[::-1])
+    assert len(shuffled) == len(ordered) == 120 - len(removed)
+    assert shuffled.df == ordered.df
+    for query in ("retry", "cache deploy", "worker token schema", "ops", "text 14"):
+        assert shuffled.search(query, 20) == ordered.search(query, 20)
+
+
 def test_serialize_round_trip_gives_the_same_answers_and_an_independent_copy() -> None:
     index = KeywordIndex()
     index.upsert([row(slot, f"title {slot}", f"{FILLER} token{slot % 7} shared") for slot in range(50)])

@@ -19,7 +19,7 @@ from unittest import mock
 import msgspec
 import numpy as np
 import pytest
-from conftest import reopen
+from conftest import reopen, write_events
 
 import eventmem.runner.snapshots as snapshots_module
 from eventmem.core.codec import encode_event
@@ -569,6 +569,32 @@ def test_the_first_read_of_the_embedding_cache_keeps_the_first_of_equal_hashes(t
     vectors, missing = reader.lookup([b"c" * 16, b"a" * 16])
     assert missing == [] and len(reader) == 3
     assert vectors[0].tolist() == other.tolist() and vectors[1].tolist() == first.tolist()
+
+
+def test_vectors_another_process_embedded_after_the_snapshot_are_reused_not_embedded_again(project: Path) -> None:
+    first = reopen(project)
+    first.save("The deploy pipeline runs the smoke tests before the canary.", title="Deploy pipeline")
+    first.close()  # (writes the snapshot)
+    merged = [  # lines another clone wrote, come in through git: no vector of them in this clone yet
+        MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), title=f"{title} ({side})", content=f"{text} ({side})")
+        for side in ("ours", "theirs")
+        for title, text in TOPICS
+    ]
+    assert len(merged) > 8  # (fewer, the built-in embedder embeds them again rather than read the cache)
+    write_events(project, merged)
+    second = reopen(project)  # catches up, embeds the merged texts, writes no snapshot
+    assert second.recall(TOPICS[0][1], limit=2)[0].id in {merged[0].memory, merged[len(TOPICS)].memory}
+    second.close()
+    (cache_file,) = (project / ".eventmem" / "cache" / "embeddings").glob("*.bin")
+    size = cache_file.stat().st_size
+    third = reopen(project)  # from the snapshot, then the same tail
+    try:
+        found = {hit.id for event in merged for hit in third.recall(event.content, limit=2, mode="vector")}
+        assert found == {event.memory for event in merged}
+        assert third.project.rebuilds == 0
+    finally:
+        third.close()
+    assert cache_file.stat().st_size == size  # every vector was read from the cache, none embedded again
 
 
 # -- filters apply before the top-k cut -----------------------------------------------------------

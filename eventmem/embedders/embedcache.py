@@ -50,14 +50,25 @@ class EmbeddingCache:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def skip_to_end(self) -> None:
-        """Start reading at the file's current end: a loaded snapshot already holds every vector the
-        cache had, so a new process need not read (and keep) the whole file for its first save."""
+    def end(self) -> int:
+        """The file's size in whole records (0 if it does not exist): where :meth:`skip_to_end` may start."""
         try:
             size = self.path.stat().st_size
         except OSError:
+            return 0
+        return size - size % self._record.itemsize
+
+    def skip_to_end(self, end: int | None = None) -> None:
+        """Start reading at ``end`` (an earlier :meth:`end`), or the file's current end: a loaded
+        snapshot already holds every vector the cache had when it was taken, so a new process need
+        not read (and keep) the whole file for its first save. Records other processes appended
+        after ``end`` are read on the next miss (a merge another process embedded is not embedded again)."""
+        current = self.end()
+        if not current:
             return
-        self._offset = max(self._offset, size - size % self._record.itemsize)
+        if end is not None:
+            current = min(current, max(end - end % self._record.itemsize, 0))
+        self._offset = max(self._offset, current)
         self.skipped = True
 
     def rewind(self) -> None:

@@ -107,8 +107,9 @@ class KeywordIndex:
         return int(hashsize), int(temporary), self._db.in_transaction
 
     def _forget(self, slots: list[int]) -> None:
-        """Delete rows, taking their words out of the document frequencies."""
-        present = [s for s in slots if s in self._present]
+        """Delete rows, taking their words out of the document frequencies. In increasing order: FTS5
+        flushes its pending terms whenever a row id is below the previous one's (random order: 10x slower)."""
+        present = sorted({s for s in slots if s in self._present})
         if not present:
             return
         sampled = [s for s in present if s % DF_SAMPLE == 0]
@@ -132,8 +133,8 @@ class KeywordIndex:
         return self._db.execute("SELECT 1 FROM docs WHERE docs MATCH ? LIMIT 1", [quoted]).fetchone() is not None
 
     def upsert(self, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
-        """Rows of (slot, title, summary, content, tags)."""
-        rows = list(rows)
+        """Rows of (slot, title, summary, content, tags), inserted in increasing slot order (see :meth:`_forget`)."""
+        rows = sorted(rows, key=lambda row: row[0])
         if not rows:
             return
         self._db.execute("BEGIN")

@@ -60,6 +60,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     does not copy it (see :meth:`VectorIndex.load`)."""
     owner: str = ""
     """The clone that wrote it: a snapshot of another (one committed to git and merged) is ignored."""
+    embeddings_end: int | None = None
+    """The embedding cache's size when the snapshot was taken: what it appended since is read on
+    the first miss (``None``, from an older snapshot: nothing before the file's end is read)."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -77,6 +80,7 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     columns: memoryview = memoryview(b"")
     vectors_file: str = ""
     owner: str = ""
+    embeddings_end: int | None = None
 
 
 def read_snapshot(path: Path) -> StoredSnapshot:
@@ -121,6 +125,7 @@ def save(store: Store, *, background: bool = False) -> bool:
             columns=store.columns.snapshot(),
             vectors_file=f"vectors-{new_id()}.faiss",
             owner=store.paths.cache_owner(),
+            embeddings_end=store.embeddings.end(),
         )
         vectors = store.vectors.index.copy()
         store.events_since_snapshot = 0
@@ -243,7 +248,7 @@ def load(store: Store, *, map_vectors: bool = False) -> bool:
             name: msgspec.structs.replace(cursor, stat=stat_after_load(segments[name], cursor.offset))
             for name, cursor in snapshot.cursors.items()
         }
-        store.embeddings.skip_to_end()
+        store.embeddings.skip_to_end(snapshot.embeddings_end)
         if store.columns.restore(snapshot.columns):
             refresh_expiries(store)
         else:

@@ -146,6 +146,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"{hit.score:6.3f}  {hit.id}  [{hit.kind}] {printable(hit.summary + tags)}")
     for warning in service.warnings():
         warn(warning)
+    try:  # a long tail caught up (a merged branch) goes into the snapshot: the next command does not read it again
+        service.close()
+    except (OSError, EventmemError) as exc:  # only the derived cache is behind
+        warn(f"the cache could not be written ({describe_failure(exc)}); it is rebuilt on a later call")
     return 0
 
 
