@@ -119,12 +119,14 @@ class Tier:
         self.vectors = np.zeros((count, embedder.dim), np.float32)
         self.tagged = np.zeros(count, bool)
         self.timings: dict[str, float] = {}
+        self.index_definition = ""
 
     def load(self, chunk: int = 20_000, maintenance_work_mem: str = "4GB") -> None:
         conn = connect(self.uri)
         projector = PostgresProjector(conn, PROJECT, self.embedder, root="bench", branch="main")  # (migrations)
         projector.apply(Batch((), (), (), (), {}))  # (the project's row)
         definition = self._vector_index_definition(conn)
+        self.index_definition = definition[1]
         with conn.transaction():
             conn.execute(f"DROP INDEX {definition[0]}")
         rng = random.Random(7)
@@ -227,6 +229,7 @@ class Tier:
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
             out["ef_search_sweep"] = self.sweep(conn, texts[:50])
+        out["hnsw_index"] = self.index_definition
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
         out["hnsw_ef_search"] = queries.ef_search(10)
         out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50))
