@@ -283,9 +283,10 @@ def main(argv: list[str] | None = None) -> int:
             result["postgres"]["tiers"] = dict(
                 sorted(merged.items(), key=lambda item: (int(item[0].split("-")[0]), item[0]))
             )
-        result.setdefault("earlier_runs", []).append(
+        runs = earlier.get("earlier_runs") or [  # (a report of several runs lists those runs)
             {"date": earlier["date"], "parts": [p for p in PARTS if p in earlier], "machine": earlier.get("machine")}
-        )
+        ]
+        result.setdefault("earlier_runs", []).extend(runs)
     with database_server(args.to) as fresh:
         result["machine"] = machine(fresh("eventmem_scale_probe"))
         if "postgres" in parts:
