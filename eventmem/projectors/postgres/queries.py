@@ -169,11 +169,11 @@ def keyword_hits(
     """The ``k`` best (key, rank) among the filtered memories holding a query word, best first: per
     word, ``ts_rank`` weighted by the word's rarity (BM25's idf, as the in-process index ranks), summed.
 
-    A word held by at least :data:`DF_COUNTED_UP_TO` memories of ``projects`` is common: when the query
-    has a rarer word, only memories holding a rarer one are ranked (the common words still add their
-    share to those), and when every word is common, only memories holding all of them. Below that count
-    every memory holding a query word is ranked, so small stores rank exactly as before; above it a
-    search no longer ranks a hundred thousand rows for one frequent word (measured: seconds at 1M)."""
+    The memories ranked are those holding one of the rarest query words, taken rarest first while
+    together they are held by fewer than :data:`DF_COUNTED_UP_TO` memories (every word still adds its
+    share to their rank); when even the rarest word is that common, those holding every word. Below
+    that count every memory holding a query word is ranked, so small stores rank exactly as before;
+    above it a search no longer ranks a hundred thousand rows for frequent words (seconds at 1M)."""
     words = query_words(text)
     if not words or k <= 0:
         return []
@@ -192,7 +192,13 @@ def keyword_hits(
         ).fetchone()
         total = float(row[0])
         found = [float(n) for n in row[1:]]
-        rare = [word for word, n in zip(words, found, strict=True) if n < DF_COUNTED_UP_TO]
+        rare: list[str] = []  # the rarest words, while the memories holding them stay few
+        held_by = 0.0
+        for n, word in sorted(zip(found, words, strict=True)):
+            if n >= DF_COUNTED_UP_TO or (rare and held_by + n > DF_COUNTED_UP_TO):
+                break
+            rare.append(word)
+            held_by += n
         score = " + ".join(
             [
                 "CASE WHEN m.keywords @@ plainto_tsquery('english', %s) "
