@@ -28,7 +28,7 @@ from eventmem.service.database import Database, DatabaseDown
 from eventmem.service.inputs import check_kind, check_relation
 from eventmem.service.lifecycle import walk
 from eventmem.service.maintenance import Maintenance
-from eventmem.service.models import Hit
+from eventmem.service.models import Hit, related_entry
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries, checked_project, context_answer, hit_of
 
@@ -199,23 +199,7 @@ class DatabaseQueries(Part):
                 record = found.get(key) if key is not None else None
                 if record is None:
                     continue
-                out.append(
-                    {
-                        "id": step.memory,
-                        "depth": step.depth,
-                        "relation": step.relation,
-                        "direction": step.direction,
-                        "strength": step.strength,
-                        "context": step.context,
-                        "link": step.via,
-                        "from": step.parent,
-                        "kind": record.kind,
-                        "scope": record.scope,
-                        "title": record.title,
-                        "summary": record.summary,
-                        "importance": record.importance,
-                    }
-                )
+                out.append(related_entry(step, record))
             return out
 
         def local() -> list[dict[str, Any]]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import msgspec
 
-from eventmem.core.records import LinkRecord
+from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.stamps import ts_of
 
-__all__ = ["Hit", "Link", "Memory", "Saved"]
+if TYPE_CHECKING:
+    from eventmem.service.lifecycle import Step
+
+__all__ = ["Hit", "Link", "Memory", "Saved", "related_entry"]
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -94,3 +99,22 @@ def _link_view(link: LinkRecord) -> Link:
         created_at=ts_of(link.added_stamp),
         created_by=link.added_by,
     )
+
+
+def related_entry(step: Step, record: MemoryRecord) -> dict[str, Any]:
+    """One memory a walk reached, as ``related`` returns it: how it was reached, and what it is."""
+    return {
+        "id": step.memory,
+        "depth": step.depth,
+        "relation": step.relation,
+        "direction": step.direction,
+        "strength": step.strength,
+        "context": step.context,
+        "link": step.via,
+        "from": step.parent,
+        "kind": record.kind,
+        "scope": record.scope,
+        "title": record.title,
+        "summary": record.summary,
+        "importance": record.importance,
+    }

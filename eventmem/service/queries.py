@@ -23,7 +23,7 @@ from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.inputs import check_kind, check_relation
 from eventmem.service.lifecycle import context_bundle, walk
-from eventmem.service.models import Hit, Memory
+from eventmem.service.models import Hit, Memory, related_entry
 from eventmem.service.part import Part, Shared
 from eventmem.service.search import build_mask, hybrid_search
 
@@ -137,23 +137,7 @@ class Queries(Part):
                 where = owner(step.memory)
                 assert where is not None
                 record = where.memories()[step.memory]
-                out.append(
-                    {
-                        "id": step.memory,
-                        "depth": step.depth,
-                        "relation": step.relation,
-                        "direction": step.direction,
-                        "strength": step.strength,
-                        "context": step.context,
-                        "link": step.via,
-                        "from": step.parent,
-                        "kind": record.kind,
-                        "scope": record.scope,
-                        "title": record.title,
-                        "summary": record.summary,
-                        "importance": record.importance,
-                    }
-                )
+                out.append(related_entry(step, record))
         return out
 
     def search(
