@@ -25,7 +25,7 @@ from eventmem.projectors.postgres.targets import GLOBAL
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.database import Database, DatabaseDown
-from eventmem.service.inputs import check_kind, check_relation
+from eventmem.service.inputs import check_kind, check_walk
 from eventmem.service.lifecycle import walk
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.models import Hit, related_entry
@@ -161,11 +161,7 @@ class DatabaseQueries(Part):
         include_superseded: bool = False,
     ) -> list[dict[str, Any]]:
         """Memories reachable along live links, from the database: a memory of any project in it."""
-        whole_depth = check_whole(depth, "depth")
-        whole_limit = check_whole(limit, "related_limit", "limit")
-        if direction not in ("out", "in", "both"):
-            raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
-        wanted = [check_relation(r) for r in check_count(relations or (), "relations")]
+        whole_depth, whole_limit, wanted = check_walk(depth, limit, direction, relations)
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
         check_length(memory_id, "memory_id")

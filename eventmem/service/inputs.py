@@ -65,6 +65,15 @@ def check_relation(value: str) -> str:
     return relation
 
 
+def check_walk(depth: int, limit: int, direction: str, relations: Sequence[str] | None) -> tuple[int, int, list[str]]:
+    """``related``'s arguments checked: (depth, limit, the relations asked for)."""
+    depth = check_whole(depth, "depth")
+    limit = check_whole(limit, "related_limit", "limit")
+    if direction not in ("out", "in", "both"):
+        raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
+    return depth, limit, [check_relation(r) for r in check_count(relations or (), "relations")]
+
+
 def check_ttl(value: int | None) -> int | None:
     """Seconds, or ``None`` for long-term; at most :data:`eventmem.core.limits.MAX_TTL_SECONDS`."""
     if value is None:

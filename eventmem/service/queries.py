@@ -21,7 +21,7 @@ from eventmem.embedders.providers import ProviderError
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
-from eventmem.service.inputs import check_kind, check_relation
+from eventmem.service.inputs import check_kind, check_walk
 from eventmem.service.lifecycle import context_bundle, walk
 from eventmem.service.models import Hit, Memory, related_entry
 from eventmem.service.part import Part, Shared
@@ -94,11 +94,7 @@ class Queries(Part):
         include_superseded: bool = False,
     ) -> list[dict[str, Any]]:
         """Memories reachable from one along live links, breadth first (nearest, then strongest)."""
-        depth = check_whole(depth, "depth")
-        limit = check_whole(limit, "related_limit", "limit")
-        if direction not in ("out", "in", "both"):
-            raise InvalidInput("direction must be 'out' (links from the memory), 'in' (links to it) or 'both'")
-        wanted = [check_relation(r) for r in check_count(relations or (), "relations")]
+        depth, limit, wanted = check_walk(depth, limit, direction, relations)
         _, root = self._find(memory_id)
         stores = self.stores()
         now = time.time()
