@@ -315,10 +315,11 @@ def _children(pid: int) -> list[int]:
 
 
 def _pss(pid: int) -> int:
-    """The process's proportional set size; 0 for one that ended meanwhile (a backend of a query)."""
+    """The process's proportional set size; 0 for one that ended meanwhile (a backend of a query): its
+    ``/proc`` entry is gone (``FileNotFoundError``) or goes while it is read (``ProcessLookupError``)."""
     try:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except FileNotFoundError:
+    except OSError:
         return 0
     for line in text.splitlines():
         if line.startswith("Pss:"):
