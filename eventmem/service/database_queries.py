@@ -18,14 +18,14 @@ from eventmem.core.errors import InvalidInput
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
-from eventmem.core.validation import check_count, check_length, check_whole, has_visible, refusal
+from eventmem.core.validation import check_count, check_length, check_whole
 from eventmem.projectors.postgres import queries as sql
 from eventmem.projectors.postgres import reads
 from eventmem.projectors.postgres.targets import GLOBAL
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
 from eventmem.service.database import Database, DatabaseDown
-from eventmem.service.inputs import check_kind, check_walk
+from eventmem.service.inputs import check_kind, check_mode, check_order, check_query, check_walk
 from eventmem.service.lifecycle import walk
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.models import Hit, related_entry
@@ -63,15 +63,12 @@ class DatabaseQueries(Part):
         now: float | None = None,
         project: str | None = None,
     ) -> list[Hit]:
-        check_length(query, "query")
-        if not has_visible(query):
-            raise refusal("query", "a text with a visible character", query)
+        check_query(query)
         whole = check_whole(limit, "limit")
         wanted = checked_project(project)
         chosen = filters or Filters()
         chosen.validate()
-        if mode not in ("hybrid", "vector", "keyword"):
-            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+        check_mode(mode)
         try:
             hits = self.database.use(
                 lambda conn: self._ranked(conn, query, whole, chosen, mode, now, wanted, include_content)
@@ -108,13 +105,7 @@ class DatabaseQueries(Part):
         text = check_length(query, "query").strip() if query is not None else ""
         whole = check_whole(limit, "limit")
         wanted = checked_project(project)
-        if mode not in ("hybrid", "vector", "keyword"):
-            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
-        order = sort or ("relevance" if text else "importance")
-        if order not in ("relevance", "importance", "recent"):
-            raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
-        if order == "relevance" and not text:
-            raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+        order = check_order(text, mode, sort)
         chosen = filters or Filters()
         chosen.validate()
 

@@ -65,6 +65,32 @@ def check_relation(value: str) -> str:
     return relation
 
 
+def check_query(query: str) -> str:
+    """A recall's question: within the length limit, with a visible character."""
+    check_length(query, "query")
+    if not has_visible(query):
+        raise refusal("query", "a text with a visible character", query)
+    return query
+
+
+def check_mode(mode: str) -> str:
+    if mode not in ("hybrid", "vector", "keyword"):
+        raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
+    return mode
+
+
+def check_order(text: str, mode: str, sort: str | None) -> str:
+    """A search's ``mode`` checked, and the order of its answers: ``sort``, else by relevance with a
+    query and by importance without one."""
+    check_mode(mode)
+    order = sort or ("relevance" if text else "importance")
+    if order not in ("relevance", "importance", "recent"):
+        raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
+    if order == "relevance" and not text:
+        raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+    return order
+
+
 def check_walk(depth: int, limit: int, direction: str, relations: Sequence[str] | None) -> tuple[int, int, list[str]]:
     """``related``'s arguments checked: (depth, limit, the relations asked for)."""
     depth = check_whole(depth, "depth")

@@ -16,12 +16,12 @@ from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
-from eventmem.core.validation import check_count, check_length, check_whole, has_visible, refusal
+from eventmem.core.validation import check_count, check_length, check_whole
 from eventmem.embedders.providers import ProviderError
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
 from eventmem.service.access import Accesses
-from eventmem.service.inputs import check_kind, check_walk
+from eventmem.service.inputs import check_kind, check_order, check_query, check_walk
 from eventmem.service.lifecycle import context_bundle, walk
 from eventmem.service.models import Hit, Memory, related_entry
 from eventmem.service.part import Part, Shared
@@ -60,9 +60,7 @@ class Queries(Part):
         """``now``: the moment the question is asked (seconds since the epoch; the clock's by default),
         for expiry, recency and the times the query names (an evaluation replays questions asked in the past).
         ``project``: as :meth:`search`'s."""
-        check_length(query, "query")
-        if not has_visible(query):
-            raise refusal("query", "a text with a visible character", query)
+        check_query(query)
         limit = check_whole(limit, "limit")
         project = checked_project(project)
         filters = filters or Filters()
@@ -154,13 +152,7 @@ class Queries(Part):
         text = check_length(query, "query").strip() if query is not None else ""
         limit = check_whole(limit, "limit")
         project = checked_project(project)
-        if mode not in ("hybrid", "vector", "keyword"):
-            raise InvalidInput("mode must be 'hybrid', 'vector' or 'keyword'")
-        order = sort or ("relevance" if text else "importance")
-        if order not in ("relevance", "importance", "recent"):
-            raise InvalidInput("sort must be 'relevance', 'importance' or 'recent'")
-        if order == "relevance" and not text:
-            raise InvalidInput("sort 'relevance' needs a query; without one, sort by 'importance' or 'recent'")
+        order = check_order(text, mode, sort)
         filters = filters or Filters()
         filters.validate()
         now = time.time()
