@@ -10,13 +10,16 @@ are dropped, and common words join only while the total number of postings stays
 The budget is smaller beside a vector search, which already weighs the common words: on the
 retrieval benchmark with 1k, 10k and 40k unrelated memories added, hybrid recall@5, recall@10 and
 MRR are the same with either budget, and the keyword search takes a third to a half of the time.
+
+From ``postings_from`` rows on (``Tuning.postings_from``), a search is ranked from in-memory postings
+(:mod:`eventmem.projectors.postings`) with FTS5's own scores and order, once a thread has made them
+from the rows; FTS5 still holds the rows, answers until then, and scores the words that are phrases.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -28,6 +31,8 @@ import numpy.typing as npt
 from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
+from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Tokens
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -35,25 +40,17 @@ _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
     "title, summary, content, tags, tokenize='porter unicode61 remove_diacritics 2')"
 )
-Row = tuple[int, str, str, str, str]
-"""(slot, title, summary, content, tags)"""
 _WORD = re.compile(r"\w+", re.UNICODE)
 # BM25 column weights: a hit in the title or the tags says more than one in a long body.
 _RANK: Final = "bm25(docs, 4.0, 2.0, 1.0, 3.0)"
+_ROWS: Final = "SELECT rowid, title, summary, content, tags FROM docs ORDER BY rowid"
 
 
 MAX_QUERY_WORDS: Final = 16
-DF_SAMPLE: Final = 8
-"""Document frequencies are counted on every 8th slot (and scaled): cheap to keep, close enough to
-tell rare words from common ones."""
 MIN_POSTINGS_BUDGET: Final = 2000
 """Postings a keyword-only query may touch: at least this many, else 2% of the documents."""
 MIN_POSTINGS_BUDGET_BESIDE_VECTORS: Final = 250
 """Postings a query may touch beside a vector search: at least this many, else 0.25% of the documents."""
-BULK_HASHSIZE: Final = 256 * 1024 * 1024
-"""FTS5's buffer of pending terms during a bulk load (a ceiling, not an allocation): the whole load
-is flushed as one segment instead of one per megabyte, then merged, which costs about twice as much."""
-DEFAULT_HASHSIZE: Final = 1024 * 1024
 MAX_BARRED_FOR_LIMIT: Final = 1000
 """A filtered search asks SQLite for its best ``k`` + (slots the filter bars) rows when at most this
 many are barred (deleted, expired, superseded or filtered out), else streams rows in rank order."""
@@ -65,10 +62,6 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{w}"' for w in words[:64])
 
 
-def _words(text: str) -> set[str]:
-    return set(map(str.lower, _WORD.findall(text)))
-
-
 class KeywordIndex:
     def __init__(self, data: bytes | memoryview | None = None, *, connection: sqlite3.Connection | None = None) -> None:
         """``connection``: an in-memory database to use (autocommit, any thread), else a new one."""
@@ -77,8 +70,11 @@ class KeywordIndex:
         # that is collected open
         weakref.finalize(self, self._db.close)
         self.df: Counter[str] = Counter()
-        """Sampled slots (one in ``DF_SAMPLE``) each lower-cased word occurs in."""
+        """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
+        choose other query words once a rebuild gives the memories other slots."""
         self._present: set[int] = set()
+        self.ranking: BackgroundPostings | None = None
+        """In-memory postings that rank searches once made (see :meth:`rank_in_memory`)."""
         if data is not None:
             self._db.deserialize(data)
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'present'").fetchone():
@@ -112,23 +108,23 @@ class KeywordIndex:
         present = sorted({s for s in slots if s in self._present})
         if not present:
             return
-        sampled = [s for s in present if s % DF_SAMPLE == 0]
-        for start in range(0, len(sampled), 500):
-            chunk = sampled[start : start + 500]
+        for start in range(0, len(present), 500):
+            chunk = present[start : start + 500]
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({marks})"
             for row in self._db.execute(sql, chunk):
-                self.df.subtract(_words(" ".join(row)))
+                self.df.subtract(words_of(" ".join(row)))
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((s,) for s in present))
         self._present.difference_update(present)
+        if self.ranking is not None:
+            self.ranking.removed(present)
 
     def frequency(self, word: str) -> int:
-        """Estimated number of documents holding ``word`` (exact form)."""
-        return self.df.get(word, 0) * DF_SAMPLE
+        """The number of documents holding ``word`` in this exact form."""
+        return self.df.get(word, 0)
 
     def holds(self, word: str) -> bool:
-        """Whether any memory holds ``word`` (or a form of its stem): exact, unlike :meth:`frequency`,
-        which samples, so that answers built on it are the same after a rebuild."""
+        """Whether any memory holds ``word`` (or a form of its stem)."""
         quoted = '"' + word.replace('"', '""') + '"'
         return self._db.execute("SELECT 1 FROM docs WHERE docs MATCH ? LIMIT 1", [quoted]).fetchone() is not None
 
@@ -142,9 +138,34 @@ class KeywordIndex:
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
         self._db.execute("COMMIT")
         for row in rows:
-            if row[0] % DF_SAMPLE == 0:
-                self.df.update(_words(" ".join(row[1:])))
+            self.df.update(words_of(" ".join(row[1:])))
         self._present.update(r[0] for r in rows)
+        if self.ranking is not None:
+            self.ranking.added(rows)
+
+    def rank_in_memory(self) -> None:
+        """Rank searches from in-memory postings, made by a thread from the rows there are now (FTS5
+        answers until they are; every later change reaches them). Once; the bulk load settled first."""
+        if self.ranking is None:
+            copy = self._db.serialize()  # (a copy of the pages: the thread reads the rows from it)
+
+            def rows() -> list[Row]:
+                db = sqlite3.connect(":memory:")
+                try:
+                    db.deserialize(copy)
+                    return db.execute(_ROWS).fetchall()
+                finally:
+                    db.close()
+
+            self.ranking = BackgroundPostings(Tokens(), rows)
+
+    def _phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5."""
+        quoted = '"' + word.replace('"', '""') + '"'
+        sql = f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rowid"
+        rows = self._db.execute(sql, [quoted]).fetchall()
+        slots = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        return slots, -np.fromiter((r[1] for r in rows), np.float64, len(rows))
 
     def bulk_load(self, rows: list[Row]) -> BulkLoad:
         """Fill an empty index with ``rows`` (slots in increasing order) from a thread while the
@@ -180,25 +201,31 @@ class KeywordIndex:
         return chosen
 
     def _matches(self, match: str) -> Iterator[tuple[int, float]]:
-        cursor = self._db.execute(f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r", [match])
+        cursor = self._db.execute(f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r, rowid", [match])
         while batch := cursor.fetchmany(256):
             yield from batch
 
     def _best(self, match: str, count: int) -> list[tuple[int, float]]:
         """The ``count`` best matching rows, (slot, rank), best first."""
         rows: list[tuple[int, float]] = self._db.execute(
-            f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r LIMIT ?", [match, count]
+            f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r, rowid LIMIT ?", [match, count]
         ).fetchall()
         return rows
 
     def search(
         self, text: str, k: int, allowed: npt.NDArray[np.bool_] | None = None, *, beside_vectors: bool = False
     ) -> list[tuple[int, float]]:
-        """Top ``k`` (slot, score) by BM25 among ``allowed`` slots; higher scores are better.
-        ``beside_vectors``: the caller fuses these with a vector search (see :meth:`query_words`)."""
-        match = " OR ".join(f'"{w}"' for w in self.query_words(text, beside_vectors=beside_vectors))
-        if not match or k <= 0:
+        """Top ``k`` (slot, score) by BM25 among ``allowed`` slots; higher scores are better, ties by
+        slot. ``beside_vectors``: the caller fuses these with a vector search (see :meth:`query_words`)."""
+        words = self.query_words(text, beside_vectors=beside_vectors)
+        if not words or k <= 0:
             return []
+        postings = self.ranking.ready() if self.ranking is not None else None
+        if postings is not None:
+            found = postings.search(words, k, allowed, self._phrase_scores)
+            if found is not None:
+                return found
+        match = " OR ".join(f'"{w}"' for w in words)
         if allowed is None:
             return [(int(slot), -float(rank)) for slot, rank in self._best(match, k)]
         limit = len(allowed)
@@ -232,108 +259,6 @@ class KeywordIndex:
             self._db.execute("DROP TABLE present")
 
 
-_FTS5_TOKEN_LIMIT: Final = 32768
-"""FTS5 cuts longer tokens (FTS5_MAX_TOKEN_SIZE)."""
-_BULK_TABLES: Final = ("bulk_df_vocabulary", "bulk_df", "bulk_df_rows", "bulk_rows")
-
-
-class BulkLoad:
-    """Rows for an empty :class:`KeywordIndex`, indexed by a worker thread in one transaction.
-
-    The rows are first copied into a temporary table by the caller (about 2 us a row); the worker
-    then fills the FTS5 index from it with one ``INSERT ... SELECT``, a single call into SQLite
-    that runs without the GIL, beside the caller's Python work on another core. (``executemany``
-    from the worker would take the GIL back after every row, and wait for it while the caller
-    runs Python.) Nothing else may use the index in between (the store holds its lock throughout).
-    The index answers exactly as if the rows had been given to :meth:`KeywordIndex.upsert`.
-
-    The document frequencies of the sampled rows whose text is ASCII are counted by the worker too,
-    with a second, temporary FTS5 table: for ASCII, its ``unicode61`` tokens with ``_`` as a token
-    character, folded to lower case, are exactly the lower-cased ``\\w+`` words of :func:`_words`
-    (``fts5vocab`` gives each one's number of documents). Other texts are counted in Python."""
-
-    def __init__(self, index: KeywordIndex, rows: list[Row]) -> None:
-        self._index = index
-        self._rows = rows
-        self._error: BaseException | None = None
-        self._finished = False
-        self._vocabulary: list[tuple[str, int]] = []
-        self._other_texts: list[str] = []
-        """Sampled texts the worker does not count (not ASCII, or long enough for FTS5 to cut a word)."""
-        ascii_texts: list[tuple[str]] = []
-        for row in rows:
-            if row[0] % DF_SAMPLE == 0:
-                text = " ".join(row[1:])
-                if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
-                    ascii_texts.append((text,))
-                else:
-                    self._other_texts.append(text)
-        db = index._db
-        db.execute("PRAGMA temp_store = MEMORY")
-        db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
-        db.execute("BEGIN")
-        try:
-            db.execute("CREATE TEMP TABLE bulk_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
-            db.executemany("INSERT INTO temp.bulk_rows VALUES (?, ?, ?, ?, ?)", rows)
-            db.execute("CREATE TEMP TABLE bulk_df_rows(text)")
-            db.executemany("INSERT INTO temp.bulk_df_rows VALUES (?)", ascii_texts)
-        except BaseException:
-            self._end(commit=False)
-            raise
-        self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
-        self._thread.start()
-
-    def _insert(self) -> None:
-        try:
-            db = self._index._db
-            db.execute(
-                "INSERT INTO docs(rowid, title, summary, content, tags) "
-                "SELECT slot, title, summary, content, tags FROM temp.bulk_rows ORDER BY slot"
-            )
-            db.execute(
-                "CREATE VIRTUAL TABLE temp.bulk_df USING fts5("
-                "text, tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", detail = none)"
-            )
-            db.execute("CREATE VIRTUAL TABLE temp.bulk_df_vocabulary USING fts5vocab(temp, bulk_df, row)")
-            db.execute("INSERT INTO temp.bulk_df(text) SELECT text FROM temp.bulk_df_rows")
-            self._vocabulary = db.execute("SELECT term, doc FROM temp.bulk_df_vocabulary").fetchall()
-            self._end(commit=True)
-        except BaseException as exc:  # handed to finish()
-            self._error = exc
-            self._end(commit=False)
-
-    def _end(self, *, commit: bool) -> None:
-        db = self._index._db
-        try:
-            if commit:
-                for table in _BULK_TABLES:
-                    db.execute(f"DROP TABLE temp.{table}")
-                db.execute("COMMIT")
-        finally:
-            if db.in_transaction:  # (no commit, or a failed one; some errors roll back on their own)
-                db.execute("ROLLBACK")
-            for table in _BULK_TABLES:
-                db.execute(f"DROP TABLE IF EXISTS temp.{table}")
-            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [DEFAULT_HASHSIZE])
-
-    def finish(self) -> None:
-        """Count the document frequencies, wait until every row is in; raises what the insert
-        raised (the index is then empty)."""
-        if self._finished:
-            return
-        self._finished = True
-        df = Counter[str]()
-        for text in self._other_texts:
-            df.update(_words(text))
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        for term, documents in self._vocabulary:
-            df[term] += documents
-        self._index.df = df
-        self._index._present = {r[0] for r in self._rows}
-
-
 BULK_KEYWORDS_MIN: Final = 2000
 """From this many memories on, :meth:`KeywordsProjector.load` fills the index from a second thread."""
 
@@ -349,12 +274,26 @@ class KeywordsProjector:
     name = "keywords"
     version = 1
 
-    def __init__(self, table: SlotTable, *, bulk_from: int | None = None) -> None:
+    def __init__(
+        self, table: SlotTable, *, bulk_from: int | None = None, postings_from: int = DEFAULT_POSTINGS_FROM
+    ) -> None:
         self.table = table
         self.bulk_from = bulk_from
         """From this many rows on a load is filled by a thread; ``None``: :data:`BULK_KEYWORDS_MIN`."""
+        self.postings_from = postings_from
+        """From this many rows on, searches are ranked from in-memory postings (:mod:`~.postings`)."""
         self.index = KeywordIndex()
         self._bulk: BulkLoad | None = None
+
+    def _rank_if_due(self) -> None:
+        if self._bulk is None and self.index.ranking is None and len(self.index) >= self.postings_from:
+            self.index.rank_in_memory()
+
+    def ranked_in_memory(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for the in-memory postings; whether they now rank searches."""
+        self.settle()
+        ranking = self.index.ranking
+        return ranking is not None and ranking.wait(timeout) and ranking.ready() is not None
 
     def _rows(self, upserts: tuple[Projected, ...]) -> list[Row]:
         of = self.table.of
@@ -367,6 +306,7 @@ class KeywordsProjector:
             self.index.remove([slot for memory_id in batch.removals if (slot := get(memory_id)) is not None])
         if batch.upserts:
             self.index.upsert(self._rows(batch.upserts))
+        self._rank_if_due()
 
     def load(self, batch: Batch) -> None:
         self.reset()
@@ -376,6 +316,7 @@ class KeywordsProjector:
             self._bulk = self.index.bulk_load(rows)
         elif rows:
             self.index.upsert(rows)
+        self._rank_if_due()
 
     @property
     def loading(self) -> bool:
@@ -384,6 +325,10 @@ class KeywordsProjector:
 
     def settle(self) -> None:
         """Wait for a bulk load to be in; raises what it raised (the index is then empty)."""
+        self._finish_bulk()
+        self._rank_if_due()
+
+    def _finish_bulk(self) -> None:
         bulk, self._bulk = self._bulk, None
         if bulk is not None:
             bulk.finish()
@@ -404,16 +349,17 @@ class KeywordsProjector:
         except (sqlite3.Error, ValueError):
             self.index = KeywordIndex()
             return False
+        self._rank_if_due()
         return True
 
     def reset(self) -> None:
         try:
-            self.settle()
+            self._finish_bulk()
         finally:
             self.index = KeywordIndex()
 
     def close(self) -> None:
-        self.settle()
+        self._finish_bulk()
 
     # -- queries ------------------------------------------------------------------------------------
 

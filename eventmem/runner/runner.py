@@ -121,7 +121,9 @@ class Store:
         self.slot_hashes: list[bytes] = []
         """Per slot, the digest of the text indexed (see :meth:`_sync`): unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self._visible)
-        self.keywords = KeywordsProjector(self.table, bulk_from=self.tuning.bulk_keywords_min)
+        self.keywords = KeywordsProjector(
+            self.table, bulk_from=self.tuning.bulk_keywords_min, postings_from=self.tuning.postings_from
+        )
         self.vectors = VectorsProjector(
             self.table, self.embedder.dim, self.embedding.submit, ann_from=self.tuning.ann_from
         )

@@ -36,10 +36,11 @@ __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "encoded_fold", "loa
 
 log = logging.getLogger("eventmem.runner")
 
-SNAPSHOT_FORMAT = 8
+SNAPSHOT_FORMAT = 9
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
-columns projector's own snapshot; 8: a memory's metadata and source."""
+columns projector's own snapshot; 8: a memory's metadata and source; 9: the keyword index's word
+counts of every row (they were of one slot in eight)."""
 
 
 class Snapshot(msgspec.Struct, kw_only=True):
@@ -222,7 +223,9 @@ def load(store: Store, *, map_vectors: bool = False) -> bool:
             raise ValueError("it names no vector index file")
         path = store.paths.cache_dir / snapshot.vectors_file
         vectors = VectorIndex.load(path, store.embedder.dim, mapped=map_vectors)
-        keywords = KeywordsProjector(store.table)
+        keywords = KeywordsProjector(
+            store.table, bulk_from=store.tuning.bulk_keywords_min, postings_from=store.tuning.postings_from
+        )
         if not keywords.restore(snapshot.keywords):
             raise ValueError("its keyword index does not open")
     except Exception as exc:  # a damaged snapshot is never used

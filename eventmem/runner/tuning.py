@@ -7,27 +7,46 @@ import os
 from dataclasses import dataclass, field
 
 from eventmem.projectors.ann import DEFAULT_ANN_FROM
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM
 
-__all__ = ["ANN_FROM_VARIABLE", "BULK_PATHS", "Tuning", "ann_from_environment"]
+__all__ = [
+    "ANN_FROM_VARIABLE",
+    "BULK_PATHS",
+    "POSTINGS_FROM_VARIABLE",
+    "Tuning",
+    "ann_from_environment",
+    "postings_from_environment",
+]
 
 log = logging.getLogger("eventmem.runner")
 
 ANN_FROM_VARIABLE = "EVENTMEM_ANN_FROM"
-_REPORTED: set[str] = set()
+POSTINGS_FROM_VARIABLE = "EVENTMEM_POSTINGS_FROM"
+_REPORTED: set[tuple[str, str]] = set()
+
+
+def _count_from_environment(variable: str, default: int) -> int:
+    """``variable`` (a count of memories, at least 1) if set and valid, else ``default``; an invalid
+    value is reported on the log and ignored."""
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return default
+    if raw.isascii() and raw.isdigit() and len(raw) <= 12 and int(raw) >= 1:
+        return int(raw)
+    if (variable, raw) not in _REPORTED:  # (each store of the process reads it: said once)
+        _REPORTED.add((variable, raw))
+        log.warning("ignoring %s=%.40r: expected a whole number of memories, at least 1", variable, raw)
+    return default
 
 
 def ann_from_environment() -> int:
-    """``EVENTMEM_ANN_FROM`` (a count of memories, at least 1) if set and valid, else the default; an
-    invalid value is reported on the log and ignored."""
-    raw = os.environ.get(ANN_FROM_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_ANN_FROM
-    if raw.isascii() and raw.isdigit() and len(raw) <= 12 and int(raw) >= 1:
-        return int(raw)
-    if raw not in _REPORTED:  # (each store of the process reads it: said once)
-        _REPORTED.add(raw)
-        log.warning("ignoring %s=%.40r: expected a whole number of memories, at least 1", ANN_FROM_VARIABLE, raw)
-    return DEFAULT_ANN_FROM
+    """``EVENTMEM_ANN_FROM``, else :data:`~eventmem.projectors.ann.DEFAULT_ANN_FROM`."""
+    return _count_from_environment(ANN_FROM_VARIABLE, DEFAULT_ANN_FROM)
+
+
+def postings_from_environment() -> int:
+    """``EVENTMEM_POSTINGS_FROM``, else :data:`~eventmem.projectors.postings.DEFAULT_POSTINGS_FROM`."""
+    return _count_from_environment(POSTINGS_FROM_VARIABLE, DEFAULT_POSTINGS_FROM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +63,13 @@ class Tuning:
     ann_from: int = field(default_factory=ann_from_environment)
     """From this many vectors on, a vector search takes its candidates from an approximate index and
     re-ranks them exactly (see :mod:`eventmem.projectors.ann`); ``EVENTMEM_ANN_FROM`` sets it."""
+    postings_from: int = field(default_factory=postings_from_environment)
+    """From this many memories on, keyword searches are ranked from in-memory postings, with the
+    same scores and order as FTS5's (see :mod:`eventmem.projectors.postings`); ``EVENTMEM_POSTINGS_FROM``."""
     snapshot_every: int | None = None
     """Events folded between snapshots; ``None``: the configured count, and at least a tenth of the
     journal, so that snapshot writes stay a small share of the work as memory grows."""
 
 
-BULK_PATHS = Tuning(bulk_keywords_min=0, hash_ahead_bytes=0, gc_pause_bytes=0)
+BULK_PATHS = Tuning(bulk_keywords_min=0, hash_ahead_bytes=0, gc_pause_bytes=0, postings_from=1)
 """Every bulk path on any journal, however small."""

@@ -167,6 +167,13 @@ def _keywords_answers(projector: Projector, journal: Journal) -> Hashable:
     )
 
 
+def _keywords_postings_answers(projector: Projector, journal: Journal) -> Hashable:
+    """The keyword answers once ranked from in-memory postings (made from the first row on)."""
+    assert isinstance(projector, KeywordsProjector)
+    assert len(projector) == 0 or projector.ranked_in_memory(60)
+    return _keywords_answers(projector, journal)
+
+
 def _vectors(journal: Journal, table: SlotTable) -> Projector:
     def embed(items: list[EmbedItem]) -> None:
         projector.put(np.asarray([slot for slot, _, _ in items], np.int64), EMBEDDER.embed([t for _, t, _ in items]))
@@ -272,6 +279,9 @@ KINDS_OF_PROJECTOR = [
     Kind("columns", _columns, _columns_answers, _selected),
     Kind("keywords", lambda j, t: KeywordsProjector(t), _keywords_answers, _searched),
     Kind("keywords-bulk", lambda j, t: KeywordsProjector(t, bulk_from=0), _keywords_answers, _searched),
+    Kind(
+        "keywords-postings", lambda j, t: KeywordsProjector(t, postings_from=1), _keywords_postings_answers, _searched
+    ),
     Kind("vectors", _vectors, _vectors_answers, _searched),
     Kind("vectors-ann", _vectors_ann, _vectors_answers, _searched),
     Kind("postgres", _unbound, _postgres_answers, _postgres_ids, needs_database=True),

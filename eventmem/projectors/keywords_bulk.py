@@ -1,0 +1,130 @@
+"""Filling an empty keyword index with many rows at once, from a second thread.
+
+See :class:`BulkLoad`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from eventmem.projectors.keywords import KeywordIndex
+
+__all__ = ["BULK_HASHSIZE", "DEFAULT_HASHSIZE", "BulkLoad", "Row", "words_of"]
+
+Row = tuple[int, str, str, str, str]
+"""(slot, title, summary, content, tags)"""
+_WORD = re.compile(r"\w+", re.UNICODE)
+BULK_HASHSIZE: Final = 256 * 1024 * 1024
+"""FTS5's buffer of pending terms during a bulk load (a ceiling, not an allocation): the whole load
+is flushed as one segment instead of one per megabyte, then merged, which costs about twice as much."""
+DEFAULT_HASHSIZE: Final = 1024 * 1024
+
+
+def words_of(text: str) -> set[str]:
+    """The distinct lower-cased words of ``text``, as the document frequencies count them."""
+    return set(map(str.lower, _WORD.findall(text)))
+
+
+_FTS5_TOKEN_LIMIT: Final = 32768
+"""FTS5 cuts longer tokens (FTS5_MAX_TOKEN_SIZE)."""
+_BULK_TABLES: Final = ("bulk_df_vocabulary", "bulk_df", "bulk_df_rows", "bulk_rows")
+
+
+class BulkLoad:
+    """Rows for an empty :class:`KeywordIndex`, indexed by a worker thread in one transaction.
+
+    The rows are first copied into a temporary table by the caller (about 2 us a row); the worker
+    then fills the FTS5 index from it with one ``INSERT ... SELECT``, a single call into SQLite
+    that runs without the GIL, beside the caller's Python work on another core. (``executemany``
+    from the worker would take the GIL back after every row, and wait for it while the caller
+    runs Python.) Nothing else may use the index in between (the store holds its lock throughout).
+    The index answers exactly as if the rows had been given to :meth:`KeywordIndex.upsert`.
+
+    The document frequencies of the rows whose text is ASCII are counted by the worker too,
+    with a second, temporary FTS5 table: for ASCII, its ``unicode61`` tokens with ``_`` as a token
+    character, folded to lower case, are exactly the lower-cased ``\\w+`` words of :func:`_words`
+    (``fts5vocab`` gives each one's number of documents). Other texts are counted in Python."""
+
+    def __init__(self, index: KeywordIndex, rows: list[Row]) -> None:
+        self._index = index
+        self._rows = rows
+        self._error: BaseException | None = None
+        self._finished = False
+        self._vocabulary: list[tuple[str, int]] = []
+        self._other_texts: list[str] = []
+        """Texts the worker does not count (not ASCII, or long enough for FTS5 to cut a word)."""
+        ascii_texts: list[tuple[str]] = []
+        for row in rows:
+            text = " ".join(row[1:])
+            if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
+                ascii_texts.append((text,))
+            else:
+                self._other_texts.append(text)
+        db = index._db
+        db.execute("PRAGMA temp_store = MEMORY")
+        db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
+        db.execute("BEGIN")
+        try:
+            db.execute("CREATE TEMP TABLE bulk_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany("INSERT INTO temp.bulk_rows VALUES (?, ?, ?, ?, ?)", rows)
+            db.execute("CREATE TEMP TABLE bulk_df_rows(text)")
+            db.executemany("INSERT INTO temp.bulk_df_rows VALUES (?)", ascii_texts)
+        except BaseException:
+            self._end(commit=False)
+            raise
+        self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
+        self._thread.start()
+
+    def _insert(self) -> None:
+        try:
+            db = self._index._db
+            db.execute(
+                "INSERT INTO docs(rowid, title, summary, content, tags) "
+                "SELECT slot, title, summary, content, tags FROM temp.bulk_rows ORDER BY slot"
+            )
+            db.execute(
+                "CREATE VIRTUAL TABLE temp.bulk_df USING fts5("
+                "text, tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", detail = none)"
+            )
+            db.execute("CREATE VIRTUAL TABLE temp.bulk_df_vocabulary USING fts5vocab(temp, bulk_df, row)")
+            db.execute("INSERT INTO temp.bulk_df(text) SELECT text FROM temp.bulk_df_rows")
+            self._vocabulary = db.execute("SELECT term, doc FROM temp.bulk_df_vocabulary").fetchall()
+            self._end(commit=True)
+        except BaseException as exc:  # handed to finish()
+            self._error = exc
+            self._end(commit=False)
+
+    def _end(self, *, commit: bool) -> None:
+        db = self._index._db
+        try:
+            if commit:
+                for table in _BULK_TABLES:
+                    db.execute(f"DROP TABLE temp.{table}")
+                db.execute("COMMIT")
+        finally:
+            if db.in_transaction:  # (no commit, or a failed one; some errors roll back on their own)
+                db.execute("ROLLBACK")
+            for table in _BULK_TABLES:
+                db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [DEFAULT_HASHSIZE])
+
+    def finish(self) -> None:
+        """Count the document frequencies, wait until every row is in; raises what the insert
+        raised (the index is then empty)."""
+        if self._finished:
+            return
+        self._finished = True
+        df = Counter[str]()
+        for text in self._other_texts:
+            df.update(words_of(text))
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        for term, documents in self._vocabulary:
+            df[term] += documents
+        self._index.df = df
+        self._index._present = {r[0] for r in self._rows}

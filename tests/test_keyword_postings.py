@@ -1,0 +1,112 @@
+"""Keyword searches ranked from in-memory postings give FTS5's hits, scores and order exactly: for
+ASCII and other scripts, identifiers that are phrases, filters, and every change made while the
+postings are being made or after."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventmem.projectors.keywords import KeywordIndex
+
+WORDS = (
+    "parse parser parsing parses config configured parse_config ParseConfig Café cafe naïve Straße über "
+    "fail failed failing retry retries x86_64 k8s v2 deploy deployment timeout 0x1f café_au_lait ＡＢＣ"
+).split()
+FILLER = "some neutral words about the project and its ordinary daily work".split()
+Row = tuple[int, str, str, str, str]
+
+
+def text(rng: random.Random, count: int) -> str:
+    return " ".join(rng.choice(WORDS + FILLER) for _ in range(count))
+
+
+def rows(seed: int, count: int, first: int = 0) -> list[Row]:
+    rng = random.Random(seed)
+    return [
+        (
+            first + i,
+            text(rng, rng.randrange(4)),
+            text(rng, rng.randrange(6)),
+            text(rng, rng.randrange(40)),
+            text(rng, 2),
+        )
+        for i in range(count)
+    ]
+
+
+def answers(index: KeywordIndex, queries: list[str], allowed: np.ndarray) -> list[list[tuple[int, float]]]:
+    out = []
+    for query in queries:
+        out.append(index.search(query, 20))
+        out.append(index.search(query, 7, allowed))
+        out.append(index.search(query, 20, beside_vectors=True))
+    return out
+
+
+def fts5_only(final: list[Row]) -> KeywordIndex:
+    index = KeywordIndex()
+    index.upsert(final)
+    return index
+
+
+def ranked_in_memory(index: KeywordIndex) -> KeywordIndex:
+    index.rank_in_memory()
+    assert index.ranking is not None and index.ranking.wait(60)
+    assert index.ranking.ready() is not None
+    return index
+
+
+QUERIES = ["parse config", "parse_config failed", "café", "Straße über", "k8s deploy timeout", "x86_64", "___ retry"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), count=st.integers(1, 120), queries=st.lists(st.sampled_from(WORDS), max_size=4))
+def test_a_search_ranked_from_postings_gives_the_hits_and_scores_of_fts5_bit_for_bit(
+    seed: int, count: int, queries: list[str]
+) -> None:
+    data = rows(seed, count)
+    allowed = np.random.default_rng(seed).random(count + 5) < 0.6
+    asked = [*QUERIES, " ".join(queries)]
+    expected = answers(fts5_only(data), asked, allowed)
+    assert answers(ranked_in_memory(fts5_only(data)), asked, allowed) == expected
+
+
+def test_changes_made_while_the_postings_are_made_and_after_are_ranked_like_fts5_ranks_the_end_state() -> None:
+    index = fts5_only(rows(1, 300))
+    index.rank_in_memory()  # the thread works from the rows as they are now
+    index.upsert(rows(2, 40, first=100))  # replaced while it works
+    index.remove(range(0, 300, 7))
+    index.upsert(rows(3, 20, first=300))  # new
+    assert index.ranking is not None and index.ranking.wait(60) and index.ranking.ready() is not None
+    index.upsert(rows(4, 30, first=50))  # and after
+    index.remove([301, 302, 150])
+    index.upsert(rows(5, 3, first=0))  # (0 was removed above: back again)
+
+    final: dict[int, Row] = {}
+    for batch in (rows(1, 300), rows(2, 40, first=100)):
+        final.update((r[0], r) for r in batch)
+    for slot in range(0, 300, 7):
+        final.pop(slot, None)
+    for batch in (rows(3, 20, first=300), rows(4, 30, first=50)):
+        final.update((r[0], r) for r in batch)
+    for slot in (301, 302, 150):
+        final.pop(slot)
+    final.update((r[0], r) for r in rows(5, 3, first=0))
+
+    allowed = np.random.default_rng(9).random(330) < 0.5
+    queries = [*QUERIES, "parse", "deploy retry", "ＡＢＣ naïve"]
+    expected = answers(fts5_only(sorted(final.values())), queries, allowed)
+    assert answers(index, queries, allowed) == expected
+    assert sum(len(found) for found in expected) > 100
+
+
+def test_a_tie_in_score_is_ordered_by_slot_by_both_rankings() -> None:
+    same = [(slot, "zebra", "", " ".join(FILLER), "") for slot in (9, 3, 7, 1)]
+    index = fts5_only([*same, *rows(6, 30, first=20)])
+    fts5 = index.search("zebra", 3)
+    assert [slot for slot, _ in fts5] == [1, 3, 7]
+    assert ranked_in_memory(index).search("zebra", 3) == fts5

@@ -1,0 +1,117 @@
+"""Keyword ranking from in-memory postings end to end: ``eventmem serve`` over stdio with
+``EVENTMEM_POSTINGS_FROM`` lowered answers exactly like a server that ranks with FTS5, before and
+after a save, an update and a delete made through it, and a rebuild of the cache answers alike
+(a delete gives the later memories other slots in a rebuild: nothing may depend on them)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import eventmem_command, wait_until, write_events
+from mcp import ClientSession
+from mcp_client import assert_clean_stderr, call, serve, server_env
+
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
+
+pytestmark = pytest.mark.anyio
+
+MEMORIES = 400
+WORDS = (
+    "pool timeout retry celery queue worker hydration bundle staging subnet fixture flaky token cookie "
+    "parse_config load_settings x86_64 Café naïve Straße ERR_CONN_RESET k8s v2 deploy deployment deployed"
+).split()
+QUERIES = ("pool timeout", "parse_config retry", "café deploy", "Straße", "ERR_CONN_RESET k8s", "deployed worker")
+
+
+def seed(project: Path) -> None:
+    rng = random.Random(23)
+    events = [
+        MemorySaved(
+            id=new_id(),
+            ts=now_iso(),
+            memory=new_id(),
+            title=" ".join(rng.sample(WORDS, 2)),
+            content=" ".join(rng.choice(WORDS) for _ in range(rng.randrange(5, 30))),
+            tags=(f"t{number % 5}",),
+        )
+        for number in range(MEMORIES)
+    ]
+    write_events(project, events)
+
+
+async def answers(session: ClientSession) -> list[list[tuple[str, float]]]:
+    """Keyword-only and hybrid answers to each query, unfiltered and filtered by a tag."""
+    out = []
+    for query in QUERIES:
+        for arguments in ({"mode": "keyword"}, {"mode": "hybrid"}, {"mode": "keyword", "tags": "t2"}):
+            found = await call(session, "search_memories", query=query, limit=10, **arguments)
+            out.append([(hit["id"], hit["score"]) for hit in found["results"]])
+    return out
+
+
+async def served_answers(project: Path, errlog: Path, postings_from: str, *, change: bool = False) -> Any:
+    """A fresh server's answers (after its postings are made, when ``postings_from`` is low); with
+    ``change``, after a save, an update and a delete made through it."""
+    env = server_env(EVENTMEM_POSTINGS_FROM=postings_from, EVENTMEM_LOG_LEVEL="INFO")
+    async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
+        await session.initialize()
+        await call(session, "retrieve_context", query="warm up")  # (the store opens on the first call)
+        if int(postings_from) <= MEMORIES:
+            await wait_until(
+                lambda: "keyword postings of" in errlog.read_text(encoding="utf-8"),
+                errlog,
+                lambda: f"no keyword postings were made: {errlog.read_text(encoding='utf-8')}",
+            )
+        if change:
+            saved = await call(session, "store_memory", content="parse_config fails on a Straße with ERR_CONN_RESET")
+            first = (await call(session, "search_memories", query="pool timeout", limit=2, mode="keyword"))["results"]
+            await call(session, "update_memory", memory_id=first[0]["id"], content="now about deployed k8s workers")
+            await call(session, "delete_memory", memory_id=first[1]["id"])
+            assert saved["memory"]["id"]
+        found = await answers(session)
+    assert_clean_stderr(errlog)
+    return found
+
+
+async def test_a_server_ranking_from_postings_answers_exactly_like_fts5_before_and_after_changes(
+    project: Path, tmp_path: Path
+) -> None:
+    seed(project)
+    fts5 = await served_answers(project, tmp_path / "fts5.log", "1000000")
+    postings = await served_answers(project, tmp_path / "postings.log", "1")
+    assert postings == fts5
+    assert sum(len(found) for found in fts5) > 5 * len(fts5)
+
+    changed = await served_answers(project, tmp_path / "changed.log", "1", change=True)
+    assert changed != fts5
+    assert await served_answers(project, tmp_path / "fts5-after.log", "1000000") == changed
+    rebuilt = subprocess.run(
+        eventmem_command("rebuild"), cwd=project, env=server_env(EVENTMEM_POSTINGS_FROM="1"), capture_output=True
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert await served_answers(project, tmp_path / "rebuilt.log", "1") == changed
+    assert await served_answers(project, tmp_path / "rebuilt-fts5.log", "1000000") == changed
+
+
+@pytest.mark.parametrize("value", ["many", "0", "-1", "\x1b[2J"])
+def test_an_invalid_postings_threshold_in_the_environment_is_reported_in_one_line_and_the_default_used(
+    project: Path, value: str
+) -> None:
+    seed(project)
+    found = subprocess.run(
+        eventmem_command("search", "pool timeout", "--json"),
+        cwd=project,
+        env=server_env(EVENTMEM_POSTINGS_FROM=value),
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip()
+    warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_POSTINGS_FROM" in line]
+    assert len(warnings) == 1, found.stderr
+    assert "\x1b" not in found.stderr
