@@ -125,6 +125,10 @@ class Postings:
     def __len__(self) -> int:
         return self.rows
 
+    def entries(self) -> int:
+        """Postings held (live or void, until compacted)."""
+        return sum(len(part) for parts in self._lists.values() for part in parts)
+
     def _grow(self, top: int) -> None:
         if top >= len(self._live):
             size = max(top + 1, len(self._live) * 2, 1024)
