@@ -29,6 +29,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from typing import Final
 
 import numpy as np
@@ -58,7 +59,8 @@ PhraseScores = Callable[[str], tuple[npt.NDArray[np.int64], npt.NDArray[np.float
 
 
 class Tokens:
-    """Texts to FTS5's tokens, exactly as the keyword index's tokenizer makes them."""
+    """Texts to FTS5's tokens, exactly as the keyword index's tokenizer makes them, numbered: each
+    distinct stem gets a number, kept for the life of this object."""
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
@@ -66,7 +68,10 @@ class Tokens:
         self._db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
         self._db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
         self._lock = threading.Lock()
-        self._stems: dict[str, str] = {}
+        self._numbers: dict[str, int] = {}
+        """A stem's number."""
+        self._known: dict[str, int] = {}
+        """A lower-cased ASCII token's stem's number (a cache: emptied when it grows past MAX_STEMS)."""
 
     def _by_fts5(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's tokens (in no particular order), as FTS5 makes them (the lock held)."""
@@ -80,33 +85,43 @@ class Tokens:
             self._db.execute("ROLLBACK")
         return out
 
-    def _stem_all(self, tokens: Iterable[str]) -> None:
-        """Every token's stem in the cache (the lock held)."""
-        new = [t for t in set(tokens) if t not in self._stems]
-        if not new:
-            return
-        if len(self._stems) + len(new) > MAX_STEMS:
-            self._stems = {}
-        for token, stems in zip(new, self._by_fts5(new), strict=True):
-            self._stems[token] = stems[0] if len(stems) == 1 else token  # (an ASCII token is one token)
+    def _number(self, stem: str, *, new: bool) -> int:
+        """The stem's number; a stem never seen gets one if ``new``, else -1 (no row holds it)."""
+        number = self._numbers.get(stem)
+        if number is None:
+            if not new:
+                return -1
+            number = self._numbers[stem] = len(self._numbers)
+        return number
 
-    def many(self, texts: Sequence[str]) -> list[list[str]]:
-        """The tokens of each text: ASCII ones split here with their stems from a cache, others by FTS5."""
-        out: list[list[str] | None] = []
+    def numbered(self, texts: Sequence[str], *, new: bool = True) -> list[list[int]]:
+        """The stem numbers of each text's tokens. ASCII texts are split here and each distinct token's
+        stem asked of FTS5 once; other texts are tokenized by FTS5. ``new``: number unseen stems (a
+        query's are -1 instead, so that queries cannot grow the table)."""
+        split: list[list[str] | None] = []
         others: list[int] = []
         for i, text in enumerate(texts):
             if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
-                out.append(_ASCII_TOKEN.findall(text.lower()))
+                split.append(_ASCII_TOKEN.findall(text.lower()))
             else:
-                out.append(None)
+                split.append(None)
                 others.append(i)
         with self._lock:
-            self._stem_all(t for tokens in out if tokens is not None for t in tokens)
-            stems = self._stems
-            result = [[stems[t] for t in tokens] if tokens is not None else [] for tokens in out]
+            unknown = set().union(*(tokens for tokens in split if tokens is not None)) - self._known.keys()
+            if unknown:
+                if len(self._known) + len(unknown) > MAX_STEMS:
+                    self._known = {}
+                fresh = sorted(unknown)
+                for token, stems in zip(fresh, self._by_fts5(fresh), strict=True):
+                    number = self._number(stems[0] if len(stems) == 1 else token, new=new)  # (one token)
+                    if number >= 0:
+                        self._known[token] = number
+            known = self._known
+            look = known.get
+            result = [list(map(look, tokens, repeat(-1))) if tokens is not None else [] for tokens in split]
             if others:
-                for i, tokens in zip(others, self._by_fts5([texts[i] for i in others]), strict=True):
-                    result[i] = tokens
+                for i, stems in zip(others, self._by_fts5([texts[i] for i in others]), strict=True):
+                    result[i] = [self._number(stem, new=new) for stem in stems]
         return result
 
 
@@ -115,7 +130,8 @@ class Postings:
 
     def __init__(self, tokens: Tokens) -> None:
         self.tokens = tokens
-        self._lists: dict[str, list[npt.NDArray[np.void]]] = {}
+        self._lists: dict[int, list[npt.NDArray[np.void]]] = {}
+        """Per stem number, its postings: one array in slot order, and those added since."""
         self._version = np.zeros(0, np.int32)
         self._live = np.zeros(0, bool)
         self._sizes = np.zeros(0, np.float64)
@@ -151,11 +167,10 @@ class Postings:
             return
         self.remove(r[0] for r in rows)
         self._grow(max(r[0] for r in rows))
-        columns = self.tokens.many([text for row in rows for text in row[1:]])
-        numbers: dict[str, int] = {}
+        columns = self.tokens.numbered([text for row in rows for text in row[1:]])
         terms: list[int] = []
         slots: list[int] = []
-        freqs: list[float] = []
+        freqs: list[int] = []
         title_weight, summary_weight, _, tags_weight = (int(w) for w in WEIGHTS)  # (the content's is 1)
         for i, row in enumerate(rows):
             slot = row[0]
@@ -165,24 +180,25 @@ class Postings:
                 for token in tokens:
                     found[token] += weight
             size = len(title) + len(summary) + len(content) + len(tags)
-            terms.extend(numbers.setdefault(token, len(numbers)) for token in found)
+            terms.extend(found)
             slots.extend([slot] * len(found))
             freqs.extend(found.values())
             self._live[slot] = True
             self._sizes[slot] = size
             self.rows += 1
             self.total_tokens += size
+        numbers = np.asarray(terms, np.int64)
+        order = np.argsort(numbers, kind="stable")  # (slot order within a term)
         entries = np.empty(len(terms), _ENTRY)
-        entries["slot"] = slots
+        entries["slot"] = np.asarray(slots, np.int32)[order]
         entries["version"] = self._version[entries["slot"]]
-        entries["freq"] = freqs
-        order = np.argsort(np.asarray(terms, np.int64), kind="stable")  # (slot order within a term)
-        entries = entries[order]
-        bounds = np.searchsorted(np.asarray(terms, np.int64)[order], np.arange(1, len(numbers)))
-        for token, part in zip(numbers, np.split(entries, bounds), strict=True):
-            self._lists.setdefault(token, []).append(part)
+        entries["freq"] = np.asarray(freqs, np.float32)[order]
+        numbers = numbers[order]
+        firsts = np.flatnonzero(np.concatenate(([True], numbers[1:] != numbers[:-1])))
+        for number, part in zip(numbers[firsts].tolist(), np.split(entries, firsts[1:]), strict=True):
+            self._lists.setdefault(number, []).append(part)
 
-    def _holders(self, token: str) -> npt.NDArray[np.void] | None:
+    def _holders(self, token: int) -> npt.NDArray[np.void] | None:
         """The live postings of ``token`` (compacted into one array, in slot order, as a side effect)."""
         parts = self._lists.get(token)
         if not parts:
@@ -210,7 +226,7 @@ class Postings:
         best first, ties by slot; ``None`` if a word is no token at all (FTS5 answers such a query)."""
         if self.rows == 0:
             return []
-        tokenized = self.tokens.many(words)
+        tokenized = self.tokens.numbered(words, new=False)
         if any(not tokens for tokens in tokenized):
             return None
         avgdl = self.total_tokens / self.rows
