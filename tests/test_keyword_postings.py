@@ -5,12 +5,15 @@ postings are being made or after."""
 from __future__ import annotations
 
 import random
+import sqlite3
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventmem.projectors.keywords import KeywordIndex
+from eventmem.projectors.columns import SlotTable
+from eventmem.projectors.keywords import KeywordIndex, KeywordsProjector
 
 WORDS = (
     "parse parser parsing parses config configured parse_config ParseConfig Café cafe naïve Straße über "
@@ -110,3 +113,43 @@ def test_a_tie_in_score_is_ordered_by_slot_by_both_rankings() -> None:
     fts5 = index.search("zebra", 3)
     assert [slot for slot, _ in fts5] == [1, 3, 7]
     assert ranked_in_memory(index).search("zebra", 3) == fts5
+
+
+def test_postings_kept_in_the_snapshot_rank_at_once_after_a_restore_and_exactly_like_fts5() -> None:
+    index = ranked_in_memory(fts5_only(rows(7, 200)))
+    index.upsert(rows(8, 10, first=40))
+    index.remove([3, 5])
+    restored = KeywordIndex(index.serialize())
+    assert restored.ranking is not None and restored.ranking.ready() is not None  # no thread to wait for
+    allowed = np.random.default_rng(3).random(210) < 0.5
+    expected = answers(index, QUERIES, allowed)
+    assert answers(restored, QUERIES, allowed) == expected
+    restored.upsert(rows(9, 5, first=60))
+    fts5 = KeywordIndex(restored.serialize())
+    fts5.ranking = None
+    assert answers(restored, QUERIES, allowed) == answers(fts5, QUERIES, allowed)
+
+
+def damaged(data: bytes, change: str) -> bytes:
+    """A snapshot of the keyword index whose stored postings were altered by the SQL ``change``."""
+    db = sqlite3.connect(":memory:")
+    db.deserialize(data)
+    db.execute(change)
+    db.commit()
+    return bytes(db.serialize())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE postings SET stored = x'00'",
+        "UPDATE postings SET stored = substr(stored, 1, length(stored) / 2)",
+        "UPDATE postings SET stored = zeroblob(40)",
+    ],
+)
+def test_a_snapshot_with_damaged_stored_postings_is_refused_and_the_projector_left_empty(change: str) -> None:
+    index = ranked_in_memory(fts5_only(rows(7, 50)))
+    projector = KeywordsProjector(SlotTable())
+    assert projector.restore(index.serialize())
+    assert not projector.restore(damaged(index.serialize(), change))
+    assert len(projector) == 0

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -32,7 +33,8 @@ from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
-from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Tokens
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Postings, StoredPostings
+from eventmem.projectors.tokens import Tokens
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -86,7 +88,23 @@ class KeywordIndex:
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
                 self.df = Counter(dict(self._db.execute("SELECT term, n FROM df")))
                 self._db.execute("DROP TABLE df")
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'postings'").fetchone():
+                found = self._db.execute("SELECT stored FROM postings").fetchone()
+                self._db.execute("DROP TABLE postings")
+                if found is not None:
+                    self.ranking = BackgroundPostings.made(self._stored_postings(found[0]))
         self._db.execute(_SCHEMA)
+
+    def _stored_postings(self, blob: bytes) -> Postings:
+        """The postings a snapshot kept; :class:`ValueError` if damaged, or not of these rows."""
+        try:
+            stored = msgspec.msgpack.decode(blob, type=StoredPostings)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"the stored keyword postings do not decode: {exc}") from exc
+        postings = Postings.from_stored(stored)
+        if len(postings) != len(self._present):
+            raise ValueError("the stored keyword postings are of other rows")
+        return postings
 
     def __len__(self) -> int:
         return len(self._present)
@@ -249,14 +267,19 @@ class KeywordIndex:
         """The database with the document frequencies and the rows present in plain tables beside the index."""
         self._db.execute("CREATE TABLE df(term TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
         self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
+        self._db.execute("CREATE TABLE postings(stored BLOB)")
         try:
             self._db.executemany("INSERT INTO df VALUES (?, ?)", ((t, n) for t, n in self.df.items() if n > 0))
             rowids = np.fromiter(self._present, dtype=np.int64, count=len(self._present))
             self._db.execute("INSERT INTO present VALUES (?)", (rowids.tobytes(),))
+            postings = self.ranking.ready() if self.ranking is not None else None
+            if postings is not None:  # (made: kept, so that a start needs not make them again)
+                self._db.execute("INSERT INTO postings VALUES (?)", (msgspec.msgpack.encode(postings.stored()),))
             return bytes(self._db.serialize())
         finally:
             self._db.execute("DROP TABLE df")
             self._db.execute("DROP TABLE present")
+            self._db.execute("DROP TABLE postings")
 
 
 BULK_KEYWORDS_MIN: Final = 2000
@@ -284,6 +307,8 @@ class KeywordsProjector:
         """From this many rows on, searches are ranked from in-memory postings (:mod:`~.postings`)."""
         self.index = KeywordIndex()
         self._bulk: BulkLoad | None = None
+        self._postings_kept = False
+        """The last snapshot taken or restored holds the in-memory postings."""
 
     def _rank_if_due(self) -> None:
         if self._bulk is None and self.index.ranking is None and len(self.index) >= self.postings_from:
@@ -338,7 +363,16 @@ class KeywordsProjector:
 
     def snapshot(self) -> bytes:
         self.settle()
-        return self.index.serialize()
+        data = self.index.serialize()
+        self._postings_kept = self.index.ranking is not None and self.index.ranking.ready() is not None
+        return data
+
+    @property
+    def postings_unkept(self) -> bool:
+        """In-memory postings were made since the last snapshot (which does not hold them, so the
+        next start would make them again)."""
+        ranking = self.index.ranking
+        return not self._postings_kept and ranking is not None and ranking.ready() is not None
 
     def restore(self, data: bytes | memoryview | None) -> bool:
         self.reset()
@@ -349,6 +383,7 @@ class KeywordsProjector:
         except (sqlite3.Error, ValueError):
             self.index = KeywordIndex()
             return False
+        self._postings_kept = self.index.ranking is not None
         self._rank_if_due()
         return True
 

@@ -8,34 +8,34 @@ arithmetic as FTS5's ``fts5Bm25Function`` (``k1`` 1.2, ``b`` 0.75, IDF clamped a
 added in query order), so the scores are FTS5's own, bit for bit, and the ranking (score, then slot)
 is the keyword index's.
 
-Tokens are FTS5's (``porter unicode61 remove_diacritics 2``): an ASCII text splits on everything
-but letters and digits, as ``unicode61`` does, and each distinct token's stem is asked of FTS5 once
-and kept; other texts are tokenized by FTS5 itself. A query word that is more than one token (an
+Tokens are FTS5's (:mod:`eventmem.projectors.tokens`). A query word that is more than one token (an
 identifier such as ``parse_config`` is the phrase ``parse config``) is scored by FTS5 alone, and its
 scores added in its place: a phrase's part of ``bm25()`` depends on that phrase only.
 
 A posting carries the version of its slot: a memory changed or removed bumps the version, which
-voids its old postings where they lie; a token's postings are compacted when next read.
+voids its old postings where they lie; a token's postings are compacted when next read. The
+postings are made by a thread after a start (about 5 s of one core at 100k memories on the
+benchmark machine, FTS5 ranking meanwhile) and kept in the keyword index's snapshot, so that the
+next start reads them instead (12 bytes a posting: 68 MB at 100k synthetic notes).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
-import sqlite3
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
 from typing import Final
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "Postings", "Tokens"]
+from eventmem.projectors.tokens import Tokens
+
+__all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "Postings", "StoredPostings"]
 
 DEFAULT_POSTINGS_FROM: Final = 20_000
 """Rows from which the keyword index ranks from postings (``Tuning.postings_from``)."""
@@ -45,12 +45,8 @@ log = logging.getLogger("eventmem.projectors")
 
 K1: Final = 1.2
 B: Final = 0.75
-_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
-_FTS5_TOKEN_LIMIT: Final = 32768
 _ENTRY = np.dtype([("slot", np.int32), ("version", np.int32), ("freq", np.float32)])
 """12 bytes a posting; a frequency is a sum of small whole weights, exact in float32."""
-MAX_STEMS: Final = 1_000_000
-"""Stems kept before the cache starts over (a bound on memory for a very varied journal)."""
 
 Row = tuple[int, str, str, str, str]
 """(slot, title, summary, content, tags)"""
@@ -58,71 +54,21 @@ PhraseScores = Callable[[str], tuple[npt.NDArray[np.int64], npt.NDArray[np.float
 """A query word's own part of ``bm25()`` for every row holding it, from FTS5: (slots, scores)."""
 
 
-class Tokens:
-    """Texts to FTS5's tokens, exactly as the keyword index's tokenizer makes them, numbered: each
-    distinct stem gets a number, kept for the life of this object."""
+class StoredPostings(msgspec.Struct, frozen=True):
+    """Postings as kept in the keyword index's snapshot: arrays as little-endian bytes."""
 
-    def __init__(self) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        weakref.finalize(self, self._db.close)
-        self._db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
-        self._db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
-        self._lock = threading.Lock()
-        self._numbers: dict[str, int] = {}
-        """A stem's number."""
-        self._known: dict[str, int] = {}
-        """A lower-cased ASCII token's stem's number (a cache: emptied when it grows past MAX_STEMS)."""
-
-    def _by_fts5(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's tokens (in no particular order), as FTS5 makes them (the lock held)."""
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", enumerate(texts))
-            out: list[list[str]] = [[] for _ in texts]
-            for doc, term in self._db.execute("SELECT doc, term FROM t_instances"):
-                out[doc].append(term)
-        finally:
-            self._db.execute("ROLLBACK")
-        return out
-
-    def _number(self, stem: str, *, new: bool) -> int:
-        """The stem's number; a stem never seen gets one if ``new``, else -1 (no row holds it)."""
-        number = self._numbers.get(stem)
-        if number is None:
-            if not new:
-                return -1
-            number = self._numbers[stem] = len(self._numbers)
-        return number
-
-    def numbered(self, texts: Sequence[str], *, new: bool = True) -> list[list[int]]:
-        """The stem numbers of each text's tokens. ASCII texts are split here and each distinct token's
-        stem asked of FTS5 once; other texts are tokenized by FTS5. ``new``: number unseen stems (a
-        query's are -1 instead, so that queries cannot grow the table)."""
-        split: list[list[str] | None] = []
-        others: list[int] = []
-        for i, text in enumerate(texts):
-            if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
-                split.append(_ASCII_TOKEN.findall(text.lower()))
-            else:
-                split.append(None)
-                others.append(i)
-        with self._lock:
-            unknown = set().union(*(tokens for tokens in split if tokens is not None)) - self._known.keys()
-            if unknown:
-                if len(self._known) + len(unknown) > MAX_STEMS:
-                    self._known = {}
-                fresh = sorted(unknown)
-                for token, stems in zip(fresh, self._by_fts5(fresh), strict=True):
-                    number = self._number(stems[0] if len(stems) == 1 else token, new=new)  # (one token)
-                    if number >= 0:
-                        self._known[token] = number
-            known = self._known
-            look = known.get
-            result = [list(map(look, tokens, repeat(-1))) if tokens is not None else [] for tokens in split]
-            if others:
-                for i, stems in zip(others, self._by_fts5([texts[i] for i in others]), strict=True):
-                    result[i] = [self._number(stem, new=new) for stem in stems]
-        return result
+    stems: str
+    """Every numbered stem, in number order, one a line (a token holds no white space)."""
+    slots: bytes
+    """int32 slots of the postings, grouped by stem number, each group in slot order."""
+    freqs: bytes
+    """float32 weighted frequencies, beside ``slots``."""
+    counts: bytes
+    """int64 postings of each stem number."""
+    live: bytes
+    """int32 slots that have a row, increasing."""
+    sizes: bytes
+    """int32 tokens in each of those rows."""
 
 
 class Postings:
@@ -140,6 +86,64 @@ class Postings:
 
     def __len__(self) -> int:
         return self.rows
+
+    def stored(self) -> StoredPostings:
+        """Every live posting, compacted, in a form to keep beside the index (see :meth:`from_stored`)."""
+        stems = self.tokens.stems()
+        parts = [(number, found) for number in sorted(self._lists) if (found := self._holders(number)) is not None]
+        counts = np.zeros(len(stems), np.int64)
+        for number, found in parts:
+            counts[number] = len(found)
+        entries = np.concatenate([found for _, found in parts]) if parts else np.zeros(0, _ENTRY)
+        return StoredPostings(
+            stems="\n".join(stems),
+            slots=entries["slot"].tobytes(),
+            freqs=entries["freq"].tobytes(),
+            counts=counts.tobytes(),
+            live=np.flatnonzero(self._live).astype(np.int32).tobytes(),
+            sizes=self._sizes[self._live].astype(np.int32).tobytes(),
+        )
+
+    @classmethod
+    def from_stored(cls, stored: StoredPostings) -> Postings:
+        """The postings :meth:`stored` kept; :class:`ValueError` if they do not hold together."""
+        stems = stored.stems.split("\n") if stored.stems else []
+        postings = cls(Tokens.numbering(stems))
+        counts = np.frombuffer(stored.counts, np.int64)
+        slots = np.frombuffer(stored.slots, np.int32)
+        freqs = np.frombuffer(stored.freqs, np.float32)
+        live = np.frombuffer(stored.live, np.int32)
+        sizes = np.frombuffer(stored.sizes, np.int32)
+        if (
+            len(counts) != len(stems)
+            or (counts < 0).any()
+            or int(counts.sum()) != len(slots)
+            or len(freqs) != len(slots)
+            or len(sizes) != len(live)
+            or (len(live) and (live.min() < 0 or (np.diff(live) <= 0).any()))
+            or (sizes < 0).any()
+        ):
+            raise ValueError("the stored keyword postings do not hold together")
+        top = int(live[-1]) if len(live) else -1
+        postings._grow(top)
+        postings._live[live] = True
+        postings._sizes[live] = sizes
+        group = np.repeat(np.arange(len(counts)), counts)
+        if len(slots) and (
+            slots.min() < 0
+            or slots.max() > top
+            or not postings._live[slots].all()
+            or ((np.diff(slots) <= 0) & (np.diff(group) == 0)).any()
+        ):
+            raise ValueError("a stored keyword posting is of no row, or out of order")
+        entries = np.zeros(len(slots), _ENTRY)
+        entries["slot"], entries["freq"] = slots, freqs
+        bounds = np.cumsum(counts)
+        for number in np.flatnonzero(counts).tolist():
+            postings._lists[number] = [entries[bounds[number] - counts[number] : bounds[number]]]
+        postings.rows = len(live)
+        postings.total_tokens = int(sizes.sum())
+        return postings
 
     def entries(self) -> int:
         """Postings held (live or void, until compacted)."""
@@ -278,6 +282,15 @@ class BackgroundPostings:
 
     CHUNK: Final = 2000
 
+    @classmethod
+    def made(cls, postings: Postings) -> BackgroundPostings:
+        """Postings made already (kept in a snapshot): no thread."""
+        ranking = cls.__new__(cls)
+        ranking._log, ranking._made, ranking._active, ranking._failed = [], postings, postings, False
+        ranking._thread = None
+        log.info("keyword postings of %d memories read from the snapshot", len(postings))
+        return ranking
+
     def __init__(self, tokens: Tokens, rows: Callable[[], list[Row]]) -> None:
         """``rows``: called by the thread, every row (in slot order) as it was when this was made."""
         self._log: list[tuple[list[Row], list[int]]] = []
@@ -285,7 +298,9 @@ class BackgroundPostings:
         self._made: Postings | None = None
         self._active: Postings | None = None
         self._failed = False
-        self._thread = threading.Thread(target=self._make, args=(tokens, rows), name="eventmem-postings", daemon=True)
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._make, args=(tokens, rows), name="eventmem-postings", daemon=True
+        )
         self._thread.start()
 
     def _make(self, tokens: Tokens, source: Callable[[], list[Row]]) -> None:
@@ -326,5 +341,7 @@ class BackgroundPostings:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the thread; whether it is done."""
+        if self._thread is None:
+            return True
         self._thread.join(timeout)
         return not self._thread.is_alive()
