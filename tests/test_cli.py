@@ -131,14 +131,23 @@ def test_search_modes_keyword_and_vector_each_find_the_memory(project: Path) -> 
     assert search_ids(project, "pnpm workspaces", "--mode", "hybrid")[0] == target["id"]
 
 
-def test_a_search_after_a_long_tail_came_in_leaves_a_snapshot_that_covers_it(project: Path) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [("search", "note", "number", "249", "--mode", "keyword"), ("show", "LAST"), ("stats",), ("log", "--limit", "3")],
+    ids=lambda command: command[0],
+)
+def test_a_read_after_a_long_tail_came_in_leaves_a_snapshot_that_covers_it(
+    project: Path, command: tuple[str, ...]
+) -> None:
     save(project, "The deploy pipeline runs the smoke tests before the canary")  # (its snapshot)
     merged = [  # as a merged branch brings them: lines no process of this clone has read
         MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), content=f"Queue worker note number {i}")
         for i in range(250)
     ]
     write_events(project, merged)
-    assert search_ids(project, "note", "number", "249", "--mode", "keyword")[0] == merged[-1].memory
+    result = eventmem(project, *(merged[-1].memory if word == "LAST" else word for word in command), "--json")
+    assert result.returncode == 0, result.stderr
+    assert merged[-1].memory in result.stdout or command[0] == "stats"
     snapshot = read_snapshot(project / ".eventmem" / "cache" / "snapshot.bin")
     segments = {f"journal/{path.name}": path.stat().st_size for path in (project / ".eventmem" / "journal").glob("*")}
     assert {name: cursor.offset for name, cursor in snapshot.cursors.items()} == segments

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from eventmem.adapters.cli.roots import open_service_of, root_of
+from eventmem.adapters.cli.roots import close_service, open_service_of, root_of
 from eventmem.adapters.command_line import set_verdict
 from eventmem.core.terminal import print_json, printable
 from eventmem.core.validation import check_whole
@@ -37,6 +37,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     check_whole(args.limit, "log_limit", "--limit")
     service = open_service_of(args)
     events = service.history(args.id, limit=args.limit)
+    close_service(service)
     if args.json:
         print_json(events)
     elif not events:

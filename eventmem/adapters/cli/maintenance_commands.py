@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventmem.adapters.cli.roots import open_service_of, root_of
+from eventmem.adapters.cli.roots import close_service, open_service_of, root_of
 from eventmem.adapters.progress import ProgressBar
 from eventmem.core.errors import InvalidInput
 from eventmem.core.terminal import print_json, printable
@@ -20,6 +20,7 @@ __all__ = ["cmd_allow", "cmd_compact", "cmd_import", "cmd_rebuild", "cmd_stats"]
 def cmd_stats(args: argparse.Namespace) -> int:
     service = open_service_of(args)
     stats = service.stats()
+    close_service(service)
     if args.json:
         print_json(stats)
     else:

@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any
 
-from eventmem.adapters.cli.roots import chosen_root, open_service_of
-from eventmem.adapters.command_line import describe_failure, warn
-from eventmem.core.errors import EventmemError, InvalidInput
+from eventmem.adapters.cli.roots import chosen_root, close_service, open_service_of
+from eventmem.adapters.command_line import warn
+from eventmem.core.errors import InvalidInput
 from eventmem.core.query_rules import Filters
 from eventmem.core.terminal import print_json, printable
 from eventmem.journal.config import config_template
@@ -112,10 +112,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         metadata=_metadata(args.meta),
     )
     memory = saved.memory
-    try:
-        service.close()
-    except (OSError, EventmemError) as exc:  # the journal has the memory; only the derived cache is behind
-        warn(f"saved, but the cache could not be written ({describe_failure(exc)}); it is rebuilt on a later call")
+    close_service(service, done="saved")
     if args.json:
         print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:
@@ -146,16 +143,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"{hit.score:6.3f}  {hit.id}  [{hit.kind}] {printable(hit.summary + tags)}")
     for warning in service.warnings():
         warn(warning)
-    try:  # a long tail caught up (a merged branch) goes into the snapshot: the next command does not read it again
-        service.close()
-    except (OSError, EventmemError) as exc:  # only the derived cache is behind
-        warn(f"the cache could not be written ({describe_failure(exc)}); it is rebuilt on a later call")
+    close_service(service)
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     service = open_service_of(args)
     memory = service.get(args.id)
+    close_service(service)
     if args.json:
         print_json({"status": "success", "memory": memory})
     else:
@@ -186,6 +181,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         by=args.by or os.environ.get("USER", "cli"),
         metadata=_metadata(args.meta),
     )
+    close_service(service, done="updated")
     if args.json:
         print_json({"status": "success", "memory": memory})
     else:
@@ -196,6 +192,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     service = open_service_of(args)
     memory = service.delete(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
+    close_service(service, done="deleted")
     if args.json:
         print_json({"status": "success", "id": memory.id, "deleted": True})
     else:
@@ -206,6 +203,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     service = open_service_of(args)
     memory, restored = service.restore(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
+    close_service(service, done="restored")
     if args.json:
         print_json({"status": "success", "memory": memory, "restored": restored})
     elif restored:
