@@ -21,4 +21,6 @@ def test_the_vector_benchmark_reports_exact_and_approximate_figures_for_every_da
             assert row["exact"]["p50_ms"] > 0 and row["approximate"]["p50_ms"] > 0
             assert 0.99 <= row["recall_at_10"] <= 1.0  # (400 candidates of 3000)
         assert 0.95 <= figures["top_50"]["recall"] <= 1.0
+        assert figures["re_rank"]["identical"] is True  # (the scores read by their bits are numpy's)
+        assert figures["re_rank"]["candidates"] == 500
     assert data["retrieval"]["queries"] == 160 + 516  # every question of both evaluations

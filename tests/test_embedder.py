@@ -86,3 +86,23 @@ def test_tokens_split_paths_into_their_parts() -> None:
 
 def test_tokens_lower_case_plain_words_and_drop_punctuation() -> None:
     assert tokens("Hello, World! (again)") == ["hello", "world", "again"]
+
+
+@pytest.mark.parametrize("version", HashingEmbedder.VERSIONS)
+def test_a_text_embedded_alone_is_bit_for_bit_its_row_of_a_batch(version: int) -> None:
+    """A query is embedded alone; the memories it is compared with were embedded in batches."""
+    texts = [
+        "how do we retry the postgres pool timeout",
+        "retry retry retry the pool pool timeout: counts above one weigh by their logarithm",
+        "retrieveContext retrieve_context src/eventmem/runner/embedding.py",
+        "Ünïcödé naïve café 日本語のテキスト 😀",
+        "the of and a",
+        "",
+        "x" * 3000,
+    ]
+    embedder = HashingEmbedder(version=version)
+    batch = embedder.embed(texts)
+    for row, text in enumerate(texts):
+        alone = embedder.embed([text])
+        assert alone.dtype == np.float32
+        assert alone[0].tobytes() == batch[row].tobytes()

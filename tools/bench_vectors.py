@@ -6,7 +6,9 @@ the same index: the exact scan's and the approximate path's query time (p50/p95,
 time, k = 10, one FAISS thread as the server runs), the approximate path's recall@10 against the
 exact answer, the same under filters that allow a shrinking share of the memories (the cross-over:
 the share below which the exact scan over the allowed slots is faster; the index takes the exact
-path below two fifths of ``ann_from``), and recall@50 unfiltered (the depth of the service's fusion).
+path below two fifths of ``ann_from``), recall@50 unfiltered (the depth of the service's fusion), and the
+re-rank's exact scoring of that many candidates against numpy's conversion of the same float16 codes
+(``re_rank``).
 
 Datasets (hashing embedder, the default, 384 dimensions):
 
@@ -48,7 +50,7 @@ from bench import Corpus  # noqa: E402
 
 from eventmem.core.records import MemoryRecord  # noqa: E402
 from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
-from eventmem.projectors.ann import candidate_count  # noqa: E402
+from eventmem.projectors.ann import StoredRows, candidate_count  # noqa: E402
 from eventmem.projectors.vectors import VectorIndex, embed_text  # noqa: E402
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does
@@ -147,7 +149,40 @@ def measure(name: str, vectors: Vectors, queries: Vectors) -> dict[str, Any]:
         "approximate_ready_s": round(build_s, 3),
         "by_filter": rows,
         "top_50": depth,
+        "re_rank": re_rank(vectors, queries),
         "approximate_faster_down_to_share": min(faster) if faster else None,
+    }
+
+
+def re_rank(vectors: Vectors, queries: Vectors) -> dict[str, Any]:
+    """The re-rank's exact scores of as many slots as the service's top 50 takes as candidates (random
+    ones): read by their bits (``StoredRows.scores``) against numpy's float16 -> float64 conversion of
+    the same codes (``StoredRows.vectors``), call by call, and whether the two are the same bit for bit."""
+    index: Any = faiss.IndexIDMap2(
+        faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    )
+    index.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64))
+    rows = StoredRows(index, DIM)
+    rng = np.random.default_rng(5)
+    count = min(candidate_count(DEPTH), len(vectors))
+    converted, by_bits, identical = [], [], True
+    for query in queries.astype(np.float64):
+        slots = rng.choice(len(vectors), count, replace=False).astype(np.int64)
+        started = time.perf_counter()
+        plain = rows.vectors(slots) @ query
+        middle = time.perf_counter()
+        fast = rows.scores(slots, query)
+        by_bits.append(time.perf_counter() - middle)
+        converted.append(middle - started)
+        identical = identical and plain.tobytes() == fast.tobytes()
+    converted_ms = float(np.percentile(np.asarray(converted) * 1000, 50))
+    by_bits_ms = float(np.percentile(np.asarray(by_bits) * 1000, 50))
+    return {
+        "candidates": count,
+        "converted_p50_ms": round(converted_ms, 3),
+        "by_bits_p50_ms": round(by_bits_ms, 3),
+        "speed_up": round(converted_ms / max(by_bits_ms, 1e-6), 2),
+        "identical": identical,
     }
 
 

@@ -205,6 +205,12 @@ def _feature_code(feature: str) -> int:
     return zlib.crc32(feature.encode()) * 2 + (feature[1] == ":")
 
 
+_FACTORS: Final = np.array([0.5, 2.0, -0.5, -2.0], np.float32)
+"""A feature's weight factor by its kind and sign (index: 1 for a word or word-pair feature, plus 2 for
+a hash with its top bit set): word features weigh more than the many n-grams of the same word.
+Powers of two, so one product is the same float32 as a weighting and a sign applied one after the other."""
+
+
 class HashingEmbedder:
     """Feature-hashed words, word pairs and character n-grams, L2-normalised (numpy only); versions 2
     and 3 (the default) also average static word-piece vectors distilled from MiniLM into a third of
@@ -248,7 +254,7 @@ class HashingEmbedder:
         out = np.hstack([hashed, semantic])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        result: Vectors = (out / norms).astype(np.float32)
+        result: Vectors = (out / norms).astype(np.float32, copy=False)
         return result
 
     def warm(self) -> None:
@@ -275,13 +281,11 @@ class HashingEmbedder:
             feats = self.features(text)
             if not feats:
                 continue
-            codes = np.array([_feature_code(f) for f in feats], dtype=np.int64)
-            hashes = (codes >> 1).astype(np.uint32)
+            codes = np.fromiter(map(_feature_code, feats), dtype=np.int64, count=len(feats))
+            hashes = codes >> 1  # (a CRC-32: its top bit gives the sign)
             weights = np.log1p(np.fromiter(feats.values(), dtype=np.float32, count=len(feats)))
-            # word features weigh more than the many n-grams of the same word
-            weights = np.where(codes & 1, weights * 2.0, weights * 0.5).astype(np.float32)
-            signs = np.where(hashes & 0x80000000, -1.0, 1.0).astype(np.float32)
-            np.add.at(out[row], (hashes % dim).astype(np.intp), weights * signs)
+            weights *= _FACTORS[(codes & 1) | ((hashes >> 30) & 2)]
+            np.add.at(out[row], hashes % dim, weights)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         out /= norms

@@ -114,6 +114,30 @@ class StoredRows:
         """The vectors of these slots (each in the index), in float64."""
         return self._codes[self._position[slots]].astype(np.float64)
 
+    def scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``vectors(slots) @ query`` bit for bit, in half its time: numpy converts float16 one value at
+        a time. A float16's bits moved up by 42 (the sign kept in place) read as a float64 equal to the
+        float16 times 2**-1008 exactly, zeros and subnormals included; the query is scaled up by as much,
+        so every product, and every sum of them in the same order, is the same float64. Codes of unit
+        vectors only (an infinite code would read as a finite value); a query of components beyond
+        2**14 (which could overflow once scaled) takes the plain conversion."""
+        if not float(np.max(np.abs(query), initial=0.0)) < _QUERY_BOUND:
+            return self.vectors(slots) @ query
+        bits = self._codes.view(np.int16)[self._position[slots]].astype(np.int64)
+        bits <<= _F16_SHIFT
+        bits &= _F16_KEEP
+        scaled: npt.NDArray[np.float64] = bits.view(np.float64) @ (query * _F16_SCALE)
+        return scaled
+
+
+_F16_SHIFT = 42
+"""Moves a float16's exponent and mantissa onto the low bits of a float64's exponent and the top of its mantissa."""
+_F16_KEEP = np.int64(np.uint64(0x81FF_FC00_0000_0000).view(np.int64))
+"""The sign bit (sign-extended from the int16) and the float16's 15 other bits, once moved."""
+_F16_SCALE = 2.0**1008
+"""The float16 value over the float64 read from its moved bits (the difference of the exponent biases)."""
+_QUERY_BOUND = 2.0**14
+
 
 def in_slot_order(index: Any, dim: int) -> Rows:
     """The vectors of an ``IndexIDMap2`` over float16 scalar-quantizer codes, by id (a vector index's

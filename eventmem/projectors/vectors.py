@@ -147,7 +147,11 @@ class VectorIndex:
         if not len(present):
             return np.empty(0, np.int64), np.empty(0, np.float32)
         # in float64: a row's score does not depend on where it sits in the batch (float32 BLAS blocks differ)
-        scores = (self._rows(present) @ query.reshape(-1).astype(np.float64)).astype(np.float32)
+        scores = self._scores(present, query.reshape(-1).astype(np.float64)).astype(np.float32)
+        if len(scores) > k:  # only those at or above the k-th score can be in the top k, ties included
+            keep = np.flatnonzero(scores >= np.partition(scores, len(scores) - k)[len(scores) - k])
+            if len(keep) >= k:  # (fewer only if a score is not a number: then all are sorted)
+                present, scores = present[keep], scores[keep]
         order = np.lexsort((present, -scores))[:k]
         return present[order], scores[order]
 
@@ -168,15 +172,16 @@ class VectorIndex:
         present = self._in_index(wanted[wanted >= 0])
         if not len(present):
             return {}
-        scores = self._rows(present) @ np.asarray(query, dtype=np.float64).reshape(-1)
+        scores = self._scores(present, np.asarray(query, dtype=np.float64).reshape(-1))
         return dict(zip(present.tolist(), scores.astype(np.float32).tolist(), strict=True))
 
-    def _rows(self, slots: Slots) -> npt.NDArray[np.float64]:
-        """The vectors of these slots (each in the index), read from the codes in place."""
+    def _scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The inner products of these slots' vectors (each in the index) with ``query``, in float64,
+        read from the codes in place."""
         stored = self._stored
         if stored is None or stored.index is not self._index:  # (changed, or copied into memory by own())
             stored = self._stored = StoredRows(self._index, self.dim)
-        return stored.vectors(slots)
+        return stored.scores(slots, query)
 
     def search(
         self,
@@ -197,12 +202,13 @@ class VectorIndex:
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         approximate = how != "exact" and self._approx.ready
         if allowed is None:
-            if approximate and (found := self._approx.search(q, candidate_count(k))) is not None:
+            found = self._approx.search(q, candidate_count(k)) if approximate else None
+            if found is not None and len(found) >= min(k, total):  # (a query of ties can leave the scan short)
                 return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
             keep = ids[0] >= 0
             return ids[0][keep], scores[0][keep]
-        count = int(allowed.sum())
+        count = int(np.count_nonzero(allowed))
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if approximate and (how == "approximate" or count >= self._approx.start_from * 2 // 5):
