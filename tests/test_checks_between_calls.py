@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from cli_runner import save
+from conftest import old_memory, reopen, write_events
 from mcp_client import call, serve, server_env
 
 from eventmem.core.errors import UnsafePath
+from eventmem.core.ids import iso_to_epoch
 from eventmem.journal.files import check_path
 from eventmem.journal.project import ProjectPaths
 
@@ -161,3 +163,29 @@ def test_a_path_looked_up_before_its_project_was_known_is_checked_once_it_is(tmp
     ProjectPaths(root)
     with pytest.raises(UnsafePath, match="symbolic link"):
         check_path(usage)
+
+
+def test_recalls_at_moments_back_and_forth_see_each_ttl_run_out_and_each_change_between_them(project: Path) -> None:
+    short = old_memory("Temporary: the staging mirror is down.", days=0, ttl=100)
+    longer = old_memory("Temporary: the staging freeze lasts a while.", days=0, ttl=1000)
+    forever = old_memory("The staging cluster runs in the second region.", days=0, ttl=None)
+    write_events(project, [short, longer, forever])
+    start = iso_to_epoch(short.ts)
+    service = reopen(project)
+    try:
+
+        def found(after: float) -> set[str]:
+            return {hit.id for hit in service.recall("staging", limit=10, now=start + after)}
+
+        every = {short.memory, longer.memory, forever.memory}
+        assert found(50) == every
+        assert found(500) == {longer.memory, forever.memory}
+        assert found(60) == every  # (a question asked earlier again)
+        assert found(2000) == {forever.memory}
+        assert found(99.5) == every
+        assert found(100) == {longer.memory, forever.memory}  # (an expiry is exclusive)
+        service.delete(forever.memory)
+        assert found(50) == {short.memory, longer.memory}
+        assert {hit.id for hit in service.search(limit=10)} <= {short.memory, longer.memory}
+    finally:
+        service.close()
