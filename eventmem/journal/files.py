@@ -32,6 +32,7 @@ __all__ = [
     "check_path",
     "confine",
     "fsync_dir",
+    "lstat_checked",
     "make_dirs",
     "open_append",
 ]
@@ -116,20 +117,28 @@ def check_inside(root: Path, path: Path, *, kind: Literal["file", "folder"] = "f
 
     Every component is looked at (``lstat``) on every call; only the split of ``path`` into its
     components is remembered, so that a check costs its system calls and little more."""
+    _walk(root, path, kind, create)
+    return path
+
+
+def _walk(root: Path, path: Path, kind: str, create: bool) -> os.stat_result | None:
+    """:func:`check_inside`'s checks; the ``lstat`` of ``path`` itself, ``None`` if it is missing."""
     steps = _steps(root, path, kind)
     if create and steps and not os.path.isdir(root):
         os.makedirs(root, exist_ok=True)  # the root itself (the global memory's, at first)
+    info: os.stat_result | None = None
     for current, shown, want_folder in steps:
         try:
-            mode = os.lstat(current).st_mode
+            info = os.lstat(current)
         except FileNotFoundError:
             if not (create and want_folder):
-                return path  # nothing below exists yet; whoever creates it checks again
+                return None  # nothing below exists yet; whoever creates it checks again
             try:
                 os.mkdir(current)
             except FileExistsError:
                 pass  # a racing process made it: checked below like any other
-            mode = os.lstat(current).st_mode
+            info = os.lstat(current)
+        mode = info.st_mode
         if stat.S_ISLNK(mode):
             raise UnsafePath(
                 f"{shown} (in {root}) is a symbolic link to {os.readlink(current)}; eventmem never reads or "
@@ -140,13 +149,24 @@ def check_inside(root: Path, path: Path, *, kind: Literal["file", "folder"] = "f
             raise UnsafePath(f"{shown} (in {root}) is not a folder; move it away and retry.")
         if not want_folder and not stat.S_ISREG(mode):
             raise UnsafePath(f"{shown} (in {root}) is not a regular file; move it away and retry.")
-    return path
+    return info
 
 
 def check_path(path: Path, *, kind: Literal["file", "folder"] = "file") -> Path:
     """:func:`check_inside` for a path in any confined project (outside every project: unchecked)."""
     root = root_of(path)
     return path if root is None else check_inside(root, path, kind=kind)
+
+
+def lstat_checked(path: Path) -> os.stat_result | None:
+    """:func:`check_path` of a file, and its ``lstat`` from that check (``None``: it is missing)."""
+    root = root_of(path)
+    if root is not None and _steps(root, path, "file"):
+        return _walk(root, path, "file", False)
+    try:  # (outside every project, or a project's root itself: nothing below a root to check)
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
 
 
 def make_dirs(folder: Path) -> None:

@@ -83,6 +83,7 @@ class Journal:
         self.refused: dict[str, str] = {}
         """Segments (or folders) the last :meth:`segments` left out, by name, with the reason: symbolic
         links and other entries that are not real files inside the project."""
+        self._quarantine_dir = os.fspath(paths.cache_dir / QUARANTINE)
         self._listed: dict[str, tuple[str, Path]] = {}
         """(name, path) of each segment file seen, by its path as listed (a catch-up lists the same few)."""
 
@@ -301,7 +302,9 @@ class Journal:
 
     def quarantined(self) -> list[str]:
         """A sentence for each torn tail kept in the quarantine folder (until someone deletes it)."""
-        folder = self.paths.cache_dir / QUARANTINE
+        folder = self._quarantine_dir
+        if not os.access(folder, os.F_OK):  # (the usual case, told without raising an error)
+            return []
         try:
             files = sorted((e for e in os.scandir(folder) if e.name.endswith(".bin")), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
