@@ -32,6 +32,7 @@ __all__ = [
     "check_path",
     "confine",
     "fsync_dir",
+    "lstat_checked",
     "make_dirs",
     "open_append",
 ]
@@ -48,62 +49,124 @@ def confine(root: Path) -> None:
     if key not in _ROOTS:
         with _ROOTS_LOCK:
             _ROOTS[key] = None
+            _ROOT_OF.clear()  # (a path may be below the new root)
+
+
+_ROOT_OF: dict[str, Path | None] = {}
+""":func:`root_of` by absolute path, while no root is added (a catch-up asks for the same few paths)."""
+_STEPS: dict[tuple[str, str, str], tuple[tuple[str, str, bool], ...]] = {}
+"""The components :func:`check_inside` looks at, by (root, absolute path, kind): (path, path shown, a
+folder?) for each. Only the names are kept: every component is looked at again on each check."""
+_MEMO_ENTRIES = 4096
+"""Either table above is emptied when it grows past this many entries (any path can be checked)."""
 
 
 def root_of(path: Path) -> Path | None:
     """The innermost confined root that ``path`` is below (``None``: not in a project)."""
-    text = os.path.normpath(os.fspath(path))
+    given = os.fspath(path)
+    try:
+        return _ROOT_OF[given]
+    except KeyError:
+        pass
+    roots = list(_ROOTS)
+    text = os.path.normpath(given)
     best = ""
-    for root in list(_ROOTS):
+    for root in roots:
         if len(root) > len(best) and (text == root or text.startswith(root.rstrip(os.sep) + os.sep)):
             best = root
-    return Path(best) if best else None
+    found = Path(best) if best else None
+    if os.path.isabs(given):  # (a relative one depends on the working directory)
+        with _ROOTS_LOCK:
+            if len(_ROOTS) == len(roots):  # (no root was added meanwhile: roots are never removed)
+                if len(_ROOT_OF) >= _MEMO_ENTRIES:
+                    _ROOT_OF.clear()
+                _ROOT_OF[given] = found
+    return found
+
+
+def _steps(root: Path, path: Path, kind: str) -> tuple[tuple[str, str, bool], ...]:
+    """(component, its path below the root as shown, must be a folder) for each component of ``path``
+    below ``root``; raises :class:`UnsafePath` for a path outside the root."""
+    key = (os.fspath(root), os.fspath(path), kind)
+    steps = _STEPS.get(key)
+    if steps is not None:
+        return steps
+    relative = os.path.relpath(os.path.normpath(key[1]), os.path.normpath(key[0]))
+    parts = [] if relative == "." else relative.split(os.sep)
+    if ".." in parts or os.path.isabs(relative):
+        raise UnsafePath(f"{path} is not inside the project {root}; eventmem only reads and writes inside it")
+    current = Path(root)
+    found: list[tuple[str, str, bool]] = []
+    for index, part in enumerate(parts):
+        current = current / part
+        want_folder = index < len(parts) - 1 or kind == "folder"
+        found.append((os.fspath(current), "/".join(parts[: index + 1]), want_folder))
+    steps = tuple(found)
+    if os.path.isabs(key[0]) and os.path.isabs(key[1]):  # (a relative one depends on the working directory)
+        if len(_STEPS) >= _MEMO_ENTRIES:
+            _STEPS.clear()
+        _STEPS[key] = steps
+    return steps
 
 
 def check_inside(root: Path, path: Path, *, kind: Literal["file", "folder"] = "file", create: bool = False) -> Path:
     """``path`` if it is a real descendant of ``root``: every component below the root that exists
     is a real folder (the last one a regular file or a folder, as ``kind`` says), none a symbolic
     link. ``create`` makes the missing folders (with ``kind="folder"``, ``path`` too). Raises
-    :class:`UnsafePath` naming the path and what to do."""
-    relative = os.path.relpath(os.path.normpath(os.fspath(path)), os.path.normpath(os.fspath(root)))
-    parts = [] if relative == "." else relative.split(os.sep)
-    if ".." in parts or os.path.isabs(relative):
-        raise UnsafePath(f"{path} is not inside the project {root}; eventmem only reads and writes inside it")
-    current = Path(root)
-    if create and parts and not os.path.isdir(current):
-        current.mkdir(parents=True, exist_ok=True)  # the root itself (the global memory's, at first)
-    for index, part in enumerate(parts):
-        current = current / part
-        last = index == len(parts) - 1
-        want_folder = not last or kind == "folder"
+    :class:`UnsafePath` naming the path and what to do.
+
+    Every component is looked at (``lstat``) on every call; only the split of ``path`` into its
+    components is remembered, so that a check costs its system calls and little more."""
+    _walk(root, path, kind, create)
+    return path
+
+
+def _walk(root: Path, path: Path, kind: str, create: bool) -> os.stat_result | None:
+    """:func:`check_inside`'s checks; the ``lstat`` of ``path`` itself, ``None`` if it is missing."""
+    steps = _steps(root, path, kind)
+    if create and steps and not os.path.isdir(root):
+        os.makedirs(root, exist_ok=True)  # the root itself (the global memory's, at first)
+    info: os.stat_result | None = None
+    for current, shown, want_folder in steps:
         try:
             info = os.lstat(current)
         except FileNotFoundError:
             if not (create and want_folder):
-                return path  # nothing below exists yet; whoever creates it checks again
+                return None  # nothing below exists yet; whoever creates it checks again
             try:
                 os.mkdir(current)
             except FileExistsError:
                 pass  # a racing process made it: checked below like any other
             info = os.lstat(current)
-        shown = "/".join(parts[: index + 1])
-        if stat.S_ISLNK(info.st_mode):
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
             raise UnsafePath(
                 f"{shown} (in {root}) is a symbolic link to {os.readlink(current)}; eventmem never reads or "
                 f"writes through links inside the project. Remove the link (replace it with a real "
                 f"{'folder' if want_folder else 'file'}) and retry."
             )
-        if want_folder and not stat.S_ISDIR(info.st_mode):
+        if want_folder and not stat.S_ISDIR(mode):
             raise UnsafePath(f"{shown} (in {root}) is not a folder; move it away and retry.")
-        if not want_folder and not stat.S_ISREG(info.st_mode):
+        if not want_folder and not stat.S_ISREG(mode):
             raise UnsafePath(f"{shown} (in {root}) is not a regular file; move it away and retry.")
-    return path
+    return info
 
 
 def check_path(path: Path, *, kind: Literal["file", "folder"] = "file") -> Path:
     """:func:`check_inside` for a path in any confined project (outside every project: unchecked)."""
     root = root_of(path)
     return path if root is None else check_inside(root, path, kind=kind)
+
+
+def lstat_checked(path: Path) -> os.stat_result | None:
+    """:func:`check_path` of a file, and its ``lstat`` from that check (``None``: it is missing)."""
+    root = root_of(path)
+    if root is not None and _steps(root, path, "file"):
+        return _walk(root, path, "file", False)
+    try:  # (outside every project, or a project's root itself: nothing below a root to check)
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
 
 
 def make_dirs(folder: Path) -> None:

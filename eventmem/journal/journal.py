@@ -83,6 +83,9 @@ class Journal:
         self.refused: dict[str, str] = {}
         """Segments (or folders) the last :meth:`segments` left out, by name, with the reason: symbolic
         links and other entries that are not real files inside the project."""
+        self._quarantine_dir = os.fspath(paths.cache_dir / QUARANTINE)
+        self._listed: dict[str, tuple[str, Path]] = {}
+        """(name, path) of each segment file seen, by its path as listed (a catch-up lists the same few)."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -104,7 +107,10 @@ class Journal:
             for entry in entries:
                 if not entry.name.endswith(".jsonl"):
                     continue
-                name = name_of_segment(entry.path)
+                known = self._listed.get(entry.path)
+                if known is None:
+                    known = self._listed[entry.path] = (name_of_segment(entry.path), Path(entry.path))
+                name, path = known
                 if not entry.is_file(follow_symlinks=False):
                     kind = "a symbolic link" if entry.is_symlink() else "not a regular file"
                     refused[name] = f"{name} is {kind}; it is not read. Remove it (or replace it with the real file)."
@@ -113,7 +119,9 @@ class Journal:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                found.append(Segment(name, Path(entry.path), st.st_size, st.st_mtime_ns, st.st_ino))
+                found.append(Segment(name, path, st.st_size, st.st_mtime_ns, st.st_ino))
+        if len(self._listed) > 2 * len(found) + 64:  # (segments removed by compaction)
+            self._listed = {}
         found.sort(key=lambda s: s.name)
         self.refused = refused
         return found
@@ -294,7 +302,9 @@ class Journal:
 
     def quarantined(self) -> list[str]:
         """A sentence for each torn tail kept in the quarantine folder (until someone deletes it)."""
-        folder = self.paths.cache_dir / QUARANTINE
+        folder = self._quarantine_dir
+        if not os.access(folder, os.F_OK):  # (the usual case, told without raising an error)
+            return []
         try:
             files = sorted((e for e in os.scandir(folder) if e.name.endswith(".bin")), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):

@@ -27,7 +27,7 @@ from typing import Final
 import msgspec
 
 from eventmem.core.errors import UnsafePath
-from eventmem.journal.files import FileLock, atomic_write, check_path, open_append
+from eventmem.journal.files import FileLock, atomic_write, lstat_checked, open_append
 
 __all__ = ["UsageLog"]
 
@@ -83,8 +83,8 @@ class UsageLog:
         A stream that was replaced or shrank is read again from the start (every count is then
         reported as changed). A stream that is a symbolic link is not read (it counts as missing)."""
         try:
-            found: os.stat_result | None = os.lstat(check_path(self.path))
-        except (UnsafePath, FileNotFoundError):
+            found = lstat_checked(self.path)
+        except UnsafePath:
             found = None
         except OSError:
             return set()

@@ -141,6 +141,11 @@ class ColumnsProjector:
 
     def reset(self) -> None:
         self.columns = Columns()
+        self._changes = 0
+        """Counts the changes to the columns (see :meth:`returnable`)."""
+        self._kept: dict[bool, tuple[tuple[int, int], float, float, npt.NDArray[np.bool_]]] = {}
+        """By ``include_superseded``: the last :meth:`returnable` mask, with (changes, count) and the
+        span of ``now`` it holds for."""
         self._tag_slots: dict[str, set[int]] = {}
         self._slot_tags: dict[int, tuple[str, ...]] = {}
         self._tags_built = True
@@ -155,6 +160,7 @@ class ColumnsProjector:
 
     def apply(self, batch: Batch) -> None:
         table, cols = self.table, self.columns
+        self._changes += 1
         if batch.removals:
             gone = [slot for memory_id in batch.removals if (slot := table.get(memory_id)) is not None]
             cols.live[gone] = False
@@ -198,8 +204,9 @@ class ColumnsProjector:
         cols, of = self.columns, self.table.of
         for memory_id, expires in expiries:
             slot = of.get(memory_id)
-            if slot is not None and cols.live[slot]:
+            if slot is not None and cols.live[slot] and cols.expires[slot] != expires:
                 cols.expires[slot] = expires
+                self._changes += 1
 
     def position(self) -> dict[str, SegmentPosition] | None:
         return None  # (the runner keeps the cursors of in-process projections)
@@ -255,6 +262,26 @@ class ColumnsProjector:
             mask &= tagged
         ids = self.table.ids
         return [ids[slot] for slot in np.flatnonzero(mask).tolist()]
+
+    def returnable(self, now: float, *, include_superseded: bool = False) -> npt.NDArray[np.bool_]:
+        """A mask over slots, the caller's to change: visible, not past the expiry at ``now``, and not
+        superseded unless ``include_superseded``.
+
+        The last one is kept while no column changes, for the moments from its ``now`` to the next
+        expiry after it (in which ``expires > now`` gives the same answer), and copied out."""
+        count = len(self.table)
+        kept = self._kept.get(include_superseded)
+        if kept is not None and kept[0] == (self._changes, count) and kept[1] <= now < kept[2]:
+            return kept[3].copy()
+        cols = self.columns
+        expires = cols.expires[:count]
+        later = expires > now
+        mask = cols.live[:count] & later
+        if not include_superseded:
+            mask &= ~cols.superseded[:count]
+        until = float(np.min(expires, where=later, initial=np.inf))
+        self._kept[include_superseded] = ((self._changes, count), now, until, mask)
+        return mask.copy()
 
     def visible(self) -> npt.NDArray[np.bool_]:
         """A mask over slots: the visible memories."""

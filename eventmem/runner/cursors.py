@@ -77,6 +77,8 @@ def catch_up_once(store: Store, progress: Progress | None) -> int:
             if prefix_digest(segment, cursor.offset) != cursor.digest:
                 return -1
         work.append((segment, cursor))
+    if not work:
+        return 0  # (nothing appended anywhere: the usual case)
     total = sum(s.size - c.offset for s, c in work)
     if total < store.tuning.gc_pause_bytes:
         return apply_work(store, work, total, progress)

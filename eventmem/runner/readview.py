@@ -157,9 +157,7 @@ class ReadView:
         n = len(store.table)
         cols = store.columns.columns
         now = time.time() if now is None else now
-        mask = cols.live[:n] & (cols.expires[:n] > now)
-        if not include_superseded:
-            mask &= ~cols.superseded[:n]
+        mask = store.columns.returnable(now, include_superseded=include_superseded)
         kinds = tuple(kinds)
         if kinds:
             mask &= store.columns.of_kinds(kinds)

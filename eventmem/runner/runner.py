@@ -168,8 +168,7 @@ class Store:
                 self._snapshot_if_due()
             finally:
                 self._encoded_state = None  # (if no snapshot used it)
-            for memory_id in self.usage.refresh():
-                self.refresh_expiry(memory_id)
+            self._refresh_expiries(self.usage.refresh())
             return max(applied, 0)
 
     def _snapshot_due(self) -> int:
@@ -306,8 +305,7 @@ class Store:
         """Count accesses in this clone's usage stream and move the expiry of those memories."""
         self.usage.record(list(memory_ids), ts)
         with self.lock:
-            for memory_id in self.usage.refresh():
-                self.refresh_expiry(memory_id)
+            self._refresh_expiries(self.usage.refresh())
 
     def compact_usage(self, ts: str) -> str | None:
         """Compact the usage stream against the fold; its path if it was rewritten."""
@@ -321,6 +319,16 @@ class Store:
             record = self.state.visible(memory_id)
             if record is not None:
                 self.columns.expire_at([(memory_id, self.expires_epoch(memory_id, record))])
+
+    def _refresh_expiries(self, memory_ids: Iterable[str]) -> None:
+        """:meth:`refresh_expiry` of each (the lock held)."""
+        expiries = []
+        for memory_id in memory_ids:
+            record = self.state.visible(memory_id)
+            if record is not None:
+                expiries.append((memory_id, self.expires_epoch(memory_id, record)))
+        if expiries:
+            self.columns.expire_at(expiries)
 
     # -- writing ------------------------------------------------------------------------------
 

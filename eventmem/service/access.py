@@ -38,16 +38,16 @@ class Accesses(Part):
 
         def plan() -> list[AnyEvent]:
             events: list[AnyEvent] = []
-            for memory_id in dict.fromkeys(memory_ids):
-                with store.read() as view:
+            with store.read() as view:
+                for memory_id in dict.fromkeys(memory_ids):
                     record = view.visible(memory_id)
                     count = view.access_count(memory_id)
-                if record is not None and record.ttl_seconds is not None and count >= threshold:
-                    reason = f"accessed {count} times (promote_accesses {threshold})"
-                    promoted = MemoryPromoted(
-                        id=new_id(), ts=now_iso(), by="eventmem", prev=record.head, memory=memory_id, reason=reason
-                    )
-                    events.append(promoted)
+                    if record is not None and record.ttl_seconds is not None and count >= threshold:
+                        reason = f"accessed {count} times (promote_accesses {threshold})"
+                        promoted = MemoryPromoted(
+                            id=new_id(), ts=now_iso(), by="eventmem", prev=record.head, memory=memory_id, reason=reason
+                        )
+                        events.append(promoted)
             return events
 
         if not plan():

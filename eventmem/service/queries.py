@@ -318,6 +318,8 @@ def _hits(
     view: ReadView, rows: list[tuple[int, float, float, float]], *, include_content: bool
 ) -> list[tuple[Hit, float]]:
     """(slot, score, vector score, keyword score) rows as hits, each with its last update."""
+    if not rows:
+        return []
     memories = view.memories()
     positions = np.asarray([slot for slot, _, _, _ in rows], np.int64)
     updated = view.updated_at(positions).tolist()
