@@ -313,15 +313,8 @@ class Store:
             return str(self.usage.path)
         return None
 
-    def refresh_expiry(self, memory_id: str) -> None:
-        """Recompute one memory's expiry column (after its usage changed)."""
-        with self.lock:
-            record = self.state.visible(memory_id)
-            if record is not None:
-                self.columns.expire_at([(memory_id, self.expires_epoch(memory_id, record))])
-
     def _refresh_expiries(self, memory_ids: Iterable[str]) -> None:
-        """:meth:`refresh_expiry` of each (the lock held)."""
+        """Recompute these memories' expiry column, after their usage changed (the lock held)."""
         expiries = []
         for memory_id in memory_ids:
             record = self.state.visible(memory_id)
