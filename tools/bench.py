@@ -36,6 +36,7 @@ Usage::
     python tools/bench.py --sizes 1000,10000
     python tools/bench.py --quick               # tiny sizes, few iterations (smoke test)
     python tools/bench.py --out bench.json      # also write the JSON to a file
+    python tools/bench.py --sizes 100000 --ann-from 1000000 --postings-from 1000000   # exact scan, FTS5 ranking
 """
 
 from __future__ import annotations
@@ -778,6 +779,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="EVENTMEM_ANN_FROM for every server and store of the run (above the largest size: the exact scan only)",
     )
+    parser.add_argument(
+        "--postings-from",
+        type=int,
+        help="EVENTMEM_POSTINGS_FROM for every server and store of the run (above the largest size: FTS5 ranks)",
+    )
     return parser.parse_args(argv)
 
 
@@ -800,6 +806,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {"EVENTMEM_GLOBAL_DIR": str(tmp / "global"), "EVENTMEM_LOG_LEVEL": "WARNING"}
     if args.ann_from is not None:
         env["EVENTMEM_ANN_FROM"] = os.environ["EVENTMEM_ANN_FROM"] = str(args.ann_from)  # (in-process stores too)
+    if args.postings_from is not None:
+        env["EVENTMEM_POSTINGS_FROM"] = os.environ["EVENTMEM_POSTINGS_FROM"] = str(args.postings_from)
     result: dict[str, Any] = {
         "benchmark": "eventmem tools/bench.py",
         "machine": machine(tmp),
@@ -811,6 +819,7 @@ def main(argv: list[str] | None = None) -> int:
             "text": "30-60 words per memory from a Zipf-distributed vocabulary of coding words and identifiers",
             "segment_events": SEGMENT_EVENTS,
             "ann_from": args.ann_from,
+            "postings_from": args.postings_from,
         },
         "population": {},
         "mcp_round_trip": {},
