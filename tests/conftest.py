@@ -118,6 +118,18 @@ async def wait_until(
         pytest.fail(failure())
 
 
+def tree(folder: Path) -> dict[str, bytes | str]:
+    """Every file (its bytes) and folder under ``folder``: compared before and after to show that
+    nothing was written there."""
+    found: dict[str, bytes | str] = {}
+    for parent, folders, files in os.walk(folder):
+        for name in folders:
+            found[os.path.relpath(os.path.join(parent, name), folder)] = "folder"
+        for name in files:
+            found[os.path.relpath(os.path.join(parent, name), folder)] = Path(parent, name).read_bytes()
+    return found
+
+
 def journal_bytes(project: Path) -> bytes:
     """The bytes of every ``.jsonl`` file eventmem keeps in the project (journal, archive, access counts)."""
     return b"".join(p.read_bytes() for p in sorted((project / ".eventmem").glob("*/*.jsonl")))

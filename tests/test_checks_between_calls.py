@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from cli_runner import save
-from conftest import old_memory, reopen, write_events
+from conftest import old_memory, reopen, tree, write_events
 from mcp_client import call, serve, server_env
 
 from eventmem.core.errors import UnsafePath
@@ -22,17 +22,6 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "The production database password is PURPLE-ELEPHANT-42"
 SECRET_QUERY = "PURPLE-ELEPHANT-42 database password"
-
-
-def tree(folder: Path) -> dict[str, bytes | str]:
-    """Every file (its bytes) and folder under ``folder``."""
-    found: dict[str, bytes | str] = {}
-    for parent, folders, files in os.walk(folder):
-        for name in folders:
-            found[os.path.relpath(os.path.join(parent, name), folder)] = "folder"
-        for name in files:
-            found[os.path.relpath(os.path.join(parent, name), folder)] = Path(parent, name).read_bytes()
-    return found
 
 
 def secret_elsewhere(tmp_path: Path) -> tuple[str, Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import eventmem, ok_json, save, search_ids
-from conftest import git, wait_until
+from conftest import git, tree, wait_until
 from mcp_client import serve, server_env, text_of
 
 from eventmem.core.errors import UnsafePath
@@ -20,18 +20,6 @@ from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.service import open_service
 
 SECRET = "The production database password is PURPLE-ELEPHANT-42"
-
-
-def tree(folder: Path) -> dict[str, bytes | str]:
-    """Every file (its bytes) and folder under ``folder``: compared before and after to show that
-    nothing was written there."""
-    found: dict[str, bytes | str] = {}
-    for parent, folders, files in os.walk(folder):
-        for name in folders:
-            found[os.path.relpath(os.path.join(parent, name), folder)] = "folder"
-        for name in files:
-            found[os.path.relpath(os.path.join(parent, name), folder)] = Path(parent, name).read_bytes()
-    return found
 
 
 def outside_folder(tmp_path: Path) -> Path:

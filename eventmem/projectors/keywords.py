@@ -34,7 +34,6 @@ from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Postings, StoredPostings
-from eventmem.projectors.tokens import Tokens
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -58,6 +57,35 @@ MAX_BARRED_FOR_LIMIT: Final = 1000
 many are barred (deleted, expired, superseded or filtered out), else streams rows in rank order."""
 
 
+_FRAME: Final = b"eventmem keywords 1\n"
+"""The start of a serialized index: then the database's length (8 bytes), the database, and the
+stored postings (none if not made)."""
+
+
+def _unframed(data: bytes | memoryview) -> tuple[memoryview, bytes]:
+    """(the database, the stored postings) of a serialized index; :class:`ValueError` if it is not one."""
+    view = memoryview(data)
+    if bytes(view[: len(_FRAME)]) != _FRAME or len(view) < len(_FRAME) + 8:
+        raise ValueError("not a serialized keyword index")
+    start = len(_FRAME) + 8
+    end = start + int.from_bytes(view[len(_FRAME) : start], "little")
+    if end > len(view):
+        raise ValueError("a serialized keyword index cut short")
+    return view[start:end], bytes(view[end:])  # (the postings copied: the thread reads them later)
+
+
+def _stored_postings(blob: bytes, rows: int) -> Postings:
+    """The postings a snapshot kept for ``rows`` rows; :class:`ValueError` if damaged, or not of them."""
+    try:
+        stored = msgspec.msgpack.decode(blob, type=StoredPostings)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"the stored keyword postings do not decode: {exc}") from exc
+    postings = Postings.from_stored(stored)
+    if len(postings) != rows:
+        raise ValueError("the stored keyword postings are of other rows")
+    return postings
+
+
 def fts_query(text: str) -> str:
     """A safe FTS5 query: every word quoted (no operators from user text), any word may match."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -78,6 +106,7 @@ class KeywordIndex:
         self.ranking: BackgroundPostings | None = None
         """In-memory postings that rank searches once made (see :meth:`rank_in_memory`)."""
         if data is not None:
+            data, postings = _unframed(data)
             self._db.deserialize(data)
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'present'").fetchone():
                 (blob,) = self._db.execute("SELECT rowids FROM present").fetchone()
@@ -88,23 +117,10 @@ class KeywordIndex:
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
                 self.df = Counter(dict(self._db.execute("SELECT term, n FROM df")))
                 self._db.execute("DROP TABLE df")
-            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'postings'").fetchone():
-                found = self._db.execute("SELECT stored FROM postings").fetchone()
-                self._db.execute("DROP TABLE postings")
-                if found is not None:
-                    self.ranking = BackgroundPostings.made(self._stored_postings(found[0]))
+            if postings:  # (decoded and checked by a thread: a start does not wait for it)
+                rows = len(self._present)
+                self.ranking = BackgroundPostings(lambda: _stored_postings(postings, rows), "read from the snapshot")
         self._db.execute(_SCHEMA)
-
-    def _stored_postings(self, blob: bytes) -> Postings:
-        """The postings a snapshot kept; :class:`ValueError` if damaged, or not of these rows."""
-        try:
-            stored = msgspec.msgpack.decode(blob, type=StoredPostings)
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"the stored keyword postings do not decode: {exc}") from exc
-        postings = Postings.from_stored(stored)
-        if len(postings) != len(self._present):
-            raise ValueError("the stored keyword postings are of other rows")
-        return postings
 
     def __len__(self) -> int:
         return len(self._present)
@@ -175,7 +191,7 @@ class KeywordIndex:
                 finally:
                     db.close()
 
-            self.ranking = BackgroundPostings(Tokens(), rows)
+            self.ranking = BackgroundPostings.of_rows(rows)
 
     def _phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5."""
@@ -264,22 +280,21 @@ class KeywordIndex:
         return out
 
     def serialize(self) -> bytes:
-        """The database with the document frequencies and the rows present in plain tables beside the index."""
+        """The database with the document frequencies and the rows present in plain tables beside the
+        index, and after it the in-memory postings if they are made (see :func:`_unframed`)."""
         self._db.execute("CREATE TABLE df(term TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID")
         self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
-        self._db.execute("CREATE TABLE postings(stored BLOB)")
         try:
             self._db.executemany("INSERT INTO df VALUES (?, ?)", ((t, n) for t, n in self.df.items() if n > 0))
             rowids = np.fromiter(self._present, dtype=np.int64, count=len(self._present))
             self._db.execute("INSERT INTO present VALUES (?)", (rowids.tobytes(),))
-            postings = self.ranking.ready() if self.ranking is not None else None
-            if postings is not None:  # (made: kept, so that a start needs not make them again)
-                self._db.execute("INSERT INTO postings VALUES (?)", (msgspec.msgpack.encode(postings.stored()),))
-            return bytes(self._db.serialize())
+            database = self._db.serialize()
         finally:
             self._db.execute("DROP TABLE df")
             self._db.execute("DROP TABLE present")
-            self._db.execute("DROP TABLE postings")
+        made = self.ranking.ready() if self.ranking is not None else None
+        stored = msgspec.msgpack.encode(made.stored()) if made is not None else b""  # (the next start reads them)
+        return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
 
 
 BULK_KEYWORDS_MIN: Final = 2000

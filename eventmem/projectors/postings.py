@@ -43,6 +43,9 @@ WEIGHTS: Final = (4.0, 2.0, 1.0, 3.0)
 """Column weights (title, summary, content, tags), as the keyword index ranks with them."""
 log = logging.getLogger("eventmem.projectors")
 
+CHUNK: Final = 2000
+"""Rows tokenized at a time while postings are made."""
+
 K1: Final = 1.2
 B: Final = 0.75
 _ENTRY = np.dtype([("slot", np.int32), ("version", np.int32), ("freq", np.float32)])
@@ -59,10 +62,9 @@ class StoredPostings(msgspec.Struct, frozen=True):
 
     stems: str
     """Every numbered stem, in number order, one a line (a token holds no white space)."""
-    slots: bytes
-    """int32 slots of the postings, grouped by stem number, each group in slot order."""
-    freqs: bytes
-    """float32 weighted frequencies, beside ``slots``."""
+    entries: bytes
+    """The postings as 12-byte records (int32 slot, int32 version 0, float32 weighted frequency),
+    grouped by stem number, each group in slot order: read as they lie, without a copy."""
     counts: bytes
     """int64 postings of each stem number."""
     live: bytes
@@ -95,10 +97,10 @@ class Postings:
         for number, found in parts:
             counts[number] = len(found)
         entries = np.concatenate([found for _, found in parts]) if parts else np.zeros(0, _ENTRY)
+        entries["version"] = 0  # (the versions start over with the postings read back)
         return StoredPostings(
             stems="\n".join(stems),
-            slots=entries["slot"].tobytes(),
-            freqs=entries["freq"].tobytes(),
+            entries=entries.tobytes(),
             counts=counts.tobytes(),
             live=np.flatnonzero(self._live).astype(np.int32).tobytes(),
             sizes=self._sizes[self._live].astype(np.int32).tobytes(),
@@ -110,15 +112,15 @@ class Postings:
         stems = stored.stems.split("\n") if stored.stems else []
         postings = cls(Tokens.numbering(stems))
         counts = np.frombuffer(stored.counts, np.int64)
-        slots = np.frombuffer(stored.slots, np.int32)
-        freqs = np.frombuffer(stored.freqs, np.float32)
+        entries = np.frombuffer(stored.entries, _ENTRY)
+        slots = entries["slot"]
         live = np.frombuffer(stored.live, np.int32)
         sizes = np.frombuffer(stored.sizes, np.int32)
         if (
             len(counts) != len(stems)
             or (counts < 0).any()
             or int(counts.sum()) != len(slots)
-            or len(freqs) != len(slots)
+            or (entries["version"] != 0).any()
             or len(sizes) != len(live)
             or (len(live) and (live.min() < 0 or (np.diff(live) <= 0).any()))
             or (sizes < 0).any()
@@ -136,8 +138,6 @@ class Postings:
             or ((np.diff(slots) <= 0) & (np.diff(group) == 0)).any()
         ):
             raise ValueError("a stored keyword posting is of no row, or out of order")
-        entries = np.zeros(len(slots), _ENTRY)
-        entries["slot"], entries["freq"] = slots, freqs
         bounds = np.cumsum(counts)
         for number in np.flatnonzero(counts).tolist():
             postings._lists[number] = [entries[bounds[number] - counts[number] : bounds[number]]]
@@ -274,48 +274,47 @@ class Postings:
 
 
 class BackgroundPostings:
-    """:class:`Postings` of a dump of the rows, made by a thread while FTS5 answers, then kept current.
+    """:class:`Postings` made by a thread (from a dump of the rows, or from a snapshot's stored form)
+    while FTS5 answers, then kept current.
 
     Every method is called under the store's lock (writes, and the reads that may install the
     postings), so the changes made while the thread works are logged and replayed, in order, on the
-    postings it made before they answer."""
+    postings it made before they answer. If the thread fails (stored postings that do not hold
+    together, no memory left), FTS5 goes on ranking alone: the same answers, at its cost."""
 
-    CHUNK: Final = 2000
-
-    @classmethod
-    def made(cls, postings: Postings) -> BackgroundPostings:
-        """Postings made already (kept in a snapshot): no thread."""
-        ranking = cls.__new__(cls)
-        ranking._log, ranking._made, ranking._active, ranking._failed = [], postings, postings, False
-        ranking._thread = None
-        log.info("keyword postings of %d memories read from the snapshot", len(postings))
-        return ranking
-
-    def __init__(self, tokens: Tokens, rows: Callable[[], list[Row]]) -> None:
-        """``rows``: called by the thread, every row (in slot order) as it was when this was made."""
+    def __init__(self, make: Callable[[], Postings], how: str) -> None:
+        """``make``: called by the thread; ``how`` says in the log where the postings came from."""
         self._log: list[tuple[list[Row], list[int]]] = []
-        """Changes since the dump, in order: (rows added, slots removed)."""
+        """Changes since the rows ``make`` reads, in order: (rows added, slots removed)."""
         self._made: Postings | None = None
         self._active: Postings | None = None
         self._failed = False
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self._make, args=(tokens, rows), name="eventmem-postings", daemon=True
-        )
+        self._thread = threading.Thread(target=self._make, args=(make, how), name="eventmem-postings", daemon=True)
         self._thread.start()
 
-    def _make(self, tokens: Tokens, source: Callable[[], list[Row]]) -> None:
+    @classmethod
+    def of_rows(cls, rows: Callable[[], list[Row]]) -> BackgroundPostings:
+        """Postings made from ``rows`` (called by the thread: every row, in slot order, as they are now)."""
+
+        def make() -> Postings:
+            found = rows()
+            postings = Postings(Tokens())
+            for start in range(0, len(found), CHUNK):
+                postings.add(found[start : start + CHUNK])
+            return postings
+
+        return cls(make, "made")
+
+    def _make(self, make: Callable[[], Postings], how: str) -> None:
         started = time.perf_counter()
         try:
-            rows = source()
-            postings = Postings(tokens)
-            for start in range(0, len(rows), self.CHUNK):
-                postings.add(rows[start : start + self.CHUNK])
-        except Exception:  # (out of memory, say: FTS5 goes on ranking alone)
+            postings = make()
+        except Exception as exc:  # (damaged, or out of memory: FTS5 goes on ranking alone)
             self._failed = True
-            log.exception("could not make the keyword postings; FTS5 ranks every search")
+            log.warning("keyword postings not %s (%s); FTS5 ranks every search", how, exc)
             return
         self._made = postings
-        log.info("keyword postings of %d memories made in %.2f s", len(rows), time.perf_counter() - started)
+        log.info("keyword postings of %d memories %s in %.2f s", len(postings), how, time.perf_counter() - started)
 
     def added(self, rows: list[Row]) -> None:
         if self._active is not None:
@@ -341,7 +340,5 @@ class BackgroundPostings:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the thread; whether it is done."""
-        if self._thread is None:
-            return True
         self._thread.join(timeout)
         return not self._thread.is_alive()

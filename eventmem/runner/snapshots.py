@@ -36,11 +36,12 @@ __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "encoded_fold", "loa
 
 log = logging.getLogger("eventmem.runner")
 
-SNAPSHOT_FORMAT = 9
+SNAPSHOT_FORMAT = 10
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
 columns projector's own snapshot; 8: a memory's metadata and source; 9: the keyword index's word
-counts of every row (they were of one slot in eight)."""
+counts of every row (they were of one slot in eight); 10: the keyword index's in-memory postings after
+its database."""
 
 
 class Snapshot(msgspec.Struct, kw_only=True):
