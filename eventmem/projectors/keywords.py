@@ -33,7 +33,7 @@ from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
-from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Postings, StoredPostings
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Postings
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -74,18 +74,6 @@ def _unframed(data: bytes | memoryview) -> tuple[memoryview, bytes]:
     return view[start:end], bytes(view[end:])  # (the postings copied: the thread reads them later)
 
 
-def _stored_postings(blob: bytes, rows: int) -> Postings:
-    """The postings a snapshot kept for ``rows`` rows; :class:`ValueError` if damaged, or not of them."""
-    try:
-        stored = msgspec.msgpack.decode(blob, type=StoredPostings)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"the stored keyword postings do not decode: {exc}") from exc
-    postings = Postings.from_stored(stored)
-    if len(postings) != rows:
-        raise ValueError("the stored keyword postings are of other rows")
-    return postings
-
-
 def fts_query(text: str) -> str:
     """A safe FTS5 query: every word quoted (no operators from user text), any word may match."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -123,7 +111,7 @@ class KeywordIndex:
                     raise ValueError(f"the keyword index's word counts do not decode: {exc}") from exc
             if postings:  # (decoded and checked by a thread: a start does not wait for it)
                 rows = len(self._present)
-                self.ranking = BackgroundPostings(lambda: _stored_postings(postings, rows), "read from the snapshot")
+                self.ranking = BackgroundPostings(lambda: Postings.decoded(postings, rows), "read from the snapshot")
         self._db.execute(_SCHEMA)
 
     def __len__(self) -> int:
@@ -298,7 +286,7 @@ class KeywordIndex:
             self._db.execute("DROP TABLE df")
             self._db.execute("DROP TABLE present")
         made = self.ranking.ready() if self.ranking is not None else None
-        stored = msgspec.msgpack.encode(made.stored()) if made is not None else b""  # (the next start reads them)
+        stored = made.encoded() if made is not None else b""  # (so that the next start reads them)
         return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
 
 

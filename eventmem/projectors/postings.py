@@ -145,6 +145,22 @@ class Postings:
         postings.total_tokens = int(sizes.sum())
         return postings
 
+    def encoded(self) -> bytes:
+        """:meth:`stored`, encoded (see :meth:`decoded`)."""
+        return msgspec.msgpack.encode(self.stored())
+
+    @classmethod
+    def decoded(cls, blob: bytes, rows: int) -> Postings:
+        """The postings :meth:`encoded` kept, of ``rows`` rows; :class:`ValueError` if damaged or not of them."""
+        try:
+            stored = msgspec.msgpack.decode(blob, type=StoredPostings)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"the stored keyword postings do not decode: {exc}") from exc
+        postings = cls.from_stored(stored)
+        if len(postings) != rows:
+            raise ValueError("the stored keyword postings are of other rows")
+        return postings
+
     def entries(self) -> int:
         """Postings held (live or void, until compacted)."""
         return sum(len(part) for parts in self._lists.values() for part in parts)
