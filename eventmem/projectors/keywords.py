@@ -33,7 +33,7 @@ from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
-from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, BackgroundPostings, Postings
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, Postings
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -43,7 +43,7 @@ _SCHEMA: Final = (
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # BM25 column weights: a hit in the title or the tags says more than one in a long body.
-_RANK: Final = "bm25(docs, 4.0, 2.0, 1.0, 3.0)"
+_RANK: Final = f"bm25(docs, {', '.join(map(str, WEIGHTS))})"  # (the postings score with the same weights)
 _ROWS: Final = "SELECT rowid, title, summary, content, tags FROM docs ORDER BY rowid"
 
 

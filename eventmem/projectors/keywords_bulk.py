@@ -10,6 +10,8 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Final
 
+from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT
+
 if TYPE_CHECKING:
     from eventmem.projectors.keywords import KeywordIndex
 
@@ -29,8 +31,6 @@ def words_of(text: str) -> set[str]:
     return set(map(str.lower, _WORD.findall(text)))
 
 
-_FTS5_TOKEN_LIMIT: Final = 32768
-"""FTS5 cuts longer tokens (FTS5_MAX_TOKEN_SIZE)."""
 _BULK_TABLES: Final = ("bulk_df_vocabulary", "bulk_df", "bulk_df_rows", "bulk_rows")
 
 
@@ -60,7 +60,7 @@ class BulkLoad:
         ascii_texts: list[tuple[str]] = []
         for row in rows:
             text = " ".join(row[1:])
-            if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
+            if text.isascii() and len(text) < FTS5_TOKEN_LIMIT:
                 ascii_texts.append((text,))
             else:
                 self._other_texts.append(text)

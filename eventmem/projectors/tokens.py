@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Final
 
-__all__ = ["MAX_STEMS", "Tokens"]
+__all__ = ["FTS5_TOKEN_LIMIT", "MAX_STEMS", "Tokens"]
 
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")
-_FTS5_TOKEN_LIMIT: Final = 32768
+FTS5_TOKEN_LIMIT: Final = 32768
+"""FTS5 cuts longer tokens (``FTS5_MAX_TOKEN_SIZE``): a text this long is left to FTS5."""
 MAX_STEMS: Final = 1_000_000
 """Stems kept before the cache starts over (a bound on memory for a very varied journal)."""
 
@@ -81,7 +82,7 @@ class Tokens:
         split: list[list[str] | None] = []
         others: list[int] = []
         for i, text in enumerate(texts):
-            if text.isascii() and len(text) < _FTS5_TOKEN_LIMIT:
+            if text.isascii() and len(text) < FTS5_TOKEN_LIMIT:
                 split.append(_ASCII_TOKEN.findall(text.lower()))
             else:
                 split.append(None)
