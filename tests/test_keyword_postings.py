@@ -8,6 +8,7 @@ import logging
 import random
 import sqlite3
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords import KeywordIndex, KeywordsProjector
+from eventmem.projectors.postings import Postings, StoredPostings
 
 WORDS = (
     "parse parser parsing parses config configured parse_config ParseConfig Café cafe naïve Straße über "
@@ -129,6 +131,55 @@ def test_postings_kept_in_the_snapshot_rank_after_a_restore_exactly_like_fts5() 
     fts5 = KeywordIndex(restored.serialize())
     fts5.ranking = None
     assert answers(restored, QUERIES, allowed) == answers(fts5, QUERIES, allowed)
+
+
+def postings_of(index: KeywordIndex) -> Postings:
+    assert index.ranking is not None and index.ranking.wait(60)
+    postings = index.ranking.ready()
+    assert postings is not None
+    return postings
+
+
+def test_the_tokens_whose_stems_were_asked_are_kept_with_the_postings_for_the_next_start() -> None:
+    index = ranked_in_memory(fts5_only(rows(13, 60)))
+    index.search("parsings zebrafish", 5)  # (a query's tokens are asked too; one no row holds is not kept)
+    stems, known, numbers = postings_of(index).tokens.numbered_stems()
+    assert {"parse", "config", "deploy", "parsings"} <= set(known) and "zebrafish" not in known
+
+    restored = KeywordIndex(index.serialize())
+    assert postings_of(restored).tokens.numbered_stems() == (stems, known, numbers)
+    assert answers(restored, QUERIES, np.ones(60, bool)) == answers(index, QUERIES, np.ones(60, bool))
+
+
+def test_a_query_word_no_memory_held_is_found_once_a_memory_saved_later_holds_it() -> None:
+    index = ranked_in_memory(fts5_only(rows(15, 50)))
+    assert index.search("zebrafish deploy", 50) == fts5_only(rows(15, 50)).search("zebrafish deploy", 50)
+    assert index.search("zebrafish", 5) == []
+    later = (50, "zebrafishes", "", "the zebrafish tank", "")
+    index.upsert([later])
+    found = index.search("zebrafish", 5)
+    assert [slot for slot, _ in found] == [50]
+    assert found == fts5_only([*rows(15, 50), later]).search("zebrafish", 5)
+
+
+KNOWN_DAMAGES = {
+    "a stem number past the stems": lambda stored: msgspec.structs.replace(
+        stored, known_stems=stored.known_stems[:-4] + np.array([1 << 30], "<i4").tobytes()
+    ),
+    "a negative stem number": lambda stored: msgspec.structs.replace(
+        stored, known_stems=np.array([-1], "<i4").tobytes() + stored.known_stems[4:]
+    ),
+    "fewer numbers than tokens": lambda stored: msgspec.structs.replace(stored, known_stems=stored.known_stems[:-4]),
+}
+
+
+@pytest.mark.parametrize("damage", KNOWN_DAMAGES, ids=list(KNOWN_DAMAGES))
+def test_stored_known_tokens_that_do_not_fit_the_stems_are_refused(damage: str) -> None:
+    index = ranked_in_memory(fts5_only(rows(14, 40)))
+    stored = msgspec.msgpack.decode(postings_of(index).encoded(), type=StoredPostings)
+    assert len(Postings.decoded(msgspec.msgpack.encode(stored), 40)) == 40
+    with pytest.raises(ValueError, match="known token"):
+        Postings.decoded(msgspec.msgpack.encode(KNOWN_DAMAGES[damage](stored)), 40)
 
 
 DAMAGES = {  # the stored postings come last in a serialized index

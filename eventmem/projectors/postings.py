@@ -71,6 +71,10 @@ class StoredPostings(msgspec.Struct, frozen=True):
     """int32 slots that have a row, increasing."""
     sizes: bytes
     """int32 tokens in each of those rows."""
+    known: str = ""
+    """ASCII tokens whose stems were asked of FTS5, one a line (a query of them need not ask again)."""
+    known_stems: bytes = b""
+    """int32 stem number of each of those tokens."""
 
 
 class Postings:
@@ -91,7 +95,7 @@ class Postings:
 
     def stored(self) -> StoredPostings:
         """Every live posting, compacted, in a form to keep beside the index (see :meth:`from_stored`)."""
-        stems = self.tokens.stems()
+        stems, known, known_stems = self.tokens.numbered_stems()
         parts = [(number, found) for number in sorted(self._lists) if (found := self._holders(number)) is not None]
         counts = np.zeros(len(stems), np.int64)
         for number, found in parts:
@@ -104,13 +108,16 @@ class Postings:
             counts=counts.tobytes(),
             live=np.flatnonzero(self._live).astype(np.int32).tobytes(),
             sizes=self._sizes[self._live].astype(np.int32).tobytes(),
+            known="\n".join(known),
+            known_stems=np.asarray(known_stems, np.int32).tobytes(),
         )
 
     @classmethod
     def from_stored(cls, stored: StoredPostings) -> Postings:
         """The postings :meth:`stored` kept; :class:`ValueError` if they do not hold together."""
         stems = stored.stems.split("\n") if stored.stems else []
-        postings = cls(Tokens.numbering(stems))
+        known = stored.known.split("\n") if stored.known else []
+        postings = cls(Tokens.numbering(stems, known, np.frombuffer(stored.known_stems, np.int32).tolist()))
         counts = np.frombuffer(stored.counts, np.int64)
         entries = np.frombuffer(stored.entries, _ENTRY)
         slots = entries["slot"]

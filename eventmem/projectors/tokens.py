@@ -39,6 +39,8 @@ class Tokens:
         """A stem's number."""
         self._known: dict[str, int] = {}
         """A lower-cased ASCII token's stem's number (a cache: emptied when it grows past MAX_STEMS)."""
+        self._absent: set[str] = set()
+        """Query tokens whose stem no row held when asked (emptied when a stem is numbered, or past MAX_STEMS)."""
 
     def _by_fts5(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's tokens (in no particular order), as FTS5 makes them (the lock held)."""
@@ -52,18 +54,26 @@ class Tokens:
             self._db.execute("ROLLBACK")
         return out
 
-    def stems(self) -> list[str]:
-        """Every numbered stem, in the order of their numbers."""
+    def numbered_stems(self) -> tuple[list[str], list[str], list[int]]:
+        """Every numbered stem, in the order of their numbers; the ASCII tokens whose stems are known,
+        and their stems' numbers (all three at once: see :meth:`numbering`)."""
         with self._lock:
-            return list(self._numbers)
+            return list(self._numbers), list(self._known), list(self._known.values())
 
     @classmethod
-    def numbering(cls, stems: Sequence[str]) -> Tokens:
-        """Tokens whose stems are already numbered, in this order (from :meth:`stems`)."""
+    def numbering(cls, stems: Sequence[str], known: Sequence[str] = (), numbers: Sequence[int] = ()) -> Tokens:
+        """Tokens whose stems are already numbered, in this order, and the stems of ``known`` ASCII
+        tokens already asked, by their ``numbers`` (from :meth:`numbered_stems`): a query of those tokens
+        is not asked of FTS5 again."""
         tokens = cls()
         tokens._numbers = {stem: number for number, stem in enumerate(stems)}
         if len(tokens._numbers) != len(stems):
             raise ValueError("a stem is numbered twice")
+        if len(known) != len(numbers) or len(known) > MAX_STEMS:
+            raise ValueError("the known tokens do not match their stems")
+        if numbers and not (0 <= min(numbers) and max(numbers) < len(stems)):
+            raise ValueError("a known token's stem is not numbered")
+        tokens._known = dict(zip(known, numbers, strict=True))
         return tokens
 
     def _number(self, stem: str, *, new: bool) -> int:
@@ -73,6 +83,7 @@ class Tokens:
             if not new:
                 return -1
             number = self._numbers[stem] = len(self._numbers)
+            self._absent.clear()
         return number
 
     def numbered(self, texts: Sequence[str], *, new: bool = True) -> list[list[int]]:
@@ -89,14 +100,20 @@ class Tokens:
                 others.append(i)
         with self._lock:
             unknown = set().union(*(tokens for tokens in split if tokens is not None)) - self._known.keys()
+            if not new:  # (a row's tokens are all numbered: one asked before may be new now)
+                unknown -= self._absent
             if unknown:
                 if len(self._known) + len(unknown) > MAX_STEMS:
                     self._known = {}
+                if len(self._absent) + len(unknown) > MAX_STEMS:
+                    self._absent = set()
                 fresh = sorted(unknown)
                 for token, stems in zip(fresh, self._by_fts5(fresh), strict=True):
                     number = self._number(stems[0] if len(stems) == 1 else token, new=new)  # (one token)
                     if number >= 0:
                         self._known[token] = number
+                    else:
+                        self._absent.add(token)
             known = self._known
             look = known.get
             result = [list(map(look, tokens, repeat(-1))) if tokens is not None else [] for tokens in split]
