@@ -110,6 +110,22 @@ def test_changes_made_while_the_postings_are_made_and_after_are_ranked_like_fts5
     assert sum(len(found) for found in expected) > 100
 
 
+def test_searches_between_removals_and_replacements_rank_each_state_like_fts5() -> None:
+    index = ranked_in_memory(fts5_only(rows(16, 200)))
+    final = {r[0]: r for r in rows(16, 200)}
+    allowed = np.ones(220, bool)
+    for step in range(4):
+        assert answers(index, QUERIES, allowed) == answers(fts5_only(sorted(final.values())), QUERIES, allowed)
+        gone = list(range(step, 200, 9))
+        index.remove(gone)
+        for slot in gone:
+            final.pop(slot, None)
+        replaced = rows(17 + step, 15, first=30 * step)
+        index.upsert(replaced)
+        final.update((r[0], r) for r in replaced)
+    assert answers(index, QUERIES, allowed) == answers(fts5_only(sorted(final.values())), QUERIES, allowed)
+
+
 def test_a_tie_in_score_is_ordered_by_slot_by_both_rankings() -> None:
     same = [(slot, "zebra", "", " ".join(FILLER), "") for slot in (9, 3, 7, 1)]
     index = fts5_only([*same, *rows(6, 30, first=20)])

@@ -89,6 +89,10 @@ class Postings:
         self._sizes = np.zeros(0, np.float64)
         self.rows = 0
         self.total_tokens = 0
+        self._removals = 0
+        """Rows removed or replaced so far: a token's postings checked since then hold no void one."""
+        self._checked: dict[int, int] = {}
+        """Per stem number, :attr:`_removals` when its postings were last found all live."""
 
     def __len__(self) -> int:
         return self.rows
@@ -185,6 +189,7 @@ class Postings:
             if 0 <= slot < len(self._live) and self._live[slot]:
                 self._live[slot] = False
                 self._version[slot] += 1
+                self._removals += 1
                 self.rows -= 1
                 self.total_tokens -= int(self._sizes[slot])
 
@@ -230,6 +235,8 @@ class Postings:
         parts = self._lists.get(token)
         if not parts:
             return None
+        if len(parts) == 1 and self._checked.get(token) == self._removals:
+            return parts[0]  # (nothing was removed since they were found live)
         entries = parts[0] if len(parts) == 1 else np.concatenate(parts)
         valid = self._live[entries["slot"]] & (self._version[entries["slot"]] == entries["version"])
         if len(parts) > 1 or not valid.all():
@@ -240,6 +247,7 @@ class Postings:
             else:
                 del self._lists[token]
                 return None
+        self._checked[token] = self._removals
         return entries
 
     def search(
@@ -277,13 +285,11 @@ class Postings:
         if not parts:
             return []
         if len(parts) == 1:
-            union = parts[0][0]  # (in slot order, each once)
-        else:
-            every = np.sort(np.concatenate([slots for slots, _ in parts]))
-            union = every[np.concatenate(([True], every[1:] != every[:-1]))]
-        totals = np.zeros(len(union), np.float64)
-        for slots, scores in parts:  # (in query order, as FTS5 adds the phrases)
-            totals[np.searchsorted(union, slots)] += scores
+            union, totals = parts[0]  # (in slot order, each once)
+        else:  # each row's parts summed from 0 in query order, as FTS5 adds the phrases
+            union, inverse = np.unique(np.concatenate([slots for slots, _ in parts]), return_inverse=True)
+            scores = np.concatenate([scores for _, scores in parts])
+            totals = np.bincount(inverse, scores, len(union)).astype(np.float64, copy=False)
         if allowed is not None:
             keep = union < len(allowed)
             keep[keep] = allowed[union[keep]]
