@@ -22,8 +22,10 @@ def test_bench_quick_prints_every_figure_as_json(tmp_path: Path) -> None:
         assert sorted(data[key]) == sorted(sizes), key
     for size in sizes:
         rt = data["mcp_round_trip"][size]
-        for figure in ("save", "retrieve"):
-            assert {"eventmem_p50_ms", "eventmem_p95_ms", "noop_p50_ms", "ratio", "target"} <= rt[figure].keys()
+        for figure in (rt["save"], rt["retrieve"], *rt["retrieve_filtered"].values()):
+            assert {"eventmem_p50_ms", "eventmem_p95_ms", "noop_p50_ms", "ratio", "target"} <= figure.keys()
+        assert sorted(rt["retrieve_filtered"]) == ["decision", "error"]
+        assert data["verdicts"][f"mcp_retrieve_error_ratio_{size}"] in (True, False)
         assert {"p50_ms", "p95_ms"} <= rt["eventmem"]["save_context"].keys()
         same_signature = rt["noop_same_signature"]
         calls = rt["eventmem"]["save_context"]["n"]

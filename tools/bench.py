@@ -10,7 +10,9 @@ Figures (for each size unless said otherwise):
 - ``mcp_round_trip``: save_context / retrieve_context through a real stdio MCP client against
   ``python -m eventmem serve``, interleaved call by call with the same calls to
   ``tools/noop_server.py`` (same SDK, a list append). Targets: save p50 <= 1.5x and retrieve p50
-  <= 2x the no-op's.
+  <= 2x the no-op's. ``retrieve_filtered``: ``recall_memories`` with a type filter (``decision``,
+  about 23% of the memories; ``error``, about 9%), summaries only, against the no-op's retrieve:
+  the same 2x target.
 - ``save_vs_journal_size``: save p50 at each size (saving must not slow down as the journal grows).
 - ``recall_in_process``: ``MemoryService.recall`` p50/p95 (no filter, a type filter, vector-only,
   keyword-only) next to a plain numpy scan of the same vectors (query embedding, matrix-vector
@@ -441,9 +443,14 @@ async def round_trips(
                 lambda: call(noop, "retrieve_context", {"query": query}),
             ]
 
+        def filtered(query: str, kind: str) -> list[Callable[[], Awaitable[float]]]:
+            arguments = {"query": query, "type": kind, "include_content": False}
+            return [lambda: call(em, "recall_memories", arguments), lambda: call(noop, "retrieve", {"query": query})]
+
         for i in range(warmup):
             await rotate(i, *saves(corpus.text(), ["bench", "warmup"]))
             await rotate(i, *retrieves(corpus.queries(1)[0]))
+            await rotate(i, *filtered(corpus.queries(1)[0], FILTER_KINDS[i % len(FILTER_KINDS)]))
         done.clear()
         for i in range(iterations):
             await rotate(i, *saves(corpus.text(), sorted(corpus.rng.sample(TAGS, 2))))
@@ -454,6 +461,11 @@ async def round_trips(
         samples["em_retrieve"], samples["noop_retrieve"], samples["sig_retrieve"] = (
             list(x) for x in zip(*done, strict=True)
         )
+        for kind in FILTER_KINDS:
+            done.clear()
+            for i, query in enumerate(corpus.queries(iterations)):
+                await rotate(i, *filtered(query, kind))
+            samples[f"em_{kind}"], samples[f"noop_{kind}"] = (list(x) for x in zip(*done, strict=True))
     em_save, noop_save = stats(samples["em_save"]), stats(samples["noop_save"])
     em_ret, noop_ret = stats(samples["em_retrieve"]), stats(samples["noop_retrieve"])
     sig_save, sig_ret = stats(samples["sig_save"]), stats(samples["sig_retrieve"])
@@ -487,6 +499,25 @@ async def round_trips(
             "target": "retrieve p50 / no-op retrieve p50 <= 2",
             "meets_target": check(retrieve_ratio, 2.0),
         },
+        "retrieve_filtered": {kind: filtered_figures(samples, kind) for kind in FILTER_KINDS},
+    }
+
+
+FILTER_KINDS = ("decision", "error")
+"""Types a filtered recall asks for: about 23% and 9% of the benchmark's memories."""
+
+
+def filtered_figures(samples: dict[str, list[float]], kind: str) -> dict[str, Any]:
+    """``recall_memories`` with a type filter (summaries only, like the no-op's answer) against the no-op's retrieve."""
+    em, noop = stats(samples[f"em_{kind}"]), stats(samples[f"noop_{kind}"])
+    figure = ratio(em["p50_ms"], noop["p50_ms"])
+    return {
+        "eventmem_p50_ms": em["p50_ms"],
+        "eventmem_p95_ms": em["p95_ms"],
+        "noop_p50_ms": noop["p50_ms"],
+        "ratio": figure,
+        "target": "filtered recall p50 / no-op retrieve p50 <= 2",
+        "meets_target": check(figure, 2.0),
     }
 
 
@@ -926,6 +957,8 @@ def verdicts(result: dict[str, Any], largest: int) -> dict[str, Any]:
     for size, block in result["mcp_round_trip"].items():
         out[f"mcp_save_ratio_{size}"] = block["save"]["meets_target"]
         out[f"mcp_retrieve_ratio_{size}"] = block["retrieve"]["meets_target"]
+        for kind, figures in block["retrieve_filtered"].items():
+            out[f"mcp_retrieve_{kind}_ratio_{size}"] = figures["meets_target"]
     out["save_flat_with_journal_size"] = result["save_vs_journal_size"]["meets_target"]
     out["recall_p50_under_10ms_at_100k"] = result["recall_in_process"][key]["meets_target"]
     out["rebuild_under_3s_at_100k"] = result["rebuild"]["meets_target"]
