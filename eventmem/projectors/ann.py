@@ -2,18 +2,36 @@
 
 Above ``ann_from`` live vectors, :class:`~eventmem.projectors.vectors.VectorIndex` asks this index for
 a candidate set (``max(10k, 400)``, wider under a filter) and re-ranks the candidates with its exact
-float16 codes, so every score returned is the exact cosine. The codes are FAISS fast-scan product
-quantization (``IndexPQFastScan``, two dimensions per sub-quantizer, 16 centroids each: 96 bytes a
-vector at 384 dimensions), scanned exhaustively with SIMD lookup tables. Graph and inverted-list
-indexes were measured first on the benchmark corpus (100k memories, short queries): HNSW reached a
-recall@10 of 0.87 at ``efSearch`` 256 and IVF 0.93 probing a quarter of 256 lists; a query's vector is
-unlike the memories' (a few words against a paragraph) and such indexes lose its neighbours. An
-exhaustive scan of coarse codes has no such blind spot. ``tools/bench_vectors.py`` at 100k (2 cores,
-load 5-6): recall@10 against exact 0.991 on the evaluations' 676 questions among synthetic notes,
-0.998 on random unit vectors, 0.999 near stored ones, 0.994-1.0 under filters; recall@50 (the
-service's fusion depth) 0.973-0.979. A query takes a tenth of the exact scan's time (1.6 against
-16 ms on that loaded machine); codes cost 96 bytes a vector (10 MB at 100k) and a build 3-4 s of
-one core, in the background.
+float16 codes, so every score returned is the exact cosine: FAISS's SIMD scan scores them in float32
+first, and only those within twice float32's rounding bound of the ``k``-th are scored exactly
+(:meth:`StoredRows.contenders`: about ``k`` of them, and the answer is the one of scoring all). The
+codes are FAISS fast-scan product quantization (``IndexPQFastScan``, two dimensions per
+sub-quantizer, 16 centroids each: 96 bytes a vector at 384 dimensions), scanned exhaustively with
+SIMD lookup tables. Graph and inverted-list indexes were measured first on the benchmark corpus (100k
+memories, short queries): HNSW reached a recall@10 of 0.87 at ``efSearch`` 256 and IVF 0.93 probing a
+quarter of 256 lists; a query's vector is unlike the memories' (a few words against a paragraph) and
+such indexes lose its neighbours. An exhaustive scan of coarse codes has no such blind spot.
+``tools/bench_vectors.py`` at 100k (2 cores, shared): recall@10 against exact 0.991 on the
+evaluations' 676 questions among synthetic notes, 0.998 on random unit vectors, 0.999 near stored
+ones, 0.994-1.0 under filters; recall@50 (the service's fusion depth) 0.973-0.979. A top 50 takes
+0.62-0.67 ms (0.76-0.79 ms with every candidate scored exactly, in the same session), a tenth of the
+exact scan's; the fast scan is 0.40 ms of it, the re-rank 0.1 ms. Codes cost 96 bytes a vector (10 MB
+at 100k) and a build 2-4 s of one core, in the background.
+
+The scan streams its codes at about 25 GB/s, so its time follows their size (0.21 ms at 48 bytes a
+vector, 0.35 ms at 96, top 10 at 100k). Tried for smaller codes, each the share of the exact top 10
+and top 50 among ``N`` candidates at 100k (retrieval corpus; random vectors): a random rotation before
+the codes helps the corpus only (96 bytes: 0.999 and 0.995 with 500 candidates, 0.997 and 0.971 with
+200; random 0.998 and 0.977 with 500, as without it); with it, 64 bytes keep the corpus (0.994 and
+0.978 with 766) but not random vectors (0.974 and 0.898 with 766, 0.997 and 0.978 only with 2000,
+whose collection and re-rank cost more than the bytes saved), 48 bytes need 2000 candidates on the
+corpus and lose random vectors (0.98 with 3000). A learned rotation (OPQ, 48 bytes) trains for 340 s
+and keeps less (0.978 and 0.946 with 500). 1-bit RaBitQ fast scan: 0.7-0.9 ms, random 0.95 with
+2000. IVF over rotated codes: 0.955 probing half of 256 lists, whatever the candidates. Larger
+fast-scan blocks (64, 128) and the other scan implementations: no faster. A coarse scan first that
+falls back to the full one when the ``k``-th exact score is within four standard deviations of the
+codes' error from the last candidate's estimate answers 87% of the corpus's top 50 from 64 bytes but
+scans twice for every random query.
 
 Determinism: the codebooks are trained in one thread with FAISS's fixed seed on every ``n/20000``-th
 vector in slot order, and a vector's code depends only on the codebooks. Vectors saved after training

@@ -7,9 +7,10 @@ about 3 ms on one core, half of float32, with the same top 10 on the retrieval b
 
 From ``ann_from`` vectors on (``Tuning.ann_from``, environment ``EVENTMEM_ANN_FROM``), a search takes
 its candidates from an approximate index (:mod:`eventmem.projectors.ann`: what it guarantees, and
-what was measured) and re-ranks them with these exact codes; a filter that allows fewer than two
-fifths of ``ann_from`` memories (20k by default: where the exact scan of the allowed slots becomes
-the faster one, measured at 100k) is answered by that scan, so a selective filter never loses recall.
+what was measured) and re-ranks them with these exact codes (float32 first, exactly those in reach of
+the top ``k``); a filter that allows fewer than two fifths of ``ann_from`` memories (20k by default:
+where the exact scan of the allowed slots becomes the faster one, measured at 100k) is answered by
+that scan, so a selective filter never loses recall.
 """
 
 from __future__ import annotations
