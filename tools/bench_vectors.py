@@ -7,8 +7,8 @@ time, k = 10, one FAISS thread as the server runs), the approximate path's recal
 exact answer, the same under filters that allow a shrinking share of the memories (the cross-over:
 the share below which the exact scan over the allowed slots is faster; the index takes the exact
 path below two fifths of ``ann_from``), recall@50 unfiltered (the depth of the service's fusion), and the
-re-rank's exact scoring of that many candidates against numpy's conversion of the same float16 codes
-(``re_rank``).
+re-rank's exact scoring of that many candidates against numpy's conversion of the same float16 codes,
+and with float32 scores first (``re_rank``).
 
 Datasets (hashing embedder, the default, 384 dimensions):
 
@@ -157,24 +157,36 @@ def measure(name: str, vectors: Vectors, queries: Vectors) -> dict[str, Any]:
 def re_rank(vectors: Vectors, queries: Vectors) -> dict[str, Any]:
     """The re-rank's exact scores of as many slots as the service's top 50 takes as candidates (random
     ones): read by their bits (``StoredRows.scores``) against numpy's float16 -> float64 conversion of
-    the same codes (``StoredRows.vectors``), call by call, and whether the two are the same bit for bit."""
+    the same codes (``StoredRows.vectors``), call by call, and whether the two are the same bit for bit;
+    then the re-rank as it runs, the candidates scored in float32 first and only those in reach of the
+    top 50 exactly (``StoredRows.contenders``): its time, how many it scores exactly, and whether its
+    top 50 is the one of scoring all exactly."""
     index: Any = faiss.IndexIDMap2(
         faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
     )
     index.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64))
     rows = StoredRows(index, DIM)
+    largest_norm = float(np.linalg.norm(vectors.astype(np.float16).astype(np.float64), axis=1).max())
     rng = np.random.default_rng(5)
     count = min(candidate_count(DEPTH), len(vectors))
-    converted, by_bits, identical = [], [], True
-    for query in queries.astype(np.float64):
+    converted, by_bits, first, scored, identical, same_top = [], [], [], [], True, True
+    for query in queries:
+        wide = query.astype(np.float64)
         slots = rng.choice(len(vectors), count, replace=False).astype(np.int64)
         started = time.perf_counter()
-        plain = rows.vectors(slots) @ query
+        plain = rows.vectors(slots) @ wide
         middle = time.perf_counter()
-        fast = rows.scores(slots, query)
+        fast = rows.scores(slots, wide)
         by_bits.append(time.perf_counter() - middle)
         converted.append(middle - started)
         identical = identical and plain.tobytes() == fast.tobytes()
+        started = time.perf_counter()
+        kept = rows.contenders(slots, query, DEPTH, largest_norm)
+        kept_scores = rows.scores(kept, wide).astype(np.float32)
+        first.append(time.perf_counter() - started)
+        scored.append(len(kept))
+        top = kept[np.lexsort((kept, -kept_scores))[:DEPTH]]
+        same_top = same_top and top.tolist() == slots[np.lexsort((slots, -fast.astype(np.float32)))[:DEPTH]].tolist()
     converted_ms = float(np.percentile(np.asarray(converted) * 1000, 50))
     by_bits_ms = float(np.percentile(np.asarray(by_bits) * 1000, 50))
     return {
@@ -183,6 +195,9 @@ def re_rank(vectors: Vectors, queries: Vectors) -> dict[str, Any]:
         "by_bits_p50_ms": round(by_bits_ms, 3),
         "speed_up": round(converted_ms / max(by_bits_ms, 1e-6), 2),
         "identical": identical,
+        "float32_first_p50_ms": round(float(np.percentile(np.asarray(first) * 1000, 50)), 3),
+        "float32_first_scored_exactly_p50": int(np.percentile(scored, 50)),
+        "float32_first_same_top": same_top,
     }
 
 

@@ -2,18 +2,36 @@
 
 Above ``ann_from`` live vectors, :class:`~eventmem.projectors.vectors.VectorIndex` asks this index for
 a candidate set (``max(10k, 400)``, wider under a filter) and re-ranks the candidates with its exact
-float16 codes, so every score returned is the exact cosine. The codes are FAISS fast-scan product
-quantization (``IndexPQFastScan``, two dimensions per sub-quantizer, 16 centroids each: 96 bytes a
-vector at 384 dimensions), scanned exhaustively with SIMD lookup tables. Graph and inverted-list
-indexes were measured first on the benchmark corpus (100k memories, short queries): HNSW reached a
-recall@10 of 0.87 at ``efSearch`` 256 and IVF 0.93 probing a quarter of 256 lists; a query's vector is
-unlike the memories' (a few words against a paragraph) and such indexes lose its neighbours. An
-exhaustive scan of coarse codes has no such blind spot. ``tools/bench_vectors.py`` at 100k (2 cores,
-load 5-6): recall@10 against exact 0.991 on the evaluations' 676 questions among synthetic notes,
-0.998 on random unit vectors, 0.999 near stored ones, 0.994-1.0 under filters; recall@50 (the
-service's fusion depth) 0.973-0.979. A query takes a tenth of the exact scan's time (1.6 against
-16 ms on that loaded machine); codes cost 96 bytes a vector (10 MB at 100k) and a build 3-4 s of
-one core, in the background.
+float16 codes, so every score returned is the exact cosine: FAISS's SIMD scan scores them in float32
+first, and only those within twice float32's rounding bound of the ``k``-th are scored exactly
+(:meth:`StoredRows.contenders`: about ``k`` of them, and the answer is the one of scoring all). The
+codes are FAISS fast-scan product quantization (``IndexPQFastScan``, two dimensions per
+sub-quantizer, 16 centroids each: 96 bytes a vector at 384 dimensions), scanned exhaustively with
+SIMD lookup tables. Graph and inverted-list indexes were measured first on the benchmark corpus (100k
+memories, short queries): HNSW reached a recall@10 of 0.87 at ``efSearch`` 256 and IVF 0.93 probing a
+quarter of 256 lists; a query's vector is unlike the memories' (a few words against a paragraph) and
+such indexes lose its neighbours. An exhaustive scan of coarse codes has no such blind spot.
+``tools/bench_vectors.py`` at 100k (2 cores, shared): recall@10 against exact 0.991 on the
+evaluations' 676 questions among synthetic notes, 0.998 on random unit vectors, 0.999 near stored
+ones, 0.994-1.0 under filters; recall@50 (the service's fusion depth) 0.973-0.979. A top 50 takes
+0.62-0.67 ms (0.76-0.79 ms with every candidate scored exactly, in the same session), a tenth of the
+exact scan's; the fast scan is 0.40 ms of it, the re-rank 0.1 ms. Codes cost 96 bytes a vector (10 MB
+at 100k) and a build 2-4 s of one core, in the background.
+
+The scan streams its codes at about 25 GB/s, so its time follows their size (0.21 ms at 48 bytes a
+vector, 0.35 ms at 96, top 10 at 100k). Tried for smaller codes, each the share of the exact top 10
+and top 50 among ``N`` candidates at 100k (retrieval corpus; random vectors): a random rotation before
+the codes helps the corpus only (96 bytes: 0.999 and 0.995 with 500 candidates, 0.997 and 0.971 with
+200; random 0.998 and 0.977 with 500, as without it); with it, 64 bytes keep the corpus (0.994 and
+0.978 with 766) but not random vectors (0.974 and 0.898 with 766, 0.997 and 0.978 only with 2000,
+whose collection and re-rank cost more than the bytes saved), 48 bytes need 2000 candidates on the
+corpus and lose random vectors (0.98 with 3000). A learned rotation (OPQ, 48 bytes) trains for 340 s
+and keeps less (0.978 and 0.946 with 500). 1-bit RaBitQ fast scan: 0.7-0.9 ms, random 0.95 with
+2000. IVF over rotated codes: 0.955 probing half of 256 lists, whatever the candidates. Larger
+fast-scan blocks (64, 128) and the other scan implementations: no faster. A coarse scan first that
+falls back to the full one when the ``k``-th exact score is within four standard deviations of the
+codes' error from the last candidate's estimate answers 87% of the corpus's top 50 from 64 bytes but
+scans twice for every random query.
 
 Determinism: the codebooks are trained in one thread with FAISS's fixed seed on every ``n/20000``-th
 vector in slot order, and a vector's code depends only on the codebooks. Vectors saved after training
@@ -129,6 +147,29 @@ class StoredRows:
         scaled: npt.NDArray[np.float64] = bits.view(np.float64) @ (query * _F16_SCALE)
         return scaled
 
+    def contenders(self, slots: Slots, query: Vectors, k: int, largest_norm: float) -> Slots:
+        """Those of these slots (each in the index) that can be in their exact top ``k`` (ties
+        included), ``largest_norm`` bounding their vectors' norms: each is scored in float32 by FAISS's
+        SIMD scan of its code (a tenth of :meth:`scores`' time a row) and kept if within twice the
+        float32 rounding bound of the ``k``-th best of those scores. All of them when they are few,
+        when a bound is not finite, or when more than ``2 k`` are that close (ties)."""
+        keep = 2 * k
+        if len(slots) <= keep:
+            return slots
+        query = np.ascontiguousarray(query.reshape(-1), dtype=np.float32)
+        margin = 2 * _f32_error(self._codes.shape[1]) * largest_norm * float(np.linalg.norm(query.astype(np.float64)))
+        if not math.isfinite(margin):
+            return slots
+        scores, rows = _f16_scan(self._codes[self._position[slots]], query, keep)
+        ordered = np.sort(scores)
+        if not ordered[0] > -np.inf or np.isnan(ordered).any():
+            return slots  # (scores that are not numbers, or not all scored)
+        floor = float(ordered[keep - k]) - 2 * margin
+        if float(ordered[0]) >= floor:
+            return slots  # (more than 2 k within reach of the k-th: they are not all in hand)
+        kept: Slots = slots[rows[scores >= floor]]
+        return kept
+
 
 _F16_SHIFT = 42
 """Moves a float16's exponent and mantissa onto the low bits of a float64's exponent and the top of its mantissa."""
@@ -137,6 +178,37 @@ _F16_KEEP = np.int64(np.uint64(0x81FF_FC00_0000_0000).view(np.int64))
 _F16_SCALE = 2.0**1008
 """The float16 value over the float64 read from its moved bits (the difference of the exponent biases)."""
 _QUERY_BOUND = 2.0**14
+
+
+def _f32_error(dim: int) -> float:
+    """A bound, relative to ``|x| |q|``, on the rounding error of a float32 inner product of ``dim``
+    terms however it is summed (``(dim + 2) u`` for ``u`` = 2**-24, doubled)."""
+    return 2.0 * (dim + 2) * 2.0**-24
+
+
+_SCANNERS: dict[int, Any] = {}
+"""An empty inverted-file index per dimension over float16 codes: its list scanner scores codes held anywhere."""
+
+
+def _f16_scan(codes: npt.NDArray[np.float16], query: Vectors, keep: int) -> tuple[Vectors, Slots]:
+    """The ``keep`` best rows of ``codes`` (C-contiguous float16 rows) by their float32 inner product with
+    ``query`` (FAISS's SIMD scan, a heap: in no order): scores and row numbers."""
+    dim = codes.shape[1]
+    owner = _SCANNERS.get(dim)
+    if owner is None:
+        owner = faiss.IndexIVFScalarQuantizer(
+            faiss.IndexFlatIP(dim), dim, 1, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT, False
+        )
+        owner.is_trained = True  # (float16 codes need no training; the list is never used)
+        _SCANNERS[dim] = owner
+    scanner = owner.get_InvertedListScanner(False, None, None)
+    scanner.set_query(faiss.swig_ptr(query))
+    scores = np.full(keep, -np.inf, np.float32)
+    rows = np.full(keep, -1, np.int64)
+    ids = np.arange(len(codes), dtype=np.int64)
+    ptr = faiss.swig_ptr
+    scanner.scan_codes(len(codes), ptr(codes.view(np.uint8)), ptr(ids), ptr(scores), ptr(rows), keep)
+    return scores, rows
 
 
 def in_slot_order(index: Any, dim: int) -> Rows:
@@ -174,6 +246,8 @@ class Candidates:
         self._slot_pos = np.full(0, -1, np.int64)
         """The live position of each slot, -1 when none."""
         self.live = 0
+        self.largest_norm = 0.0
+        """At least the norm of every vector added (infinite if one is not a number)."""
         self.trained_on = len(rows)
         for first in range(0, len(rows), ADD_ROWS):
             ranks = np.arange(first, min(first + ADD_ROWS, len(rows)))
@@ -198,6 +272,9 @@ class Candidates:
         if not len(slots):
             return
         self.drop(slots)
+        norms = np.linalg.norm(np.asarray(vectors, dtype=np.float64), axis=1)
+        largest = float(norms.max()) if np.isfinite(norms).all() else math.inf
+        self.largest_norm = max(self.largest_norm, largest)
         first = self.total
         self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         self._grow(int(slots.max()))
@@ -217,10 +294,11 @@ class Candidates:
         """Up to ``count`` live slots allowed by the mask, best approximate score first; ``among``
         is how many live slots the mask allows (the scan fetches wider in proportion; ``None``: all)."""
         total = self.total
+        exact_fetch = allowed is None and self.stale == 0  # (every position is a candidate)
         among = self.live if among is None else among
         if total == 0 or count <= 0 or among <= 0:
             return np.empty(0, np.int64)
-        fetch = min(total, math.ceil(count * total / among * 1.5) + 16)
+        fetch = min(total, count if exact_fetch else math.ceil(count * total / among * 1.5) + 16)
         _, found = self._index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), fetch)
         positions = found[0][found[0] >= 0]
         slots = self._pos_slot[positions]
@@ -317,10 +395,11 @@ class ApproximateIndex:
 
     def search(
         self, query: Vectors, count: int, allowed: npt.NDArray[np.bool_] | None = None, among: int | None = None
-    ) -> Slots | None:
-        """Candidates (see :meth:`Candidates.search`), or ``None`` if no codes are ready."""
+    ) -> tuple[Slots, float] | None:
+        """Candidates (see :meth:`Candidates.search`) and a bound on their vectors' norms (see
+        :meth:`StoredRows.contenders`), or ``None`` if no codes are ready."""
         with self._lock:
             current = self._current
             if current is None:
                 return None
-            return current.search(query, count, allowed, among)
+            return current.search(query, count, allowed, among), current.largest_norm

@@ -7,9 +7,10 @@ about 3 ms on one core, half of float32, with the same top 10 on the retrieval b
 
 From ``ann_from`` vectors on (``Tuning.ann_from``, environment ``EVENTMEM_ANN_FROM``), a search takes
 its candidates from an approximate index (:mod:`eventmem.projectors.ann`: what it guarantees, and
-what was measured) and re-ranks them with these exact codes; a filter that allows fewer than two
-fifths of ``ann_from`` memories (20k by default: where the exact scan of the allowed slots becomes
-the faster one, measured at 100k) is answered by that scan, so a selective filter never loses recall.
+what was measured) and re-ranks them with these exact codes (float32 first, exactly those in reach of
+the top ``k``); a filter that allows fewer than two fifths of ``ann_from`` memories (20k by default:
+where the exact scan of the allowed slots becomes the faster one, measured at 100k) is answered by
+that scan, so a selective filter never loses recall.
 """
 
 from __future__ import annotations
@@ -140,12 +141,16 @@ class VectorIndex:
         return self._approx.wait(timeout)
 
     def _rerank(
-        self, candidates: Slots, query: npt.NDArray[np.float32], k: int
+        self, found: tuple[Slots, float], query: npt.NDArray[np.float32], k: int
     ) -> tuple[Slots, npt.NDArray[np.float32]]:
-        """The top ``k`` of ``candidates`` by their exact scores (ties: the lower slot first)."""
+        """The top ``k`` of the candidates by their exact scores (ties: the lower slot first), scored
+        exactly only where a float32 score leaves them in reach of it (``found``: the candidates and a
+        bound on their vectors' norms)."""
+        candidates, largest_norm = found
         present = self._in_index(candidates)
         if not len(present):
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        present = self._stored_rows().contenders(present, query, k, largest_norm)
         # in float64: a row's score does not depend on where it sits in the batch (float32 BLAS blocks differ)
         scores = self._scores(present, query.reshape(-1).astype(np.float64)).astype(np.float32)
         if len(scores) > k:  # only those at or above the k-th score can be in the top k, ties included
@@ -178,10 +183,13 @@ class VectorIndex:
     def _scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The inner products of these slots' vectors (each in the index) with ``query``, in float64,
         read from the codes in place."""
+        return self._stored_rows().scores(slots, query)
+
+    def _stored_rows(self) -> StoredRows:
         stored = self._stored
         if stored is None or stored.index is not self._index:  # (changed, or copied into memory by own())
             stored = self._stored = StoredRows(self._index, self.dim)
-        return stored.scores(slots, query)
+        return stored
 
     def search(
         self,
@@ -203,7 +211,7 @@ class VectorIndex:
         approximate = how != "exact" and self._approx.ready
         if allowed is None:
             found = self._approx.search(q, candidate_count(k)) if approximate else None
-            if found is not None and len(found) >= min(k, total):  # (a query of ties can leave the scan short)
+            if found is not None and len(found[0]) >= min(k, total):  # (a query of ties can leave the scan short)
                 return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
             keep = ids[0] >= 0
@@ -213,7 +221,7 @@ class VectorIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if approximate and (how == "approximate" or count >= self._approx.start_from * 2 // 5):
             found = self._approx.search(q, candidate_count(k), allowed, count)
-            if found is not None and len(found) >= min(k, count):
+            if found is not None and len(found[0]) >= min(k, count):
                 return self._rerank(found, q, k)
         fraction = count / max(total, 1)
         if fraction > 0.25:
