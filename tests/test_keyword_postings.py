@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventmem.projectors import postings as postings_module
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords import KeywordIndex, KeywordsProjector
-from eventmem.projectors.postings import Postings, StoredPostings
+from eventmem.projectors.postings import PhraseScoresKept, Postings, StoredPostings
 
 WORDS = (
     "parse parser parsing parses config configured parse_config ParseConfig Café cafe naïve Straße über "
@@ -176,6 +177,30 @@ def test_a_query_word_no_memory_held_is_found_once_a_memory_saved_later_holds_it
     found = index.search("zebrafish", 5)
     assert [slot for slot, _ in found] == [50]
     assert found == fts5_only([*rows(15, 50), later]).search("zebrafish", 5)
+
+
+def test_phrase_scores_are_asked_again_only_after_a_change_and_within_a_bound_on_rows_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def score(word: str) -> tuple[np.ndarray, np.ndarray]:
+        asked.append(word)
+        size = 3 if word == "small" else 8
+        return np.arange(size, dtype=np.int64), np.ones(size)
+
+    monkeypatch.setattr(postings_module, "MAX_PHRASE_ROWS_KEPT", 5)
+    kept = PhraseScoresKept()
+    first = kept.get("small", score)
+    assert kept.get("small", score) is first and asked == ["small"]
+    with pytest.raises(ValueError, match="read-only"):
+        first[1][0] = 2.0  # (shared by later searches: nobody may change them)
+    kept.get("large", score)
+    kept.get("large", score)  # (more rows than are kept: asked each time)
+    assert asked == ["small", "large", "large"]
+    kept.clear()
+    kept.get("small", score)
+    assert asked == ["small", "large", "large", "small"]
 
 
 KNOWN_DAMAGES = {

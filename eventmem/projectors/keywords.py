@@ -33,7 +33,7 @@ from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
-from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, Postings
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept, Postings
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -91,6 +91,8 @@ class KeywordIndex:
         """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
         choose other query words once a rebuild gives the memories other slots."""
         self._present: set[int] = set()
+        self._phrases = PhraseScoresKept()
+        """Phrase scores asked of FTS5 since the last change (an identifier is often asked again)."""
         self.ranking: BackgroundPostings | None = None
         """In-memory postings that rank searches once made (see :meth:`rank_in_memory`)."""
         if data is not None:
@@ -159,6 +161,7 @@ class KeywordIndex:
         rows = sorted(rows, key=lambda row: row[0])
         if not rows:
             return
+        self._phrases.clear()
         self._db.execute("BEGIN")
         self._forget([r[0] for r in rows])
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
@@ -186,7 +189,11 @@ class KeywordIndex:
             self.ranking = BackgroundPostings.of_rows(rows)
 
     def _phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5."""
+        """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5 (or as it
+        answered since the last change: a phrase costs FTS5 milliseconds when its parts are common)."""
+        return self._phrases.get(word, self._fts5_phrase_scores)
+
+    def _fts5_phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         quoted = '"' + word.replace('"', '""') + '"'
         sql = f"SELECT rowid, {_RANK} FROM docs WHERE docs MATCH ? ORDER BY rowid"
         rows = self._db.execute(sql, [quoted]).fetchall()
@@ -201,6 +208,7 @@ class KeywordIndex:
         return BulkLoad(self, rows)
 
     def remove(self, slots: Iterable[int]) -> None:
+        self._phrases.clear()
         self._db.execute("BEGIN")
         self._forget([int(s) for s in slots])
         self._db.execute("COMMIT")

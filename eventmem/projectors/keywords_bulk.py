@@ -128,3 +128,4 @@ class BulkLoad:
             df[term] += documents
         self._index.df = df
         self._index._present = {r[0] for r in self._rows}
+        self._index._phrases.clear()

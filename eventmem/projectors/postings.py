@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from eventmem.projectors.tokens import Tokens
 
-__all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "Postings", "StoredPostings"]
+__all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "PhraseScoresKept", "Postings", "StoredPostings"]
 
 DEFAULT_POSTINGS_FROM: Final = 20_000
 """Rows from which the keyword index ranks from postings (``Tuning.postings_from``)."""
@@ -300,6 +300,37 @@ class Postings:
             union, totals = union[near], totals[near]
         order = np.lexsort((union, -totals))[:k]
         return list(zip(union[order].tolist(), totals[order].tolist(), strict=True))
+
+
+class PhraseScoresKept:
+    """Phrase scores as :data:`PhraseScores` gave them, kept until :meth:`clear` (any change to the
+    rows), at most :data:`MAX_PHRASE_ROWS_KEPT` rows in all."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._rows = 0
+
+    def get(self, word: str, score: PhraseScores) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """``score(word)``, or what it gave since the last :meth:`clear` (read-only arrays)."""
+        found = self._kept.get(word)
+        if found is None:
+            found = score(word)
+            for array in found:
+                array.flags.writeable = False  # (shared by later searches)
+            if self._rows + len(found[0]) > MAX_PHRASE_ROWS_KEPT:
+                self.clear()
+            if len(found[0]) <= MAX_PHRASE_ROWS_KEPT:
+                self._kept[word] = found
+                self._rows += len(found[0])
+        return found
+
+    def clear(self) -> None:
+        self._kept = {}
+        self._rows = 0
+
+
+MAX_PHRASE_ROWS_KEPT: Final = 1_000_000
+"""Rows of the phrase scores kept between changes (16 bytes each), all phrases together."""
 
 
 class BackgroundPostings:
