@@ -197,6 +197,8 @@ async def test_recall_memories_filters_by_scope(project: Path) -> None:
     assert only_global["results"][0]["scope"] == "global"
     assert {hit["id"] for hit in only_project["results"]} == set(strong)
     assert {hit["id"] for hit in everything["results"]} == {*strong, weak}
+    # every hit names its project: this one's, and for a global memory the one it was saved from
+    assert {hit["project"] for hit in everything["results"]} == {project.name}
 
 
 async def test_recall_memories_filters_by_min_importance_before_the_limit(project: Path) -> None:

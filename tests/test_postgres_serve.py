@@ -82,7 +82,18 @@ async def test_a_save_through_one_server_is_recalled_at_once_by_a_server_of_anot
         await store(in_beta, "Beta pins the linter.", "linter pin")
         found = await call(in_alpha, "search_memories", query="pins", project="*")
         assert sorted(h["title"] for h in found["results"]) == ["compiler pin", "linter pin"]
+        assert sorted((h["title"], h["project"]) for h in found["results"]) == [
+            ("compiler pin", "alpha"),
+            ("linter pin", "team-beta"),
+        ]  # (each hit names the project it is of, as the database names it)
+        listed = await call(in_alpha, "search_memories", project="*")
+        assert {(h["title"], h["project"]) for h in listed["results"]} >= {("linter pin", "team-beta")}
         assert titles(await recall(in_alpha, "linter", project="team-beta")) == ["linter pin"]
+        await store(in_beta, "Everyone writes changelog entries.", "changelog rule", scope="global")
+        shared = await recall(in_alpha, "changelog entries", project="*")
+        assert [(h["title"], h["scope"], h["project"]) for h in shared["results"]] == [
+            ("changelog rule", "global", "beta")
+        ]  # (a global memory names the project it was saved from)
     assert_clean_stderr(tmp_path / "alpha.log")
     assert {r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects")} >= {"alpha", "team-beta"}
 

@@ -38,6 +38,12 @@ Mode = Literal["hybrid", "vector", "keyword"]
 R = TypeVar("R")
 
 
+def _named(key: tuple[str, str]) -> str:
+    """The project a row of the database is of: its project's name, none for the global memory's rows
+    (:func:`hit_of` then names the project a global memory was saved from)."""
+    return "" if key[0] == GLOBAL else key[0]
+
+
 class DatabaseQueries(Part):
     """The reads of a service serving from a database; :attr:`local` and :attr:`maintenance` answer
     when it is unreachable."""
@@ -120,7 +126,10 @@ class DatabaseQueries(Part):
             among, narrowed = self._among(conn, chosen, wanted)
             listing: Literal["importance", "recent"] = "recent" if order == "recent" else "importance"
             listed = reads.listed(conn, among, chosen, whole, listing, project=narrowed)
-            return [(hit_of(r, r.importance, 0.0, 0.0, include_content=include_content), key) for key, r, _ in listed]
+            return [
+                (hit_of(r, r.importance, 0.0, 0.0, include_content=include_content, project=_named(key)), key)
+                for key, r, _ in listed
+            ]
 
         try:
             hits = self.database.use(answer)
@@ -293,7 +302,17 @@ class DatabaseQueries(Part):
         )
         found = reads.records(conn, [(s.project, s.id) for s in scored])
         return [
-            (hit_of(found[key], s.score, s.vector_score, s.keyword_score, include_content=include_content), key)
+            (
+                hit_of(
+                    found[key],
+                    s.score,
+                    s.vector_score,
+                    s.keyword_score,
+                    include_content=include_content,
+                    project=_named(key),
+                ),
+                key,
+            )
             for s in scored
             if (key := (s.project, s.id)) in found
         ]

@@ -77,6 +77,10 @@ class Hit(msgspec.Struct, kw_only=True):
     score: float
     kind: str
     scope: str
+    project: str = ""
+    """The project the memory is of: the one it was saved in (as the store that answered names it:
+    the folder's name in process, its name in the database with ``serve --store``); for a global
+    memory, the folder of the project it was saved from; empty when not known."""
     title: str
     summary: str
     tags: list[str]

@@ -73,7 +73,7 @@ class Queries(Part):
             if project is not None:
                 mask &= self._project_mask(store, view, project)
             for hit, _ in self._ranked(view, query, limit, mask, mode, now, include_content=include_content):
-                hits.append(hit)
+                hits.append(self._named(hit, store))
                 owners[hit.id] = store
         hits.sort(key=lambda h: (-h.score, h.id))
         hits = hits[:limit]
@@ -167,7 +167,7 @@ class Queries(Part):
             else:
                 answers = self._listed(view, mask, limit, order, include_content=include_content)
             for hit, updated in answers:
-                hits.append((hit, updated))
+                hits.append((self._named(hit, store), updated))
                 owners[hit.id] = store
         if order == "relevance":
             hits.sort(key=lambda h: (-h[0].score, h[0].id))
@@ -238,6 +238,12 @@ class Queries(Part):
             (slot, weight, 0.0, 0.0) for slot, weight in zip(picked.tolist(), picked_importance.tolist(), strict=True)
         ]
         return _hits(view, rows, include_content=include_content)
+
+    def _named(self, hit: Hit, store: Store) -> Hit:
+        """``hit`` naming this project if it is of this project's store."""
+        if store is self.project:
+            hit.project = self.root.root.name
+        return hit
 
     def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
         n = view.size()
@@ -332,14 +338,22 @@ def _hits(
 
 
 def hit_of(
-    record: MemoryRecord, score: float, vector_score: float, keyword_score: float, *, include_content: bool
+    record: MemoryRecord,
+    score: float,
+    vector_score: float,
+    keyword_score: float,
+    *,
+    include_content: bool,
+    project: str = "",
 ) -> Hit:
-    """A search result of a memory's folded record."""
+    """A search result of a memory's folded record; ``project``: the project it is of (a global
+    memory's record names the one it was saved from)."""
     return Hit(
         id=record.id,
         score=round(score, 4),
         kind=record.kind,
         scope=record.scope,
+        project=project or record.project,
         title=record.title,
         summary=record.summary,
         tags=list(record.tags),
