@@ -323,6 +323,14 @@ class ColumnsProjector:
         cols, ids = self.columns, self.table.ids
         return [ids[slot] for slot in np.flatnonzero(cols.live[:count] & np.isfinite(cols.expires[:count])).tolist()]
 
+    def expiring(self, memory_ids: Iterable[str]) -> list[str]:
+        """Those of these memories that are visible and have a finite expiry: a memory without a TTL
+        never expires, however much it is used, so its record need not be read."""
+        cols, of = self.columns, self.table.of
+        return [
+            m for m in memory_ids if (slot := of.get(m)) is not None and cols.live[slot] and cols.expires[slot] < np.inf
+        ]
+
     # -- inside -------------------------------------------------------------------------------------
 
     def _untag(self, slot: int) -> None:

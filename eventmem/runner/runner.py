@@ -316,7 +316,7 @@ class Store:
     def _refresh_expiries(self, memory_ids: Iterable[str]) -> None:
         """Recompute these memories' expiry column, after their usage changed (the lock held)."""
         expiries = []
-        for memory_id in memory_ids:
+        for memory_id in self.columns.expiring(memory_ids):
             record = self.state.visible(memory_id)
             if record is not None:
                 expiries.append((memory_id, self.expires_epoch(memory_id, record)))
