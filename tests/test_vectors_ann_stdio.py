@@ -5,6 +5,7 @@ rebuild of the cache from the journal answers alike."""
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,19 @@ async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert same(await served_answers(project, tmp_path / "rebuilt.log", ANN_FROM), after_delete)
     assert same(await served_answers(project, tmp_path / "exact-after.log", "1000000"), after_delete)
+
+
+async def test_a_restarted_server_reads_its_approximate_index_from_the_snapshot_and_answers_alike(
+    project: Path, tmp_path: Path
+) -> None:
+    seed(project)
+    first = await served_answers(project, tmp_path / "first.log", ANN_FROM)
+    assert "approximate vector index of" in (tmp_path / "first.log").read_text(encoding="utf-8")
+    again = await served_answers(project, tmp_path / "again.log", ANN_FROM)
+    said = (tmp_path / "again.log").read_text(encoding="utf-8")
+    assert f"approximate vector index of {MEMORIES} read from the snapshot" in said
+    assert re.search(r"approximate vector index of \d+ built", said) is None  # (nothing built)
+    assert same(again, first)
 
 
 @pytest.mark.parametrize("value", ["many", "-5", "0", "1e9", "99999999999999999999", "\x1b[2J"])

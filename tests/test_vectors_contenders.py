@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from eventmem.projectors.ann import StoredRows
+from eventmem.projectors.float16_rows import StoredRows
 
 DIM = 384
 COUNT = 4000

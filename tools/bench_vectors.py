@@ -50,7 +50,8 @@ from bench import Corpus  # noqa: E402
 
 from eventmem.core.records import MemoryRecord  # noqa: E402
 from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
-from eventmem.projectors.ann import StoredRows, candidate_count  # noqa: E402
+from eventmem.projectors.ann import candidate_count  # noqa: E402
+from eventmem.projectors.float16_rows import StoredRows  # noqa: E402
 from eventmem.projectors.vectors import VectorIndex, embed_text  # noqa: E402
 
 faiss.omp_set_num_threads(1)  # as eventmem's server does

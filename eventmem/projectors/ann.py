@@ -53,6 +53,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -64,7 +65,6 @@ __all__ = [
     "ApproximateIndex",
     "Candidates",
     "Rows",
-    "StoredRows",
     "candidate_count",
     "in_slot_order",
 ]
@@ -109,106 +109,6 @@ class Rows:
     def take(self, ranks: Slots) -> Vectors:
         """The vectors of the slots at these ranks (in slot order)."""
         return self._codes[self._order[ranks]].astype(np.float32)
-
-
-class StoredRows:
-    """The float16 codes of an exact index (``IndexIDMap2`` over a float16 scalar quantizer) read in
-    place by slot: valid while the index does not change (it is kept here, so a mapped file stays
-    mapped). FAISS's ``reconstruct_batch`` makes a decoder per vector: 3 ms for 500 of them."""
-
-    def __init__(self, index: Any, dim: int) -> None:
-        self.index = index
-        inner: Any = faiss.downcast_index(index.index)
-        count = int(inner.ntotal)
-        self._codes = np.zeros((0, dim), np.float16)
-        if count:
-            raw = faiss.rev_swig_ptr(inner.codes.data(), count * int(inner.code_size))
-            self._codes = raw.view(np.float16).reshape(count, dim)
-        ids = faiss.vector_to_array(index.id_map).astype(np.int64)
-        self._position = np.full(int(ids.max()) + 1 if count else 0, -1, np.int64)
-        self._position[ids] = np.arange(count, dtype=np.int64)
-
-    def vectors(self, slots: Slots) -> npt.NDArray[np.float64]:
-        """The vectors of these slots (each in the index), in float64."""
-        return self._codes[self._position[slots]].astype(np.float64)
-
-    def scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        """``vectors(slots) @ query`` bit for bit, in half its time: numpy converts float16 one value at
-        a time. A float16's bits moved up by 42 (the sign kept in place) read as a float64 equal to the
-        float16 times 2**-1008 exactly, zeros and subnormals included; the query is scaled up by as much,
-        so every product, and every sum of them in the same order, is the same float64. Codes of unit
-        vectors only (an infinite code would read as a finite value); a query of components beyond
-        2**14 (which could overflow once scaled) takes the plain conversion."""
-        if not float(np.max(np.abs(query), initial=0.0)) < _QUERY_BOUND:
-            return self.vectors(slots) @ query
-        bits = self._codes.view(np.int16)[self._position[slots]].astype(np.int64)
-        bits <<= _F16_SHIFT
-        bits &= _F16_KEEP
-        scaled: npt.NDArray[np.float64] = bits.view(np.float64) @ (query * _F16_SCALE)
-        return scaled
-
-    def contenders(self, slots: Slots, query: Vectors, k: int, largest_norm: float) -> Slots:
-        """Those of these slots (each in the index) that can be in their exact top ``k`` (ties
-        included), ``largest_norm`` bounding their vectors' norms: each is scored in float32 by FAISS's
-        SIMD scan of its code (a tenth of :meth:`scores`' time a row) and kept if within twice the
-        float32 rounding bound of the ``k``-th best of those scores. All of them when they are few,
-        when a bound is not finite, or when more than ``2 k`` are that close (ties)."""
-        keep = 2 * k
-        if len(slots) <= keep:
-            return slots
-        query = np.ascontiguousarray(query.reshape(-1), dtype=np.float32)
-        margin = 2 * _f32_error(self._codes.shape[1]) * largest_norm * float(np.linalg.norm(query.astype(np.float64)))
-        if not math.isfinite(margin):
-            return slots
-        scores, rows = _f16_scan(self._codes[self._position[slots]], query, keep)
-        ordered = np.sort(scores)
-        if not ordered[0] > -np.inf or np.isnan(ordered).any():
-            return slots  # (scores that are not numbers, or not all scored)
-        floor = float(ordered[keep - k]) - 2 * margin
-        if float(ordered[0]) >= floor:
-            return slots  # (more than 2 k within reach of the k-th: they are not all in hand)
-        kept: Slots = slots[rows[scores >= floor]]
-        return kept
-
-
-_F16_SHIFT = 42
-"""Moves a float16's exponent and mantissa onto the low bits of a float64's exponent and the top of its mantissa."""
-_F16_KEEP = np.int64(np.uint64(0x81FF_FC00_0000_0000).view(np.int64))
-"""The sign bit (sign-extended from the int16) and the float16's 15 other bits, once moved."""
-_F16_SCALE = 2.0**1008
-"""The float16 value over the float64 read from its moved bits (the difference of the exponent biases)."""
-_QUERY_BOUND = 2.0**14
-
-
-def _f32_error(dim: int) -> float:
-    """A bound, relative to ``|x| |q|``, on the rounding error of a float32 inner product of ``dim``
-    terms however it is summed (``(dim + 2) u`` for ``u`` = 2**-24, doubled)."""
-    return 2.0 * (dim + 2) * 2.0**-24
-
-
-_SCANNERS: dict[int, Any] = {}
-"""An empty inverted-file index per dimension over float16 codes: its list scanner scores codes held anywhere."""
-
-
-def _f16_scan(codes: npt.NDArray[np.float16], query: Vectors, keep: int) -> tuple[Vectors, Slots]:
-    """The ``keep`` best rows of ``codes`` (C-contiguous float16 rows) by their float32 inner product with
-    ``query`` (FAISS's SIMD scan, a heap: in no order): scores and row numbers."""
-    dim = codes.shape[1]
-    owner = _SCANNERS.get(dim)
-    if owner is None:
-        owner = faiss.IndexIVFScalarQuantizer(
-            faiss.IndexFlatIP(dim), dim, 1, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT, False
-        )
-        owner.is_trained = True  # (float16 codes need no training; the list is never used)
-        _SCANNERS[dim] = owner
-    scanner = owner.get_InvertedListScanner(False, None, None)
-    scanner.set_query(faiss.swig_ptr(query))
-    scores = np.full(keep, -np.inf, np.float32)
-    rows = np.full(keep, -1, np.int64)
-    ids = np.arange(len(codes), dtype=np.int64)
-    ptr = faiss.swig_ptr
-    scanner.scan_codes(len(codes), ptr(codes.view(np.uint8)), ptr(ids), ptr(scores), ptr(rows), keep)
-    return scores, rows
 
 
 def in_slot_order(index: Any, dim: int) -> Rows:
@@ -256,6 +156,58 @@ class Candidates:
     @property
     def total(self) -> int:
         return int(self._index.ntotal)
+
+    def stored(self) -> bytes:
+        """The codes and their slots, to keep in the snapshot (see :meth:`from_stored`)."""
+        live = np.zeros(self.total, bool)
+        held = self._slot_pos[self._slot_pos >= 0]
+        live[held] = True
+        return msgspec.msgpack.encode(
+            StoredCandidates(
+                codes=bytes(faiss.serialize_index(self._index)),
+                slots=self._pos_slot.astype("<i8").tobytes(),
+                live=np.packbits(live).tobytes(),
+                trained_on=self.trained_on,
+                largest_norm=self.largest_norm,
+            )
+        )
+
+    @classmethod
+    def from_stored(cls, data: bytes | memoryview, dim: int, slot_limit: int) -> Candidates:
+        """Candidates :meth:`stored` kept; :class:`ValueError` if they are not such codes of ``dim``
+        with slots below ``slot_limit``."""
+        try:
+            stored = msgspec.msgpack.decode(data, type=StoredCandidates)
+            index: Any = faiss.deserialize_index(np.frombuffer(stored.codes, np.uint8))
+        except (msgspec.DecodeError, msgspec.ValidationError, RuntimeError) as exc:
+            raise ValueError(f"the stored approximate index does not read: {exc}") from exc
+        total = int(index.ntotal)
+        slots = np.frombuffer(stored.slots, "<i8").astype(np.int64)
+        live = np.unpackbits(np.frombuffer(stored.live, np.uint8))[:total].astype(bool)
+        if (
+            not isinstance(index, faiss.IndexPQFastScan)
+            or index.d != dim
+            or len(slots) != total
+            or len(live) != total
+            or (total and (int(slots.min()) < 0 or int(slots.max()) >= slot_limit))
+            or not stored.largest_norm >= 0.0  # (infinite: every candidate is scored exactly)
+        ):
+            raise ValueError("the stored approximate index does not hold together")
+        made = cls.__new__(cls)
+        made._index = index
+        made._pos_slot = slots
+        made._slot_pos = np.full(int(slots.max()) + 1 if total else 0, -1, np.int64)
+        made._slot_pos[slots[live]] = np.flatnonzero(live)
+        made.live = int(np.count_nonzero(made._slot_pos >= 0))
+        if made.live != int(np.count_nonzero(live)):
+            raise ValueError("a slot is live at two positions of the stored approximate index")
+        made.largest_norm = float(stored.largest_norm)
+        made.trained_on = int(stored.trained_on)
+        return made
+
+    def live_slots(self) -> Slots:
+        """The slots with a live position, in increasing order."""
+        return np.flatnonzero(self._slot_pos >= 0)
 
     @property
     def stale(self) -> int:
@@ -311,6 +263,19 @@ class Candidates:
         return out
 
 
+class StoredCandidates(msgspec.Struct, frozen=True):
+    """:class:`Candidates` as the snapshot keeps them."""
+
+    codes: bytes
+    """The fast-scan index, serialized by FAISS."""
+    slots: bytes
+    """int64 slot of each position, little-endian."""
+    live: bytes
+    """One bit a position (``np.packbits``): the slot's live position."""
+    trained_on: int
+    largest_norm: float
+
+
 class ApproximateIndex:
     """The candidate index of one vector index: built, kept current and rebuilt in the background.
 
@@ -324,6 +289,8 @@ class ApproximateIndex:
         self._current: Candidates | None = None
         self._log: list[tuple[Slots, Vectors | None]] | None = None
         self._thread: threading.Thread | None = None
+        self.unkept = False
+        """Codes were built since :meth:`stored` last gave them for a snapshot (or :meth:`install` took them)."""
 
     @property
     def ready(self) -> bool:
@@ -357,6 +324,32 @@ class ApproximateIndex:
                 current.stale > STALE_SHARE * current.total or live >= GROWTH * max(current.trained_on, MIN_TRAIN_ROWS)
             )
 
+    def stored(self) -> bytes | None:
+        """The current codes in the form :meth:`install` takes, or ``None`` (none, or a build running)."""
+        with self._lock:
+            if self._current is None or self._log is not None:
+                return None
+            self.unkept = False
+            return self._current.stored()
+
+    def install(self, data: bytes | memoryview, present: Slots) -> bool:
+        """Take codes :meth:`stored` kept instead of building them, if they hold exactly the slots
+        ``present`` (those of the exact index, increasing) and are above the threshold; else nothing."""
+        try:
+            made = Candidates.from_stored(data, self.dim, int(present[-1]) + 1 + len(present) if len(present) else 0)
+        except Exception as exc:  # (damaged, or no memory left: a build makes it as before)
+            log.warning("approximate vector index not read from the snapshot (%s): it is built again", exc)
+            return False
+        if made.live < max(self.start_from, 1) or not np.array_equal(made.live_slots(), present):
+            log.info("approximate vector index of the snapshot not used: it is of other vectors")
+            return False
+        with self._lock:
+            if self._log is not None:
+                return False
+            self._current, self.unkept = made, False
+        log.info("approximate vector index of %d read from the snapshot", made.live)
+        return True
+
     def build(self, rows: Callable[[], Rows]) -> None:
         """Make new codes in a background thread from ``rows`` (every live slot and its vector, in slot
         order, as of this call: a copy, or a read of vectors nothing changes) and swap them in."""
@@ -383,6 +376,7 @@ class ApproximateIndex:
                 else:
                     made.add(changed, replacement)
             self._current, self._log = (made if made.live >= max(self.start_from, 1) else None), None
+            self.unkept = self._current is not None
         log.info("approximate vector index of %d built in %.3fs", made.live, time.perf_counter() - started)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -27,9 +27,10 @@ import numpy.typing as npt
 
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import content_hash
-from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, StoredRows, candidate_count, in_slot_order
+from eventmem.projectors.ann import DEFAULT_ANN_FROM, ApproximateIndex, candidate_count, in_slot_order
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
+from eventmem.projectors.float16_rows import StoredRows
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 import faiss  # noqa: E402  (the loader logs at INFO on import)
@@ -113,11 +114,23 @@ class VectorIndex:
 
     # -- the approximate index --------------------------------------------------------------------
 
-    def approximate_from(self, ann_from: int) -> None:
-        """Search through an approximate index from ``ann_from`` vectors on (a build starts now if due)."""
+    def approximate_from(self, ann_from: int, stored: bytes | memoryview | None = None) -> None:
+        """Search through an approximate index from ``ann_from`` vectors on: the one ``stored`` holds
+        (:meth:`approximate_stored`, of these very vectors), else a build, started now if due."""
         if ann_from != self._approx.start_from:
             self._approx = ApproximateIndex(self.dim, ann_from)
+        if stored and len(self) >= ann_from:
+            self._approx.install(stored, np.flatnonzero(self._present))
         self._refresh()
+
+    def approximate_stored(self) -> bytes | None:
+        """The approximate index in a form to keep beside this index's codes (``None``: none ready)."""
+        return self._approx.stored()
+
+    @property
+    def approximate_unkept(self) -> bool:
+        """An approximate index was built since a snapshot last kept one."""
+        return self._approx.unkept
 
     def _refresh(self) -> None:
         """Start a build of the approximate index if one is due, from every vector in slot order: read
@@ -356,15 +369,20 @@ class VectorsProjector:
         if slots:
             self.index.remove(np.asarray(slots, np.int64))
 
-    def adopt(self, index: VectorIndex) -> None:
-        """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`)."""
+    def adopt(self, index: VectorIndex, approximate: bytes | memoryview | None = None) -> None:
+        """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`), and the
+        approximate index kept beside it."""
         self.index = index
-        index.approximate_from(self.ann_from)
+        index.approximate_from(self.ann_from, approximate)
 
     @property
     def mapped(self) -> bool:
         """The index is a read-only map of the snapshot's file (see :meth:`VectorIndex.load`)."""
         return self.index.mapped
+
+    @property
+    def approximate_unkept(self) -> bool:
+        return self.index.approximate_unkept
 
     def position(self) -> dict[str, SegmentPosition] | None:
         return None  # (the runner keeps the cursors of in-process projections)

@@ -429,8 +429,8 @@ class Store:
             missing = not (self.paths.cache_dir / "snapshot.bin").exists()
             if self.events_since_snapshot and (missing or self.events_since_snapshot >= 200):
                 self.save_snapshot()
-            elif self.keywords.postings_unkept:  # (so that the next start reads them: seconds of work at 100k)
-                self.save_snapshot()
+            elif self.keywords.postings_unkept or self.vectors.approximate_unkept:
+                self.save_snapshot()  # (so that the next start reads them: seconds of work at 100k)
 
 
 def _ttl_float(seconds: int) -> float:

@@ -65,6 +65,9 @@ class Snapshot(msgspec.Struct, kw_only=True):
     embeddings_end: int | None = None
     """The embedding cache's size when the snapshot was taken: what it appended since is read on
     the first miss (``None``, from an older snapshot: nothing before the file's end is read)."""
+    approximate: bytes = b""
+    """The approximate vector index of the vector index file's codes (see :mod:`eventmem.projectors.ann`),
+    so that a start above its threshold does not build it again; empty when none was ready."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -83,6 +86,7 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     vectors_file: str = ""
     owner: str = ""
     embeddings_end: int | None = None
+    approximate: memoryview = memoryview(b"")
 
 
 def read_snapshot(path: Path) -> StoredSnapshot:
@@ -128,6 +132,7 @@ def save(store: Store, *, background: bool = False) -> bool:
             vectors_file=f"vectors-{new_id()}.faiss",
             owner=store.paths.cache_owner(),
             embeddings_end=store.embeddings.end(),
+            approximate=store.vectors.index.approximate_stored() or b"",
         )
         vectors = store.vectors.index.copy()
         store.events_since_snapshot = 0
@@ -243,7 +248,7 @@ def load(store: Store, *, map_vectors: bool = False) -> bool:
         store._reset()
         store.state = snapshot.state.state()
         store.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
-        store.vectors.adopt(vectors)
+        store.vectors.adopt(vectors, snapshot.approximate)
         store.keywords = keywords
         store.table.replace(snapshot.slot_ids)
         store.slot_hashes = snapshot.slot_hashes
