@@ -38,7 +38,9 @@ vector in slot order, and a vector's code depends only on the codebooks. Vectors
 are encoded and appended; removed or replaced ones are masked (their position is no longer the
 slot's). The index is rebuilt, in a background thread from a copy of the vectors, when the masked
 share passes a quarter or the live count doubles since training; until a build is ready the exact scan
-answers. What is guaranteed: the answer is the exact top ``k`` of the allowed set whenever the
+answers. The codes are kept in the snapshot beside the exact ones (:class:`StoredCandidates`, 10 MB
+at 100k) and read at the next start instead of being built again, if they hold exactly the exact
+index's slots. What is guaranteed: the answer is the exact top ``k`` of the allowed set whenever the
 candidates hold it, which is what the measured recall counts; a rebuild from the journal and the
 running server then give the same answers. Codebooks trained on another set of vectors may rank a
 near tie at the edge of the candidate set differently, so on a miss the two can differ by that memory.
