@@ -328,7 +328,9 @@ class ColumnsProjector:
         never expires, however much it is used, so its record need not be read."""
         cols, of = self.columns, self.table.of
         return [
-            m for m in memory_ids if (slot := of.get(m)) is not None and cols.live[slot] and cols.expires[slot] < np.inf
+            m
+            for m in memory_ids
+            if (slot := of.get(m)) is not None and cols.live[slot] and np.isfinite(cols.expires[slot])
         ]
 
     # -- inside -------------------------------------------------------------------------------------
