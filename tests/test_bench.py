@@ -31,6 +31,9 @@ def test_bench_quick_prints_every_figure_as_json(tmp_path: Path) -> None:
         calls = rt["eventmem"]["save_context"]["n"]
         assert same_signature["save_context"]["n"] == same_signature["retrieve_context"]["n"] == calls
         assert same_signature["save_ratio"] > 0 and same_signature["retrieve_ratio"] > 0
+        floor = rt["retrieve_vector_floor"]
+        assert floor["floor_p50_ms"] > 0 and floor["ratio"] > 0 and floor["noop_p50_ms"] > 0
+        assert "retrieve_ratio_less_floor_ratio" in floor
         recall = data["recall_in_process"][size]
         assert {"recall", "recall_filtered_type", "numpy_scan_baseline", "save", "ratio", "target"} <= recall.keys()
         assert {"query", "ratio", "target", "extrapolated"} <= data["naive_sqlite_blob"][size].keys()
