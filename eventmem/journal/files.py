@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -35,6 +36,7 @@ __all__ = [
     "lstat_checked",
     "make_dirs",
     "open_append",
+    "remove_leftover_temp_files",
 ]
 
 _ROOTS: dict[str, None] = {}
@@ -189,6 +191,36 @@ def open_append(path: Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
         if os.path.islink(path):
             raise UnsafePath(f"{path} is a symbolic link; eventmem never writes through links. Remove it.") from exc
         raise
+
+
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
+"""The name of :func:`atomic_write`'s temp file for ``target`` (``tempfile.mkstemp``'s eight characters)."""
+
+
+def remove_leftover_temp_files(folder: Path, targets: Callable[[str], bool]) -> list[tuple[str, int]]:
+    """Remove the temp files :func:`atomic_write` left in ``folder`` for the file names ``targets``
+    accepts: a writer killed (``SIGKILL``, power loss) between creating its temp file and renaming
+    it leaves one behind, as large as what it was writing. The caller holds the lock every writer of
+    those names holds, so none of them is being written. Links and folders are left alone (a link
+    is never followed: removing one would remove the link). The (name, size) of each removed."""
+    removed: list[tuple[str, int]] = []
+    check_path(folder, kind="folder")
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match is None or not targets(match["target"]):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                os.unlink(entry.path)
+                removed.append((entry.name, info.st_size))
+        except FileNotFoundError:
+            continue
+    return removed
 
 
 def fsync_dir(path: Path) -> None:

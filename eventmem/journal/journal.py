@@ -36,7 +36,7 @@ from eventmem.journal.decoder import (
     number_lines,
     refuse_unreadable,
 )
-from eventmem.journal.files import FileLock, atomic_replace, atomic_write, fsync_dir
+from eventmem.journal.files import FileLock, atomic_replace, atomic_write, fsync_dir, remove_leftover_temp_files
 from eventmem.journal.project import ProjectPaths
 
 __all__ = [
@@ -235,8 +235,13 @@ class Journal:
         The archive segment is written first (temp file, fsync, rename, fsync of its folder), then the
         live segment is replaced by ``live`` the same way: a crash between the two leaves lines in
         both places (duplicates the fold ignores), never a line in neither. Raises
-        :class:`JournalUnwritable` when the disk refuses (the live segment is then unchanged)."""
+        :class:`JournalUnwritable` when the disk refuses (the live segment is then unchanged). Temp
+        files an earlier rewrite left when it was killed are removed first (they are not segments, but
+        ``git add`` would take them)."""
         try:
+            for folder in (self.paths.journal_dir, self.paths.archive_dir):
+                for name, size in remove_leftover_temp_files(folder, lambda target: target.endswith(".jsonl")):
+                    log.info("removed %s (%d bytes), left by a segment rewrite that was killed", name, size)
             atomic_write(self.paths.inside(archive), archived, durable=self.durable)
             atomic_write(self.paths.inside(path), live, durable=self.durable)
         except OSError as exc:

@@ -32,6 +32,7 @@ ROOT_ENV_VARS: Final = ("EVENTMEM_ROOT", "PROJECT_MEMORY_ROOT")
 ROOT_MARKERS: Final = (".eventmem", ".ai", "package.json", ".git")
 GITIGNORE: Final = (
     "# derived or local to this clone: never committed\ncache/\nlocal/\njournal.lock\nwriter\nconfig.local.toml\n"
+    "# a writer killed between writing a file and renaming it into place leaves its temp file\n.*.tmp\n"
 )
 #: Git's built-in union merge for segments: the fold is a set union, so keeping both sides' lines is
 #: always right. Each clone and branch appends to its own file, so merges do not need it, except

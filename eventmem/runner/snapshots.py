@@ -22,7 +22,7 @@ import msgspec
 from eventmem.core.errors import JournalCorrupt, UnsafePath
 from eventmem.core.ids import new_id
 from eventmem.core.state import State, StoredState
-from eventmem.journal.files import atomic_replace, atomic_write
+from eventmem.journal.files import atomic_replace, atomic_write, remove_leftover_temp_files
 from eventmem.projectors.base import Batch
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorIndex
@@ -161,15 +161,29 @@ def encoded_fold(state: State, ahead: tuple[State, int, bytes] | None) -> bytes:
     return msgspec.msgpack.encode(state)
 
 
+def _written_here(name: str) -> bool:
+    """A file :func:`write` writes (under the snapshot lock): the snapshot, a vector index."""
+    return name == "snapshot.bin" or (name.startswith("vectors-") and name.endswith(".faiss"))
+
+
 def write(store: Store, snapshot: Snapshot, vectors: VectorIndex) -> bool:
     """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
     first, then the snapshot that names it; older index files go, but for the one the previous
-    snapshot named (a process may be about to open it)."""
+    snapshot named (a process may be about to open it). Temp files a killed writer left (as large as
+    a snapshot: hundreds of MB at 100k memories) are removed first."""
     cache = store.paths.cache_dir
     try:
         with store._snapshot_lock.hold(blocking=False) as locked:
             if not locked:
                 return False
+            leftovers = remove_leftover_temp_files(cache, _written_here)
+            if leftovers:
+                log.info(
+                    "removed %d temporary file(s) of %d bytes that a killed snapshot writer left in %s",
+                    len(leftovers),
+                    sum(size for _, size in leftovers),
+                    cache,
+                )
             data = msgspec.msgpack.encode(snapshot)
             atomic_replace(cache / snapshot.vectors_file, vectors.write)
             atomic_write(cache / "snapshot.bin", data)
