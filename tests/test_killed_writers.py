@@ -15,12 +15,14 @@ import signal
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import ProcessGroup, eventmem_command, git, old_memory, write_events
 
 from eventmem.core.events import MemoryDeleted, MemorySaved
 from eventmem.core.ids import new_id
 from eventmem.journal.project import ProjectPaths, RootChoice
+from eventmem.journal.usage import Access
 from eventmem.service import open_service
 
 pytestmark = pytest.mark.slow
@@ -122,3 +124,22 @@ def test_a_segment_rewrite_killed_mid_write_is_ignored_by_git_and_removed_by_the
     assert report["archived"][0]["memories"] == 1  # (the rewrite ran)
     assert not leftover.exists()
     assert segment.is_file() and [p.name for p in paths.journal_dir.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_usage_rewrite_killed_mid_write_leaves_no_temp_file_once_the_next_compaction_runs(project: Path) -> None:
+    kept = MemorySaved(id=new_id(), ts="2026-11-01T10:00:00.000000Z", memory=new_id(), content="Deploys on Tuesdays.")
+    write_events(project, [kept])
+    local = ProjectPaths(project).local_dir
+    local.mkdir(parents=True, exist_ok=True)
+    usage = local / "usage.jsonl"
+    line = msgspec.json.encode(Access(memory=kept.memory, ts="2026-11-02T10:00:00.000000Z")) + b"\n"
+    usage.write_bytes(line * (2 * 1024 * 1024 // len(line)))  # past the size that compaction rewrites
+    leftover = local / ".usage.jsonl.a1b2c3d4.tmp"  # what a rewrite killed before its rename leaves
+    leftover.write_bytes(usage.read_bytes()[:100_000])
+
+    report = json.loads(cli(project, "compact", "--json").stdout)
+
+    assert report["usage_compacted"], report
+    assert not leftover.exists()
+    shown = json.loads(cli(project, "show", kept.memory, "--json").stdout)
+    assert shown["memory"]["access_count"] == 2 * 1024 * 1024 // len(line)

@@ -27,7 +27,7 @@ from typing import Final
 import msgspec
 
 from eventmem.core.errors import UnsafePath
-from eventmem.journal.files import FileLock, atomic_write, lstat_checked, open_append
+from eventmem.journal.files import FileLock, atomic_write, lstat_checked, open_append, remove_leftover_temp_files
 
 __all__ = ["UsageLog"]
 
@@ -141,6 +141,7 @@ class UsageLog:
                 for memory_id, n in sorted(self.counts.items())
                 if keep is None or memory_id in keep
             ]
+            remove_leftover_temp_files(self.path.parent, lambda name: name == self.path.name)  # (a killed rewrite's)
             atomic_write(self.path, b"".join(lines), durable=False)
         self._offset, self._inode, self.counts = 0, -1, {}
         self.refresh()
