@@ -115,3 +115,23 @@ def test_an_invalid_postings_threshold_in_the_environment_is_reported_in_one_lin
     warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_POSTINGS_FROM" in line]
     assert len(warnings) == 1, found.stderr
     assert "\x1b" not in found.stderr
+
+
+def test_a_command_that_ends_while_its_postings_are_being_made_exits_cleanly(project: Path) -> None:
+    # a one-shot command starts the postings' thread and is done long before it: its exit used to
+    # close the thread's tokenizer under it (a segmentation fault, two runs in three)
+    rng = random.Random(5)
+    events = [
+        MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), content=" ".join(rng.choices(WORDS, k=40)))
+        for _ in range(3000)
+    ]
+    write_events(project, events)
+    env = server_env(EVENTMEM_POSTINGS_FROM="1")
+    for _ in range(5):
+        subprocess.run(["rm", "-rf", str(project / ".eventmem" / "cache")], check=True)  # (no postings kept)
+        command = " ".join([*eventmem_command("log", "--limit", "10000"), "--root", str(project)])
+        piped = ["bash", "-c", f"set -o pipefail; {command} | head -1"]
+        ended = subprocess.run(piped, env=env, capture_output=True, text=True, timeout=120)
+        assert ended.returncode == 0, ended.stderr[-2000:]
+        assert "Fatal Python error" not in ended.stderr
+        assert len(ended.stdout.splitlines()) == 1

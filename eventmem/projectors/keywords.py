@@ -113,7 +113,9 @@ class KeywordIndex:
                     raise ValueError(f"the keyword index's word counts do not decode: {exc}") from exc
             if postings:  # (decoded and checked by a thread: a start does not wait for it)
                 rows = len(self._present)
-                self.ranking = BackgroundPostings(lambda: Postings.decoded(postings, rows), "read from the snapshot")
+                self.ranking = BackgroundPostings(
+                    lambda _stopping: Postings.decoded(postings, rows), "read from the snapshot"
+                )
         self._db.execute(_SCHEMA)
 
     def __len__(self) -> int:
@@ -407,10 +409,17 @@ class KeywordsProjector:
         try:
             self._finish_bulk()
         finally:
+            if self.index.ranking is not None:
+                self.index.ranking.stop(timeout=0)  # (its postings would be of the rows dropped)
             self.index = KeywordIndex()
 
     def close(self) -> None:
-        self._finish_bulk()
+        """Finish a bulk load; stop the thread making postings (at most a chunk of rows away)."""
+        try:
+            self._finish_bulk()
+        finally:
+            if self.index.ranking is not None:
+                self.index.ranking.stop()
 
     # -- queries ------------------------------------------------------------------------------------
 

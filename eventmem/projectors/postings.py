@@ -37,8 +37,12 @@ from eventmem.projectors.tokens import Tokens
 
 __all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "PhraseScoresKept", "Postings", "StoredPostings"]
 
-DEFAULT_POSTINGS_FROM: Final = 20_000
-"""Rows from which the keyword index ranks from postings (``Tuning.postings_from``)."""
+DEFAULT_POSTINGS_FROM: Final = 1_000
+"""Rows from which the keyword index ranks from postings (``Tuning.postings_from``). At 1k memories
+FTS5's ``bm25()`` already costs about 0.2 ms a search; the postings (about 0.7 KB a memory, made in
+a background thread in tens of ms) took ``retrieve_context`` over stdio from 2.16-2.20x the no-op
+to 2.01-2.07x at 1k and from 2.58x to 2.33-2.40x at 10k (``tools/bench.py``, A/B on copies of one
+project). Below it a search costs little either way."""
 WEIGHTS: Final = (4.0, 2.0, 1.0, 3.0)
 """Column weights (title, summary, content, tags), as the keyword index ranks with them."""
 log = logging.getLogger("eventmem.projectors")
@@ -342,13 +346,15 @@ class BackgroundPostings:
     postings it made before they answer. If the thread fails (stored postings that do not hold
     together, no memory left), FTS5 goes on ranking alone: the same answers, at its cost."""
 
-    def __init__(self, make: Callable[[], Postings], how: str) -> None:
-        """``make``: called by the thread; ``how`` says in the log where the postings came from."""
+    def __init__(self, make: Callable[[threading.Event], Postings], how: str) -> None:
+        """``make``: called by the thread with the event :meth:`stop` sets (it may give up when set);
+        ``how`` says in the log where the postings came from."""
         self._log: list[tuple[list[Row], list[int]]] = []
         """Changes since the rows ``make`` reads, in order: (rows added, slots removed)."""
         self._made: Postings | None = None
         self._active: Postings | None = None
         self._failed = False
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._make, args=(make, how), name="eventmem-postings", daemon=True)
         self._thread.start()
 
@@ -356,19 +362,25 @@ class BackgroundPostings:
     def of_rows(cls, rows: Callable[[], list[Row]]) -> BackgroundPostings:
         """Postings made from ``rows`` (called by the thread: every row, in slot order, as they are now)."""
 
-        def make() -> Postings:
+        def make(stopping: threading.Event) -> Postings:
             found = rows()
             postings = Postings(Tokens())
             for start in range(0, len(found), CHUNK):
+                if stopping.is_set():
+                    raise _Stopped
                 postings.add(found[start : start + CHUNK])
             return postings
 
         return cls(make, "made")
 
-    def _make(self, make: Callable[[], Postings], how: str) -> None:
+    def _make(self, make: Callable[[threading.Event], Postings], how: str) -> None:
         started = time.perf_counter()
         try:
-            postings = make()
+            postings = make(self._stopping)
+        except _Stopped:
+            self._failed = True
+            log.debug("keyword postings not %s: stopped", how)
+            return
         except Exception as exc:  # (damaged, or out of memory: FTS5 goes on ranking alone)
             self._failed = True
             log.warning("keyword postings not %s (%s); FTS5 ranks every search", how, exc)
@@ -402,3 +414,14 @@ class BackgroundPostings:
         """Wait for the thread; whether it is done."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def stop(self, timeout: float | None = 10.0) -> bool:
+        """Have the thread give up at its next chunk of rows and wait for it (at most ``timeout``
+        seconds): a process must not exit while it runs (its tokenizer's connection is closed at
+        exit). Whether it is done. Postings already made stay usable."""
+        self._stopping.set()
+        return self.wait(timeout)
+
+
+class _Stopped(Exception):
+    """:meth:`BackgroundPostings.stop` was asked while the postings were being made."""

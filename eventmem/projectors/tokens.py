@@ -25,16 +25,24 @@ MAX_STEMS: Final = 1_000_000
 """Stems kept before the cache starts over (a bound on memory for a very varied journal)."""
 
 
+def _close(db: sqlite3.Connection, lock: threading.Lock) -> None:
+    """Close ``db`` once no call holds ``lock`` (every use of a :class:`Tokens`' connection does)."""
+    with lock:
+        db.close()
+
+
 class Tokens:
     """Texts to FTS5's tokens, exactly as the keyword index's tokenizer makes them, numbered: each
     distinct stem gets a number, kept for the life of this object."""
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        weakref.finalize(self, self._db.close)
+        self._lock = threading.Lock()
+        # closed under the lock: at exit the finalizers run while a thread may still be tokenizing
+        # (closing a connection in use crashes the process)
+        weakref.finalize(self, _close, self._db, self._lock)
         self._db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
         self._db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
-        self._lock = threading.Lock()
         self._numbers: dict[str, int] = {}
         """A stem's number."""
         self._known: dict[str, int] = {}

@@ -431,6 +431,7 @@ class Store:
                 self.save_snapshot()
             elif self.keywords.postings_unkept or self.vectors.approximate_unkept:
                 self.save_snapshot()  # (so that the next start reads them: seconds of work at 100k)
+        self.keywords.close()  # (no thread of it may outlive the process's exit)
 
 
 def _ttl_float(seconds: int) -> float:
