@@ -33,7 +33,7 @@ from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
-from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept, Postings
+from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
 
@@ -112,10 +112,7 @@ class KeywordIndex:
                 except msgspec.DecodeError as exc:
                     raise ValueError(f"the keyword index's word counts do not decode: {exc}") from exc
             if postings:  # (decoded and checked by a thread: a start does not wait for it)
-                rows = len(self._present)
-                self.ranking = BackgroundPostings(
-                    lambda _stopping: Postings.decoded(postings, rows), "read from the snapshot"
-                )
+                self.ranking = BackgroundPostings.of_stored(postings, len(self._present))
         self._db.execute(_SCHEMA)
 
     def __len__(self) -> int:
@@ -407,19 +404,16 @@ class KeywordsProjector:
 
     def reset(self) -> None:
         try:
-            self._finish_bulk()
+            self.close(timeout=0)  # (postings being made would be of the rows dropped)
         finally:
-            if self.index.ranking is not None:
-                self.index.ranking.stop(timeout=0)  # (its postings would be of the rows dropped)
             self.index = KeywordIndex()
 
-    def close(self) -> None:
-        """Finish a bulk load; stop the thread making postings (at most a chunk of rows away)."""
-        try:
+    def close(self, timeout: float | None = 10.0) -> None:
+        try:  # (the thread making postings stops at its next chunk of rows)
             self._finish_bulk()
         finally:
             if self.index.ranking is not None:
-                self.index.ranking.stop()
+                self.index.ranking.stop(timeout)
 
     # -- queries ------------------------------------------------------------------------------------
 

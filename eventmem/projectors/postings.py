@@ -373,6 +373,11 @@ class BackgroundPostings:
 
         return cls(make, "made")
 
+    @classmethod
+    def of_stored(cls, stored: bytes, rows: int) -> BackgroundPostings:
+        """Postings decoded (and checked) from a snapshot's ``stored`` form, of ``rows`` rows."""
+        return cls(lambda _stopping: Postings.decoded(stored, rows), "read from the snapshot")
+
     def _make(self, make: Callable[[threading.Event], Postings], how: str) -> None:
         started = time.perf_counter()
         try:
