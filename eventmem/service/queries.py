@@ -187,7 +187,8 @@ class Queries(Part):
                 continue
             store.catch_up()
             with store.read() as view:
-                yield store, view, build_mask(view, filters, now)
+                if view.size():  # (a memory none was ever saved to, often the global one: nothing to rank)
+                    yield store, view, build_mask(view, filters, now)
 
     def _ranked(
         self,
