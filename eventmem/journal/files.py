@@ -201,13 +201,14 @@ def remove_leftover_temp_files(folder: Path, targets: Callable[[str], bool]) -> 
     """Remove the temp files :func:`atomic_write` left in ``folder`` for the file names ``targets``
     accepts: a writer killed (``SIGKILL``, power loss) between creating its temp file and renaming
     it leaves one behind, as large as what it was writing. The caller holds the lock every writer of
-    those names holds, so none of them is being written. Links and folders are left alone (a link
-    is never followed: removing one would remove the link). The (name, size) of each removed."""
+    those names holds, so none of them is being written. Links and folders are left alone. Best
+    effort: a file that cannot be removed stays, and the write that asked goes on. The (name, size)
+    of each removed."""
     removed: list[tuple[str, int]] = []
     check_path(folder, kind="folder")
     try:
         entries = list(os.scandir(folder))
-    except FileNotFoundError:
+    except OSError:
         return removed
     for entry in entries:
         match = _TEMP_NAME.fullmatch(entry.name)
@@ -218,7 +219,7 @@ def remove_leftover_temp_files(folder: Path, targets: Callable[[str], bool]) -> 
             if stat.S_ISREG(info.st_mode):
                 os.unlink(entry.path)
                 removed.append((entry.name, info.st_size))
-        except FileNotFoundError:
+        except OSError:
             continue
     return removed
 
