@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Final
@@ -32,7 +31,7 @@ import numpy.typing as npt
 from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
-from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, words_of
+from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, guarded_connection, words_of
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
 __all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
@@ -84,9 +83,8 @@ class KeywordIndex:
     def __init__(self, data: bytes | memoryview | None = None, *, connection: sqlite3.Connection | None = None) -> None:
         """``connection``: an in-memory database to use (autocommit, any thread), else a new one."""
         self._db = connection or sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        # closed when the index is dropped (a rebuild replaces it): Python 3.13 warns of a connection
-        # that is collected open
-        weakref.finalize(self, self._db.close)
+        self.using = guarded_connection(self, self._db)
+        """Held by a bulk load's thread while it fills the connection, which is not closed under it."""
         self.df: Counter[str] = Counter()
         """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
         choose other query words once a rebuild gives the memories other slots."""

@@ -6,16 +6,18 @@ See :class:`BulkLoad`.
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
+import weakref
 from collections import Counter
 from typing import TYPE_CHECKING, Final
 
-from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT
+from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, close_when_free
 
 if TYPE_CHECKING:
     from eventmem.projectors.keywords import KeywordIndex
 
-__all__ = ["BULK_HASHSIZE", "DEFAULT_HASHSIZE", "BulkLoad", "Row", "words_of"]
+__all__ = ["BULK_HASHSIZE", "DEFAULT_HASHSIZE", "BulkLoad", "Row", "guarded_connection", "words_of"]
 
 Row = tuple[int, str, str, str, str]
 """(slot, title, summary, content, tags)"""
@@ -32,6 +34,15 @@ def words_of(text: str) -> set[str]:
 
 
 _BULK_TABLES: Final = ("bulk_df_vocabulary", "bulk_df", "bulk_df_rows", "bulk_rows")
+
+
+def guarded_connection(owner: object, db: sqlite3.Connection) -> threading.Lock:
+    """The lock a thread filling ``db`` holds (a bulk load's). ``db`` is closed when ``owner`` is
+    collected (Python 3.13 warns of a connection collected open) or at exit, and never under that
+    thread: what it runs is interrupted, and the close waits for the lock."""
+    lock = threading.Lock()
+    weakref.finalize(owner, close_when_free, db, lock, interrupt=True)
+    return lock
 
 
 class BulkLoad:
@@ -80,6 +91,10 @@ class BulkLoad:
         self._thread.start()
 
     def _insert(self) -> None:
+        with self._index.using:  # (the connection is not closed under it, even at exit)
+            self._fill()
+
+    def _fill(self) -> None:
         try:
             db = self._index._db
             db.execute(

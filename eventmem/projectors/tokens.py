@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Final
 
-__all__ = ["FTS5_TOKEN_LIMIT", "MAX_STEMS", "Tokens"]
+__all__ = ["FTS5_TOKEN_LIMIT", "MAX_STEMS", "Tokens", "close_when_free"]
 
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")
 FTS5_TOKEN_LIMIT: Final = 32768
@@ -25,8 +25,12 @@ MAX_STEMS: Final = 1_000_000
 """Stems kept before the cache starts over (a bound on memory for a very varied journal)."""
 
 
-def _close(db: sqlite3.Connection, lock: threading.Lock) -> None:
-    """Close ``db`` once no call holds ``lock`` (every use of a :class:`Tokens`' connection does)."""
+def close_when_free(db: sqlite3.Connection, lock: threading.Lock, *, interrupt: bool = False) -> None:
+    """Close ``db`` once no thread holds ``lock``, which every thread that uses it holds; with
+    ``interrupt``, what it runs is interrupted first. A connection's finalizer runs at exit while a
+    daemon thread may be in the middle of using it, and closing it under the thread crashes the process."""
+    if interrupt:
+        db.interrupt()
     with lock:
         db.close()
 
@@ -40,7 +44,7 @@ class Tokens:
         self._lock = threading.Lock()
         # closed under the lock: at exit the finalizers run while a thread may still be tokenizing
         # (closing a connection in use crashes the process)
-        weakref.finalize(self, _close, self._db, self._lock)
+        weakref.finalize(self, close_when_free, self._db, self._lock)
         self._db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
         self._db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
         self._numbers: dict[str, int] = {}
