@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from cli_runner import ok_json
 from conftest import ProcessGroup, eventmem_command, git, old_memory, write_events
 
 from eventmem.core.events import MemoryDeleted, MemorySaved
@@ -53,14 +54,6 @@ def snapshot_temp_files(cache: Path) -> list[Path]:
     ]
 
 
-def cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [*eventmem_command(*args), "--root", str(project)], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
-
-
 def test_a_snapshot_writer_killed_mid_write_leaves_no_temp_file_once_the_next_snapshot_is_written(
     project: Path, processes: ProcessGroup
 ) -> None:
@@ -88,13 +81,13 @@ def test_a_snapshot_writer_killed_mid_write_leaves_no_temp_file_once_the_next_sn
     other = cache / ".other.bin.abcdefgh.tmp"  # not a snapshot writer's: it stays
     other.write_bytes(b"not ours")
 
-    cli(project, "stats")
+    ok_json(project, "stats")
 
     assert snapshot.is_file()
     assert snapshot_temp_files(cache) == []
     assert other.read_bytes() == b"not ours"
-    hits = cli(project, "search", "rollback shard queue", "--json").stdout
-    assert "rollback" in hits
+    found = ok_json(project, "search", "rollback shard queue")
+    assert found["results"] and "rollback" in json.dumps(found)
 
 
 def test_a_segment_rewrite_killed_mid_write_is_ignored_by_git_and_removed_by_the_next_compaction(
@@ -115,12 +108,12 @@ def test_a_segment_rewrite_killed_mid_write_is_ignored_by_git_and_removed_by_the
     # what a compaction killed after writing its temp file leaves: the segment's lines, renamed never
     leftover = paths.journal_dir / f".{segment.name}.k1ll3d_x.tmp"
     leftover.write_bytes(segment.read_bytes())
-    cli(project, "stats")  # (writes .eventmem/.gitignore on a first open, if the save did not)
+    ok_json(project, "stats")  # (writes .eventmem/.gitignore on a first open, if the save did not)
 
     untracked = git(project, "status", "--porcelain", "--untracked-files=all")
     assert ".eventmem/journal/" in untracked and leftover.name not in untracked
 
-    report = json.loads(cli(project, "compact", "--json").stdout)
+    report = ok_json(project, "compact")
     assert report["archived"][0]["memories"] == 1  # (the rewrite ran)
     assert not leftover.exists()
     assert segment.is_file() and [p.name for p in paths.journal_dir.iterdir() if p.name.endswith(".tmp")] == []
@@ -137,9 +130,9 @@ def test_a_usage_rewrite_killed_mid_write_leaves_no_temp_file_once_the_next_comp
     leftover = local / ".usage.jsonl.a1b2c3d4.tmp"  # what a rewrite killed before its rename leaves
     leftover.write_bytes(usage.read_bytes()[:100_000])
 
-    report = json.loads(cli(project, "compact", "--json").stdout)
+    report = ok_json(project, "compact")
 
     assert report["usage_compacted"], report
     assert not leftover.exists()
-    shown = json.loads(cli(project, "show", kept.memory, "--json").stdout)
+    shown = ok_json(project, "show", kept.memory)
     assert shown["memory"]["access_count"] == 2 * 1024 * 1024 // len(line)
