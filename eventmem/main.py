@@ -60,13 +60,16 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 def _check_store(args: argparse.Namespace) -> None:
     """Refuse, in one line and before serving, an address that is not PostgreSQL's, and a bad name."""
+    from eventmem.core.extras import require
     from eventmem.projectors.postgres.connection import check_uri
     from eventmem.projectors.postgres.targets import parse_projects
 
     if args.store is not None:
         check_uri(args.store, "--store")
+        require("postgres", "eventmem serve --store")
     elif (from_env := os.environ.get("EVENTMEM_STORE", "").strip()) and "${" not in from_env:
         check_uri(from_env, "EVENTMEM_STORE")
+        require("postgres", "EVENTMEM_STORE")
     if args.project_name is not None:
         parse_projects([f"{args.project_name}=."], default_root=Path.cwd)  # (checks the name)
 

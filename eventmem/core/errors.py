@@ -13,6 +13,7 @@ __all__ = [
     "JournalUnwritable",
     "LimitExceeded",
     "MemoryGone",
+    "MissingExtra",
     "SecretRefused",
     "SnapshotDamaged",
     "UnknownLink",
@@ -27,6 +28,17 @@ class EventmemError(Exception):
 
 class InvalidInput(EventmemError, ValueError):
     """The request itself is wrong: an empty text, a bad filter, an unknown kind."""
+
+
+class MissingExtra(InvalidInput):
+    """A feature behind an optional extra was asked for where that extra is not installed."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra!r} extra, which is not installed: pip install 'eventmem[{extra}]'"
+        )
+        self.feature = feature
+        self.extra = extra
 
 
 class UnknownMemory(InvalidInput, KeyError):

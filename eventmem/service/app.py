@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
+from eventmem.core.extras import require
 from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
 from eventmem.embedders.embedder import Embedder, HashingEmbedder
 from eventmem.journal.config import Config, load_settings
@@ -15,11 +17,13 @@ from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
 from eventmem.service.commands import Commands
-from eventmem.service.database import Database, project_name
 from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
+
+if TYPE_CHECKING:  # PostgreSQL is an extra: imported only where a store is asked for
+    from eventmem.service.database import Database
 
 __all__ = ["MemoryService", "make_embedder", "open_service"]
 
@@ -176,6 +180,9 @@ def open_service(
         global_store = Store(global_paths, config, embedder, tuning=tuning)
     database = None
     if store or settings.store:
+        require("postgres", "answering from PostgreSQL (--store, EVENTMEM_STORE)")
+        from eventmem.service.database import Database, project_name
+
         database = Database(
             store or settings.store,
             project_name(root.root, store_name),

@@ -15,6 +15,7 @@ import logging
 import sys
 from typing import Any
 
+from eventmem.core.extras import require
 from eventmem.journal.project import global_root
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
@@ -53,6 +54,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from eventmem.projectors.postgres.connection import check_uri
 
     uri = check_uri(args.to)
+    require("postgres", "eventmem sync")
     targets = parse_projects(args.project, default_root=lambda: chosen_root(getattr(args, "root", None)).root)
     if not args.no_global:
         home = global_root()
