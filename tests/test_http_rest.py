@@ -14,7 +14,11 @@ from http_server import http_server
 
 @pytest.fixture
 def api(processes: ProcessGroup, project: Path) -> Iterator[httpx.Client]:
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1/projects/project") as client:
+    json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
+    with (
+        http_server(processes, project) as base,
+        httpx.Client(base_url=f"{base}/api/v1/projects/project", headers=json_type) as client,
+    ):
         yield client
 
 

@@ -221,7 +221,7 @@ def test_the_graph_zooms_pans_and_lets_a_node_be_dragged_without_leaving_the_pag
 def test_the_timeline_shows_what_as_of_answers(site: tuple[Page, str]) -> None:
     tab, api = site
     made = seed(api)
-    httpx.delete(f"{api}/memories/{made['style']['id']}")
+    httpx.delete(f"{api}/memories/{made['style']['id']}", headers={"Content-Type": "application/json"})
     page = tab.open("#/timeline", "timeline")
     slider = page.locator("#timeline-slider")
     for position in (0, 2, int(slider.get_attribute("max") or 0)):

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from eventmem.adapters.http.projects import Project, Projects
@@ -78,6 +78,8 @@ def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Re
             for name, served in projects.by_name.items():  # no server paths in answers
                 detail = detail.replace(str(served.root.root), f"<{name}>")
             return problem(status, title, detail)
+        except ClientDisconnect:  # (gone, or cut off for sending too slowly: no one reads an answer)
+            return problem(400, "Bad Request", "the request did not arrive whole")
         except Exception:
             log.exception("request %s %s failed", request.method, request.url.path)
             return problem(500, "Internal Server Error", "the request failed; the server log has the details")

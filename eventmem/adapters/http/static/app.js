@@ -32,6 +32,7 @@ function authHeaders() {
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...authHeaders(), ...(options.headers || {}) };
   const init = { method: options.method || "GET", headers };
+  if (init.method !== "GET") headers["Content-Type"] = "application/json"; // the server asks it of every change
   if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
