@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args, get_origin
 
 import msgspec
 
 from eventmem.core.errors import InvalidInput, UnsafePath
-from eventmem.core.limits import CONTENT_BYTES_CEILING, MAX_CONFIG_BYTES
-from eventmem.journal.files import atomic_write, check_path
+from eventmem.core.limits import MAX_CONFIG_BYTES, SETTING_LIMITS, in_range
+from eventmem.journal.files import atomic_write, check_inside, check_path
 from eventmem.journal.gitrunner import GitError, run_git
 from eventmem.journal.project import user_data_dir, user_dir
 
@@ -82,16 +80,19 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     (derived, untracked), or a folder of the project such as ``.ai`` to keep the files tracked."""
     section_max_bytes: int = 256 * 1024
     """Size limit of one project-context section; a write that would exceed it is paused."""
+    export_dir: str = "exports"
+    """The folder (of the project, or anywhere in the user's own settings) under which the MCP tool
+    ``export_memories`` may write; it writes only new files there."""
 
     def __post_init__(self) -> None:
         """A value no setting can mean (NaN, infinity, a size below one byte, a half-life of zero…)
         is refused naming its key, as a value of the wrong type is: a tracked file is input from
         whoever got a commit merged, and NaN weights or a limit of 0 bytes would quietly break
         every search or every save instead of failing once with the key's name."""
-        for name, low, high in _SETTING_RANGES:
+        for name, entry in SETTING_LIMITS.items():
             value = getattr(self, name)
-            if not low <= value <= high:  # (NaN fails every comparison)
-                raise ValueError(f"{name}: expected {_describe_range(low, high)}, got {value!r}")
+            if not in_range(entry, value):  # (NaN fails every comparison)
+                raise ValueError(f"{name}: expected {entry.describe()}, got {value!r}")
 
 
 FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {
@@ -119,35 +120,6 @@ def fusion_weights(config: Config, model_id: str) -> tuple[float, float]:
         return chosen
     found = FUSION_WEIGHTS.get(model_id) or FUSION_WEIGHTS.get(model_id.split("-", 1)[0])
     return found or MODEL_FUSION_WEIGHTS
-
-
-_FINITE: Final = sys.float_info.max
-_SETTING_RANGES: Final[tuple[tuple[str, float, float], ...]] = (
-    ("vector_weight", 0, _FINITE),
-    ("keyword_weight", 0, _FINITE),
-    ("importance_boost", -_FINITE, _FINITE),
-    ("recency_boost", -_FINITE, _FINITE),
-    ("recency_half_life_days", sys.float_info.min, _FINITE),
-    ("max_memory_bytes", 1, CONTENT_BYTES_CEILING),
-    ("max_segment_bytes", 0, sys.maxsize),
-    ("promote_importance", -_FINITE, _FINITE),
-    ("promote_accesses", 0, sys.maxsize),
-    ("compact_interval_seconds", 0, _FINITE),
-    ("archive_after_days", 0, _FINITE),
-    ("snapshot_every_events", 0, sys.maxsize),
-    ("section_max_bytes", 1, sys.maxsize),
-)
-"""The accepted range of each numeric setting (0 where it means "never" or "no limit")."""
-
-
-def _describe_range(low: float, high: float) -> str:
-    if high not in (_FINITE, sys.maxsize):
-        return f"a number from {low:,} to {high:,}"
-    if high == sys.maxsize:
-        return f"a whole number of at least {low:,}"
-    if low == -_FINITE:
-        return "a finite number"
-    return "a finite number above 0" if 0 < low < 1 else f"a finite number of at least {low:,}"
 
 
 ENV_PREFIX: Final = "EVENTMEM_"
@@ -231,13 +203,99 @@ def _shown(value: Any) -> str:
 def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first setting of a config file's ``table`` that no :class:`Config` accepts (an unknown
     key, a value of the wrong type or out of its range), as (key, the reason); ``None``: all valid."""
+    problems = setting_problems(table)
+    return next(iter(problems.items()), None)
+
+
+_FIELD_TYPES: Final = {f.name: f.type for f in msgspec.structs.fields(Config)}
+_FIELDS: Final = frozenset(_FIELD_TYPES)
+PATH_SETTINGS: Final = ("render_ai_dir", "export_dir")
+"""Settings naming a folder eventmem writes in."""
+_PRIVATE_FOLDERS: Final = (".git", ".eventmem")
+
+
+def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict[str, str]:
+    """Each setting of a tracked config ``table`` that breaks a rule, with why (one line, the allowed
+    range or form in it): an unknown key, a value of the wrong type, out of its range or NaN, or a
+    path that leaves the project (``root``; without it only what the text shows is judged: an
+    absolute path, ``..``, ``~``) or passes through a link on the way. ``store`` is not judged here."""
+    problems: dict[str, str] = {}
+    for raw_key, value in table.items():
+        key = str(raw_key)
+        if key == STORE_KEY:
+            continue
+        reason = _value_problem(key, value) or _path_problem(key, value, root)
+        if reason:
+            problems[key] = reason
+    return problems
+
+
+def _value_problem(key: str, value: Any) -> str:
+    if key not in _FIELDS:
+        return "not a setting eventmem knows"
     try:
-        msgspec.convert(dict(table), Config)
+        msgspec.convert({key: value}, Config)
     except msgspec.ValidationError as exc:
-        reason = str(exc)
-        named = re.search(r"`\$\.(\w+)`|unknown field `(\w+)`|^(\w+):", reason)
-        return (next(group for group in named.groups() if group) if named else "", reason)
-    return None
+        entry = SETTING_LIMITS.get(key)
+        if entry is not None:
+            return f"expected {entry.describe()}"
+        kind = _FIELD_TYPES[key]
+        if get_origin(kind) is Literal:
+            return f"expected one of {', '.join(_shown(choice) for choice in get_args(kind))}"
+        return str(exc).replace(f" - at `$.{key}`", "")
+    return ""
+
+
+def named_paths(key: str, value: Any) -> list[tuple[str, Literal["file", "folder"]]]:
+    """The paths a setting names (a folder setting's, an ONNX model's and its tokenizer's)."""
+    if not isinstance(value, str) or not value.strip():
+        return []
+    if key in PATH_SETTINGS:
+        return [(value.strip(), "folder")]
+    if key != "embedder":
+        return []
+    from eventmem.core.provider_spec import parse_spec
+
+    try:
+        parsed = parse_spec(value)
+    except InvalidInput:
+        return []
+    found: list[tuple[str, Literal["file", "folder"]]] = []
+    if parsed.kind == "onnx" and parsed.model.endswith(".onnx"):
+        found.append((parsed.model, "file"))
+    if parsed.options.get("tokenizer"):
+        found.append((parsed.options["tokenizer"], "file"))
+    return found
+
+
+def _path_problem(key: str, value: Any, root: Path | None) -> str:
+    for given, kind in named_paths(key, value):
+        where = Path(given)
+        if given.startswith("~") or "\0" in given:
+            return f"{given!r} is not a path inside the project"
+        if where.is_absolute():
+            if root is None or not _within(root, where):
+                return f"{given!r} is outside the project; a tracked setting names only paths inside it"
+            where = where.relative_to(root)
+        if ".." in where.parts:
+            return f"{given!r} leads out of the project; a tracked setting names only paths inside it"
+        private = next((part for part in where.parts if part.lower() in _PRIVATE_FOLDERS), None)
+        if kind == "folder" and private is not None:
+            return f"{given!r} is inside {private}; a folder eventmem writes in must be outside .git and .eventmem"
+        if root is not None:
+            try:
+                check_inside(root, root / where, kind=kind)
+            except InvalidInput as exc:  # (UnsafePath: a link on the way)
+                return str(exc).split(";", 1)[0]
+    return ""
+
+
+def _within(root: Path, path: Path) -> bool:
+    try:
+        Path(os.path.normpath(path)).relative_to(root)
+    except ValueError:
+        return False
+    return True
 
 
 # -- where the settings come from ---------------------------------------------------------------
@@ -253,6 +311,9 @@ class Settings:
     allow it (``doctor`` lists them; the service's warnings repeat them)."""
     approved: list[str] = field(default_factory=list)
     """The tracked file's settings that reach the network and are in effect by ``eventmem allow``."""
+    invalid: list[str] = field(default_factory=list)
+    """One line per setting of a tracked file that breaks a rule (:func:`setting_problems`), with the
+    allowed range: ignored, its default used (``doctor`` is unhealthy while one is there)."""
     store: str = ""
     """The PostgreSQL database to serve from (``store``), from an untracked file or ``EVENTMEM_STORE``
     only; empty: the embedded indexes. Not a :class:`Config` field, so no settings view shows it."""
@@ -369,10 +430,17 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     untrusted: dict[str, str] = {}
     """Keys set (last) by a tracked file, with what they would do."""
     approved: list[str] = []
+    invalid: list[str] = []
     store = ""
-    content = _read_bytes(path)
+    root = path.parent.parent
+    try:
+        content = _read_bytes(path)
+        tracked = _parse(path, content) if content is not None else {}
+    except InvalidInput as exc:  # one careless commit must not stop every agent's saves
+        content, tracked = None, {}
+        invalid.append(f"{_one_line(str(exc))}; ignored: every setting of it has its default")
     if content is not None:
-        tracked = _parse(path, content)
+        _drop_invalid(path.name, tracked, root, invalid)
         if STORE_KEY in tracked:
             untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
             tracked.pop(STORE_KEY)
@@ -388,6 +456,8 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             continue
         table = _parse(layer, layer_content)
         tracked_layer = layer.parent == path.parent and _tracked_by_git(layer)
+        if tracked_layer:
+            _drop_invalid(f"{layer.name} (tracked by git)", table, root, invalid)
         if STORE_KEY in table:
             if tracked_layer:
                 untrusted[STORE_KEY] = _STORE_IGNORED.format(name=f"{layer.name} (tracked by git)")
@@ -429,6 +499,19 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         for key, line in untrusted.items()
     ]
     try:
-        return Settings(msgspec.convert(data, Config), ignored, approved, store)
+        return Settings(msgspec.convert(data, Config), ignored, approved, invalid, store)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"{path.name}: {exc}") from None
+
+
+def _drop_invalid(name: str, table: dict[str, Any], root: Path, invalid: list[str]) -> None:
+    """Take out of a tracked ``table`` each setting that breaks a rule, adding its line to ``invalid``."""
+    for key, reason in setting_problems(table, root).items():
+        value = table.pop(key)
+        default = getattr(Config(), key, None)
+        used = f"the default {_shown(default)} is used" if key in _FIELDS else "it has no effect"
+        invalid.append(_one_line(f"{name}: {key} = {_shown(value)[:80]}: {reason}; ignored, {used}"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

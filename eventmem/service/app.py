@@ -165,7 +165,7 @@ def open_service(
     paths = ProjectPaths(root.root)
     paths.check_layout()
     settings = load_settings(paths.config_file, environ)
-    for line in settings.ignored:
+    for line in [*settings.invalid, *settings.ignored]:
         log.warning("%s", line)
     config = settings.config
     embedder = make_embedder(config)

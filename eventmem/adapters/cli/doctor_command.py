@@ -19,6 +19,7 @@ __all__ = ["cmd_doctor"]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.journal.config import load_settings
     from eventmem.journal.gitdrivers import check as check_git_drivers
     from eventmem.review.audit import conflicting_ids, future_stamps
     from eventmem.service import open_service
@@ -41,6 +42,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
     ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
     audited, findings = _doctor_findings(paths)
+    invalid = load_settings(paths.config_file).invalid  # (ignored, their defaults used: still a problem)
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -55,6 +57,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "unknown_event_types": unknown,
         "refused_segments": dict(store.journal.refused),
         "ignored_settings": service.ignored_settings,
+        "invalid_settings": invalid,
         "allowed_settings": service.allowed_settings,
         "conflicting_ids": conflicts,
         "future_stamps": ahead,
@@ -72,6 +75,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         and audited.ok
         and not conflicts
         and not store.journal.refused
+        and not invalid
         and all(driver["problem"] is None for driver in report["git_drivers"])
     )
     set_verdict(0 if report["healthy"] else 1)
@@ -93,6 +97,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(printable(f"WARNING:     {note}"))
         for name, reason in store.journal.refused.items():
             print(printable(f"REFUSED:     {name}: {reason}"))
+        for line in invalid:
+            print(printable(f"INVALID:     {line}"))
         for line in service.ignored_settings:
             print(printable(f"ignored:     {line}"))
         for line in service.allowed_settings:
