@@ -551,3 +551,40 @@ def test_a_memory_imported_with_the_metadata_comment_is_recognised_and_its_comme
     assert "original_type" not in (found[0].metadata or {})  # (the store's type is a kind: the comment's is gone)
     again = import_json(project, "server-memory", str(PEERS / STORES["server-memory"]))
     assert (again["added"], again["updated"], again["events"]) == (0, 0, 0)
+
+
+def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forced(
+    project: Path, tmp_path: Path
+) -> None:
+    run(project, "import", "server-memory", str(PEERS / STORES["server-memory"]))
+    readme = project / "README.md"
+    readme.write_text("# The project\n", encoding="utf-8")
+    config = (project / ".git" / "config").read_bytes()
+    secret = tmp_path / "outside.txt"
+    secret.write_text("not to be touched\n", encoding="utf-8")
+    (project / "link.json").symlink_to(secret)
+    for where in (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x"):
+        refused = run(project, "export", "json", where, code=2)
+        assert "never writes inside" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    for where in ("README.md", "link.json"):
+        refused = run(project, "export", "json", where, code=2)
+        assert f"{where} exists; give a new file (or --force to replace it)" in refused.stderr
+    (project / "notes").mkdir()
+    (project / "notes" / "mine.md").write_text("mine\n", encoding="utf-8")
+    refused = run(project, "export", "markdown", "notes", code=2)
+    assert "notes exists and is not empty" in refused.stderr
+    assert (project / ".git" / "config").read_bytes() == config
+    assert (
+        not (project / ".git" / "hooks" / "pre-commit").exists()
+        and not (project / ".eventmem" / "export.json").exists()
+    )
+    assert (
+        readme.read_text(encoding="utf-8") == "# The project\n"
+        and secret.read_text(encoding="utf-8") == "not to be touched\n"
+    )
+    assert sorted(p.name for p in project.iterdir() if p.name.startswith(".eventmem-export")) == []
+
+    run(project, "export", "json", "README.md", "--force")
+    run(project, "export", "json", "link.json", "--force")  # the link is replaced, its target kept
+    assert json.loads(readme.read_text(encoding="utf-8"))["memories"]
+    assert not (project / "link.json").is_symlink() and secret.read_text(encoding="utf-8") == "not to be touched\n"

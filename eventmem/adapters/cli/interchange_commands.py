@@ -48,7 +48,8 @@ def add_interchange_commands(add: Add, pmp_import: Callable[[argparse.Namespace]
     formats = ", ".join(f"{name} ({what})" for name, what in EXPORTS.items())
     p = add("export", _export, "write the project's memories in a portable format")
     p.add_argument("format", metavar="FORMAT", help=f"one of: {formats}")
-    p.add_argument("path", metavar="PATH", help="the file to write (markdown, ai: the folder)")
+    p.add_argument("path", metavar="PATH", help="the file to write (markdown, ai: the folder); never inside .git/")
+    p.add_argument("--force", action="store_true", help="replace the file (or the folder's files) if it exists")
 
 
 def _open(args: argparse.Namespace) -> Any:
@@ -99,7 +100,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         from eventmem.interchange.formats import export_store
 
-        report = export_store(service, name, Path(args.path).expanduser())
+        report = export_store(service, name, Path(args.path).expanduser(), replace=args.force)
     finally:
         service.close()
     if args.json:
