@@ -17,7 +17,7 @@ from conftest import REPO, git, reopen
 from test_history import append, commit
 
 from eventmem.core.codec import encode_event
-from eventmem.core.events import LinkAdded, MemoryDeleted, MemorySaved, MemoryUpdated
+from eventmem.core.events import LinkAdded, MemoryArchived, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
 
 LONG = (
@@ -491,3 +491,30 @@ def test_a_branch_that_tracks_a_cache_file_fails(project: Path, base: dict[str, 
     assert doctor.returncode == 1, doctor.stderr
     found = [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]]
     assert found == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
+
+
+@pytest.mark.parametrize("named", ["../../etc/passwd", "/etc/passwd", "archive/../../x.jsonl", "archive/sub/x.jsonl"])
+def test_an_archived_event_naming_a_path_outside_the_journal_folders_fails(
+    project: Path, base: dict[str, str], named: str
+) -> None:
+    feature = segment(project, "main")  # (lines added to it on the branch)
+    event = MemoryArchived(id=new_id(), ts=now_iso(), by="mallory", memories=(base["pool"],), segment=named)
+    number = add_raw(feature, encode_event(event))
+    commit(project, "archive into a strange place")
+    found = [(f["code"], f["path"], f["line"]) for f in findings(project)]
+    assert ("bad-segment", relative(project, feature), number) in found, found
+    good = MemoryArchived(
+        id=new_id(), ts=now_iso(), memories=(base["pool"],), segment="archive/w.main.20260101.1.jsonl"
+    )
+    add_raw(feature, encode_event(good))
+    commit(project, "and one well named")
+    assert [f for f in findings(project) if f["code"] == "bad-segment" and f["line"] != number] == []
+
+
+def test_a_base_with_no_commit_in_common_is_named_a_rewrite(project: Path, base: dict[str, str]) -> None:
+    git(project, "checkout", "-q", "--orphan", "rewritten")
+    git(project, "commit", "-q", "-m", "a history of its own")
+    result = check(project, "--base", "main")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "main and HEAD have no commit in common: the history was rewritten" in result.stderr
+    assert result.stderr.count("\n") == 1

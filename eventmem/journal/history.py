@@ -214,8 +214,20 @@ def load(root: Path, spec: str) -> History:
     return read_revision(root, spec)
 
 
-def merge_base(root: Path, a: str, b: str) -> str:
-    return git(root, "merge-base", a, b).decode().strip()
+def merge_base(root: Path, a: str, b: str, *, names: tuple[str, str] | None = None) -> str:
+    """The commit ``a`` and ``b`` forked from; a :class:`HistoryError` naming the rewrite when they share
+    none (``names``: how to call them in it)."""
+    try:
+        return git_bytes(root, "merge-base", a, b).decode().strip()
+    except GitError as exc:
+        if exc.returncode != 1:
+            raise HistoryError(str(exc)) from None
+    one, other = names or (a, b)
+    raise HistoryError(
+        f"{one} and {other} have no commit in common: the history was rewritten (a force-push of a rebased or "
+        f"squashed branch, a filtered repository) or they are unrelated; nothing can be compared. Check "
+        f"against the base {other} was made from, or fetch {one} again"
+    )
 
 
 def default_base(root: Path) -> str:

@@ -72,7 +72,7 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     now = time.time() if now is None else now
     base_name = base or default_base(root)
     head_commit = commit_of(root, head)
-    fork = merge_base(root, commit_of(root, base_name), head_commit)
+    fork = merge_base(root, commit_of(root, base_name), head_commit, names=(base_name, head))
     memory_dir = git(root, "rev-parse", "--show-prefix").decode("utf-8", "surrogateescape").strip() + ".eventmem"
     findings: list[Finding] = []
     head_tree = ls_tree(root, head_commit, [memory_dir])
