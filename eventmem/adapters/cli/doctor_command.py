@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -26,6 +27,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     root = root_of(args)
     paths = ProjectPaths(root.root)
+    if getattr(args, "fix", False):
+        from eventmem.journal.relink import fix_linked_folders
+
+        out = sys.stderr if args.json else sys.stdout  # (--json: stdout holds the report only)
+        fixed = fix_linked_folders(paths, lambda line: print(printable(f"fix:         {line}"), file=out, flush=True))
+        if not fixed:
+            print("fix:         no memory folder is a symbolic link: nothing to do", file=out)
     service = open_service(root)
     store = service.project
     segments = store.journal.segments()

@@ -118,7 +118,13 @@ def build_parser(
     p.add_argument("--dry-run", action="store_true", help="list what would be expired and archived; write nothing")
     p.add_argument("--no-archive", action="store_true", help="only write expiry events")
     p.add_argument("--by", help="who is compacting (default: $USER)")
-    add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p = add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="first replace a memory folder that is a symbolic link (cache, journal, archive, local) with a real "
+        "one, saying what it does",
+    )
     p = add("allow", cmd_allow, "let the tracked .eventmem/config.toml use the network, as it is now")
     p.add_argument("--revoke", action="store_true", help="withdraw the approval")
     p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
