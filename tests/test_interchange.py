@@ -588,3 +588,38 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
     run(project, "export", "json", "link.json", "--force")  # the link is replaced, its target kept
     assert json.loads(readme.read_text(encoding="utf-8"))["memories"]
     assert not (project / "link.json").is_symlink() and secret.read_text(encoding="utf-8") == "not to be touched\n"
+
+
+def test_an_import_larger_than_a_segment_goes_on_in_new_segments(project: Path, tmp_path: Path) -> None:
+    store = tmp_path / "memory.jsonl"
+    with store.open("w", encoding="utf-8") as out:
+        for n in range(3000):
+            observations = [
+                f"Service {n} keeps fact {k} about its deploy window and owner team {n % 17}." * 6 for k in range(2)
+            ]
+            entity = {"type": "entity", "name": f"service-{n}", "entityType": "service", "observations": observations}
+            out.write(json.dumps(entity) + "\n")
+    env = {**os.environ, "EVENTMEM_MAX_SEGMENT_BYTES": "1048576"}  # (the floor: the import is about 4 MB)
+    result = subprocess.run(
+        eventmem_command("import", "server-memory", str(store), "--json"),
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["added"] == 3000
+    segments = list((project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert len(segments) >= 3 and all(path.stat().st_size <= 1048576 for path in segments)
+    stats = subprocess.run(
+        eventmem_command("--json", "stats"),
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert json.loads(stats.stdout)["memories"] == 3000
