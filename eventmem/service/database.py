@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from eventmem.core.errors import EventmemError
 from eventmem.embedders.embedder import Embedder
@@ -32,7 +33,6 @@ RETRY_EVERY_S = 3.0
 APPLICATION_NAME = "eventmem serve"
 """How the server's connection is named in ``pg_stat_activity``."""
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 
@@ -118,16 +118,13 @@ class Database:
                 self._lost(exc)
                 raise DatabaseDown(self.problem) from None
 
-    def after(self, write: Callable[P, R]) -> Callable[P, R]:
-        """``write``, then the journal projected before its reply returns (a database that cannot be
-        reached leaves the write on the journal, for a later catch-up)."""
-
-        def written(*args: P.args, **kwargs: P.kwargs) -> R:
-            out = write(*args, **kwargs)
-            self.catch_up()
-            return out
-
-        return written
+    @contextmanager
+    def projecting(self) -> Iterator[None]:
+        """A write in the block, then the journal projected before its reply returns (a database that
+        cannot be reached leaves the write on the journal, for a later catch-up; a write that fails
+        projects nothing)."""
+        yield
+        self.catch_up()
 
     def status(self) -> dict[str, Any]:
         """What ``stats`` shows of the database: where (no password), under which name, and whether

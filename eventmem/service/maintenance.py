@@ -1,4 +1,4 @@
-"""Upkeep of the memory directories: compaction (expiry, archiving, the usage stream), history, stats,
+"""Upkeep of the memory directories: compaction (expiry, archiving, the usage stream), history,
 and the warnings and status the doctor and the tools report."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = ["Maintenance"]
 
 
 class Maintenance(Part):
-    """Compaction, history, stats and warnings over every memory directory of the service."""
+    """Compaction, history and warnings over every memory directory of the service."""
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
@@ -162,40 +162,6 @@ class Maintenance(Part):
         rows.sort(key=lambda r: r[0])
         out = [data for _, data in rows]
         return out[-limit:] if limit else out
-
-    def stats(self) -> dict[str, Any]:
-        self.catch_up()
-        store = self.project
-        with store.read() as view:
-            state = view.fold
-            records = [r for r in state.memories.values() if r.exists]
-            by_status: dict[str, int] = {}
-            by_kind: dict[str, int] = {}
-            tags: dict[str, int] = {}
-            for record in records:
-                by_status[record.status] = by_status.get(record.status, 0) + 1
-                if record.status == "live":
-                    by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
-                    for tag in record.tags:
-                        tags[tag] = tags.get(tag, 0) + 1
-            segments = store.journal.segments()
-            return {
-                "root": str(self.root.root),
-                "root_source": self.root.source,
-                "memories": by_status.get("live", 0),
-                "by_status": by_status,
-                "by_kind": dict(sorted(by_kind.items())),
-                "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
-                "links": sum(1 for link in state.links.values() if link.alive),
-                "events": len(state.seen),
-                "unknown_events": dict(state.unknown),
-                "segments": len(segments),
-                "journal_bytes": sum(s.size for s in segments),
-                "embedder": store.embedder.model_id,
-                "corrupt_lines": [
-                    {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-                ],
-            }
 
     def warnings(self) -> list[str]:
         """Problems the caller should know about (corrupt journal lines, quarantined torn tails, refused
