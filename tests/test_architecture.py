@@ -78,3 +78,20 @@ def test_only_the_entry_point_knows_more_than_one_adapter() -> None:
         if layer_of(target) in {"adapters.mcp", "adapters.http"} and not layer_of(module).startswith("adapters.")
     }
     assert knowing <= {"eventmem.main"}, knowing
+
+
+def test_adapters_reach_no_store_through_the_service() -> None:
+    """``service.project`` is the project's store: an adapter that follows it (``service.project.rebuild``,
+    ``store = service.project``) reaches past the service's face, which offers what adapters need."""
+    wrong = []
+    for path in sorted((PACKAGE / "adapters").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr == "project"):
+                continue
+            chained = isinstance(parents.get(node), ast.Attribute)
+            if chained or "service" in ast.unparse(node.value):
+                where = path.relative_to(PACKAGE.parent).as_posix()
+                wrong.append(f"{where}:{node.lineno}: {ast.unparse(parents.get(node, node))}")
+    assert not wrong, "adapters call the service, not its store:\n" + "\n".join(wrong)

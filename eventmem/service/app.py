@@ -8,7 +8,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -18,6 +18,7 @@ from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
 from eventmem.embedders.embedder import Embedder, HashingEmbedder
 from eventmem.journal.config import Config, load_settings
 from eventmem.journal.project import ProjectPaths, RootChoice, global_root
+from eventmem.runner.embedding import Progress
 from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
@@ -188,6 +189,38 @@ class MemoryService(Part, Reads):
         """The project store's vectors: ``ready``, ``loading``, ``embedding`` or ``unavailable``."""
         return self._maintenance.vector_status()
 
+    def health(self) -> dict[str, Any]:
+        """The project journal read whole, for the doctor (see :meth:`Maintenance.health
+        <eventmem.service.maintenance.Maintenance.health>`)."""
+        return self._maintenance.health()
+
+    # -- upkeep ---------------------------------------------------------------------------------
+
+    def rebuild(
+        self, progress: Progress | None = None, *, embedding: Progress | None = None, wait: bool = True
+    ) -> dict[str, Any]:
+        """Drop the project's derived state and fold its journal again; the figures of what was folded
+        (see :meth:`Maintenance.rebuild <eventmem.service.maintenance.Maintenance.rebuild>`)."""
+        return self._maintenance.rebuild(progress, embedding=embedding, wait=wait)
+
+    def wait_snapshot(self) -> None:
+        """Wait until the snapshot a :meth:`rebuild` with ``wait=False`` writes is on disk."""
+        self._maintenance.wait_snapshot()
+
+    def is_current(self, paths: Iterable[str]) -> bool:
+        """Whether every project segment at ``paths`` is, by a stat, exactly as this service last read
+        it (a server's watcher then needs no catch-up)."""
+        return self.project.is_current(paths)
+
+    def drain_changes(self) -> tuple[bool, set[str]]:
+        """What changed in the project memory since the last call: (everything?, memory ids)."""
+        return self.project.drain_changes()
+
+    def hold_writes(self) -> None:
+        """Wait for the writes in progress, and let no other start (for an exit between writes)."""
+        for store in self.stores():
+            store.hold_writes()
+
     # -- writes ---------------------------------------------------------------------------------
 
     def save(self, content: str, **options: Unpack[SaveOptions]) -> Memory:
@@ -319,6 +352,11 @@ class MemoryService(Part, Reads):
         if self.database is not None:
             self.database.close()
         super().close()
+
+    @property
+    def model_id(self) -> str:
+        """The embedder's model: whose vectors the indexes, the caches and the snapshot hold."""
+        return self.project.embedder.model_id
 
     @property
     def summarizer(self) -> Summarizer:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +24,7 @@ from eventmem.projectors.postgres.connection import check_uri, describe, shown_u
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
-__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name"]
+__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name", "sync"]
 
 log = logging.getLogger("eventmem.database")
 
@@ -207,6 +207,28 @@ class Database:
             self.runner.close()
         except Exception:  # (closing a broken connection may raise again)
             pass
+
+
+def sync(
+    uri: str,
+    targets: list[Target],
+    embedder: Embedder,
+    *,
+    report: Callable[[dict[str, int], dict[str, int]], None],
+    follow: Sequence[float] | None = None,
+) -> None:
+    """``eventmem sync``: project the journals of ``targets`` into the database at ``uri`` (a project no
+    longer named loses its rows), then ``report`` (events taken, memories held) by project. ``follow``:
+    keep the database in step until interrupted, a lost connection tried again after each of these
+    waits in turn (the last one repeats)."""
+    runner = SyncRunner(uri, targets, embedder)
+    try:
+        counts = runner.start()
+        report(counts, runner.memory_counts())
+        if follow is not None:
+            runner.follow(follow)
+    finally:
+        runner.close()
 
 
 def _is_database_error(exc: BaseException) -> bool:

@@ -244,9 +244,9 @@ def build_server(
         service = app.service_
         if service is None:
             return
-        if paths is None or not service.project.is_current(paths):
+        if paths is None or not service.is_current(paths):
             await anyio.to_thread.run_sync(service.catch_up)
-        everything, changed = service.project.drain_changes()
+        everything, changed = service.drain_changes()
         if not everything and not changed:
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
