@@ -14,13 +14,14 @@ ALLOWED: dict[str, set[str]] = {
     "embedders": {"core", "journal", "embedders"},
     "projectors": {"core", "journal", "embedders", "projectors"},
     "runner": {"core", "journal", "embedders", "projectors", "runner"},
-    "service": {*INNER, "service", "context"},
+    "service": {*INNER, "service"},
     "context": {*INNER, "service", "context"},
     "review": {"core", "journal", "review", "context"},
     "interchange": {"core", "journal", "embedders", "service", "context", "interchange"},
 }
-"""Layer -> the layers its modules may import (``context`` and ``service`` meet: the project-memory
-protocol is built on the service, and the service writes its sections through it)."""
+"""Layer -> the layers its modules may import (``context``, the project-memory protocol, is built on the
+service and sits beside it: the service writes a section through a port of its own,
+``service/sections.py``, which the adapters plug the protocol into)."""
 
 SHARED_BY_COMMAND_LINES = {"adapters.command_line", "adapters.progress", "adapters.replay"}
 

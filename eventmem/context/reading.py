@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 from eventmem.context.optimization import Plan, plan_optimization
-from eventmem.context.sections import SECTIONS, Entry, Section, section_named
 from eventmem.context.views import live_ids
 from eventmem.core.errors import InvalidInput
+from eventmem.core.sections import SECTIONS, Entry, Section, section_named
 from eventmem.service import MemoryService
 
 __all__ = [

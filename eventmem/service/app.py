@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
+from eventmem.core.errors import InvalidInput
 from eventmem.core.extras import require
 from eventmem.core.query_rules import Filters
 from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
@@ -29,6 +30,7 @@ from eventmem.service.models import Hit, Link, Memory, Saved
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
 from eventmem.service.reads import Mode, Order, Reads
+from eventmem.service.sections import SectionWriter
 
 if TYPE_CHECKING:  # PostgreSQL is an extra: imported only where a store is asked for
     from eventmem.service.database import Database
@@ -56,6 +58,7 @@ class MemoryService(Part, Reads):
         summarizer: Summarizer | None = None,
         global_store: Store | None = None,
         database: Database | None = None,
+        sections: SectionWriter | None = None,
     ) -> None:
         shared = Shared(
             project=project,
@@ -71,6 +74,7 @@ class MemoryService(Part, Reads):
         self._queries = Queries(shared, accesses)
         self._maintenance = Maintenance(shared)
         self.database = database
+        self._sections = sections
         self._reads: Reads = self._queries
         self._writing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
         if database is not None:
@@ -382,11 +386,13 @@ class MemoryService(Part, Reads):
         self.shared.allowed_settings = lines
 
     def _write_section(self, key: str, content: str, by: str) -> None:
-        """Write a project-context section through :class:`~eventmem.context.project_context.ProjectContext`,
-        which is built on this service (a save of a singleton type does)."""
-        from eventmem.context.project_context import ProjectContext  # built on this service
-
-        ProjectContext(self, by=by).write_section(key, content)
+        """Write a project-context section through the protocol plugged in (see :mod:`eventmem.service.sections`)."""
+        if self._sections is None:
+            raise InvalidInput(
+                f"this is the project's {key} section, written by the project-context protocol, which this service "
+                "was opened without (open_service's sections)"
+            )
+        self._sections(self, key, content, by)
 
 
 def make_embedder(config: Config) -> Embedder:
@@ -405,6 +411,7 @@ def open_service(
     tuning: Tuning | None = None,
     store: str | None = None,
     store_name: str | None = None,
+    sections: SectionWriter | None = None,
 ) -> MemoryService:
     """Open the project at ``root`` (and the user-wide global memory, when it exists).
 
@@ -412,7 +419,8 @@ def open_service(
     background while recall answers from the keyword index; otherwise (CLI, tools) opening waits
     for the model and embeds what it must before returning. ``store``: a PostgreSQL database to
     answer from (else the untracked settings' ``store``, or ``EVENTMEM_STORE``), this project named
-    ``store_name`` in it (default: its folder's name)."""
+    ``store_name`` in it (default: its folder's name). ``sections``: the project-context protocol, which
+    a save of a singleton type writes (see :mod:`eventmem.service.sections`)."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
     paths.check_layout()
@@ -443,7 +451,7 @@ def open_service(
             embedder,
             option="--store" if store else "store (EVENTMEM_STORE or an untracked settings file)",
         )
-    service = MemoryService(project, root=root, global_store=global_store, database=database)
+    service = MemoryService(project, root=root, global_store=global_store, database=database, sections=sections)
     service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved
     if load:
         for opened in service.stores():

@@ -12,7 +12,6 @@ from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
-from eventmem.context.sections import Section, singleton_of_kind
 from eventmem.core.errors import InvalidInput, StaleVersion
 from eventmem.core.events import (
     SCOPES,
@@ -25,6 +24,7 @@ from eventmem.core.events import (
     MemoryUpdated,
 )
 from eventmem.core.ids import new_id, now_iso
+from eventmem.core.sections import Section, singleton_of_kind
 from eventmem.core.validation import check_length, check_metadata, refusal
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store

@@ -11,8 +11,8 @@ from eventmem.adapters.mcp.app import App, Running
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.reading import ContextReader
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS, Section
 from eventmem.core.errors import InvalidInput
+from eventmem.core.sections import SECTIONS, Section
 
 __all__ = ["AI_URI", "register_resources", "view_updates"]
 
