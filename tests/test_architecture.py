@@ -96,3 +96,15 @@ def test_adapters_reach_no_store_through_the_service() -> None:
                 where = path.relative_to(PACKAGE.parent).as_posix()
                 wrong.append(f"{where}:{node.lineno}: {ast.unparse(parents.get(node, node))}")
     assert not wrong, "adapters call the service, not its store:\n" + "\n".join(wrong)
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A name with a leading underscore is its module's own: a second module that needs it needs it public."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "eventmem":
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                wrong += [f"{module} imports {name} from {node.module}" for name in private]
+    assert not wrong, "\n".join(wrong)

@@ -39,7 +39,7 @@ from eventmem.service.inputs import (
     refuse_second_singleton,
 )
 from eventmem.service.lookups import has_links, head_of, known_record, link_of, record_of
-from eventmem.service.models import Link, Memory, Saved, _link_view
+from eventmem.service.models import Link, Memory, Saved, link_view
 from eventmem.service.part import Part, Shared
 
 __all__ = ["Commands", "SaveOptions"]
@@ -397,7 +397,7 @@ class Commands(Part):
             context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
-        return self.view(store, record_of(store, event.memory)), _link_view(link_of(store, link.link))
+        return self.view(store, record_of(store, event.memory)), link_view(link_of(store, link.link))
 
 
 def _check_version(view: ReadView, memory_id: str, accepted: Sequence[str]) -> None:
