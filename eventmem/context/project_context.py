@@ -118,6 +118,6 @@ class ProjectContext(ContextSuggestions, PmpImport):
 
 
 def write_section(service: MemoryService, key: str, content: str, by: str) -> None:
-    """The service's section port (:class:`~eventmem.service.sections.SectionWriter`): a save of a
+    """The service's section port (:class:`~eventmem.service.app.SectionWriter`): a save of a
     singleton type replaces that section's text through the protocol, which renders the ``.ai`` view."""
     ProjectContext(service, by=by).write_section(key, content)

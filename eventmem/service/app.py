@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from eventmem.core.errors import InvalidInput
 from eventmem.core.extras import require
@@ -30,14 +30,26 @@ from eventmem.service.models import Hit, Link, Memory, Saved
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries
 from eventmem.service.reads import Mode, Order, Reads
-from eventmem.service.sections import SectionWriter
 
 if TYPE_CHECKING:  # PostgreSQL is an extra: imported only where a store is asked for
     from eventmem.service.database import Database
 
-__all__ = ["MemoryService", "make_embedder", "open_service"]
+__all__ = ["MemoryService", "SectionWriter", "make_embedder", "open_service"]
 
 log = logging.getLogger("eventmem.service")
+
+
+class SectionWriter(Protocol):
+    """The port through which the service writes a project-context section: a save of a singleton type
+    (project, architecture, current_task, coding_style) in project scope is that section's text (see
+    :mod:`eventmem.core.sections`), written by the project-memory protocol, which sits beside the
+    service (:func:`eventmem.context.project_context.write_section`) and renders the ``.ai`` view.
+    Whoever opens a service for its callers (the adapters) plugs the protocol in; a service opened
+    without it refuses such a save.
+
+    A writer replaces the text of the section named ``key`` of ``service``'s project, as ``by``."""
+
+    def __call__(self, service: MemoryService, key: str, content: str, by: str) -> None: ...
 
 
 class MemoryService(Part, Reads):
@@ -386,7 +398,7 @@ class MemoryService(Part, Reads):
         self.shared.allowed_settings = lines
 
     def _write_section(self, key: str, content: str, by: str) -> None:
-        """Write a project-context section through the protocol plugged in (see :mod:`eventmem.service.sections`)."""
+        """Write a project-context section through the protocol plugged in (see :class:`SectionWriter`)."""
         if self._sections is None:
             raise InvalidInput(
                 f"this is the project's {key} section, written by the project-context protocol, which this service "
@@ -420,7 +432,7 @@ def open_service(
     for the model and embeds what it must before returning. ``store``: a PostgreSQL database to
     answer from (else the untracked settings' ``store``, or ``EVENTMEM_STORE``), this project named
     ``store_name`` in it (default: its folder's name). ``sections``: the project-context protocol, which
-    a save of a singleton type writes (see :mod:`eventmem.service.sections`)."""
+    a save of a singleton type writes (see :class:`SectionWriter`)."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
     paths.check_layout()
