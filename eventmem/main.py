@@ -34,11 +34,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.adapters.mcp.server import serve_stdio
+    from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
     root = chosen_root(args.root)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    opener = functools.partial(open_service, background_vectors=True, store=args.store, store_name=args.project_name)
+    opener = functools.partial(
+        open_service, background_vectors=True, store=args.store, store_name=args.project_name, sections=write_section
+    )
     serve_stdio(root, tools=args.tools, opener=opener)
     return 0
 

@@ -64,34 +64,20 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         paths.cache_dir.unlink()
     service = open_service(root, load=False)
     try:
-        store = service.project
         bar = ProgressBar("rebuilding")
         started = time.perf_counter()
-        events = store.rebuild(progress=bar, wait=False)
+        rebuilt = service.rebuild(bar, wait=False)
         ready = time.perf_counter() - started
         bar.close()
-        store.wait_snapshot()
+        service.wait_snapshot()
         elapsed = time.perf_counter() - started
-        segments = store.journal.segments()
-        with store.read() as view:
-            state = view.fold
-            memories = sum(1 for memory_id in state.memories if state.visible(memory_id) is not None)
-            links = sum(1 for link in state.links.values() if link.alive)
-            unknown = dict(state.unknown)
+        events, unknown = rebuilt["events"], rebuilt["unknown_events"]
         summary = {
             "status": "success",
             "root": str(root.root),
             "root_source": root.source,
             "cache_dropped": dropped,
-            "events": events,
-            "segments": len(segments),
-            "journal_bytes": sum(s.size for s in segments),
-            "memories": memories,
-            "links": links,
-            "unknown_events": unknown,
-            "corrupt_lines": [
-                {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-            ],
+            **rebuilt,
             "seconds": round(elapsed, 3),
             "ready_seconds": round(ready, 3),
         }
@@ -108,8 +94,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         print(f"  {summary['memories']} live memories, {summary['links']} links")
         if unknown:
             print(f"  unknown event types (kept, skipped): {summary['unknown_events']}")
-        for problem in store.problems.values():
-            print(printable(f"  skipped {problem}; run `eventmem replay audit` for details"))
+        for problem in summary["corrupt_lines"]:
+            line = f"{problem['segment']}: corrupt line at byte {problem['offset']}: {problem['reason']}"
+            print(printable(f"  skipped {line}; run `eventmem replay audit` for details"))
     return 0
 
 

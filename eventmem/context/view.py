@@ -11,8 +11,8 @@ from typing import Any, Final
 
 from eventmem.context.reading import ContextReader
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS, Entry, Section
 from eventmem.core.errors import InvalidInput
+from eventmem.core.sections import SECTIONS, Entry, Section
 from eventmem.journal.files import FileLock, atomic_write
 from eventmem.service import MemoryService
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS
+from eventmem.core.sections import SECTIONS
 from eventmem.journal.files import atomic_write
 from eventmem.service import MemoryService
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventmem.context.sections import singleton_of_kind
 from eventmem.core.errors import SecretRefused
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
 from eventmem.core.limits import LIMITS
 from eventmem.core.redact import scrub
+from eventmem.core.sections import singleton_of_kind
 from eventmem.core.state import State
 from eventmem.core.summarizer import Summarizer
 from eventmem.core.validation import has_visible

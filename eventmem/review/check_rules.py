@@ -49,7 +49,7 @@ class Rules:
             self.links.add(event.link)
 
     def apply(self, events: list[tuple[Line, Decoded]], findings: list[Finding]) -> None:
-        from eventmem.context.sections import SECTIONS
+        from eventmem.core.sections import SECTIONS
 
         sections = {section.memory_id for section in SECTIONS if section.singleton}
         base_ids = set(self.by_id)

@@ -12,7 +12,6 @@ from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
-from eventmem.context.sections import Section, singleton_of_kind
 from eventmem.core.errors import InvalidInput, StaleVersion
 from eventmem.core.events import (
     SCOPES,
@@ -25,6 +24,7 @@ from eventmem.core.events import (
     MemoryUpdated,
 )
 from eventmem.core.ids import new_id, now_iso
+from eventmem.core.sections import Section, singleton_of_kind
 from eventmem.core.validation import check_length, check_metadata, refusal
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
@@ -39,7 +39,7 @@ from eventmem.service.inputs import (
     refuse_second_singleton,
 )
 from eventmem.service.lookups import has_links, head_of, known_record, link_of, record_of
-from eventmem.service.models import Link, Memory, Saved, _link_view
+from eventmem.service.models import Link, Memory, Saved, link_view
 from eventmem.service.part import Part, Shared
 
 __all__ = ["Commands", "SaveOptions"]
@@ -397,7 +397,7 @@ class Commands(Part):
             context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
-        return self.view(store, record_of(store, event.memory)), _link_view(link_of(store, link.link))
+        return self.view(store, record_of(store, event.memory)), link_view(link_of(store, link.link))
 
 
 def _check_version(view: ReadView, memory_id: str, accepted: Sequence[str]) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from eventmem.context.sections import singleton_of_kind
 from eventmem.core.errors import InvalidInput, LimitExceeded
 from eventmem.core.events import KINDS, RELATIONS
 from eventmem.core.limits import LIMITS
 from eventmem.core.redact import scrub
+from eventmem.core.sections import singleton_of_kind
 from eventmem.core.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
 from eventmem.journal.config import Config
 

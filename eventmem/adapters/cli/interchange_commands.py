@@ -54,9 +54,10 @@ def add_interchange_commands(add: Add, pmp_import: Callable[[argparse.Namespace]
 
 def _open(args: argparse.Namespace) -> Any:
     from eventmem.adapters.command_line import chosen_root
+    from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
-    return open_service(chosen_root(args.root))
+    return open_service(chosen_root(args.root), sections=write_section)
 
 
 def _import(args: argparse.Namespace, name: str) -> int:

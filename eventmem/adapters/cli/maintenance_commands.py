@@ -92,14 +92,13 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     service = open_service(root_of(args), load=False)
     bar = ProgressBar("rebuilding")
-    embedding = ProgressBar(f"embedding with {service.project.embedder.model_id}")
-    service.project.embed_progress = embedding
+    embedding = ProgressBar(f"embedding with {service.model_id}")
     started = time.perf_counter()
-    count = service.project.rebuild(progress=bar, wait=False)
+    count = service.rebuild(bar, embedding=embedding, wait=False)["events"]
     ready = time.perf_counter() - started
     bar.close()
     embedding.close()
-    service.project.wait_snapshot()  # (written by a thread while the bars closed)
+    service.wait_snapshot()  # (written by a thread while the bars closed)
     elapsed = time.perf_counter() - started
     result = {"status": "success", "events": count, "seconds": round(elapsed, 3), "ready_seconds": round(ready, 3)}
     if args.json:

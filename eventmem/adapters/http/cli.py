@@ -65,6 +65,7 @@ def serve_http(
     from eventmem.adapters.http.projects import Projects, parse_project_option, projects_in
     from eventmem.adapters.http.security import GuardSettings, is_loopback, read_token
     from eventmem.adapters.http.timeouts import bounded_protocol
+    from eventmem.context.project_context import write_section
     from eventmem.core.errors import InvalidInput
     from eventmem.service import open_service
 
@@ -95,6 +96,7 @@ def serve_http(
             background_vectors=True,
             store=store,
             store_name=store_name or database_names.get(root.root.resolve()),
+            sections=write_section,
         ),
     )
     settings = GuardSettings(

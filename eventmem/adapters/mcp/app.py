@@ -122,8 +122,7 @@ class Running:
         """
         for app in self.apps:
             if app.service_ is not None:
-                for store in app.service_.stores():
-                    store.hold_writes()
+                app.service_.hold_writes()
         os._exit(0)
 
 

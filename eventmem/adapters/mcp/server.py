@@ -34,6 +34,7 @@ from eventmem.adapters.mcp.sdk import serve_resource_subscriptions
 from eventmem.adapters.mcp.toolsets import context as context_tools
 from eventmem.adapters.mcp.toolsets import memory as memory_tools
 from eventmem.adapters.mcp.toolsets import project_context as project_context_tools
+from eventmem.context.project_context import write_section
 from eventmem.context.views import render_summary
 from eventmem.core.errors import EventmemError, InvalidInput
 from eventmem.core.terminal import printable
@@ -244,9 +245,9 @@ def build_server(
         service = app.service_
         if service is None:
             return
-        if paths is None or not service.project.is_current(paths):
+        if paths is None or not service.is_current(paths):
             await anyio.to_thread.run_sync(service.catch_up)
-        everything, changed = service.project.drain_changes()
+        everything, changed = service.drain_changes()
         if not everything and not changed:
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
@@ -281,7 +282,9 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         # a slow embedding model loads in the background: tools answer with keywords meanwhile
-        app = App(root=root, opener=opener or functools.partial(open_service, background_vectors=True))
+        app = App(
+            root=root, opener=opener or functools.partial(open_service, background_vectors=True, sections=write_section)
+        )
         running.apps.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()
