@@ -219,6 +219,16 @@ def cmd_at(args: argparse.Namespace) -> int:
     return 0
 
 
+def _change(name: str, old: Any, new: Any) -> str:
+    """One field's change in words: a long text by the words that changed (as ``eventmem diff`` shows
+    them), anything else as ``old → new``."""
+    from eventmem.review.journaldiff import field_words
+    from eventmem.review.journaldiff_render import show_value
+
+    words = field_words(old, new)
+    return f"{name} {words}" if words else f"{name} {show_value(old, 40)} → {show_value(new, 40)}"
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     from eventmem.journal.history import memory_log, read_worktree
     from eventmem.review.concurrency import find_concurrent_edits
@@ -240,9 +250,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             name = line.changes.get("title") or line.changes.get("content") or [None, ""]
             what = f"[{line.changes['kind'][1]}] {show_value(name[1])}"
         else:
-            what = "; ".join(
-                f"{k} {show_value(old, 40)} → {show_value(new, 40)}" for k, (old, new) in line.changes.items()
-            )
+            what = "; ".join(_change(k, old, new) for k, (old, new) in line.changes.items())
         note = f" ({line.note})" if line.note else ""
         print(printable(f"{line.ts}  {line.type:<9} by {line.by or '?':<12} {what}{note}   [{line.segment}]"))
     for edit in concurrent:
