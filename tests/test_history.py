@@ -367,3 +367,12 @@ def test_replay_log_shows_the_words_that_changed_at_the_end_of_a_long_text(proje
     service.close()
     lines = replay(project, "log", memory).splitlines()
     assert "[-customer-] {+customers+}" in lines[2], lines
+
+
+def test_replay_log_takes_an_id_in_any_case_or_a_unique_prefix(project: Path) -> None:
+    service = reopen(project)
+    memory = service.save("Release notes are written by the on-call engineer.").id
+    service.close()
+    whole = json.loads(replay(project, "log", memory, "--json"))
+    assert json.loads(replay(project, "log", memory.lower(), "--json")) == whole
+    assert json.loads(replay(project, "log", memory[:8].lower(), "--json")) == whole

@@ -69,6 +69,8 @@ def test_text_that_is_not_utf8_is_refused_in_one_line_with_exit_2(project: Path)
     lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
     assert len(lines) == 1 and "not UTF-8" in lines[0] and "Traceback" not in lines[0]
     assert not (project / ".eventmem" / "journal").exists() or not journal_bytes(project)
+    piped = subprocess.run(eventmem_command("save", "-"), cwd=project, input=bad, capture_output=True, timeout=120)
+    assert piped.returncode == 2 and b"not UTF-8" in piped.stderr and b"Traceback" not in piped.stderr
 
 
 # -- a file that is not what its format expects ----------------------------------------------------

@@ -219,6 +219,28 @@ def cmd_at(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory_named(history: Any, text: str) -> str:
+    """The memory id ``text`` names in this journal: a ULID in any case, or a unique prefix of 6 or
+    more characters (as ``eventmem show`` takes one)."""
+    from eventmem.core.codec import UnknownEvent
+    from eventmem.core.errors import InvalidInput
+    from eventmem.core.events import memory_ids
+    from eventmem.core.ids import canonical_id, looks_like_prefix
+
+    wanted = canonical_id(text.strip())
+    known = {
+        m for entry in history.entries if not isinstance(entry.event, UnknownEvent) for m in memory_ids(entry.event)
+    }
+    if wanted in known or not looks_like_prefix(wanted):
+        return wanted
+    found = sorted(m for m in known if m.startswith(wanted.upper()))
+    if len(found) > 1:
+        raise InvalidInput(
+            f"id prefix {wanted!r} is ambiguous: {len(found)} memories start with it ({', '.join(found[:5])})"
+        )
+    return found[0] if found else wanted
+
+
 def _change(name: str, old: Any, new: Any) -> str:
     """One field's change in words: a long text by the words that changed (as ``eventmem diff`` shows
     them), anything else as ``old → new``."""
@@ -236,6 +258,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     root = _root(args)
     history = read_worktree(ProjectPaths(root.root))
+    args.memory = _memory_named(history, args.memory)
     lines = memory_log(history, args.memory)
     concurrent = [e for e in find_concurrent_edits(history.entries, git_root=root.root) if e.memory == args.memory]
     if args.json:

@@ -96,8 +96,17 @@ def _metadata(entries: list[str] | None) -> dict[str, str] | None:
     return metadata
 
 
+def _stdin_text() -> str:
+    """The text on standard input, which must be UTF-8 (refused in one line, exit 2, if it is not)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the text on standard input is not UTF-8 (byte {exc.start + 1} of {len(data)})") from None
+
+
 def cmd_save(args: argparse.Namespace) -> int:
-    text = args.text if args.text != "-" else sys.stdin.read()
+    text = args.text if args.text != "-" else _stdin_text()
     service = open_service_of(args)
     saved = service.save_result(
         text,
