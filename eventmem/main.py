@@ -77,8 +77,27 @@ def _check_store(args: argparse.Namespace) -> None:
         parse_projects([f"{args.project_name}=."], default_root=Path.cwd)  # (checks the name)
 
 
+def _not_utf8(argv: Sequence[str]) -> str:
+    """The first argument that is not UTF-8 text (bytes that are not arrive as lone surrogates), in a
+    line; ``""`` when every one is."""
+    for position, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                raw = arg.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raw = arg.encode("utf-8", "backslashreplace")
+            shown = repr(raw[:60])[2:-1]
+            return f"eventmem: argument {position} is not UTF-8 text ({shown}); give text in UTF-8"
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
+    if refused := _not_utf8(sys.argv[1:] if argv is None else argv):
+        print(refused, file=sys.stderr)
+        return 2
     args = build_parser(serve=cmd_serve, serve_options=add_serve_options).parse_args(argv)
     return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)
 

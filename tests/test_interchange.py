@@ -98,10 +98,7 @@ def test_every_memory_tag_and_link_of_a_peer_store_arrives(project: Path, peer: 
         assert memory.kind == (wanted["type"] if wanted["type"] in KINDS else "general"), (wanted, memory.kind)
         if peer != "markdown":  # basic-memory has no importance
             assert memory.importance == pytest.approx(wanted["importance"])
-        if peer != "mcp-memory-service":  # it keeps no title (the title begins its content)
-            assert memory.title == wanted["title"]
-        else:
-            assert memory.content.startswith(wanted["title"])
+        assert memory.title == wanted["title"]  # (mcp-memory-service: its text's first sentence)
         titles[wanted["title"]] = memory.title
     expected = set()
     for link in story["links"]:

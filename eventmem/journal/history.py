@@ -31,7 +31,7 @@ from eventmem.core.records import (
     REGISTERS,  # the fold's own list of last-writer-wins fields
     MemoryRecord,
 )
-from eventmem.core.stamps import stamp_of
+from eventmem.core.stamps import causal_time_order, stamp_of
 from eventmem.core.state import State
 from eventmem.journal.decoder import decode_bytes
 from eventmem.journal.gitrunner import GitError, git_bytes
@@ -324,8 +324,9 @@ def _visible_fields(record: MemoryRecord | None) -> dict[str, Any]:
 
 
 def memory_log(history: History, memory_id: str) -> list[LogLine]:
-    """Every event about ``memory_id`` (links to and from it included), oldest first by stamp,
-    each with the fields it changed as the memory looked right before and right after it."""
+    """Every event about ``memory_id`` (links to and from it included), in time order with each event
+    after its ``prev`` (:func:`~eventmem.core.stamps.causal_time_order`), each with the fields it
+    changed as the memory looked right before and right after it."""
     ends = {
         entry.event.link: (entry.event.source, entry.event.target)
         for entry in history.entries
@@ -338,11 +339,10 @@ def memory_log(history: History, memory_id: str) -> list[LogLine]:
             continue
         if memory_id in memory_ids(event) or (isinstance(event, LinkRemoved) and memory_id in ends.get(event.link, ())):
             mine[event.id] = (entry, event)
-    folded = State()  # for the fold's order (an event after its prev, whatever the stamps)
-    folded.fold([event for _, event in mine.values()])
     state = State()
     lines: list[LogLine] = []
-    for entry, event in sorted(mine.values(), key=lambda pair: folded.key_of_event(pair[1])):
+    ordered = causal_time_order(mine.values(), lambda pair: (pair[1].id, pair[1].ts, pair[1].prev))
+    for entry, event in ordered:
         before = _visible_fields(state.memories.get(memory_id))
         state.apply(event)
         after = _visible_fields(state.memories.get(memory_id))

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.ids import canonical_id, parse_iso, to_iso
 from eventmem.core.limits import MAX_CONFIG_BYTES
 from eventmem.core.records import MemoryRecord
 from eventmem.core.validation import check_length, check_number, check_whole, shown
@@ -60,6 +61,18 @@ def _make_cursor(event: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(f"{event['ts']}{event['id']}".encode()).decode("ascii").rstrip("=")
 
 
+def _moment(value: str | None, name: str) -> str | None:
+    """``since``/``until`` as the journal writes times (fixed-width UTC), or :class:`InvalidInput`."""
+    if value is None:
+        return None
+    try:
+        return to_iso(parse_iso(value))
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            f"{name}: expected an ISO-8601 time (2026-01-05 or 2026-01-05T10:02:00Z), got {shown(value)}"
+        ) from None
+
+
 def events_page(
     service: MemoryService,
     *,
@@ -79,6 +92,7 @@ def events_page(
     for value, name in ((since, "time"), (until, "time"), (writer, "by")):
         if value is not None:
             check_length(value, name)
+    since, until = _moment(since, "since"), _moment(until, "until")
     after = _cursor_key(cursor) if cursor else ""
     wanted = set(types or ())
     service.catch_up()
@@ -375,6 +389,7 @@ def memory_any_status(service: MemoryService, memory_id: str) -> Memory:
 def _saved(service: MemoryService, memory_id: str) -> tuple[Store, MemoryRecord] | None:
     """The store and folded record of a memory ever saved, whatever its status now."""
     check_length(memory_id, "memory_id")
+    memory_id = canonical_id(memory_id)
     for store in service.stores():
         store.catch_up()
         with store.read() as view:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from eventmem.core.errors import InvalidInput
-from eventmem.core.ids import iso_to_epoch
+from eventmem.core.ids import canonical_id, iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
@@ -161,7 +161,7 @@ class DatabaseQueries(Part, Reads):
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
         check_length(memory_id, "memory_id")
-        start = memory_id.strip()
+        start = canonical_id(memory_id.strip())
         filters = Filters(include_superseded=include_superseded)
 
         def answer(conn: Any) -> list[dict[str, Any]] | None:

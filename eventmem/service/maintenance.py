@@ -13,6 +13,7 @@ import msgspec
 from eventmem.core.codec import UnknownEvent
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import AnyEvent, memory_ids
+from eventmem.core.stamps import causal_time_order
 from eventmem.core.state import State
 from eventmem.core.validation import check_length, check_whole
 from eventmem.runner.embedding import Progress
@@ -162,6 +163,8 @@ class Maintenance(Part):
                     rows.append((event.ts + event.id, data))
         rows.sort(key=lambda r: r[0])
         out = [data for _, data in rows]
+        if memory_id is not None:  # one memory's story: each event after the one it names as prev
+            out = causal_time_order(out, lambda e: (e["id"], e["ts"], e.get("prev", "")))
         return out[-limit:] if limit else out
 
     def rebuild(

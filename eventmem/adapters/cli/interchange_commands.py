@@ -71,6 +71,10 @@ def _import(args: argparse.Namespace, name: str) -> int:
         report = import_store(
             service, name, path, dry_run=args.dry_run, project=args.project, per_observation=args.per_observation
         )
+        if report["events"] and not args.dry_run:
+            from eventmem.adapters.cli.roots import render_view
+
+            render_view(service)
     finally:
         service.close()
     if args.json:

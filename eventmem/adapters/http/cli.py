@@ -31,6 +31,11 @@ def add_http_options(parser: argparse.ArgumentParser) -> None:
         "--project", action="append", metavar="NAME=PATH", help="serve this project under NAME (repeatable)"
     )
     group.add_argument("--projects-dir", metavar="DIR", help="serve every project folder in DIR, by folder name")
+    group.add_argument(
+        "--default-project",
+        metavar="NAME",
+        help="with several projects: the one /api/v1/memories (and every route without a project) and /mcp are about",
+    )
     group.add_argument("--token-file", help="file holding the bearer token (else EVENTMEM_TOKEN)")
     group.add_argument("--allow-host", action="append", default=[], help="another Host name clients may use")
     group.add_argument(
@@ -98,6 +103,7 @@ def serve_http(
             store_name=store_name or database_names.get(root.root.resolve()),
             sections=write_section,
         ),
+        default_name=getattr(args, "default_project", None),
     )
     settings = GuardSettings(
         host=args.host,

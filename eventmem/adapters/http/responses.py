@@ -16,7 +16,15 @@ from starlette.responses import Response
 
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.security import BodyTooLarge, problem_body
-from eventmem.core.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, StaleVersion, UnknownMemory
+from eventmem.core.errors import (
+    EventmemError,
+    InvalidInput,
+    LimitExceeded,
+    MemoryGone,
+    StaleVersion,
+    UnknownMemory,
+    told_to,
+)
 from eventmem.service import MemoryService
 
 __all__ = [
@@ -62,19 +70,23 @@ Handler = Callable[[Request, Project], Awaitable[Response]]
 
 
 def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route's endpoint: the project from the path, and errors as problem+json."""
+    """A route's endpoint: the project from the path (the default project on an un-prefixed route),
+    and errors as problem+json."""
 
     @functools.wraps(fn)
     async def endpoint(request: Request) -> Response:
         try:
-            project = projects.get(request.path_params["project"])
+            project = projects.get(request.path_params.get("project"))
             memory_id = request.path_params.get("memory_id")
-            if memory_id is not None and not MEMORY_ID.match(memory_id):
-                raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
+            if memory_id is not None:
+                if not MEMORY_ID.match(memory_id):
+                    raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
+                # any case, or a unique prefix of 6 or more characters (the web UI's links and addresses)
+                request.path_params["memory_id"] = await call(project, lambda s: s.resolve_id(memory_id, prefix=True))
             return await fn(request, project)
         except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
             status, title = _status_of(exc)
-            detail = str(exc).replace("$.", "") or title
+            detail = told_to(exc, "http").replace("$.", "") or title
             for name, served in projects.by_name.items():  # no server paths in answers
                 detail = detail.replace(str(served.root.root), f"<{name}>")
             return problem(status, title, detail)
