@@ -408,7 +408,11 @@ def shoot(base: str, memory: str, out: Path) -> list[Path]:
             page = context.new_page()
             page.set_default_timeout(60_000)
             errors: list[str] = []
-            page.on("pageerror", errors.append)
+
+            def failed(error: Exception, errors: list[str] = errors) -> None:
+                errors.append(str(error))
+
+            page.on("pageerror", failed)
             for name, (hash_, view) in PAGES.items():
                 page.goto(f"{base}/{hash_.format(id=memory)}")
                 page.wait_for_selector(f"main .view[data-view={view}]")
@@ -419,7 +423,8 @@ def shoot(base: str, memory: str, out: Path) -> list[Path]:
                 if name == "timeline":
                     page.locator("#timeline-result p").wait_for()
                 path = out / f"{name}-{device}.png"
-                page.screenshot(path=str(path), full_page=name != "graph")
+                whole = device == "laptop" and name not in ("graph", "timeline")  # else one screen
+                page.screenshot(path=str(path), full_page=whole)
                 made.append(path)
             if errors:
                 raise SystemExit(f"{device}: {errors}")

@@ -202,7 +202,7 @@ def _activity(
     """One row of the dashboard's recent activity: the memories it is about, each with its title and
     status (an ``unlinked`` event's are its link's two ends), and a link's relation."""
     ids = _event_memories(event)
-    relation = event.get("relation", "")
+    relation = event.get("relation", "related_to") if event.get("type") == "linked" else ""
     if event.get("type") == "unlinked" and event.get("link") in ends:
         source, target, relation = ends[event["link"]]
         ids = [source, target]

@@ -66,7 +66,7 @@ const views = {
       h("h3", { text: "Saves over time" }), h("div", { class: "card scroll" }, barChart(data.saves_per_day)),
       h("h3", { text: "Recent activity" }),
       table([["When"], ["Event"], ["Memory"], ["By", "hide-narrow"]], data.recent.map((e) => h("tr", { class: "activity" },
-        h("td", { text: when(e.ts) }), h("td", { text: e.relation ? `${e.type} · ${e.relation.replace(/_/g, " ")}` : e.type }),
+        h("td", { class: "when", text: when(e.ts) }), h("td", { text: e.relation ? `${e.type} · ${e.relation.replace(/_/g, " ")}` : e.type }),
         h("td", { class: "memories" }, activityMemories(e)),
         h("td", { class: "hide-narrow", text: e.by || "—" })))));
   },
