@@ -134,3 +134,23 @@ async def test_the_tools_reference_lists_the_default_profile_counts_and_names_ev
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (REPO / link).is_file(), link
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_pages_leads_to_a_page_and_a_heading_that_exist() -> None:
+    broken = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)#\s:]*)(?:#([\w-]+))?\)", text):
+            linked = (page.parent / target).resolve() if target else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.MULTILINE)
+                if anchor not in {slug(h) for h in headings}:
+                    broken.append(f"{page.relative_to(REPO)}: {target}#{anchor}")
+    assert broken == []
