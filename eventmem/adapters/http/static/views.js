@@ -191,7 +191,8 @@ const views = {
 
   async graph(el) {
     const { data } = await api(projectPath() + "/graph");
-    el.append(h("h2", { text: `Graph — ${data.nodes.length} linked memories, ${data.links.length} relationships` }));
+    const most = data.nodes.length >= 500 ? "the 500 most linked memories" : `${data.nodes.length} linked memories`;
+    el.append(h("h2", { text: `Graph — ${most}, ${data.links.length} relationships` }));
     if (!data.nodes.length) { el.append(h("p", { class: "note", text: "No relationships yet." })); return; }
     const main = document.getElementById("main"), style = getComputedStyle(main);
     const width = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
