@@ -1,7 +1,8 @@
 """The README and docs/ name only what exists: every ``eventmem …`` command (and the ``replay`` command,
 the import or export format it names) is one the real command line offers, and every MCP tool written
 as a call, ``tool(arg, …)``, is one a real ``eventmem serve`` lists, with those arguments. The lists
-come from the command line's own help and errors and from a real MCP client's ``tools/list``."""
+come from the command line's own help and errors and from a real MCP client's ``tools/list``; the
+settings page has a row for every setting a real HTTP server reports; links between pages hold."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cli_runner import eventmem
+from conftest import ProcessGroup
+from http_server import http_server
 from mcp_client import serve, server_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -154,3 +158,18 @@ def test_every_link_between_the_pages_leads_to_a_page_and_a_heading_that_exist()
                 if anchor not in {slug(h) for h in headings}:
                     broken.append(f"{page.relative_to(REPO)}: {target}#{anchor}")
     assert broken == []
+
+
+def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(processes: ProcessGroup, project: Path) -> None:
+    page = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
+    rows = {
+        key
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for key in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
+    }
+    with http_server(processes, project) as base:
+        reported = httpx.get(f"{base}/api/v1/projects/project/settings").json()["settings"]
+    keys = {setting["key"] for setting in reported}
+    assert len(keys) > 15
+    assert sorted(keys - rows) == []
