@@ -1,5 +1,5 @@
-// eventmem web UI: the relationship graph. A force layout (springs along links, Barnes–Hut repulsion,
-// a pull towards the centre so that no cluster drifts away) settles before the first paint and is
+// eventmem web UI: the relationship graph. A force layout (springs along links, every pair repelling,
+// a pull towards the centre so that no cluster drifts away, no overlaps) settles before the first paint and is
 // fitted into the view; then zoom (wheel, pinch, buttons, + - 0), pan (drag the background) and
 // drag a memory. Edges are arrows from source to target with their relation; nodes are coloured by
 // type, sized by importance, and lead to their memory. Plain SVG, no library.
