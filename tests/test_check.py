@@ -232,8 +232,8 @@ def test_a_symlink_in_the_memory_folder_or_the_render_folder_fails(project: Path
 
 
 def ci_command() -> list[str]:
-    """The ``eventmem check`` line of the README's GitHub Actions snippet, for a pull request to main."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """The ``eventmem check`` line of the GitHub Actions snippet in docs/trust.md, for a pull request to main."""
+    readme = (REPO / "docs" / "trust.md").read_text(encoding="utf-8")
     snippet = readme.split("## Checking pull requests", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     (line,) = [line for line in snippet.splitlines() if "eventmem check" in line]
     command = line.split("run:", 1)[1].strip().replace("${{ github.base_ref }}", "main")

@@ -1,5 +1,5 @@
 """Every input bounded, every refusal one line: the table of limits through the tools, the CLI, the
-service, the tool schemas and the README."""
+service, the tool schemas and the tools' reference (docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -41,11 +41,11 @@ def tool_schemas() -> dict[str, dict[str, Any]]:
 TOOL_SCHEMAS = tool_schemas()
 
 
-# -- the README and the schemas show the table ---------------------------------------------------------
+# -- the docs and the schemas show the table -----------------------------------------------------------
 
 
-def test_the_readme_limits_table_is_the_one_generated_from_the_table() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_documented_limits_table_is_the_one_generated_from_the_table() -> None:
+    readme = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
     start, end = "<!-- limits:start -->\n", "<!-- limits:end -->"
     assert start in readme and end in readme
     shown = readme[readme.index(start) + len(start) : readme.index(end)]

@@ -165,9 +165,20 @@ def dashboard(service: MemoryService) -> dict[str, Any]:
     by_project: Counter[str] = Counter()
     by_tag: Counter[str] = Counter()
     per_day: Counter[str] = Counter()
+    recent = service.history(None, limit=20)
+    named: dict[str, dict[str, str]] = {}
+    ends: dict[str, tuple[str, str, str]] = {}
+    wanted = {m for e in recent for m in _event_memories(e)} | {e["link"] for e in recent if e.get("link")}
     for store in service.stores():
         store.catch_up()
         with store.read() as view:
+            for key in wanted:
+                found = view.record(key)
+                if found is not None and key not in named:
+                    named[key] = {"title": found.title or found.summary[:80], "status": found.status}
+                link = view.fold.links.get(key)
+                if link is not None and key not in ends:
+                    ends[key] = (link.source, link.target, link.relation)
             for record in view.memories().values():
                 if not record.exists:
                     continue
@@ -178,23 +189,45 @@ def dashboard(service: MemoryService) -> dict[str, Any]:
                 by_scope[record.scope] += 1
                 by_project[record.project or service.root.root.name] += 1
                 by_tag.update(record.tags)
-    recent = service.history(None, limit=20)
     return {
         "by_type": dict(sorted(by_kind.items())),
         "by_scope": dict(sorted(by_scope.items())),
         "by_project": dict(sorted(by_project.items())),
         "by_tag": dict(by_tag.most_common(30)),
         "saves_per_day": dict(sorted(per_day.items())[-60:]),
-        "recent": [
-            {
-                "ts": e["ts"],
-                "type": e.get("type", ""),
-                "memory": e.get("memory", e.get("link", "")),
-                "by": e.get("by", ""),
-            }
-            for e in reversed(recent)
-        ],
+        "recent": [_activity(e, named, ends) for e in reversed(recent)],
         "vector_status": service.vector_status(),
+    }
+
+
+def _event_memories(event: dict[str, Any]) -> list[str]:
+    """The memories an event (as :meth:`MemoryService.history` gives it) names: a link's two ends, an
+    archive's first few, or its one memory."""
+    if event.get("type") == "linked":
+        return [event.get("source", ""), event.get("target", "")]
+    if event.get("type") == "archived":
+        return list(event.get("memories", ()))[:3]
+    return [event["memory"]] if event.get("memory") else []
+
+
+def _activity(
+    event: dict[str, Any], named: dict[str, dict[str, str]], ends: dict[str, tuple[str, str, str]]
+) -> dict[str, Any]:
+    """One row of the dashboard's recent activity: the memories it is about, each with its title and
+    status (an ``unlinked`` event's are its link's two ends), and a link's relation."""
+    ids = _event_memories(event)
+    relation = event.get("relation", "related_to") if event.get("type") == "linked" else ""
+    if event.get("type") == "unlinked" and event.get("link") in ends:
+        source, target, relation = ends[event["link"]]
+        ids = [source, target]
+    memories = [{"id": m, **named.get(m, {"title": "", "status": "unknown"})} for m in ids if m]
+    return {
+        "ts": event["ts"],
+        "type": event.get("type", ""),
+        "memory": memories[0]["id"] if memories else "",
+        "memories": memories,
+        "relation": relation,
+        "by": event.get("by", ""),
     }
 
 

@@ -11,12 +11,13 @@ const ui = {
 };
 
 function h(tag, attrs, ...children) {
-  const svg = ["svg", "g", "line", "circle", "rect", "text", "title", "a"].includes(tag) && attrs && attrs.svg;
+  const svg = ["svg", "g", "line", "path", "circle", "rect", "text", "title", "a", "defs", "marker"].includes(tag) && attrs && attrs.svg;
   const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (key === "svg" || value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else if (key === "text") el.textContent = value;
+    else if (key === "style") Object.assign(el.style, value); // through the CSSOM: the CSP refuses style attributes
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat(Infinity)) {

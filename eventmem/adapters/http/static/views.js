@@ -7,13 +7,18 @@ const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "�
 const nameOf = (m) => m.title || m.summary || m.id;
 const memoryLink = (id, text) => h("a", { href: "#/memory/" + encodeURIComponent(id) }, text || id);
 
-function countTable(caption, counts) {
-  const rows = Object.entries(counts || {});
-  return h("div", { class: "card" }, h("table", {},
+function countTable(caption, counts, shown = 10) {
+  const rows = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]);
+  const max = Math.max(1, ...rows.map(([, v]) => v));
+  const more = rows.length - shown;
+  return h("div", { class: "card" }, h("table", { class: "counts" },
     h("caption", { class: "note", text: caption }),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Name" }), h("th", { scope: "col", text: "Count" }))),
-    h("tbody", {}, rows.length ? rows.map(([k, v]) => h("tr", {}, h("td", { text: k }), h("td", { text: v })))
-      : h("tr", {}, h("td", { colspan: 2, text: "none yet" })))));
+    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Name" }), h("th", { scope: "col", class: "count", text: "Count" }))),
+    h("tbody", {}, rows.length ? rows.slice(0, shown).map(([k, v]) => h("tr", {},
+      h("td", {}, h("span", { class: "bar", style: { width: `${Math.round((v / max) * 100)}%` } }), h("span", { text: k })),
+      h("td", { class: "count", text: v })))
+      : h("tr", {}, h("td", { colspan: 2, text: "none yet" })))),
+  more > 0 ? h("p", { class: "note", text: `and ${more} more` }) : null);
 }
 
 function barChart(perDay) {
@@ -32,9 +37,23 @@ function barChart(perDay) {
 }
 
 function table(headers, rows) {
-  return h("div", { class: "scroll" }, h("table", {},
+  // on a narrow screen each row is a block of its cells, each named by its column (see app.css)
+  for (const row of [].concat(rows)) {
+    [...row.children].forEach((cell, i) => { if (headers[i]) cell.setAttribute("data-label", headers[i][0]); });
+  }
+  return h("div", { class: "scroll" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, headers.map(([text, cls]) => h("th", { scope: "col", class: cls, text })))),
     h("tbody", {}, rows)));
+}
+
+function activityMemories(event) {
+  // a link's two ends with an arrow between them; else the memory (or the first few an archive moved)
+  const links = (event.memories || []).map((m) => h("a", { href: "#/memory/" + encodeURIComponent(m.id),
+    class: ["deleted", "expired"].includes(m.status) ? "gone" : null, "data-id": m.id,
+    title: `${m.id} (${m.status})` }, m.title || m.id));
+  if (!links.length) return "—";
+  if (["linked", "unlinked"].includes(event.type) && links.length === 2) return [links[0], " → ", links[1]];
+  return links.flatMap((link, i) => (i ? [", ", link] : [link]));
 }
 
 const views = {
@@ -46,8 +65,9 @@ const views = {
         countTable("By project", data.by_project), countTable("By tag", data.by_tag)),
       h("h3", { text: "Saves over time" }), h("div", { class: "card scroll" }, barChart(data.saves_per_day)),
       h("h3", { text: "Recent activity" }),
-      table([["When"], ["Event"], ["Memory"], ["By", "hide-narrow"]], data.recent.map((e) => h("tr", {},
-        h("td", { text: when(e.ts) }), h("td", { text: e.type }), h("td", {}, memoryLink(e.memory)),
+      table([["When"], ["Event"], ["Memory"], ["By", "hide-narrow"]], data.recent.map((e) => h("tr", { class: "activity" },
+        h("td", { class: "when", text: when(e.ts) }), h("td", { text: e.relation ? `${e.type} · ${e.relation.replace(/_/g, " ")}` : e.type }),
+        h("td", { class: "memories" }, activityMemories(e)),
         h("td", { class: "hide-narrow", text: e.by || "—" })))));
   },
 
@@ -171,9 +191,13 @@ const views = {
 
   async graph(el) {
     const { data } = await api(projectPath() + "/graph");
-    el.append(h("h2", { text: `Graph — ${data.nodes.length} linked memories` }));
+    const most = data.nodes.length >= 500 ? "the 500 most linked memories" : `${data.nodes.length} linked memories`;
+    el.append(h("h2", { text: `Graph — ${most}, ${data.links.length} relationships` }));
     if (!data.nodes.length) { el.append(h("p", { class: "note", text: "No relationships yet." })); return; }
-    el.append(window.drawGraph(data.nodes, data.links));
+    const main = document.getElementById("main"), style = getComputedStyle(main);
+    const width = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const height = Math.max(320, Math.min(720, window.innerHeight - 230));
+    el.append(window.drawGraph(data.nodes, data.links, { width: Math.max(280, width), height }));
   },
 
   async timeline(el) {
