@@ -394,6 +394,16 @@ def test_the_dashboards_activity_names_the_memories_and_links_to_them(site: tupl
     page.wait_for_selector("main .view[data-view=detail]")
     assert page.locator("main h2").inner_text() == "Blue-green deploys"
 
+    # a delete removes the memory's links: each unlink names the two memories it joined, the deleted one struck,
+    # also when nothing else in the recent activity names them
+    for n in range(20):
+        httpx.post(f"{api}/memories", json={"content": f"Filler note {n} between the link and its removal."})
+    assert httpx.delete(f"{api}/memories/{made['staging']['id']}").status_code == 200
+    page = tab.open("#/", "dashboard")
+    unlinked = page.locator("tr.activity:has(td:text-is('unlinked · depends on')) td.memories a")
+    assert unlinked.all_inner_texts() == ["Blue-green deploys", made["staging"]["summary"]]
+    assert unlinked.nth(1).get_attribute("class") == "gone"
+
 
 def test_on_a_phone_the_memories_and_the_dashboard_fit_the_screen(
     processes: ProcessGroup, project: Path, browser: Any

@@ -168,17 +168,18 @@ def dashboard(service: MemoryService) -> dict[str, Any]:
     recent = service.history(None, limit=20)
     named: dict[str, dict[str, str]] = {}
     ends: dict[str, tuple[str, str, str]] = {}
-    wanted = {m for e in recent for m in _event_memories(e)} | {e["link"] for e in recent if e.get("link")}
+    wanted = {m for e in recent for m in _event_memories(e)}
+    links = {e["link"] for e in recent if e.get("type") == "unlinked" and e.get("link")}
     for store in service.stores():
         store.catch_up()
         with store.read() as view:
-            for key in wanted:
+            for key in links - ends.keys():
+                if (link := view.fold.links.get(key)) is not None:
+                    ends[key] = (link.source, link.target, link.relation)
+            for key in wanted | {m for source, target, _ in ends.values() for m in (source, target)}:
                 found = view.record(key)
                 if found is not None and key not in named:
                     named[key] = {"title": found.title or found.summary[:80], "status": found.status}
-                link = view.fold.links.get(key)
-                if link is not None and key not in ends:
-                    ends[key] = (link.source, link.target, link.relation)
             for record in view.memories().values():
                 if not record.exists:
                     continue
