@@ -341,6 +341,9 @@ def _tracked_by_git(path: Path) -> bool:
 
 STORE_KEY: Final = "store"
 """The setting naming the PostgreSQL database ``eventmem serve`` answers from."""
+HOOKS_KEY: Final = "hooks"
+"""The ``[hooks]`` table of the user's and the clone's own settings (``eventmem.adapters.hooks``); in the
+tracked file it is left out, like every setting that is the user's to choose."""
 _STORE_IGNORED: Final = (
     "{name}: store = (a database address): would send memory text to a database a commit chose; ignored "
     "(the database comes only from `eventmem serve --store`, EVENTMEM_STORE, .eventmem/config.local.toml "
@@ -373,6 +376,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     content = _read_bytes(path)
     if content is not None:
         tracked = _parse(path, content)
+        tracked.pop(HOOKS_KEY, None)  # the hooks read their table from the untracked files only
         if STORE_KEY in tracked:
             untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
             tracked.pop(STORE_KEY)
@@ -388,6 +392,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             continue
         table = _parse(layer, layer_content)
         tracked_layer = layer.parent == path.parent and _tracked_by_git(layer)
+        table.pop(HOOKS_KEY, None)  # read by eventmem.adapters.hooks, not a Config field
         if STORE_KEY in table:
             if tracked_layer:
                 untrusted[STORE_KEY] = _STORE_IGNORED.format(name=f"{layer.name} (tracked by git)")

@@ -16,6 +16,7 @@ from eventmem.journal.project import ProjectPaths, RootChoice, global_root
 from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
+from eventmem.service.batches import Batches
 from eventmem.service.commands import Commands
 from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
@@ -65,6 +66,9 @@ class MemoryService(Part):
         self.promote = commands.promote
         self.supersede = commands.supersede
         self.link = Links(shared).link
+        batches = Batches(shared)
+        self.save_batch = batches.save_batch
+        self.memory_rows = batches.memory_rows
         queries = Queries(shared, accesses)
         self.get = queries.get
         self.recall = queries.recall
@@ -93,6 +97,7 @@ class MemoryService(Part):
         self.stats = reads.stats
         self.save = database.after(self.save)
         self.save_result = database.after(self.save_result)
+        self.save_batch = database.after(self.save_batch)
         self.update = database.after(self.update)
         self.delete = database.after(self.delete)
         self.restore = database.after(self.restore)
