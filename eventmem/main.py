@@ -10,13 +10,12 @@ answers in one process start.
 
 from __future__ import annotations
 
-import argparse
-import functools
-import logging
-import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (the rest, typing too, is imported where it is used: ``eventmem hook`` must start fast)
+    import argparse
+    from collections.abc import Sequence
 
 __all__ = ["cmd_serve", "main"]
 
@@ -25,6 +24,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM); with
     ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`). With ``--store``
     (or ``EVENTMEM_STORE``), reads answer from that PostgreSQL database."""
+    import functools
+    import logging
+
     from eventmem.adapters.command_line import chosen_root
 
     _check_store(args)
@@ -63,6 +65,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 def _check_store(args: argparse.Namespace) -> None:
     """Refuse, in one line and before serving, an address that is not PostgreSQL's, and a bad name."""
+    import os
+    from pathlib import Path
+
     from eventmem.core.extras import require
     from eventmem.projectors.postgres.connection import check_uri
     from eventmem.projectors.postgres.targets import parse_projects

@@ -21,36 +21,52 @@ Based on each client's documentation (see ``docs/hooks.md`` for the sources):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final, Literal
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing is not imported at run time: the hook's fast path starts a process per event)
+    from pathlib import Path
+    from typing import Any, Final, Literal
+
+    Action = Literal["start", "prompt", "capture", "tool"]
 
 __all__ = ["ACTIONS", "CLIENTS", "INSTRUCTION_CLIENTS", "Client", "InstructionClient", "answer", "client_named"]
 
-Action = Literal["start", "prompt", "capture", "tool"]
 ACTIONS: Final = ("start", "prompt", "capture", "tool")
 
 
-@dataclass(frozen=True)
 class Client:
-    """A client that runs commands at its lifecycle events."""
+    """A client that runs commands at its lifecycle events.
 
-    name: str
-    title: str
-    project_file: str
-    """Its settings file, relative to the project root."""
-    user_file: str
-    """Its settings file, relative to the home folder."""
-    events: dict[str, Action]
-    """Its event names -> what eventmem does at each."""
-    layout: Literal["grouped", "flat"] = "grouped"
-    """``grouped``: ``{"hooks": {event: [{"matcher", "hooks": [command...]}]}}`` (Claude Code, Codex,
-    Gemini CLI); ``flat``: ``{"version": 1, "hooks": {event: [command...]}}`` (Cursor)."""
-    timeout_unit: Literal["s", "ms", ""] = "s"
-    json_always: bool = False
-    """stdout must always be one JSON object (Gemini CLI)."""
-    style: Literal["claude", "cursor"] = "claude"
-    docs: tuple[str, ...] = field(default=())
+    ``project_file`` and ``user_file``: its settings file, relative to the project root and to the home
+    folder. ``events``: its event names -> what eventmem does at each. ``layout``: ``grouped`` is
+    ``{"hooks": {event: [{"matcher", "hooks": [command...]}]}}`` (Claude Code, Codex, Gemini CLI),
+    ``flat`` is ``{"version": 1, "hooks": {event: [command...]}}`` (Cursor). ``json_always``: stdout
+    must always be one JSON object (Gemini CLI, Cursor). ``docs``: where its protocol is described."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        title: str,
+        project_file: str,
+        user_file: str,
+        events: dict[str, Action],
+        layout: Literal["grouped", "flat"] = "grouped",
+        timeout_unit: Literal["s", "ms", ""] = "s",
+        json_always: bool = False,
+        style: Literal["claude", "cursor"] = "claude",
+        docs: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.project_file = project_file
+        self.user_file = user_file
+        self.events = events
+        self.layout = layout
+        self.timeout_unit = timeout_unit
+        self.json_always = json_always
+        self.style = style
+        self.docs = docs
 
     def event_action(self, event: str) -> Action | None:
         found = self.events.get(event)
@@ -60,15 +76,15 @@ class Client:
         return found
 
 
-@dataclass(frozen=True)
 class InstructionClient:
     """A client without lifecycle hooks: ``install`` writes instructions asking the agent to run the
     workflows itself (through eventmem's MCP tools)."""
 
-    name: str
-    title: str
-    project_file: str
-    user_file: str = ""
+    def __init__(self, *, name: str, title: str, project_file: str, user_file: str = "") -> None:
+        self.name = name
+        self.title = title
+        self.project_file = project_file
+        self.user_file = user_file
 
 
 CLIENTS: Final[dict[str, Client]] = {

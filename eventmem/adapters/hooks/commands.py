@@ -170,7 +170,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "root": str(root),
         "eventmem_version": __version__,
         "clients": wired,
-        "settings": vars(settings),
+        "settings": settings.as_dict(),
         "settings_problems": problems,
         "index": index,
         "pending": pending,
@@ -186,7 +186,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{entry['client']} ({entry['scope']}): {', '.join(entry['events'])} in {entry['file']}")
         for command, where in zip(entry.get("commands", []), entry.get("eventmem", []), strict=True):
             print(f"    runs {printable(command)}  ({where})")
-    print("settings: " + ", ".join(f"{k} = {v!r}" for k, v in vars(settings).items()))
+    print("settings: " + ", ".join(f"{k} = {v!r}" for k, v in settings.as_dict().items()))
     for problem in problems:
         print(f"    {printable(problem)}")
     print(f"index: {index['state']}" + (f", {index['memories']} memories" if "memories" in index else ""))

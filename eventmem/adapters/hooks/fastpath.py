@@ -16,8 +16,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any, Final
 
 from eventmem.adapters.hooks import index as hook_index
 from eventmem.adapters.hooks.clients import CLIENTS, Client, answer, client_named
@@ -28,6 +26,12 @@ from eventmem.adapters.hooks.local import (
     journal_fingerprint,
     load_hook_settings,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing is not imported at run time: the hook's fast path starts a process per event)
+    from pathlib import Path
+    from typing import Any, Final
+
 
 __all__ = ["main"]
 
@@ -86,7 +90,6 @@ def _handle(client: Client, event: dict[str, Any], extra: list[str], root: Path,
     for problem in problems:
         hooks.log(f"settings: {problem}")
     action = client.event_action(name)
-    _deadline(action)
     session = str(event.get("session_id") or event.get("conversation_id") or event.get("sessionId") or "unknown")
     if action == "start":
         return answer(client, name, action, _start(root, hooks, client, session, event, settings))
@@ -99,6 +102,7 @@ def _handle(client: Client, event: dict[str, Any], extra: list[str], root: Path,
             return answer(client, name, action, "")
         from eventmem.adapters.hooks.capture import capture  # the service: only here
 
+        _deadline("capture")
         hooks.log(capture(root, client.name, name, event, settings, hooks))
         return answer(client, name, action, "")
     if action == "tool" and settings.post_tool_use:
@@ -118,6 +122,7 @@ class HookDeadline(Exception):
 
 
 def _deadline(action: str | None) -> None:
+    """Give up after the action's time (a capture, or building a missing index: the slow ways)."""
     import signal
 
     seconds = DEADLINES.get(action or "", 10)
@@ -138,6 +143,7 @@ def _index(root: Path, hooks: HooksDir) -> Any:
     if connection is None:
         from eventmem.adapters.hooks.capture import rebuild_index
 
+        _deadline("start")
         hooks.ensure_cache()
         rebuild_index(root)
         return hook_index.open_index(hooks.index_file)

@@ -15,10 +15,12 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing is not imported at run time: the hook's fast path starts a process per event)
+    from collections.abc import Iterable, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any, Final
 
 __all__ = ["Row", "build", "bundle", "fingerprint_of", "open_index", "relevant"]
 
@@ -27,17 +29,32 @@ CHARS_PER_TOKEN: Final = 4
 """A token budget is counted as characters / 4 (English prose and code average about that)."""
 
 
-@dataclass(frozen=True)
 class Row:
-    rowid: int
-    id: str
-    kind: str
-    title: str
-    summary: str
-    tags: str
-    importance: float
-    updated_at: float
-    created_by: str
+    """One memory of the index, as the bundle and the prompt answers show it."""
+
+    __slots__ = ("created_by", "id", "importance", "kind", "rowid", "summary", "tags", "title", "updated_at")
+
+    def __init__(
+        self,
+        rowid: int,
+        id: str,
+        kind: str,
+        title: str,
+        summary: str,
+        tags: str,
+        importance: float,
+        updated_at: float,
+        created_by: str,
+    ) -> None:
+        self.rowid = rowid
+        self.id = id
+        self.kind = kind
+        self.title = title
+        self.summary = summary
+        self.tags = tags
+        self.importance = importance
+        self.updated_at = updated_at
+        self.created_by = created_by
 
 
 _SCHEMA: Final = """

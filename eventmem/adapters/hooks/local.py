@@ -16,16 +16,17 @@ the tracked ``config.toml``)::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import time
-import tomllib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing is not imported at run time: the hook's fast path starts a process per event)
+    from collections.abc import Mapping
+    from types import TracebackType
+    from typing import Any, Final
 
 __all__ = [
     "HookSettings",
@@ -40,14 +41,29 @@ ROOT_MARKERS: Final = (".eventmem", ".ai", "package.json", ".git")
 MAX_SETTINGS_BYTES: Final = 1 << 20
 
 
-@dataclass(frozen=True)
 class HookSettings:
-    auto_capture: str = "on"
-    session_budget_tokens: int = 1500
-    prompt_budget_tokens: int = 300
-    prompt_items: int = 3
-    relevance_floor: float = 0.35
-    post_tool_use: bool = False
+    """The ``[hooks]`` settings in effect (see the module docs)."""
+
+    DEFAULTS: Final = {
+        "auto_capture": "on",
+        "session_budget_tokens": 1500,
+        "prompt_budget_tokens": 300,
+        "prompt_items": 3,
+        "relevance_floor": 0.35,
+        "post_tool_use": False,
+    }
+
+    def __init__(self, **values: Any) -> None:
+        merged = {**self.DEFAULTS, **values}
+        self.auto_capture: str = merged["auto_capture"]
+        self.session_budget_tokens: int = merged["session_budget_tokens"]
+        self.prompt_budget_tokens: int = merged["prompt_budget_tokens"]
+        self.prompt_items: int = merged["prompt_items"]
+        self.relevance_floor: float = merged["relevance_floor"]
+        self.post_tool_use: bool = merged["post_tool_use"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.DEFAULTS}
 
 
 _CHOICES: Final = {"auto_capture": ("off", "suggest", "on")}
@@ -95,17 +111,19 @@ def load_hook_settings(root: Path, environ: Mapping[str, str]) -> tuple[HookSett
     key, a file that does not parse): a hook never fails on its settings, it says why in its log."""
     values: dict[str, Any] = {}
     problems: list[str] = []
-    known = {f.name: f.type for f in fields(HookSettings)}
+    known = HookSettings.DEFAULTS
     for path in settings_files(root, environ):
         try:
             if path.is_symlink() or not path.is_file():
                 continue
+            import tomllib  # (only when there is a file to read)
+
             content = path.read_bytes()[: MAX_SETTINGS_BYTES + 1]
             if len(content) > MAX_SETTINGS_BYTES:
                 problems.append(f"{path.name}: larger than {MAX_SETTINGS_BYTES} bytes; not read")
                 continue
             table = tomllib.loads(content.decode("utf-8")).get("hooks", {})
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # (TOMLDecodeError is a ValueError)
             problems.append(f"{path.name}: {exc}")
             continue
         if not isinstance(table, dict):
@@ -126,7 +144,7 @@ def load_hook_settings(root: Path, environ: Mapping[str, str]) -> tuple[HookSett
             values["auto_capture"] = env_capture
         else:
             problems.append(f"EVENTMEM_AUTO_CAPTURE={env_capture!r}: {_expected('auto_capture')}")
-    return replace(HookSettings(), **values), problems
+    return HookSettings(**values), problems
 
 
 def _checked(key: str, value: Any) -> Any:
@@ -174,12 +192,12 @@ def safe_name(text: str, limit: int = 80) -> str:
     return _SAFE.sub("-", text).strip("-.")[:limit] or "default"
 
 
-@dataclass(frozen=True)
 class HooksDir:
     """``.eventmem/cache/hooks/`` (derived, disposable: the index, per-session state, the log) and
     ``.eventmem/local/hooks/`` (this clone's own: captures waiting for a yes in ``suggest`` mode)."""
 
-    root: Path
+    def __init__(self, root: Path) -> None:
+        self.root = root
 
     @property
     def cache(self) -> Path:
@@ -237,17 +255,28 @@ class HooksDir:
         temp.write_text(json.dumps(state), encoding="utf-8")
         os.replace(temp, path)
 
-    @contextlib.contextmanager
-    def session_lock(self, client: str, session: str) -> Iterator[None]:
+    def session_lock(self, client: str, session: str) -> SessionLock:
         """Serialise the hooks of one session (a Stop and a SessionEnd may run at once)."""
-        import fcntl
-
         self.ensure_cache()
         path = self.session_file(client, session).with_suffix(".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return SessionLock(path)
+
+
+class SessionLock:
+    """An exclusive ``flock`` on a session's lock file, for a ``with`` block."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        os.close(self.fd)
