@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import Corpus, Project, ratio, stats  # noqa: E402
+from bench import Corpus, Project, ratio, stats
 
 TARGET_MS = 200.0
 
@@ -106,11 +106,12 @@ def run(tmp: Path, memories: int, rounds: int) -> dict[str, Any]:
         body = {"session_id": session, "transcript_path": "", "cwd": str(root), "hook_event_name": name, **fields}
         return json.dumps(body).encode()
 
+    hook = [*script, "hook", "claude-code"]
     variants: dict[str, tuple[list[str], Any]] = {
         "python_pass": ([sys.executable, "-c", "pass"], lambda i: b""),
         "python_stdlib": ([sys.executable, "-c", "import json, sqlite3"], lambda i: b""),
-        "session_start": ([*script, "hook", "claude-code"], lambda i: event("SessionStart", f"s{i}", source="startup")),
-        "prompt_related": ([*script, "hook", "claude-code"], lambda i: event("UserPromptSubmit", f"p{i}", prompt=related)),
+        "session_start": (hook, lambda i: event("SessionStart", f"s{i}", source="startup")),
+        "prompt_related": (hook, lambda i: event("UserPromptSubmit", f"p{i}", prompt=related)),
         "prompt_unrelated": (
             [*script, "hook", "claude-code"],
             lambda i: event("UserPromptSubmit", f"u{i}", prompt=unrelated),
@@ -123,7 +124,7 @@ def run(tmp: Path, memories: int, rounds: int) -> dict[str, Any]:
     samples: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     sizes: dict[str, int] = {}
-    for name, (command, stdin) in variants.items():  # one warm-up each (file cache, pyc)
+    for command, stdin in variants.values():  # one warm-up each (file cache, pyc)
         timed_run(command, stdin(-1), root, env)
     log(f"{rounds} rounds of {len(variants)} process starts")
     for i in range(rounds):
@@ -151,7 +152,8 @@ def run(tmp: Path, memories: int, rounds: int) -> dict[str, Any]:
         "figures": figures,
         "target_p50_ms": TARGET_MS,
         "meets_target": {
-            name: figures[name]["p50_ms"] <= TARGET_MS for name in ("session_start", "prompt_related", "prompt_unrelated")
+            name: figures[name]["p50_ms"] <= TARGET_MS
+            for name in ("session_start", "prompt_related", "prompt_unrelated")
         },
         "answered": {"prompt_related": sizes["prompt_related"] > 0, "prompt_unrelated": sizes["prompt_unrelated"] > 0},
         "load_average": os.getloadavg(),
