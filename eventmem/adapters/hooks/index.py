@@ -24,7 +24,9 @@ if TYPE_CHECKING:  # (typing is not imported at run time: the hook's fast path s
 
 __all__ = ["Row", "build", "bundle", "fingerprint_of", "open_index", "relevant"]
 
-VERSION: Final = "1"
+VERSION: Final = "2"
+BUNDLE_SPARE: Final = 200
+"""Candidates kept per section beyond what it shows (for the ones a session was already shown)."""
 CHARS_PER_TOKEN: Final = 4
 """A token budget is counted as characters / 4 (English prose and code average about that)."""
 
@@ -64,6 +66,8 @@ CREATE TABLE memories(
     summary TEXT NOT NULL, tags TEXT NOT NULL, importance REAL NOT NULL, created_at REAL NOT NULL,
     updated_at REAL NOT NULL, created_by TEXT NOT NULL, expires_at REAL);
 CREATE INDEX memories_by_kind ON memories(kind, updated_at DESC);
+CREATE TABLE bundle(section INTEGER NOT NULL, rank INTEGER NOT NULL, row INTEGER NOT NULL,
+    PRIMARY KEY (section, rank)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE terms USING fts5(title, summary, content, tags, tokenize='porter unicode61');
 """
 
@@ -101,6 +105,12 @@ def build(path: Path, rows: Iterable[Mapping[str, Any]], fingerprint: str) -> in
                 (rowid, row.get("title", ""), row.get("summary", ""), row.get("content", ""), tags),
             )
             count = rowid
+        for number, (_, where, order, most) in enumerate(SECTIONS):  # the bundle's candidates, ranked now
+            connection.execute(
+                f"INSERT INTO bundle SELECT ?, row_number() OVER (ORDER BY {order}), rowid FROM memories "
+                f"WHERE {where} ORDER BY {order} LIMIT ?",
+                (number, most + BUNDLE_SPARE),
+            )
         connection.executemany(
             "INSERT INTO meta VALUES (?,?)",
             [
@@ -139,11 +149,6 @@ def fingerprint_of(connection: sqlite3.Connection) -> str:
 
 _COLUMNS: Final = "rowid, id, kind, title, summary, tags, importance, updated_at, created_by"
 _LIVE: Final = "(expires_at IS NULL OR expires_at > ?)"
-
-
-def _rows(connection: sqlite3.Connection, where: str, args: Sequence[Any], order: str, limit: int) -> list[Row]:
-    sql = f"SELECT {_COLUMNS} FROM memories WHERE {where} AND {_LIVE} ORDER BY {order} LIMIT ?"
-    return [Row(*found) for found in connection.execute(sql, (*args, time.time(), limit))]
 
 
 def _line(row: Row, limit: int = 220) -> str:
@@ -188,21 +193,28 @@ def bundle(
     section, the most useful first, cut at ``budget_tokens``; empty when the memory holds nothing."""
     budget = budget_tokens * CHARS_PER_TOKEN
     skip = set(exclude)
-    total = connection.execute(f"SELECT count(*) FROM memories WHERE {_LIVE}", (time.time(),)).fetchone()[0]
+    found = connection.execute("SELECT value FROM meta WHERE key='count'").fetchone()
+    total = int(found[0]) if found else 0
     header = (
         f"eventmem: the project memory of {project} ({total} memories). An index, not the whole text: "
         "fetch a memory with the get_memory tool (or `eventmem show ID`) by the id in brackets; "
         "recall or search for more."
     )
+    columns = ", ".join(f"m.{name}" for name in _COLUMNS.split(", "))
+    by_section: dict[int, list[Row]] = {}
+    for section, *values in connection.execute(
+        f"SELECT b.section, {columns} FROM bundle b JOIN memories m ON m.rowid = b.row "
+        "WHERE m.expires_at IS NULL OR m.expires_at > ? ORDER BY b.section, b.rank",
+        (time.time(),),
+    ):
+        by_section.setdefault(section, []).append(Row(*values))
     lines: list[str] = [*preface]
     ids: list[str] = []
     used = len(header) + sum(len(line) + 1 for line in lines)
-    for heading, where, order, most in SECTIONS:
-        found = [row for row in _rows(connection, where, (), order, most + len(skip)) if row.id not in skip][:most]
-        if not found:
-            continue
+    for number, (heading, _, _, most) in enumerate(SECTIONS):
+        rows = [row for row in by_section.get(number, []) if row.id not in skip][:most]
         section = [f"## {heading}"]
-        for row in found:
+        for row in rows:
             line = _line(row)
             if used + len(line) + len(section[0]) + 2 > budget:
                 break
@@ -285,7 +297,9 @@ def relevant(
     strongest = sorted(known, key=lambda word: -idf[word])[:6]
     whole = sum(idf[word] for word in strongest)
     specific = {word for word in known if df[word] <= 3 or df[word] <= total / 5}
-    query = " OR ".join(_match(word) for word in strongest)
+    query = " OR ".join(_match(word) for word in strongest if word in specific)  # (a hit needs one)
+    if not query:
+        return "", []
     try:
         ranked = connection.execute(
             "SELECT rowid, bm25(terms, 3.0, 2.0, 1.0, 2.0) FROM terms WHERE terms MATCH ? ORDER BY rank LIMIT 40",
