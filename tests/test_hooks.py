@@ -261,13 +261,13 @@ def test_session_start_injects_the_projects_decisions_with_their_ids(wired: Path
 
 
 def test_the_session_start_bundle_keeps_to_its_token_budget(wired: Path) -> None:
-    for n in range(60):
-        save(
-            wired,
-            f"Decision {n}: the service number {n} answers on port {9000 + n} behind the gateway.",
-            "--type",
-            "decision",
-        )
+    memories = [
+        {"id": f"decision-{n}", "kind": "decision", "body": f"Decision {n}: service {n} answers on port {9000 + n}."}
+        for n in range(60)
+    ]
+    dump = wired.parent / "dump.json"
+    dump.write_text(json.dumps({"format": "eventmem-dump", "version": 1, "memories": memories, "links": []}))
+    assert eventmem(wired, "import", "json", str(dump)).returncode == 0
     (wired / ".eventmem" / "config.local.toml").write_text("[hooks]\nsession_budget_tokens = 200\n")
     text = context_of(hook("claude-code", wired, claude_event(wired, "SessionStart")), "SessionStart")
     assert 0 < len(text) <= 200 * 4 and "## Decisions" in text
@@ -560,3 +560,16 @@ def test_cursor_gets_additional_context_at_session_start_and_captures_at_stop(pr
     )
     assert (stop.returncode, json.loads(stop.stdout)) == (0, {})
     assert "use pnpm instead of npm" in journal_text(project)
+
+
+def test_the_packaged_claude_code_plugin_runs_the_hooks_install_wires(project: Path) -> None:
+    import eventmem as package
+
+    plugin = Path(package.__file__).parent / "data" / "claude-plugin"
+    shipped = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
+    installed = json.loads(
+        (Path(ok_json(project, "hooks", "install", "claude-code", "--command", "eventmem")["file"])).read_text()
+    )["hooks"]
+    assert shipped == installed
+    assert json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())["name"] == "eventmem"
+    assert json.loads((plugin / ".mcp.json").read_text())["mcpServers"]["eventmem"]["args"] == ["serve"]

@@ -20,6 +20,7 @@ from eventmem.adapters.hooks.extract import Extracted, Item, extract
 from eventmem.adapters.hooks.local import HooksDir, HookSettings, journal_fingerprint, safe_name
 from eventmem.adapters.hooks.transcript import read_turns
 from eventmem.core.redact import PRIVATE, scrub
+from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
 from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService, open_service
 from eventmem.service.batches import BatchItem
@@ -100,14 +101,17 @@ def capture(
                     tags=("current-task",),
                 )
             )
-        if final and (digest["prompt_count"] or digest["files"]):
-            items.append(_summary(root, session, client, digest, found))
-        batch = [_batch_item(item, session, client) for item in items]
-        written = 0
         service: MemoryService | None = None
+        written = 0
         try:
-            if batch and settings.auto_capture == "on":
+            if items and settings.auto_capture == "on":
                 service = open_project(root)
+            if final and (digest["prompt_count"] or digest["files"]):
+                summarizer = service.summarizer if service is not None else ExtractiveSummarizer()
+                items.append(_summary(root, session, client, digest, summarizer))
+            batch = [_batch_item(item, session, client) for item in items]
+            if batch and settings.auto_capture == "on":
+                service = service or open_project(root)
                 saved = service.save_batch(batch, by=writer_of(client, session))
                 written = sum(1 for one in saved if not one.deduplicated)
             elif batch and settings.auto_capture == "suggest":
@@ -152,7 +156,7 @@ def _digest(previous: Any, found: Extracted) -> dict[str, Any]:
     }
 
 
-def _summary(root: Path, session: str, client: str, digest: dict[str, Any], found: Extracted) -> Item:
+def _summary(root: Path, session: str, client: str, digest: dict[str, Any], summarizer: Summarizer) -> Item:
     """The conversation's summary: what was asked, decided and changed, and the assistant's last words
     summarised by the project's summarizer (the configured one)."""
     lines = [f"Conversation summary ({client}, session {session[:12]}): {digest['prompt_count']} prompts."]
@@ -169,9 +173,7 @@ def _summary(root: Path, session: str, client: str, digest: dict[str, Any], foun
         lines.append(f"Failed tool calls: {digest['errors']}")
     recent = digest.get("recent") or ""
     if recent.strip():
-        from eventmem.core.summarizer import ExtractiveSummarizer
-
-        lines.append("Last: " + ExtractiveSummarizer(300).summarize([recent])[0])
+        lines.append("Last: " + summarizer.summarize([recent])[0])
     return Item(
         "general", "\n".join(lines), title="Conversation summary", tags=("conversation-summary",), importance=0.4
     )

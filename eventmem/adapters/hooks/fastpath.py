@@ -63,6 +63,7 @@ def main(argv: list[str]) -> int:
         if not (root / ".eventmem").is_dir():
             return 0  # no memory here: a hook never starts one (and has nowhere to log)
         hooks = HooksDir(root)
+        _stderr_to_log(hooks)
         if not isinstance(event, dict):
             hooks.log(f"{client.name}: the event is not a JSON object ({len(raw)} bytes); nothing done")
             return 0
@@ -82,6 +83,26 @@ def main(argv: list[str]) -> int:
         if hooks is not None and os.environ.get("EVENTMEM_HOOK_TIMING"):
             hooks.log(f"timing {(time.perf_counter() - started) * 1000:.1f} ms")
     return 0
+
+
+def _stderr_to_log(hooks: HooksDir) -> None:
+    """Send what would reach stderr (a library's warning, a log record with no handler) to the hooks'
+    log, else nowhere: a client may show a hook's stderr to the user or the model."""
+    try:
+        hooks.ensure_cache()
+        fd = os.open(hooks.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+    try:
+        sys.stderr.flush()
+        os.dup2(fd, 2)
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(fd)
 
 
 def _handle(client: Client, event: dict[str, Any], extra: list[str], root: Path, hooks: HooksDir) -> str:
