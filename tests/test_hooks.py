@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -573,3 +574,18 @@ def test_the_packaged_claude_code_plugin_runs_the_hooks_install_wires(project: P
     assert shipped == installed
     assert json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())["name"] == "eventmem"
     assert json.loads((plugin / ".mcp.json").read_text())["mcpServers"]["eventmem"]["args"] == ["serve"]
+
+
+def test_a_memory_saved_after_the_index_was_built_reaches_prompts_after_the_background_reindex(wired: Path) -> None:
+    deploy_memories(wired)
+    assert hook("claude-code", wired, claude_event(wired, "SessionStart")).returncode == 0  # builds the index
+    new = save(wired, "Kubernetes manifests live in deploy/k8s and Argo CD applies them.", "--type", "convention")
+    event = claude_event(wired, "UserPromptSubmit", prompt="where do the kubernetes manifests live?")
+    first = hook("claude-code", wired, {**event, "session_id": "a"})  # the stale index answers at once
+    assert first.returncode == 0 and new["id"] not in first.stdout.decode()
+    deadline = time.monotonic() + 180
+    while ok_json(wired, "hooks", "status")["index"]["state"] != "current":
+        assert time.monotonic() < deadline, "the background reindex did not finish"
+        time.sleep(0.5)
+    again = hook("claude-code", wired, {**event, "session_id": "b"})
+    assert new["id"] in again.stdout.decode()

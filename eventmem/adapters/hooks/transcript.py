@@ -101,7 +101,7 @@ def _turns_of(entry: dict[str, Any]) -> list[Turn] | None:
         ]
     inner = entry.get("message")
     message: dict[str, Any] = inner if isinstance(inner, dict) else entry
-    said = message.get("role") or kind
+    said = message.get("role") or entry.get("role") or kind
     if said not in ("user", "assistant", "model", "gemini"):
         return None
     role: Literal["user", "assistant"] = "user" if said == "user" else "assistant"
