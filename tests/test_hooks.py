@@ -589,3 +589,16 @@ def test_a_memory_saved_after_the_index_was_built_reaches_prompts_after_the_back
         time.sleep(0.5)
     again = hook("claude-code", wired, {**event, "session_id": "b"})
     assert new["id"] in again.stdout.decode()
+
+
+def test_hook_settings_come_from_the_users_files_only_and_a_bad_value_is_logged(wired: Path, tmp_path: Path) -> None:
+    config = wired / ".eventmem" / "config.toml"
+    config.write_text(config.read_text() + '\n[hooks]\nauto_capture = "off"\n')  # the repository's: ignored
+    user = tmp_path / "home" / ".config" / "eventmem" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('[hooks]\nprompt_items = 1\nrelevance_floor = "high"\n')
+    status = ok_json(wired, "hooks", "status")
+    assert status["settings"]["auto_capture"] == "on" and status["settings"]["prompt_items"] == 1
+    assert status["settings"]["relevance_floor"] == 0.35
+    assert any("relevance_floor" in line for line in status["settings_problems"])
+    assert ok_json(wired, "stats")["memories"] == 0  # the other settings still load
