@@ -204,8 +204,8 @@ def bundle(
     by_section: dict[int, list[Row]] = {}
     for section, *values in connection.execute(
         f"SELECT b.section, {columns} FROM bundle b JOIN memories m ON m.rowid = b.row "
-        "WHERE m.expires_at IS NULL OR m.expires_at > ? ORDER BY b.section, b.rank",
-        (time.time(),),
+        "WHERE b.rank <= ? AND (m.expires_at IS NULL OR m.expires_at > ?) ORDER BY b.section, b.rank",
+        (max(most for _, _, _, most in SECTIONS) + len(skip), time.time()),
     ):
         by_section.setdefault(section, []).append(Row(*values))
     lines: list[str] = [*preface]
