@@ -10,6 +10,7 @@ they wait in ``.eventmem/local/hooks/pending.jsonl`` until ``eventmem hooks pend
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -21,9 +22,10 @@ from eventmem.adapters.hooks.local import HooksDir, HookSettings, journal_finger
 from eventmem.adapters.hooks.transcript import read_turns
 from eventmem.core.redact import PRIVATE, scrub
 from eventmem.core.summarizer import ExtractiveSummarizer, Summarizer
-from eventmem.journal.project import RootChoice
-from eventmem.service import MemoryService, open_service
-from eventmem.service.batches import BatchItem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the service (numpy, FAISS) is imported only when a capture has something to save
+    from eventmem.service import MemoryService
 
 __all__ = ["capture", "open_project", "rebuild_index", "writer_of"]
 
@@ -39,6 +41,9 @@ def writer_of(client: str, session: str) -> str:
 
 
 def open_project(root: Path) -> MemoryService:
+    from eventmem.journal.project import RootChoice
+    from eventmem.service import open_service
+
     return open_service(RootChoice(root, "hook"))
 
 
@@ -112,7 +117,9 @@ def capture(
             batch = [_batch_item(item, session, client) for item in items]
             if batch and settings.auto_capture == "on":
                 service = service or open_project(root)
-                saved = service.save_batch(batch, by=writer_of(client, session))
+                from eventmem.service.batches import items_from
+
+                saved = service.save_batch(items_from(batch), by=writer_of(client, session))
                 written = sum(1 for one in saved if not one.deduplicated)
             elif batch and settings.auto_capture == "suggest":
                 _suggest(hooks, batch, writer_of(client, session))
@@ -195,7 +202,7 @@ def _git_shortstat(root: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def _batch_item(item: Item, session: str, client: str) -> BatchItem:
+def _batch_item(item: Item, session: str, client: str) -> dict[str, Any]:
     ttl = None
     if "conversation-summary" in item.tags:
         ttl = TTL["summary"]
@@ -203,25 +210,23 @@ def _batch_item(item: Item, session: str, client: str) -> BatchItem:
         ttl = TTL["current_task"]
     elif item.kind == "todo":
         ttl = TTL["todo"]
-    return BatchItem(
-        content=item.content,
-        title=item.title,
-        tags=("hook", *item.tags),
-        kind=item.kind,
-        importance=item.importance,
-        ttl_seconds=ttl,
-        metadata={"hook_client": client, "hook_session": session[:120]},
-        source=f"hook:{client}",
-    )
+    return {
+        "content": item.content,
+        "title": item.title,
+        "tags": ["hook", *item.tags],
+        "kind": item.kind,
+        "importance": item.importance,
+        "ttl_seconds": ttl,
+        "metadata": {"hook_client": client, "hook_session": session[:120]},
+        "source": f"hook:{client}",
+    }
 
 
-def _suggest(hooks: HooksDir, batch: list[BatchItem], by: str) -> None:
-    """Add ``batch`` to the pending file (``auto_capture = "suggest"``), scrubbed like a write."""
-    import msgspec
-
+def _suggest(hooks: HooksDir, batch: list[dict[str, Any]], by: str) -> None:
+    """Add ``batch`` (scrubbed already) to the pending file (``auto_capture = "suggest"``)."""
     path = hooks.pending_file
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = b"".join(msgspec.json.encode({"by": by, "item": item}) + b"\n" for item in batch)
+    lines = b"".join(json.dumps({"by": by, "item": item}).encode() + b"\n" for item in batch)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, lines)
