@@ -405,6 +405,10 @@ def test_post_tool_use_is_off_unless_asked_and_notes_a_failing_command(wired: Pa
     assert hook("claude-code", wired, event).returncode == 0
     (state,) = state_dir.glob("claude-code.*.json")
     assert json.loads(state.read_text())["tool_failures"][0]["command"] == "make deploy"
+    redis_transcript(wired.parent / "transcript.jsonl")
+    assert hook("claude-code", wired, claude_event(wired, "SessionEnd")).returncode == 0
+    summary = next(row for row in ok_json(wired, "hooks", "review")["memories"] if row["kind"] == "general")
+    assert "Commands that failed: make deploy" in ok_json(wired, "show", summary["id"])["memory"]["content"]
 
 
 # -- never in the way ------------------------------------------------------------------------------

@@ -95,6 +95,10 @@ def capture(
         found.files = [_scrubbed(path) for path in found.files[:50]]
         found.assistant_text = [_scrubbed(" ".join(found.assistant_text)[-6000:])]
         digest = _digest(state.get("digest"), found)
+        noted = state.pop("tool_failures", None)  # PostToolUse's notes (post_tool_use = true)
+        if isinstance(noted, list):
+            failed = [f"{n.get('command') or n.get('tool')}" for n in noted if isinstance(n, dict)]
+            digest["failed_commands"] = [*digest.get("failed_commands", []), *map(_scrubbed, failed)][-10:]
         items = list(found.items)
         if digest["prompts"] and not state.get("task_written"):
             task = digest["prompts"][0]
@@ -159,6 +163,7 @@ def _digest(previous: Any, found: Extracted) -> dict[str, Any]:
         "files": files[:50],
         "decisions": decisions[:10],
         "errors": int(digest.get("errors", 0) or 0) + found.errors,
+        "failed_commands": [c for c in digest.get("failed_commands", []) if isinstance(c, str)][-10:],
         "recent": " ".join(found.assistant_text)[-6000:] or str(digest.get("recent", "")),
     }
 
@@ -178,6 +183,8 @@ def _summary(root: Path, session: str, client: str, digest: dict[str, Any], summ
         lines.append(f"Working tree: {stat}")
     if digest["errors"]:
         lines.append(f"Failed tool calls: {digest['errors']}")
+    if digest.get("failed_commands"):
+        lines.append("Commands that failed: " + "; ".join(str(c)[:120] for c in digest["failed_commands"]))
     recent = digest.get("recent") or ""
     if recent.strip():
         lines.append("Last: " + summarizer.summarize([recent])[0])
