@@ -81,11 +81,12 @@ def hook_command(client: Client, program: str | None = None) -> str:
     Python running ``-m eventmem`` (``program`` overrides both)."""
     if program:
         return f"{program} hook {client.name}"
+    script = _this_script()
     found = shutil.which("eventmem")
-    if found and Path(found).resolve() == _this_script():
+    if script is not None and found and Path(found).resolve() == script:
         return f"eventmem hook {client.name}"
-    if _this_script() is not None and _this_script().name == "eventmem":  # type: ignore[union-attr]
-        return f"{shlex.quote(str(_this_script()))} hook {client.name}"
+    if script is not None:
+        return f"{shlex.quote(str(script))} hook {client.name}"
     return f"{shlex.quote(sys.executable)} -m eventmem hook {client.name}"
 
 
