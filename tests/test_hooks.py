@@ -606,3 +606,14 @@ def test_hook_settings_come_from_the_users_files_only_and_a_bad_value_is_logged(
     assert status["settings"]["relevance_floor"] == 0.35
     assert any("relevance_floor" in line for line in status["settings_problems"])
     assert ok_json(wired, "stats")["memories"] == 0  # the other settings still load
+
+
+def test_the_state_of_sessions_untouched_for_a_month_is_removed_when_a_new_session_starts(wired: Path) -> None:
+    deploy_memories(wired)
+    assert hook("claude-code", wired, claude_event(wired, "SessionStart")).returncode == 0
+    (old,) = (wired / ".eventmem" / "cache" / "hooks" / "sessions").glob("claude-code.*.json")
+    month_ago = time.time() - 31 * 86400
+    os.utime(old, (month_ago, month_ago))
+    assert hook("claude-code", wired, {**claude_event(wired, "SessionStart"), "session_id": "new"}).returncode == 0
+    assert not old.exists()
+    assert [p.name for p in old.parent.glob("claude-code.*.json")] == ["claude-code.new.json"]

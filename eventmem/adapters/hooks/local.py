@@ -251,9 +251,22 @@ class HooksDir:
         self.ensure_cache()
         path = self.session_file(client, session)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            self._forget_old_sessions(path.parent)
         temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temp.write_text(json.dumps(state), encoding="utf-8")
         os.replace(temp, path)
+
+    def _forget_old_sessions(self, folder: Path, days: float = 30.0) -> None:
+        """Remove the state of sessions untouched for ``days`` (checked when a new session starts)."""
+        cutoff = time.time() - days * 86400
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+        except OSError:
+            pass
 
     def session_lock(self, client: str, session: str) -> SessionLock:
         """Serialise the hooks of one session (a Stop and a SessionEnd may run at once)."""
