@@ -3,22 +3,19 @@ replay``'s) and ``eventmem serve``, the MCP server over stdio (:mod:`eventmem.ad
 with REST and the web UI (:mod:`eventmem.adapters.http`).
 
 The one module that knows both adapters; neither imports the other. The MCP server is imported only
-when ``eventmem serve`` runs, so the other commands do not pay for loading the MCP SDK.
+when ``eventmem serve`` runs, so the other commands do not pay for loading the MCP SDK; ``eventmem hook``
+(:mod:`eventmem.adapters.hooks`) is dispatched before anything else is imported, so a client's hook
+answers in one process start.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import logging
-import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-from eventmem.adapters.cli import build_parser
-from eventmem.adapters.command_line import chosen_root, configure_logging, run_command
-from eventmem.adapters.http.cli import add_http_options
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (the rest, typing too, is imported where it is used: ``eventmem hook`` must start fast)
+    import argparse
+    from collections.abc import Sequence
 
 __all__ = ["cmd_serve", "main"]
 
@@ -27,6 +24,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM); with
     ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`). With ``--store``
     (or ``EVENTMEM_STORE``), reads answer from that PostgreSQL database."""
+    import functools
+    import logging
+
+    from eventmem.adapters.command_line import chosen_root
+
     _check_store(args)
     if args.http:
         from eventmem.adapters.http.cli import serve_http
@@ -47,7 +49,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """``serve``'s options: HTTP's (:func:`add_http_options`), and the database to answer from."""
+    """``serve``'s options: HTTP's (:func:`~eventmem.adapters.http.cli.add_http_options`), and the database
+    to answer from."""
+    from eventmem.adapters.http.cli import add_http_options
+
     add_http_options(parser)
     group = parser.add_argument_group("PostgreSQL (answer from a database the journals are projected into)")
     group.add_argument(
@@ -63,6 +68,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
 
 def _check_store(args: argparse.Namespace) -> None:
     """Refuse, in one line and before serving, an address that is not PostgreSQL's, and a bad name."""
+    import os
+    from pathlib import Path
+
     from eventmem.core.extras import require
     from eventmem.projectors.postgres.connection import check_uri
     from eventmem.projectors.postgres.targets import parse_projects
@@ -94,12 +102,27 @@ def _not_utf8(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["hook"]:  # a client's lifecycle hook: the fast way, standard library only
+        from eventmem.adapters.hooks.fastpath import main as run_hook
+
+        return run_hook(arguments[1:])
+    from eventmem.adapters.cli import build_parser
+    from eventmem.adapters.command_line import configure_logging, run_command
+    from eventmem.adapters.hooks.commands import add_hook_commands, run_hook_command
+
     configure_logging()
-    if refused := _not_utf8(sys.argv[1:] if argv is None else argv):
+    if refused := _not_utf8(arguments):
         print(refused, file=sys.stderr)
         return 2
-    args = build_parser(serve=cmd_serve, serve_options=add_serve_options).parse_args(argv)
-    return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)
+    parser = build_parser(
+        serve=cmd_serve,
+        serve_options=add_serve_options,
+        more=lambda sub, options: add_hook_commands(sub, options, run_hook_command),
+    )
+    args = parser.parse_args(arguments)
+    raw = args.func in (cmd_serve, run_hook_command)  # (their stdout is the protocol's)
+    return run_command(args.func, args, raw_stdout=raw)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ service and sits beside it: the service writes a section through a port of its o
 ``service.app.SectionWriter``, which the adapters plug the protocol into)."""
 
 SHARED_BY_COMMAND_LINES = {"adapters.command_line", "adapters.progress", "adapters.replay"}
+COMMAND_LINES = {"adapters.cli", "adapters.hooks"}
+"""The adapters that are command lines (``eventmem hooks …`` is one) and may use what command lines share."""
 
 
 def layer_of(dotted: str) -> str:
@@ -67,7 +69,7 @@ def test_adapters_reach_neither_the_runner_nor_the_journal_file_nor_another_adap
         if into == "runner" or target == "eventmem.journal.journal":
             wrong.append(f"{module} imports {target}: adapters go through the service")
         elif into.startswith("adapters.") and into != layer:
-            shared = into in SHARED_BY_COMMAND_LINES and layer in {"adapters.cli", *SHARED_BY_COMMAND_LINES}
+            shared = into in SHARED_BY_COMMAND_LINES and layer in {*COMMAND_LINES, *SHARED_BY_COMMAND_LINES}
             if not shared:
                 wrong.append(f"{module} imports {target}: adapters do not import each other")
     assert not wrong, "\n".join(wrong)

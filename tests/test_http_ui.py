@@ -480,3 +480,22 @@ def test_a_save_by_another_process_appears_without_reload(site: tuple[Page, str]
     page.wait_for_selector("main td:has-text('Saved by another process')")
     assert page.locator("main").get_attribute("data-rendered") != rendered
     assert int(page.locator("#live").get_attribute("data-changes") or 0) >= 1
+
+
+@pytest.mark.browser
+def test_a_memory_a_lifecycle_hook_recorded_is_marked_in_the_list_and_the_detail(
+    site: tuple[Page, str], project: Path
+) -> None:
+    tab, _ = site
+    for text, by in (("Recorded at the end of a session.", "hook:claude-code@s-1"), ("Saved by hand.", "ana")):
+        subprocess.run(
+            eventmem_command("save", text, "--by", by), cwd=project, check=True, capture_output=True, timeout=WAIT
+        )
+    page = tab.open("#/memories", "browser")
+    hooked = page.locator("main tr", has_text="Recorded at the end of a session.")
+    assert hooked.locator(".hook-mark").inner_text() == "hook"
+    assert "hook:claude-code@s-1" in (hooked.locator(".hook-mark").get_attribute("title") or "")
+    assert page.locator("main tr", has_text="Saved by hand.").locator(".hook-mark").count() == 0
+    hooked.locator("a").first.click()
+    page.wait_for_selector("main .view[data-view=detail]")
+    assert page.locator("main h2 .hook-mark").inner_text() == "hook"

@@ -402,6 +402,9 @@ def _tracked_by_git(path: Path) -> bool:
 
 STORE_KEY: Final = "store"
 """The setting naming the PostgreSQL database ``eventmem serve`` answers from."""
+HOOKS_KEY: Final = "hooks"
+"""The ``[hooks]`` table of the user's and the clone's own settings (``eventmem.adapters.hooks``); in the
+tracked file it is left out, like every setting that is the user's to choose."""
 _STORE_IGNORED: Final = (
     "{name}: store = (a database address): would send memory text to a database a commit chose; ignored "
     "(the database comes only from `eventmem serve --store`, EVENTMEM_STORE, .eventmem/config.local.toml "
@@ -440,6 +443,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         content, tracked = None, {}
         invalid.append(f"{_one_line(str(exc))}; ignored: every setting of it has its default")
     if content is not None:
+        tracked.pop(HOOKS_KEY, None)  # the hooks read their table from the untracked files only
         _drop_invalid(path.name, tracked, root, invalid)
         if STORE_KEY in tracked:
             untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
@@ -456,6 +460,7 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             continue
         table = _parse(layer, layer_content)
         tracked_layer = layer.parent == path.parent and _tracked_by_git(layer)
+        table.pop(HOOKS_KEY, None)  # read by eventmem.adapters.hooks, not a Config field
         if tracked_layer:
             _drop_invalid(f"{layer.name} (tracked by git)", table, root, invalid)
         if STORE_KEY in table:

@@ -23,6 +23,7 @@ from eventmem.runner.embedding import Progress
 from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
+from eventmem.service.batches import Batches, BatchItem
 from eventmem.service.commands import Commands, SaveOptions
 from eventmem.service.links import Links
 from eventmem.service.maintenance import Maintenance
@@ -85,6 +86,7 @@ class MemoryService(Part, Reads):
         self._links = Links(shared)
         self._queries = Queries(shared, accesses)
         self._maintenance = Maintenance(shared)
+        self._batches = Batches(shared)
         self.database = database
         self._sections = sections
         self._reads: Reads = self._queries
@@ -251,6 +253,16 @@ class MemoryService(Part, Reads):
         current_task, coding_style) in project scope writes that project-context section instead."""
         with self._writing():
             return self._commands.save_result(content, **options)
+
+    def save_batch(self, items: Sequence[BatchItem], *, by: str) -> list[Saved]:
+        """Save ``items`` as project memories in one append by the writer ``by`` (see :meth:`Batches.save_batch
+        <eventmem.service.batches.Batches.save_batch>`): all checked first, duplicates not written."""
+        with self._writing():
+            return self._batches.save_batch(items, by=by)
+
+    def memory_rows(self, *, content_chars: int = 2000) -> list[dict[str, Any]]:
+        """The project's returnable memories as plain rows (what the hooks' fast index holds)."""
+        return self._batches.memory_rows(content_chars=content_chars)
 
     def update(
         self,

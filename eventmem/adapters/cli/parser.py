@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from eventmem import __version__
 from eventmem.adapters.cli.doctor_command import cmd_doctor
@@ -32,9 +33,11 @@ TYPE_HELP = ", ".join(KINDS)
 def build_parser(
     serve: Callable[[argparse.Namespace], int] | None = None,
     serve_options: Callable[[argparse.ArgumentParser], None] | None = None,
+    more: Callable[[Any, Callable[[argparse.ArgumentParser], None]], None] | None = None,
 ) -> argparse.ArgumentParser:
     """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` and ``serve_options`` adds its options
-    (both given by :mod:`eventmem.main`, which alone knows the servers)."""
+    (both given by :mod:`eventmem.main`, which alone knows the servers); ``more`` adds another adapter's
+    commands (``eventmem hooks``, ``eventmem hook``) to the subcommands, with the common options."""
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
     global_options(parser)
@@ -146,4 +149,6 @@ def build_parser(
     command_options(p)
     replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
     add_sync_command(sub)
+    if more is not None:
+        more(sub, command_options)
     return parser

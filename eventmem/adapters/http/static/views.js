@@ -6,6 +6,9 @@ const tags = (list) => (list || []).map((t) => h("span", { class: "tag" }, t));
 const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "—");
 const nameOf = (m) => m.title || m.summary || m.id;
 const memoryLink = (id, text) => h("a", { href: "#/memory/" + encodeURIComponent(id) }, text || id);
+// a memory a client's lifecycle hook recorded (its writer is hook:CLIENT@SESSION), marked where it is shown
+const hookMark = (m) => ((m.created_by || "").startsWith("hook:")
+  ? h("span", { class: "tag hook-mark", title: "recorded by a lifecycle hook: " + m.created_by, text: "hook" }) : null);
 
 function countTable(caption, counts, shown = 10) {
   const rows = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]);
@@ -95,7 +98,7 @@ const views = {
     });
     const { data } = await api(projectPath() + "/memories" + query({ ...f, limit: 50 }));
     const rows = data.memories.map((m) => h("tr", { "data-id": m.id },
-      h("td", {}, memoryLink(m.id, nameOf(m))), h("td", { text: m.kind }), h("td", { class: "hide-narrow", text: m.scope }),
+      h("td", {}, memoryLink(m.id, nameOf(m)), hookMark(m)), h("td", { text: m.kind }), h("td", { class: "hide-narrow", text: m.scope }),
       h("td", { class: "hide-narrow" }, tags(m.tags)), h("td", { text: m.importance }),
       h("td", { class: "status-" + m.status, text: m.superseded ? "superseded" : m.status }),
       h("td", { class: "hide-narrow", text: when(m.updated_at) })));
@@ -117,7 +120,7 @@ const views = {
       gone ? Promise.resolve([]) : api(path + "/related").then((r) => r.data.related)]);
     const act = (fn) => async () => { try { await fn(); render(); } catch (e) { note.textContent = e.message; } };
     const note = h("p", { role: "alert", class: "alert-slot" });
-    el.append(h("h2", { text: nameOf(memory) }), note);
+    el.append(h("h2", { text: nameOf(memory) }, hookMark(memory)), note);
     if (gone) {
       el.append(h("p", { class: "alert", text: `This memory is ${memory.status}; its history is kept.` }), h("div", { class: "actions" },
         h("button", { onclick: act(() => api(path + "/restore", { method: "POST", body: {} })), text: "Restore" })));
