@@ -17,17 +17,16 @@ def root_of(args: argparse.Namespace) -> RootChoice:
 
 
 def open_service_of(args: argparse.Namespace) -> Any:
-    from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
-    return open_service(root_of(args), sections=write_section)
+    return open_service(root_of(args))
 
 
 def render_view(service: Any, wrote: Any = None) -> None:
     """Render the ``.ai/`` view after a command's write, as a running server does: when ``wrote`` (the
     memory written) is a project-context section's, or, with no memory named (a rebuild, an import),
-    whenever the project has any project context or a view already rendered. Only files whose text changed are
-    written; a render folder that is refused is said in one line and the write stands."""
+    whenever the project has any project context or a view already rendered. Only files whose text
+    changed are written; a render folder that is refused is said in one line and the write stands."""
     from eventmem.context.project_context import ProjectContext
     from eventmem.context.reading import is_section_memory
     from eventmem.core.errors import InvalidInput

@@ -25,6 +25,7 @@ from eventmem.core.errors import (
     UnknownMemory,
     told_to,
 )
+from eventmem.core.ids import canonical_id, looks_like_prefix
 from eventmem.service import MemoryService
 
 __all__ = [
@@ -81,8 +82,12 @@ def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Re
             if memory_id is not None:
                 if not MEMORY_ID.match(memory_id):
                     raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
-                # any case, or a unique prefix of 6 or more characters (the web UI's links and addresses)
-                request.path_params["memory_id"] = await call(project, lambda s: s.resolve_id(memory_id, prefix=True))
+                # any case, or a unique prefix of 6 or more characters (the web UI's links and addresses);
+                # only a prefix costs a look at the memory
+                named = canonical_id(memory_id)
+                if looks_like_prefix(named):
+                    named = await call(project, lambda s: s.resolve_id(named, prefix=True))
+                request.path_params["memory_id"] = named
             return await fn(request, project)
         except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
             status, title = _status_of(exc)
