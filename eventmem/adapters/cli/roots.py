@@ -17,9 +17,10 @@ def root_of(args: argparse.Namespace) -> RootChoice:
 
 
 def open_service_of(args: argparse.Namespace) -> Any:
+    from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
-    return open_service(root_of(args))
+    return open_service(root_of(args), sections=write_section)
 
 
 def render_view(service: Any, wrote: Any = None) -> None:
