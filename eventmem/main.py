@@ -32,11 +32,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from eventmem.adapters.http.cli import serve_http
         from eventmem.adapters.mcp.server import build_server
 
+        _check_embedder(args.root)
         return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.adapters.mcp.server import serve_stdio
     from eventmem.service import open_service
 
     root = chosen_root(args.root)
+    _check_embedder(args.root)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
     opener = functools.partial(open_service, background_vectors=True, store=args.store, store_name=args.project_name)
     serve_stdio(root, tools=args.tools, opener=opener)
@@ -72,6 +74,21 @@ def _check_store(args: argparse.Namespace) -> None:
         require("postgres", "EVENTMEM_STORE")
     if args.project_name is not None:
         parse_projects([f"{args.project_name}=."], default_root=Path.cwd)  # (checks the name)
+
+
+def _check_embedder(flag: str | None) -> None:
+    """Refuse, in one line and before serving, an embedder (the config's, or ``EVENTMEM_EMBEDDER``) whose
+    extra is not installed. A config that cannot be read is left to the server, which reports it."""
+    from eventmem.core.errors import EventmemError
+    from eventmem.core.provider_spec import parse_spec, require_extra
+    from eventmem.journal.config import load_settings
+    from eventmem.journal.project import ProjectPaths
+
+    try:
+        spec = parse_spec(load_settings(ProjectPaths(chosen_root(flag).root).config_file).config.embedder)
+    except (EventmemError, OSError):
+        return
+    require_extra(spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
