@@ -16,9 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eventmem.adapters.cli import build_parser
-from eventmem.adapters.command_line import chosen_root, configure_logging, run_command
-from eventmem.adapters.http.cli import add_http_options
+from eventmem import __version__
 
 __all__ = ["cmd_serve", "main"]
 
@@ -27,6 +25,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """``eventmem serve``: the MCP server over stdio until the client goes away (or SIGTERM); with
     ``--http``, MCP, REST and the web UI on one port (:mod:`eventmem.adapters.http`). With ``--store``
     (or ``EVENTMEM_STORE``), reads answer from that PostgreSQL database."""
+    from eventmem.adapters.command_line import chosen_root
+
     _check_store(args)
     if args.http:
         from eventmem.adapters.http.cli import serve_http
@@ -46,7 +46,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """``serve``'s options: HTTP's (:func:`add_http_options`), and the database to answer from."""
+    """``serve``'s options: HTTP's (:func:`~eventmem.adapters.http.cli.add_http_options`), and the database
+    to answer from."""
+    from eventmem.adapters.http.cli import add_http_options
+
     add_http_options(parser)
     group = parser.add_argument_group("PostgreSQL (answer from a database the journals are projected into)")
     group.add_argument(
@@ -79,6 +82,7 @@ def _check_store(args: argparse.Namespace) -> None:
 def _check_embedder(flag: str | None) -> None:
     """Refuse, in one line and before serving, an embedder (the config's, or ``EVENTMEM_EMBEDDER``) whose
     extra is not installed. A config that cannot be read is left to the server, which reports it."""
+    from eventmem.adapters.command_line import chosen_root
     from eventmem.core.errors import EventmemError
     from eventmem.core.provider_spec import parse_spec, require_extra
     from eventmem.journal.config import load_settings
@@ -92,6 +96,12 @@ def _check_embedder(flag: str | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:  # (without loading every command's modules)
+        print(f"eventmem {__version__}")
+        return 0
+    from eventmem.adapters.cli import build_parser
+    from eventmem.adapters.command_line import configure_logging, run_command
+
     configure_logging()
     args = build_parser(serve=cmd_serve, serve_options=add_serve_options).parse_args(argv)
     return run_command(args.func, args, raw_stdout=args.func is cmd_serve)  # (serve's stdout is the protocol's)

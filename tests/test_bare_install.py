@@ -201,3 +201,17 @@ def test_postgresql_without_its_extra_is_one_line_naming_it_exit_2_and_nothing_w
     assert "pip install 'eventmem[postgres]'" in line, line
     assert tree(project) == before
     assert reached(bare_env) == ""
+
+
+def test_eventmem_version_answers_without_loading_a_command_or_numpy(project: Path) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "eventmem", "--version"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0 and shown.stdout.startswith("eventmem "), shown.stderr
+    imported = {line.split("|")[-1].strip() for line in shown.stderr.splitlines() if line.startswith("import time:")}
+    assert "eventmem.main" in imported
+    assert not {"numpy", "eventmem.adapters.cli", "eventmem.service", "mcp"} & imported
