@@ -15,8 +15,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eventmem import __version__
+
+if TYPE_CHECKING:
+    from eventmem.journal.project import RootChoice
+    from eventmem.service import MemoryService
 
 __all__ = ["cmd_serve", "main"]
 
@@ -35,14 +40,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _check_embedder(args.root)
         return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.adapters.mcp.server import serve_stdio
-    from eventmem.service import open_service
 
     root = chosen_root(args.root)
     _check_embedder(args.root)
     logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    opener = functools.partial(open_service, background_vectors=True, store=args.store, store_name=args.project_name)
+    opener = functools.partial(_open_service, store=args.store, store_name=args.project_name)
     serve_stdio(root, tools=args.tools, opener=opener)
     return 0
+
+
+def _open_service(root: RootChoice, *, store: str | None, store_name: str | None) -> MemoryService:
+    """Open the memory for ``eventmem serve``: in the server's loader, after ``initialize`` could be
+    answered (so the service's modules are imported only then)."""
+    from eventmem.service import open_service
+
+    return open_service(root, background_vectors=True, store=store, store_name=store_name)
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
