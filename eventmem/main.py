@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # (the rest, typing too, is imported where it is used: ``even
     import argparse
     from collections.abc import Sequence
 
+    from eventmem.journal.project import RootChoice
+    from eventmem.service import MemoryService
+
 __all__ = ["cmd_serve", "main"]
 
 
@@ -34,18 +37,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from eventmem.adapters.http.cli import serve_http
         from eventmem.adapters.mcp.server import build_server
 
+        _check_embedder(args.root)
         return serve_http(args, lambda: chosen_root(args.root), build_server)
     from eventmem.adapters.mcp.server import serve_stdio
+
+    root = chosen_root(args.root)
+    _check_embedder(args.root)
+    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
+    opener = functools.partial(_open_service, store=args.store, store_name=args.project_name)
+    serve_stdio(root, tools=args.tools, opener=opener)
+    return 0
+
+
+def _open_service(root: RootChoice, *, store: str | None, store_name: str | None) -> MemoryService:
+    """Open the memory for ``eventmem serve``: in the server's loader, after ``initialize`` could be
+    answered (so the service's modules are imported only then)."""
     from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
-    root = chosen_root(args.root)
-    logging.getLogger("eventmem").info("serving %s (%s)", root.root, root.source)
-    opener = functools.partial(
-        open_service, background_vectors=True, store=args.store, store_name=args.project_name, sections=write_section
-    )
-    serve_stdio(root, tools=args.tools, opener=opener)
-    return 0
+    return open_service(root, background_vectors=True, store=store, store_name=store_name, sections=write_section)
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +95,22 @@ def _check_store(args: argparse.Namespace) -> None:
         parse_projects([f"{args.project_name}=."], default_root=Path.cwd)  # (checks the name)
 
 
+def _check_embedder(flag: str | None) -> None:
+    """Refuse, in one line and before serving, an embedder (the config's, or ``EVENTMEM_EMBEDDER``) whose
+    extra is not installed. A config that cannot be read is left to the server, which reports it."""
+    from eventmem.adapters.command_line import chosen_root
+    from eventmem.core.errors import EventmemError
+    from eventmem.core.provider_spec import parse_spec, require_extra
+    from eventmem.journal.config import load_settings
+    from eventmem.journal.project import ProjectPaths
+
+    try:
+        spec = parse_spec(load_settings(ProjectPaths(chosen_root(flag).root).config_file).config.embedder)
+    except (EventmemError, OSError):
+        return
+    require_extra(spec)
+
+
 def _not_utf8(argv: Sequence[str]) -> str:
     """The first argument that is not UTF-8 text (bytes that are not arrive as lone surrogates), in a
     line; ``""`` when every one is."""
@@ -107,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from eventmem.adapters.hooks.fastpath import main as run_hook
 
         return run_hook(arguments[1:])
+    if arguments == ["--version"]:  # (without loading every command's modules)
+        from eventmem import __version__
+
+        print(f"eventmem {__version__}")
+        return 0
     from eventmem.adapters.cli import build_parser
     from eventmem.adapters.command_line import configure_logging, run_command
     from eventmem.adapters.hooks.commands import add_hook_commands, run_hook_command

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from eventmem.context.optimization import Plan, plan_optimization
 from eventmem.context.views import live_ids
 from eventmem.core.errors import InvalidInput
 from eventmem.core.sections import SECTIONS, Entry, Section, section_named
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = [
     "BY_KEY",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from eventmem.core.errors import EventmemError, InvalidInput
+from eventmem.core.extras import require
 
 __all__ = [
     "KINDS",
@@ -20,6 +21,7 @@ __all__ = [
     "ProviderError",
     "ProviderSpec",
     "parse_spec",
+    "require_extra",
 ]
 
 OLLAMA_URL: Final = "http://127.0.0.1:11434"
@@ -103,3 +105,17 @@ def parse_spec(spec: str) -> ProviderSpec:
     if url and not url.startswith(("http://", "https://")):
         raise InvalidInput(f"embedder address {url!r} must start with http:// or https://")
     return ProviderSpec(kind, model, url or None, options)
+
+
+ONNX_LIBRARIES: Final = ("onnxruntime", "tokenizers")
+"""What a model file of one's own (``onnx:/path/model.onnx``) needs of the onnx extra (not its weights)."""
+
+
+def require_extra(spec: ProviderSpec) -> None:
+    """Raise :class:`~eventmem.core.errors.MissingExtra` (one line naming the extra to install) unless
+    what the provider of ``spec`` imports is installed. The HTTP providers need nothing beyond a bare
+    install (they speak HTTP with the standard library)."""
+    if spec.kind == "onnx":
+        model = spec.model or "minilm"
+        own_file = model.endswith(".onnx")
+        require("onnx", f"the embedder onnx:{'…' if own_file else model}", ONNX_LIBRARIES if own_file else None)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.interchange.mapping import body_and_metadata, exported_metadata
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["Exported", "ExportedLink", "ExportedMemory", "collect", "unique_titles"]
 

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.core.errors import InvalidInput, UnsafePath
 from eventmem.interchange import (
@@ -22,7 +22,9 @@ from eventmem.interchange import (
 from eventmem.interchange.batch import import_bundle
 from eventmem.interchange.exporting import collect
 from eventmem.interchange.mapping import Bundle
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["export_store", "import_store", "read_store"]
 

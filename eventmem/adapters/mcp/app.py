@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import msgspec
 from mcp.server import MCPServer
@@ -30,7 +30,9 @@ from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.core.query_rules import Filters
 from eventmem.core.validation import shown
 from eventmem.journal.project import RootChoice
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = [
     "ADDITIVE",
