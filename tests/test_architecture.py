@@ -188,3 +188,57 @@ def test_the_circles_still_waiting_to_open_are_still_there() -> None:
     found = circles(import_graph())
     opened = [part for part in STILL_CIRCLING if part not in found]
     assert not opened, f"these circles are open (or changed): take them off STILL_CIRCLING: {opened}"
+
+
+STILL_REACHING = {
+    # the Store's members its helpers reach: they wait for the derived state's own class (issue 29)
+    "runner.cursors": {"_snapshot_due"},
+    "runner.projection": {"_encoded_state"},
+    "runner.snapshots": {"_encoded_state", "_hashers", "_reset", "_snapshot_lock", "_snapshot_thread"},
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reaches() -> dict[str, set[str]]:
+    """Module -> the private names of other modules of eventmem it uses as ``something._name``: a
+    name with a leading underscore that the module does not define (a function, a class, a name, an
+    attribute of ``self``) and another module does. (A name both define is not seen.)"""
+    defined: dict[str, set[str]] = {}
+    used: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removeprefix("eventmem.")
+        own, uses = set(), set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and _private(node.name):
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _private(node.id):
+                own.add(node.id)
+            elif isinstance(node, ast.Attribute) and _private(node.attr):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    if isinstance(node.ctx, ast.Store):
+                        own.add(node.attr)
+                else:
+                    uses.add(node.attr)
+        defined[module], used[module] = own, uses
+    everywhere = set().union(*defined.values())
+    reaches = {module: {name for name in uses - defined[module] if name in everywhere} for module, uses in used.items()}
+    return {module: names for module, names in reaches.items() if names}
+
+
+def test_no_module_uses_a_private_name_of_another() -> None:
+    wrong = {
+        module: sorted(extra)
+        for module, names in private_reaches().items()
+        if (extra := names - STILL_REACHING.get(module, set()))
+    }
+    assert not wrong, f"private names used across modules (make them part of a public interface): {wrong}"
+
+
+def test_the_private_reaches_still_waiting_are_still_there() -> None:
+    found = private_reaches()
+    gone = {module: sorted(names - found.get(module, set())) for module, names in STILL_REACHING.items()}
+    gone = {module: names for module, names in gone.items() if names}
+    assert not gone, f"these are no longer reached: take them off STILL_REACHING: {gone}"

@@ -362,6 +362,7 @@ class Store:
                         else:  # (their lines will not be read back)
                             for event in events:
                                 self.state.unread.pop(event.id, None)
+                            self._snapshot_if_due()
             except OSError as exc:
                 raise JournalUnwritable(describe_os_error(exc)) from exc
             return events

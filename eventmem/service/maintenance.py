@@ -185,6 +185,7 @@ class Maintenance(Part):
             memories = sum(1 for memory_id in state.memories if state.visible(memory_id) is not None)
             links = sum(1 for link in state.links.values() if link.alive)
             unknown = dict(state.unknown)
+            problems = view.problems()
         return {
             "events": events,
             "segments": len(segments),
@@ -192,9 +193,7 @@ class Maintenance(Part):
             "memories": memories,
             "links": links,
             "unknown_events": unknown,
-            "corrupt_lines": [
-                {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-            ],
+            "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in problems],
         }
 
     def wait_snapshot(self) -> None:
@@ -231,12 +230,12 @@ class Maintenance(Part):
         """Problems the caller should know about (corrupt journal lines, quarantined torn tails, refused
         segments, ignored settings), in words; after a recall in this thread, also whether it had to do
         without vectors (see :meth:`search_notes`)."""
+        corrupt: list[str] = []
+        for store in self.stores():
+            with store.read() as view:
+                corrupt += [f"{problem}. Run `eventmem replay audit` for details." for problem in view.problems()]
         return (
-            [
-                f"{problem}. Run `eventmem replay audit` for details."
-                for store in self.stores()
-                for problem in store.problems.values()
-            ]
+            corrupt
             + [note for store in self.stores() for note in store.journal.quarantined()]
             + [reason for store in self.stores() for reason in store.journal.refused.values()]
             + self.shared.ignored_settings

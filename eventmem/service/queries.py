@@ -316,9 +316,7 @@ class Queries(Part, Reads):
                 "segments": len(segments),
                 "journal_bytes": sum(s.size for s in segments),
                 "embedder": store.embedder.model_id,
-                "corrupt_lines": [
-                    {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-                ],
+                "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in view.problems()],
             }
 
 
