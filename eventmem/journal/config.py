@@ -182,6 +182,13 @@ def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict
 def _value_problem(key: str, value: Any) -> str:
     if key not in _FIELDS:
         return "not a setting eventmem knows"
+    if key == "embedder" and isinstance(value, str) and value not in ("", "hashing", "hashing-384"):
+        from eventmem.core.provider_spec import parse_spec
+
+        try:
+            parse_spec(value).check_numbers()
+        except InvalidInput as exc:
+            return str(exc)
     try:
         msgspec.convert({key: value}, Config)
     except msgspec.ValidationError as exc:
