@@ -124,6 +124,8 @@ def test_an_unknown_key_in_the_tracked_file_is_reported_and_the_rest_used(tmp_pa
         ("compact_interval_seconds = 0.000001", "expected 0 (off) or a number from 1 to 604,800"),
         ("snapshot_every_events = 0", "expected a whole number from 100 to 10,000,000"),
         ("section_max_bytes = 1e300", "expected a whole number from 1,024 to 16,777,216"),
+        ('embedder = "onnx:minilm?threads=100000"', "embedder option threads='100000' must be at most 256"),
+        ('embedder = "magic:model"', "unknown embedder 'magic:model'"),
     ],
 )
 def test_a_tracked_value_out_of_its_range_is_reported_with_the_range_and_its_default_used(
@@ -133,6 +135,11 @@ def test_a_tracked_value_out_of_its_range_is_reported_with_the_range_and_its_def
     assert settings.config == msgspec.structs.replace(Config(), fusion="rrf")
     (invalid,) = settings.invalid
     assert reason in invalid and "ignored" in invalid and "\n" not in invalid
+
+
+def test_the_old_name_of_the_built_in_embedder_is_still_valid(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, 'embedder = "hashing-384"\n'), {})
+    assert settings.invalid == [] and settings.config.embedder == "hashing-384"
 
 
 def test_the_users_own_value_out_of_its_range_is_refused_outright(tmp_path: Path) -> None:

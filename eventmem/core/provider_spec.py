@@ -17,6 +17,7 @@ __all__ = [
     "OLLAMA_URL",
     "OPENAI_URL",
     "OPTIONS",
+    "OPTION_CEILINGS",
     "EmbedderUnavailable",
     "ProviderError",
     "ProviderSpec",
@@ -53,6 +54,8 @@ class ProviderSpec:
             raise InvalidInput(f"embedder option {name}={raw!r} must be a whole number") from None
         if value < minimum:
             raise InvalidInput(f"embedder option {name}={raw!r} must be at least {minimum}")
+        if value > OPTION_CEILINGS.get(name, value):
+            raise InvalidInput(f"embedder option {name}={raw!r} must be at most {OPTION_CEILINGS[name]:g}")
         return value
 
     def option_float(self, name: str, default: float) -> float:
@@ -65,9 +68,30 @@ class ProviderSpec:
             raise InvalidInput(f"embedder option {name}={raw!r} must be a number") from None
         if not value > 0 or math.isinf(value):
             raise InvalidInput(f"embedder option {name}={raw!r} must be positive")
+        if value > OPTION_CEILINGS.get(name, value):
+            raise InvalidInput(f"embedder option {name}={raw!r} must be at most {OPTION_CEILINGS[name]:g}")
         return value
 
+    def check_numbers(self) -> None:
+        """Raise :class:`InvalidInput` for a numeric option out of its range (each is read the same way
+        when the embedder is made)."""
+        for name in self.options.keys() & OPTION_CEILINGS.keys():
+            if name in ("timeout", "backoff"):
+                self.option_float(name, 1.0)
+            else:
+                self.option_int(name, 1, minimum=0 if name in ("retries", "dim", "dimensions") else 1)
 
+
+OPTION_CEILINGS: Final[dict[str, float]] = {
+    "dim": 16_384,
+    "dimensions": 16_384,
+    "batch": 4_096,
+    "threads": 256,
+    "timeout": 3_600,
+    "retries": 20,
+    "backoff": 60,
+}
+"""The largest value of each numeric embedder option (its floor is where it is read)."""
 KINDS: Final = ("hashing", "onnx", "ollama", "openai")
 OPTIONS: Final = frozenset(
     {"dim", "batch", "timeout", "retries", "key_env", "dimensions", "threads", "tokenizer", "backoff"}

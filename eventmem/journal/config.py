@@ -25,9 +25,10 @@ import msgspec
 
 from eventmem.core.errors import InvalidInput, UnsafePath
 from eventmem.core.limits import MAX_CONFIG_BYTES, SETTING_LIMITS, in_range
-from eventmem.journal.files import atomic_write, check_inside, check_path
+from eventmem.journal.files import atomic_write, check_path
 from eventmem.journal.gitrunner import GitError, run_git
 from eventmem.journal.project import user_data_dir, user_dir
+from eventmem.journal.setting_rules import network_settings, path_problem, reach, shown
 
 __all__ = [
     "Config",
@@ -41,6 +42,7 @@ __all__ = [
     "load_settings",
     "network_settings",
     "revoke",
+    "setting_problems",
     "user_config_file",
 ]
 
@@ -150,56 +152,6 @@ def _coerce(raw: str, field_type: Any) -> Any:
     return text
 
 
-# -- what reaches the network or the environment ---------------------------------------------------
-
-
-def network_settings(table: Mapping[str, Any]) -> list[str]:
-    """One line for each setting in ``table`` (a config file's keys and values) that reaches the
-    network or reads the environment: a remote embedder (any HTTP provider, loopback included), an
-    API-key variable, ``summarizer = "sampling"``. Empty: everything in it stays on the machine."""
-    found: list[str] = []
-    for key, value in table.items():
-        what = _reach(str(key), value)
-        if what:
-            found.append(f"{key} = {_shown(value)}: {what}")
-    return found
-
-
-def _reach(key: str, value: Any) -> str:
-    if key == "embedder" and isinstance(value, str):
-        return _embedder_reach(value)
-    if key == "summarizer" and value == "sampling":
-        return "sends memory text to the MCP client's model (sampling)"
-    return ""
-
-
-def _embedder_reach(spec: str) -> str:
-    from eventmem.core.provider_spec import OLLAMA_URL, OPENAI_URL, parse_spec
-
-    text = spec.strip()
-    try:
-        parsed = parse_spec(text)
-    except InvalidInput:  # judged by its text: an unreadable spec must not slip through
-        kind = text.partition(":")[0].strip().lower()
-        if kind in ("", "hashing", "hashing-384", "onnx") and not any(c in text.lower() for c in ("@", "//", "key")):
-            return ""
-        return "may send memory text over the network (the spec does not parse)"
-    parts = []
-    if parsed.url or parsed.kind in ("ollama", "openai"):
-        default = OPENAI_URL if parsed.kind == "openai" else OLLAMA_URL
-        parts.append(f"sends memory text to {parsed.url or default}")
-    names = [parsed.options["key_env"]] if "key_env" in parsed.options else []
-    if parsed.kind == "openai" and not names:
-        names = ["OPENAI_API_KEY", "EVENTMEM_API_KEY"]
-    if names:
-        parts.append(f"reads the environment variable {' or '.join(names)}")
-    return " and ".join(parts)
-
-
-def _shown(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
 def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first setting of a config file's ``table`` that no :class:`Config` accepts (an unknown
     key, a value of the wrong type or out of its range), as (key, the reason); ``None``: all valid."""
@@ -209,9 +161,6 @@ def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
 
 _FIELD_TYPES: Final = {f.name: f.type for f in msgspec.structs.fields(Config)}
 _FIELDS: Final = frozenset(_FIELD_TYPES)
-PATH_SETTINGS: Final = ("render_ai_dir", "export_dir")
-"""Settings naming a folder eventmem writes in."""
-_PRIVATE_FOLDERS: Final = (".git", ".eventmem")
 
 
 def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict[str, str]:
@@ -224,7 +173,7 @@ def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict
         key = str(raw_key)
         if key == STORE_KEY:
             continue
-        reason = _value_problem(key, value) or _path_problem(key, value, root)
+        reason = _value_problem(key, value) or path_problem(key, value, root)
         if reason:
             problems[key] = reason
     return problems
@@ -233,6 +182,13 @@ def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict
 def _value_problem(key: str, value: Any) -> str:
     if key not in _FIELDS:
         return "not a setting eventmem knows"
+    if key == "embedder" and isinstance(value, str) and value not in ("", "hashing", "hashing-384"):
+        from eventmem.core.provider_spec import parse_spec
+
+        try:
+            parse_spec(value).check_numbers()
+        except InvalidInput as exc:
+            return str(exc)
     try:
         msgspec.convert({key: value}, Config)
     except msgspec.ValidationError as exc:
@@ -241,61 +197,9 @@ def _value_problem(key: str, value: Any) -> str:
             return f"expected {entry.describe()}"
         kind = _FIELD_TYPES[key]
         if get_origin(kind) is Literal:
-            return f"expected one of {', '.join(_shown(choice) for choice in get_args(kind))}"
+            return f"expected one of {', '.join(shown(choice) for choice in get_args(kind))}"
         return str(exc).replace(f" - at `$.{key}`", "")
     return ""
-
-
-def named_paths(key: str, value: Any) -> list[tuple[str, Literal["file", "folder"]]]:
-    """The paths a setting names (a folder setting's, an ONNX model's and its tokenizer's)."""
-    if not isinstance(value, str) or not value.strip():
-        return []
-    if key in PATH_SETTINGS:
-        return [(value.strip(), "folder")]
-    if key != "embedder":
-        return []
-    from eventmem.core.provider_spec import parse_spec
-
-    try:
-        parsed = parse_spec(value)
-    except InvalidInput:
-        return []
-    found: list[tuple[str, Literal["file", "folder"]]] = []
-    if parsed.kind == "onnx" and parsed.model.endswith(".onnx"):
-        found.append((parsed.model, "file"))
-    if parsed.options.get("tokenizer"):
-        found.append((parsed.options["tokenizer"], "file"))
-    return found
-
-
-def _path_problem(key: str, value: Any, root: Path | None) -> str:
-    for given, kind in named_paths(key, value):
-        where = Path(given)
-        if given.startswith("~") or "\0" in given:
-            return f"{given!r} is not a path inside the project"
-        if where.is_absolute():
-            if root is None or not _within(root, where):
-                return f"{given!r} is outside the project; a tracked setting names only paths inside it"
-            where = where.relative_to(root)
-        if ".." in where.parts:
-            return f"{given!r} leads out of the project; a tracked setting names only paths inside it"
-        private = next((part for part in where.parts if part.lower() in _PRIVATE_FOLDERS), None)
-        if kind == "folder" and private is not None:
-            return f"{given!r} is inside {private}; a folder eventmem writes in must be outside .git and .eventmem"
-        if root is not None:
-            try:
-                check_inside(root, root / where, kind=kind)
-            except InvalidInput as exc:  # (UnsafePath: a link on the way)
-                return str(exc).split(";", 1)[0]
-    return ""
-
-
-def _within(root: Path, path: Path) -> bool:
-    try:
-        Path(os.path.normpath(path)).relative_to(root)
-    except ValueError:
-        return False
-    return True
 
 
 # -- where the settings come from ---------------------------------------------------------------
@@ -449,11 +353,11 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
             untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
             tracked.pop(STORE_KEY)
         data.update(tracked)
-        reaching = {str(k): _reach(str(k), v) for k, v in tracked.items() if _reach(str(k), v)}
+        reaching = {str(k): reach(str(k), v) for k, v in tracked.items() if reach(str(k), v)}
         if reaching and _approved(path, content, env):
             approved = network_settings({k: tracked[k] for k in reaching})
         else:
-            untrusted.update({k: f"{path.name}: {k} = {_shown(tracked[k])} ({w})" for k, w in reaching.items()})
+            untrusted.update({k: f"{path.name}: {k} = {shown(tracked[k])} ({w})" for k, w in reaching.items()})
     for layer in (user_config_file(env), path.with_name("config.local.toml")):
         layer_content = _read_bytes(layer)
         if layer_content is None:
@@ -476,10 +380,10 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         if tracked_layer:
             untrusted.update(
                 {
-                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {_shown(table[k])} "
-                    f"({_reach(str(k), table[k])})"
+                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {shown(table[k])} "
+                    f"({reach(str(k), table[k])})"
                     for k in table
-                    if _reach(str(k), table[k])
+                    if reach(str(k), table[k])
                 }
             )
     for field_ in msgspec.structs.fields(Config):
@@ -514,8 +418,8 @@ def _drop_invalid(name: str, table: dict[str, Any], root: Path, invalid: list[st
     for key, reason in setting_problems(table, root).items():
         value = table.pop(key)
         default = getattr(Config(), key, None)
-        used = f"the default {_shown(default)} is used" if key in _FIELDS else "it has no effect"
-        invalid.append(_one_line(f"{name}: {key} = {_shown(value)[:80]}: {reason}; ignored, {used}"))
+        used = f"the default {shown(default)} is used" if key in _FIELDS else "it has no effect"
+        invalid.append(_one_line(f"{name}: {key} = {shown(value)[:80]}: {reason}; ignored, {used}"))
 
 
 def _one_line(text: str) -> str:

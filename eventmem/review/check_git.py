@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from eventmem.core.limits import MAX_CHECKED_BLOB_BYTES
-from eventmem.journal.config import named_paths, network_settings, setting_problems
+from eventmem.journal.config import network_settings, setting_problems
 from eventmem.journal.history import HistoryError, cat_file, git
+from eventmem.journal.setting_rules import named_paths
 from eventmem.review.audit_report import Finding
 from eventmem.review.trust_audit import setting_line
 
