@@ -241,7 +241,8 @@ def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_ser
     processes: ProcessGroup, project: Path
 ) -> None:
     """The paths an agent without MCP is told (POST /api/v1/memories ...) need no /projects/NAME/."""
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1") as api:
+    json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
+    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
         made = api.post("/memories", json={"content": "The billing service retries three times.", "type": "fix"})
         assert made.status_code == 201, made.text
         first = made.json()["memory"]
