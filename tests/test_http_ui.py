@@ -398,7 +398,8 @@ def test_the_dashboards_activity_names_the_memories_and_links_to_them(site: tupl
     # also when nothing else in the recent activity names them
     for n in range(20):
         httpx.post(f"{api}/memories", json={"content": f"Filler note {n} between the link and its removal."})
-    assert httpx.delete(f"{api}/memories/{made['staging']['id']}").status_code == 200
+    deleted = httpx.delete(f"{api}/memories/{made['staging']['id']}", headers={"Content-Type": "application/json"})
+    assert deleted.status_code == 200
     page = tab.open("#/", "dashboard")
     unlinked = page.locator("tr.activity:has(td:text-is('unlinked · depends on')) td.memories a")
     assert unlinked.all_inner_texts() == ["Blue-green deploys", made["staging"]["summary"]]
