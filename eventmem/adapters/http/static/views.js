@@ -156,7 +156,10 @@ const views = {
       const reason = h("input", { name: "reason", placeholder: "why (optional)" });
       const successor = h("textarea", { name: "successor", "aria-label": "Corrected content" });
       el.append(h("div", { class: "actions" },
-        h("button", { onclick: () => { edit.hidden = !edit.hidden; if (!edit.hidden) edit.querySelector("input").focus(); }, text: "Edit" }),
+        h("button", { onclick: () => {
+          edit.hidden = !edit.hidden; // an open form is kept from a live refresh from the click on, not from the first key
+          if (edit.hidden) edit.removeAttribute("data-editing"); else { edit.setAttribute("data-editing", ""); edit.querySelector("input").focus(); }
+        }, text: "Edit" }),
         h("button", { class: "secondary", onclick: act(() => api(path + "/promote", { method: "POST", body: {} })), text: "Promote" }),
         field("Reason", reason),
         h("button", { class: "danger", onclick: act(() => api(path + query({ reason: reason.value }), { method: "DELETE", headers: { "If-Match": etag } })), text: "Delete" })),
