@@ -257,13 +257,34 @@ def test_the_graph_zooms_pans_and_lets_a_node_be_dragged_without_leaving_the_pag
     page.mouse.down()
     page.mouse.move(start[0] + 60, start[1] - 20, steps=5)
     page.mouse.up()
+    # moves are drawn once a frame: wait for the frame that drew the last one, not the first that moved
     page.wait_for_function(
-        "x => document.querySelector('svg.graph circle').getBoundingClientRect().x !== x", arg=where[0]["x"]
+        "x => Math.round(document.querySelector('svg.graph a.node circle').getBoundingClientRect().x - x) === 60",
+        arg=where[0]["x"], timeout=3000
     )
     moved = circle_boxes(page)[1:]
     assert all(
         round(b["x"] - a["x"]) == 60 and round(b["y"] - a["y"]) == -20 for a, b in zip(where, moved, strict=True)
     )
+
+
+def test_a_live_refresh_keeps_the_graphs_zoom_until_the_graph_itself_changes(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = seed(api)
+    page = tab.open("#/graph", "graph")
+    page.get_by_role("button", name="Zoom in").click()
+    page.evaluate("document.querySelector('svg.graph').dataset.mark = 'seen'")
+    checked = int(page.locator("main").get_attribute("data-checked") or 0)
+
+    httpx.post(f"{api}/memories", json={"content": "An unlinked note: not in the graph."})
+    page.wait_for_function("n => Number(document.querySelector('main').dataset.checked || 0) > n", arg=checked)
+    graph = page.locator("svg.graph")
+    assert graph.get_attribute("data-mark") == "seen" and graph.get_attribute("data-scale") == "1.250"
+
+    link = {"source_id": made["style"]["id"], "target_id": made["deploy"]["id"], "relation": "relates_to"}
+    assert httpx.post(f"{api}/relationships", json=link).status_code == 201
+    page.wait_for_function("() => document.querySelectorAll('svg.graph a.node').length === 3")
+    assert page.locator("svg.graph").get_attribute("data-mark") is None
 
 
 def linked_project(project: Path, count: int) -> tuple[list[MemorySaved], int]:

@@ -68,6 +68,11 @@ const ROUTES = [
   [/^#\/settings$/, "settings", "Settings"],
 ];
 
+/** What a view answers when a live refresh found nothing it shows changed: the page on screen stays as it is
+ * (the graph keeps its zoom, pan and dragged memories). */
+const KEEP = Symbol("keep");
+window.KEEP = KEEP;
+
 async function render(live = false) {
   const main = document.getElementById("main");
   const hash = location.hash || "#/";
@@ -81,13 +86,15 @@ async function render(live = false) {
   document.title = route[2] + " · eventmem";
   if (!ui.project) return;
   const view = h("div", { class: "view", "data-view": route[1] });
+  let kept = false;
   try {
-    await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent));
+    kept = (await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent), { live })) === KEEP;
   } catch (error) {
     view.replaceChildren(h("h2", { text: route[2] }), h("p", { class: "alert", role: "alert", text: error.message }));
     if (error.status === 401) view.append(h("p", {}, "This server needs a token: enter it under ", h("a", { href: "#/settings", text: "Settings" }), "."));
   }
-  if (live && main.querySelector("[data-editing]")) return; // never pull a form from under the user
+  main.dataset.checked = String(Number(main.dataset.checked || 0) + 1);
+  if (live && (kept || main.querySelector("[data-editing]"))) return; // never pull a form or a view from under the user
   main.replaceChildren(view);
   main.dataset.rendered = String(Number(main.dataset.rendered || 0) + 1);
   if (!live) main.focus({ preventScroll: true });

@@ -195,8 +195,11 @@ const views = {
         " ", tags(hit.tags), h("div", { class: "why", text: `score ${hit.score} — keyword ${hit.keyword_score}, vector ${hit.vector_score}` })))));
   },
 
-  async graph(el) {
+  async graph(el, { live } = {}) {
     const { data } = await api(projectPath() + "/graph");
+    const drawn = JSON.stringify([data.nodes, data.links]);
+    if (live && views.graphDrawn === drawn && document.querySelector("#main [data-view=graph] svg.graph")) return window.KEEP;
+    views.graphDrawn = drawn;
     const most = data.nodes.length >= 500 ? "the 500 most linked memories" : `${data.nodes.length} linked memories`;
     el.append(h("h2", { text: `Graph — ${most}, ${data.links.length} relationships` }));
     if (!data.nodes.length) { el.append(h("p", { class: "note", text: "No relationships yet." })); return; }
