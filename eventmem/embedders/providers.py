@@ -28,6 +28,8 @@ contacted when the config is read, so the MCP handshake never waits for a model.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from eventmem.core.errors import InvalidInput
 from eventmem.core.provider_spec import (
     KINDS,
@@ -69,9 +71,10 @@ HASHING_ALIASES = frozenset({"", "hashing", "hashing-384"})
 """Specs that name the default built-in embedder (``hashing-384`` is the name early configs used)."""
 
 
-def make_embedder_from_spec(spec: str) -> Embedder:
+def make_embedder_from_spec(spec: str, base: Path | None = None) -> Embedder:
     """The embedder a config spec names: the one factory of embedders. Cheap: no model is loaded and
-    no server contacted."""
+    no server contacted. ``base``: the folder a relative model or tokenizer path is read from (the
+    project's root, where a tracked setting's paths are checked), else the working folder."""
     if spec in HASHING_ALIASES:
         return HashingEmbedder()
     parsed = parse_spec(spec)
@@ -81,7 +84,7 @@ def make_embedder_from_spec(spec: str) -> Embedder:
             raise InvalidInput(f"the hashing embedder's versions are v1, v2 and v3 (the default), not {parsed.model!r}")
         return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
-        return OnnxEmbedder.from_spec(parsed)
+        return OnnxEmbedder.from_spec(parsed, base)
     if parsed.kind == "ollama":
         return OllamaEmbedder.from_spec(parsed)
     return OpenAIEmbedder.from_spec(parsed)

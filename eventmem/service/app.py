@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from eventmem.core.errors import InvalidInput
@@ -419,11 +420,12 @@ class MemoryService(Part, Reads):
         self._sections(self, key, content, by)
 
 
-def make_embedder(config: Config) -> Embedder:
-    """The embedder the config names (see :mod:`eventmem.embedders.providers` for the spec strings)."""
+def make_embedder(config: Config, root: Path | None = None) -> Embedder:
+    """The embedder the config names (see :mod:`eventmem.embedders.providers` for the spec strings); a
+    relative model path is the project's, at ``root``, wherever the process was started."""
     from eventmem.embedders.providers import make_embedder_from_spec
 
-    return make_embedder_from_spec(config.embedder)
+    return make_embedder_from_spec(config.embedder, root)
 
 
 def open_service(
@@ -452,7 +454,7 @@ def open_service(
     for line in [*settings.invalid, *settings.ignored]:
         log.warning("%s", line)
     config = settings.config
-    embedder = make_embedder(config)
+    embedder = make_embedder(config, paths.root)
     if load and isinstance(embedder, HashingEmbedder):  # its table loads beside the snapshot
         threading.Thread(target=embedder.warm, name="eventmem-embedder-warm", daemon=True).start()
     project = Store(paths, config, embedder, tuning=tuning)
