@@ -48,6 +48,7 @@ from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.runner import SyncRunner  # noqa: E402
 from eventmem.projectors.postgres.targets import Target  # noqa: E402
 from eventmem.projectors.vectors import embed_text  # noqa: E402
+from eventmem.service import database_search  # noqa: E402
 from eventmem.service.search import Filters  # noqa: E402
 
 
@@ -100,7 +101,7 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
             t1 = time.perf_counter()
             approx = queries.vector_hits(conn, ("bench",), vector, 10, Filters(), exact=False)
             t2 = time.perf_counter()
-            queries.hybrid(conn, ("bench",), embedder, text, 10, Filters())
+            database_search.hybrid(conn, ("bench",), embedder, text, 10, Filters())
             t3 = time.perf_counter()
             exact_ms.append(t1 - t0)
             hnsw_ms.append(t2 - t1)

@@ -41,6 +41,7 @@ from eventmem.projectors.postgres.connection import connect  # noqa: E402
 from eventmem.projectors.postgres.projector import PostgresProjector  # noqa: E402
 from eventmem.projectors.postgres.sync import batch_of  # noqa: E402
 from eventmem.projectors.vectors import embed_text  # noqa: E402
+from eventmem.service import database_search  # noqa: E402
 
 PROJECT = "bench"
 FILTER_TAG = "database"
@@ -214,7 +215,7 @@ class Tier:
                     recalls.append(len(truth & {key[1] for key, _ in approx}) / len(truth))
                     if number < hybrid_queries:
                         t0 = time.perf_counter()
-                        queries.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
+                        database_search.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
                         hybrid.append(time.perf_counter() - t0)
                     if number < exact_queries:
                         t0 = time.perf_counter()

@@ -1,0 +1,303 @@
+"""Keyword ranking in PostgreSQL, computed as the in-process keyword index computes it: FTS5's ``bm25()``.
+
+Each memory's row holds its tokens as the in-process index makes them (FTS5's ``porter unicode61
+remove_diacritics 2``, :mod:`eventmem.projectors.tokens`): ``stems`` (each distinct stem once, a GIN
+index over them) with ``freqs`` (its frequency weighted by column, :data:`~eventmem.projectors.postings.WEIGHTS`)
+and ``tokens`` (the row's size). Each project's row keeps the number of memories and of tokens, and
+``eventmem_words`` the memories holding each lower-cased word in its exact form, so that a search asks
+the same words as in-process (:func:`eventmem.projectors.keywords.query_words`: the rarest ones within
+a budget of postings) and scores the memories holding them with the same arithmetic
+(:mod:`eventmem.projectors.postings`: ``k1`` 1.2, ``b`` 0.75, IDF clamped at 1e-6, phrases added in
+query order), among one project's memories, as an in-process store holds one journal. A query word that
+is more than one token (``parse_config``) is a phrase: the memories holding all its tokens are
+tokenized again here and its occurrences counted, as FTS5 counts them.
+
+Only the memories holding a chosen word are read (through the GIN index), and only those passing the
+filters are ranked; the budget keeps them few but for the rarest word, which is always asked.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from eventmem.core.words import STOPWORDS
+from eventmem.projectors.keywords import query_words
+from eventmem.projectors.postings import K1, WEIGHTS, B
+from eventmem.projectors.tokens import Tokens
+
+__all__ = ["KeywordRow", "holds", "holds_a_word", "keyword_rows", "ranked", "statistics", "words_of"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_COLUMNS: Final = ("title", "summary", "content", "tags")
+_WEIGHT: Final = dict(zip(_COLUMNS, WEIGHTS, strict=True))
+
+
+def words_of(title: str, summary: str, content: str, tags: Sequence[str]) -> set[str]:
+    """The distinct lower-cased words of a memory, as the in-process document frequencies count them."""
+    return set(map(str.lower, _WORD.findall(" ".join((title, summary, content, " ".join(tags))))))
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordRow:
+    tokens: int
+    """The memory's size in tokens (every column)."""
+    stems: list[str]
+    freqs: list[float]
+    """Each stem's frequency, weighted by column."""
+    words: set[str]
+
+
+class _Stems:
+    """FTS5's stems of texts: the in-process tokenizer's numbers, named."""
+
+    def __init__(self) -> None:
+        self.tokens = Tokens()
+        self.names: list[str] = []
+        self.lock = threading.Lock()
+
+    def numbered(self, texts: Sequence[str]) -> tuple[list[list[int]], list[str]]:
+        numbers = self.tokens.numbered(texts)
+        with self.lock:
+            top = max((max(n) for n in numbers if n), default=-1)
+            if top >= len(self.names):
+                self.names.extend(self.tokens.stems_from(len(self.names)))
+            return numbers, self.names
+
+
+_STEMS: _Stems | None = None
+_STEMS_LOCK = threading.Lock()
+
+
+def _stems() -> _Stems:
+    global _STEMS
+    with _STEMS_LOCK:
+        if _STEMS is None:
+            _STEMS = _Stems()
+        return _STEMS
+
+
+def keyword_rows(memories: Sequence[tuple[str, str, str, Sequence[str]]]) -> list[KeywordRow]:
+    """The keyword columns of each (title, summary, content, tags), as
+    :meth:`eventmem.projectors.postings.Postings.add` makes a row's postings."""
+    if not memories:
+        return []
+    texts = [text for title, summary, content, tags in memories for text in (title, summary, content, " ".join(tags))]
+    columns, names = _stems().numbered(texts)
+    title_weight, summary_weight, _, tags_weight = (int(w) for w in WEIGHTS)  # (the content's is 1)
+    out: list[KeywordRow] = []
+    for i, memory in enumerate(memories):
+        title, summary, content, tags = columns[i * 4 : i * 4 + 4]
+        found = Counter(content)
+        for weight, tokens in ((title_weight, title), (summary_weight, summary), (tags_weight, tags)):
+            for token in tokens:
+                found[token] += weight
+        size = len(title) + len(summary) + len(content) + len(tags)
+        stems = [names[n] for n in found]
+        out.append(KeywordRow(size, stems, [float(f) for f in found.values()], words_of(*memory)))
+    return out
+
+
+class _Phrases:
+    """A query word's tokens in order, and a phrase's occurrences in texts, from FTS5's own tokenizer."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.lock = threading.Lock()
+        self.db.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(title, summary, content, tags, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        self.db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
+
+    def _instances(self, rows: Sequence[Sequence[str]]) -> list[tuple[int, str, int, str]]:
+        """(row, column, offset, stem) of every token of ``rows``."""
+        self.db.execute("BEGIN")
+        try:
+            self.db.executemany(
+                "INSERT INTO t(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)",
+                [(n, *row) for n, row in enumerate(rows)],
+            )
+            return [
+                (int(d), str(c), int(o), str(t))
+                for t, d, c, o in self.db.execute("SELECT term, doc, col, offset FROM t_instances")
+            ]
+        finally:
+            self.db.execute("ROLLBACK")
+
+    def tokens(self, word: str) -> list[str]:
+        with self.lock:
+            found = self._instances([(word, "", "", "")])
+        return [stem for _, _, _, stem in sorted(found, key=lambda x: x[2])]
+
+    def counts(self, rows: Sequence[Sequence[str]], phrase: Sequence[str]) -> list[float]:
+        """Each row's occurrences of ``phrase`` (in order, adjacent, in one column), weighted by column."""
+        wanted = set(phrase)
+        with self.lock:
+            found = self._instances(rows)
+        at: dict[tuple[int, str], dict[int, str]] = {}
+        for row, column, offset, stem in found:
+            if stem in wanted:
+                at.setdefault((row, column), {})[offset] = stem
+        out = [0.0] * len(rows)
+        for (row, column), stems in at.items():
+            times = sum(1 for start in stems if all(stems.get(start + i) == part for i, part in enumerate(phrase)))
+            out[row] += _WEIGHT[column] * times
+        return out
+
+
+_PHRASES: _Phrases | None = None
+
+
+def _phrases() -> _Phrases:
+    global _PHRASES
+    with _STEMS_LOCK:
+        if _PHRASES is None:
+            _PHRASES = _Phrases()
+        return _PHRASES
+
+
+def statistics(conn: Any, project: str) -> tuple[int, int]:
+    """(memories, tokens) of a project."""
+    row = conn.execute("SELECT memories, tokens FROM eventmem_projects WHERE project = %s", [project]).fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+
+def _frequencies(conn: Any, project: str, words: Sequence[str]) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT word, memories FROM eventmem_words WHERE project = %s AND word = ANY(%s)", [project, list(words)]
+    ).fetchall()
+    return {str(w): int(n) for w, n in rows}
+
+
+def _phrase_holders(
+    conn: Any, project: str, phrase: Sequence[str], where: str, params: Sequence[object]
+) -> tuple[list[str], list[float], list[int], list[bool]]:
+    """(ids, weighted occurrences, sizes, passing ``where``) of the memories holding ``phrase``."""
+    rows = conn.execute(
+        "SELECT m.id, m.title, m.summary, m.content, m.tags, m.tokens, " + where + " FROM eventmem_memories m "
+        "WHERE m.project = %s AND m.stems @> %s::text[] ORDER BY m.id",
+        [*params, project, list(set(phrase))],
+    ).fetchall()
+    counts = _phrases().counts([(r[1], r[2], r[3], " ".join(r[4])) for r in rows], phrase)
+    kept = [(str(r[0]), c, int(r[5]), bool(r[6])) for r, c in zip(rows, counts, strict=True) if c > 0]
+    return [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept], [k[3] for k in kept]
+
+
+def holds(conn: Any, project: str, word: str) -> bool:
+    """Whether a memory of ``project`` holds ``word`` (a form of its stem; a phrase, in order)."""
+    tokens = _phrases().tokens(word)
+    if not tokens:
+        return False
+    if len(tokens) == 1:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = %s AND m.stems @> %s::text[])",
+            [project, tokens],
+        ).fetchone()
+        return bool(row is not None and row[0])
+    return bool(_phrase_holders(conn, project, tokens, "true", [])[0])
+
+
+def holds_a_word(conn: Any, project: str, text: str) -> bool:
+    """Whether a memory of ``project`` holds one of the query's words (stop words aside)."""
+    words = {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+    return any(holds(conn, project, w) for w in sorted(words))
+
+
+def ranked(
+    conn: Any,
+    project: str,
+    text: str,
+    k: int,
+    where: str,
+    params: Sequence[object],
+    *,
+    beside_vectors: bool = False,
+) -> list[tuple[str, float]]:
+    """The ``k`` best (memory id, BM25 score) of ``project`` among the memories passing ``where`` (SQL
+    on alias ``m``, with ``params``), best first, ties by creation then id."""
+    if k <= 0:
+        return []
+    rows, total_tokens = statistics(conn, project)
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    if not rows or not words:
+        return []
+    frequency = _frequencies(conn, project, words)
+    chosen = query_words(text, lambda w: frequency.get(w, 0), rows, beside_vectors=beside_vectors)
+    avgdl = total_tokens / rows
+    single: list[tuple[int, str]] = []  # (place in the query, stem)
+    phrase_ids: list[str] = []
+    phrase_places: list[int] = []
+    phrase_parts: list[float] = []
+    for place, word in enumerate(chosen):
+        tokens = _phrases().tokens(word)
+        if len(tokens) == 1:
+            single.append((place, tokens[0]))
+        elif tokens:
+            ids, freqs, sizes, passing = _phrase_holders(conn, project, tokens, f"({where})", params)
+            idf = _idf(rows, len(ids))
+            for memory, freq, size, ok in zip(ids, freqs, sizes, passing, strict=True):
+                if ok:
+                    phrase_ids.append(memory)
+                    phrase_places.append(place)
+                    phrase_parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl))))
+    if not single and not phrase_ids:
+        return []
+    stems = [stem for _, stem in single]
+    sql = f"""
+WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
+h AS (
+    SELECT m.id, m.tokens, m.stems, m.freqs, ({where}) AS ok FROM eventmem_memories m
+    WHERE m.project = %s AND m.stems && %s::text[]
+),
+p AS (
+    SELECT h.id, h.ok, h.tokens, q.place, h.freqs[i] AS f
+    FROM h CROSS JOIN q CROSS JOIN LATERAL array_position(h.stems, q.stem) AS i WHERE i IS NOT NULL
+),
+d AS (
+    SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
+),
+parts AS (
+    SELECT p.id, p.place,
+        (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
+        * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / %s))) AS part
+    FROM p JOIN d USING (place) WHERE p.ok
+    UNION ALL
+    SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
+),
+s AS (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id)
+SELECT s.id, s.score FROM s JOIN eventmem_memories m ON m.project = %s AND m.id = s.id
+ORDER BY s.score DESC, m.created_at, m.id LIMIT %s
+"""
+    values: list[object] = [
+        stems,
+        [place for place, _ in single],
+        *params,
+        project,
+        stems,
+        float(rows),
+        K1 + 1.0,
+        K1,
+        1 - B,
+        B,
+        avgdl,
+        phrase_ids,
+        phrase_places,
+        phrase_parts,
+        project,
+        k,
+    ]
+    found = conn.execute(sql, values).fetchall()
+    return [(str(i), float(score)) for i, score in found]
+
+
+def _idf(rows: int, hits: int) -> float:
+    import math
+
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return 1e-6 if idf <= 0.0 else idf

@@ -1,0 +1,24 @@
+-- eventmem projection, version 3: keyword ranking as the in-process index ranks (FTS5's BM25 over its
+-- own tokens), from statistics kept here: each memory's stems with their column-weighted frequencies
+-- and its size in tokens, each project's memories and tokens, and the memories holding each word.
+-- The rows projected before hold none of it: they are dropped, and the next sync projects them again.
+DELETE FROM eventmem_projects;
+DROP INDEX IF EXISTS eventmem_memories_keywords;
+ALTER TABLE eventmem_memories DROP COLUMN IF EXISTS keywords;
+DROP FUNCTION IF EXISTS eventmem_words_of(text[]);
+ALTER TABLE eventmem_memories
+    ADD COLUMN tokens integer NOT NULL DEFAULT 0,
+    ADD COLUMN stems text[] NOT NULL DEFAULT '{}',
+    ADD COLUMN freqs real[] NOT NULL DEFAULT '{}';
+CREATE INDEX eventmem_memories_stems ON eventmem_memories USING gin (stems);
+ALTER TABLE eventmem_projects
+    ADD COLUMN memories bigint NOT NULL DEFAULT 0,
+    ADD COLUMN tokens bigint NOT NULL DEFAULT 0;
+-- the memories of a project holding a lower-cased word in this exact form (the in-process index's
+-- document frequencies: a search asks its rarest words)
+CREATE TABLE eventmem_words (
+    project text NOT NULL REFERENCES eventmem_projects (project) ON DELETE CASCADE,
+    word text NOT NULL,
+    memories integer NOT NULL,
+    PRIMARY KEY (project, word)
+);
