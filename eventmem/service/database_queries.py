@@ -19,7 +19,7 @@ from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
-from eventmem.projectors.postgres import reads
+from eventmem.projectors.postgres import queries, reads
 from eventmem.projectors.postgres.targets import GLOBAL
 from eventmem.runner.runner import Store
 from eventmem.service import database_search
@@ -287,20 +287,21 @@ class DatabaseQueries(Part):
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
                 self._search_notes.notes = [view.vector_note()]
-        scored = database_search.hybrid(
-            conn,
-            among,
-            self.project.embedder,
-            text,
-            limit,
-            filters,
-            config=self.config,
-            use_vectors=vectors,
-            use_keywords=mode != "vector" or not vectors,
-            now=time.time() if now is None else now,
-            project=narrowed,
-        )
-        found = reads.records(conn, [(s.project, s.id) for s in scored])
+        with queries.reading(conn):  # (one transaction: the search and the records it found)
+            scored = database_search.hybrid(
+                conn,
+                among,
+                self.project.embedder,
+                text,
+                limit,
+                filters,
+                config=self.config,
+                use_vectors=vectors,
+                use_keywords=mode != "vector" or not vectors,
+                now=time.time() if now is None else now,
+                project=narrowed,
+            )
+            found = reads.records(conn, [(s.project, s.id) for s in scored])
         return [
             (
                 hit_of(

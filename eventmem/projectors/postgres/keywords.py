@@ -31,7 +31,18 @@ from eventmem.projectors.keywords import query_words
 from eventmem.projectors.postings import K1, WEIGHTS, B
 from eventmem.projectors.tokens import Tokens
 
-__all__ = ["KeywordRow", "holds", "holds_a_word", "keyword_rows", "ranked", "statistics", "words_of"]
+__all__ = [
+    "KeywordRow",
+    "Statistics",
+    "holds",
+    "holds_a_word",
+    "keyword_rows",
+    "ranked",
+    "ranking",
+    "rows_of",
+    "statistics",
+    "words_of",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COLUMNS: Final = ("title", "summary", "content", "tags")
@@ -162,17 +173,50 @@ def _phrases() -> _Phrases:
         return _PHRASES
 
 
-def statistics(conn: Any, project: str) -> tuple[int, int]:
-    """(memories, tokens) of a project."""
-    row = conn.execute("SELECT memories, tokens FROM eventmem_projects WHERE project = %s", [project]).fetchone()
-    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """What a project's keyword search needs to know first: its memories and tokens, and the memories
+    holding each word of the query."""
+
+    memories: int
+    tokens: int
+    frequency: dict[str, int]
+    searched: int = 0
+    """The memories passing a filter (counted up to a bound), when asked."""
 
 
-def _frequencies(conn: Any, project: str, words: Sequence[str]) -> dict[str, int]:
-    rows = conn.execute(
-        "SELECT word, memories FROM eventmem_words WHERE project = %s AND word = ANY(%s)", [project, list(words)]
-    ).fetchall()
-    return {str(w): int(n) for w, n in rows}
+def statistics(
+    conn: Any, project: str, text: str = "", *, counted: tuple[str, Sequence[object], int] | None = None
+) -> Statistics:
+    """A project's :class:`Statistics` for ``text``, in one query; ``counted``: also count the memories
+    passing a filter (SQL on alias ``m``, its parameters, the count's bound)."""
+    return statistics_of(conn, [(project, counted)], text)[project]
+
+
+def statistics_of(
+    conn: Any, projects: Sequence[tuple[str, tuple[str, Sequence[object], int] | None]], text: str
+) -> dict[str, Statistics]:
+    """:func:`statistics` of several projects (each with its filter to count), in one query."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    parts: list[str] = []
+    values: list[object] = []
+    for project, counted in projects:
+        count, count_params = "0::bigint", []
+        if counted is not None:
+            count = f"(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE {counted[0]} LIMIT %s) c)"
+            count_params = [*counted[1], counted[2]]
+        parts.append(
+            "SELECT p.project, p.memories, p.tokens, (SELECT array_agg(w.word) FROM eventmem_words w "
+            "WHERE w.project = p.project AND w.word = ANY(%s)), (SELECT array_agg(w.memories) FROM eventmem_words w "
+            f"WHERE w.project = p.project AND w.word = ANY(%s)), {count} FROM eventmem_projects p WHERE p.project = %s"
+        )
+        values += [words, words, *count_params, project]
+    out = {project: Statistics(0, 0, {}) for project, _ in projects}
+    if parts:
+        for project, memories, tokens, found, counts, searched in conn.execute(" UNION ALL ".join(parts), values):
+            frequency = dict(zip(found or [], counts or [], strict=True))
+            out[str(project)] = Statistics(int(memories), int(tokens), frequency, int(searched))
+    return out
 
 
 def _phrase_holders(
@@ -218,17 +262,50 @@ def ranked(
     params: Sequence[object],
     *,
     beside_vectors: bool = False,
-) -> list[tuple[str, float]]:
-    """The ``k`` best (memory id, BM25 score) of ``project`` among the memories passing ``where`` (SQL
-    on alias ``m``, with ``params``), best first, ties by creation then id."""
+    known: Statistics | None = None,
+    vector: str | None = None,
+) -> list[tuple[str, float, float, float, float, float | None]]:
+    """The ``k`` best memories of ``project`` among those passing ``where`` (SQL on alias ``m``, with
+    ``params``) by BM25, best first, ties by id (in-process: by slot, the order memories were first
+    saved in, as their ids are): (id, score, importance, updated_at, created_at, cosine with
+    ``vector``, a pgvector literal, if given). ``known``: the project's :func:`statistics` for
+    ``text``, if read already."""
+    query = ranking(conn, project, text, k, where, params, beside_vectors=beside_vectors, known=known, vector=vector)
+    return [] if query is None else rows_of(conn.execute(*query).fetchall())
+
+
+def rows_of(found: Sequence[Sequence[Any]]) -> list[tuple[str, float, float, float, float, float | None]]:
+    """:func:`ranked`'s answer from the rows of :func:`ranking`'s query."""
+    return [
+        (str(i), float(score), float(a), float(u), float(c), None if v is None else float(v))
+        for i, score, a, u, c, v in found
+    ]
+
+
+def ranking(
+    conn: Any,
+    project: str,
+    text: str,
+    k: int,
+    where: str,
+    params: Sequence[object],
+    *,
+    beside_vectors: bool = False,
+    known: Statistics | None = None,
+    vector: str | None = None,
+) -> tuple[str, list[object]] | None:
+    """The query (SQL, parameters) that :func:`ranked` runs, ``None`` if nothing can match (the
+    memories holding a phrase are read here)."""
     if k <= 0:
-        return []
-    rows, total_tokens = statistics(conn, project)
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-    if not rows or not words:
-        return []
-    frequency = _frequencies(conn, project, words)
+        return None
+    stats = known if known is not None else statistics(conn, project, text)
+    rows, total_tokens = stats.memories, stats.tokens
+    if not rows:
+        return None
+    frequency = stats.frequency
     chosen = query_words(text, lambda w: frequency.get(w, 0), rows, beside_vectors=beside_vectors)
+    if not chosen:
+        return None
     avgdl = total_tokens / rows
     single: list[tuple[int, str]] = []  # (place in the query, stem)
     phrase_ids: list[str] = []
@@ -247,8 +324,9 @@ def ranked(
                     phrase_places.append(place)
                     phrase_parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl))))
     if not single and not phrase_ids:
-        return []
+        return None
     stems = [stem for _, stem in single]
+    cosine = "NULL::float8" if vector is None else "1 - (m.embedding <=> %s::vector)"
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 h AS (
@@ -271,8 +349,9 @@ parts AS (
     SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
 ),
 s AS (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id)
-SELECT s.id, s.score FROM s JOIN eventmem_memories m ON m.project = %s AND m.id = s.id
-ORDER BY s.score DESC, m.created_at, m.id LIMIT %s
+SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
+FROM s JOIN eventmem_memories m ON m.project = %s AND m.id = s.id
+ORDER BY s.score DESC, m.id LIMIT %s
 """
     values: list[object] = [
         stems,
@@ -289,11 +368,11 @@ ORDER BY s.score DESC, m.created_at, m.id LIMIT %s
         phrase_ids,
         phrase_places,
         phrase_parts,
+        *([] if vector is None else [vector]),
         project,
         k,
     ]
-    found = conn.execute(sql, values).fetchall()
-    return [(str(i), float(score)) for i, score in found]
+    return sql, values
 
 
 def _idf(rows: int, hits: int) -> float:

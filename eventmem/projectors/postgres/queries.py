@@ -54,6 +54,11 @@ class Scored:
     keyword_score: float
 
 
+def reading(conn: Any) -> AbstractContextManager[Any]:
+    """A transaction for a read, unless one is open already."""
+    return _reading(conn)
+
+
 def _reading(conn: Any) -> AbstractContextManager[Any]:
     """A transaction for a read, unless one is open already (one hybrid search is one transaction)."""
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
@@ -155,8 +160,8 @@ def keyword_hits(
         for one in projects:
             where, params = _where([one], filters, now, project)
             found += [
-                ((one, i), score)
-                for i, score in keywords.ranked(conn, one, text, k, where, params, beside_vectors=beside_vectors)
+                ((one, row[0]), row[1])
+                for row in keywords.ranked(conn, one, text, k, where, params, beside_vectors=beside_vectors)
             ]
     if len(projects) > 1:
         found.sort(key=lambda hit: (-hit[1], hit[0]))
@@ -169,6 +174,17 @@ def holds_a_word(conn: Any, projects: Sequence[str], text: str) -> bool:
         return any(keywords.holds_a_word(conn, one, text) for one in projects)
 
 
+def where(
+    projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
+) -> tuple[str, list[object]]:
+    """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``."""
+    return _where(projects, filters, now, project)
+
+
+def vector_literal(vector: npt.NDArray[np.float32]) -> str:
+    return _vector(vector)
+
+
 def _vector(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, vector.astype("float64").tolist())) + "]"
 
@@ -176,6 +192,10 @@ def _vector(vector: npt.NDArray[np.float32]) -> str:
 def ef_search(k: int) -> int:
     """``hnsw.ef_search`` for a search of the ``k`` nearest."""
     return min(max(EF_SEARCH_MIN, EF_SEARCH_PER_HIT * k), EF_SEARCH_MAX)
+
+
+Row = tuple[Key, float, float, float, float]
+"""(key, cosine or score, importance, updated_at, created_at): a hit with the columns the fusion reads."""
 
 
 def vector_hits(
@@ -190,26 +210,67 @@ def vector_hits(
     project: str | None = None,
 ) -> list[tuple[Key, float]]:
     """The ``k`` nearest (key, cosine) among the filtered memories, best first (ties by key)."""
+    rows = vector_rows(conn, projects, vector, k, filters, now, exact=exact, project=project)
+    return [(row[0], row[1]) for row in rows]
+
+
+def vector_rows(
+    conn: Any,
+    projects: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    k: int,
+    filters: Filters,
+    now: float | None = None,
+    *,
+    exact: bool | None = None,
+    project: str | None = None,
+) -> list[Row]:
+    """:func:`vector_hits` with each memory's importance, update and creation times."""
     if k <= 0:
         return []
-    dim = int(vector.shape[0])
-    where, params = _where(projects, filters, now, project)
     if exact is None:
         exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
+    setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
+    with _reading(conn):
+        if setting:
+            conn.execute(setting)
+        return vector_rows_of(conn.execute(sql, values).fetchall())
+
+
+def vector_query(
+    projects: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    k: int,
+    filters: Filters,
+    now: float | None,
+    *,
+    exact: bool,
+    project: str | None = None,
+) -> tuple[str, str, list[object]]:
+    """What :func:`vector_rows` runs: the HNSW settings (a statement of no parameters, or none when
+    exact) and the query with its parameters."""
+    dim = int(vector.shape[0])
+    where, params = _where(projects, filters, now, project)
     literal = _vector(vector)
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
     sql = (
-        f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c FROM eventmem_memories m "
-        f"WHERE m.embedding IS NOT NULL AND {where} "
+        f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c, m.importance, m.updated_at, "
+        f"m.created_at FROM eventmem_memories m WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
     )
-    with _reading(conn):
-        if not exact:
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search(k))])
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        rows = conn.execute(sql, [literal, *params, literal, k]).fetchall()
-    hits = [((str(p), str(i)), float(c)) for p, i, c in rows]
+    # (no parameters: both statements go to the server as one query)
+    setting = (
+        ""
+        if exact
+        else f"SET LOCAL hnsw.ef_search = {int(ef_search(k))}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+    )
+    return setting, sql, [literal, *params, literal, k]
+
+
+def vector_rows_of(found: Sequence[Sequence[Any]]) -> list[Row]:
+    """:func:`vector_rows`' answer from the rows of :func:`vector_query`'s query, best first (ties by key)."""
+    hits: list[Row] = [((str(p), str(i)), float(c), float(a), float(u), float(m)) for p, i, c, a, u, m in found]
     hits.sort(key=lambda hit: (-hit[1], hit[0]))
     return hits
 
