@@ -263,3 +263,22 @@ def test_an_hnsw_search_for_a_hybrids_depth_explores_more_candidates_than_for_a_
         assert hits and hits == queries.vector_hits(conn, ("p",), vector, depth, Filters(), exact=True)
     assert explored[10] >= 400  # (recall@10 0.72 at 200, 0.81 at 400, at 100,000 hashing vectors)
     assert explored[10] < explored[50] <= explored[5000] == 1000  # (pgvector's bound)
+
+
+def test_hnsw_searches_asked_again_and_again_on_one_connection_keep_answering(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(psycopg prepares a statement run five times: the HNSW settings must be one statement, and
+    one that a pipeline can send, as a recall from ``serve --store`` does)."""
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    vector = HashingEmbedder().embed(["ruff lint"])[0]
+    exact = queries.vector_hits(conn, ("p",), vector, 10, Filters(), exact=True)
+    for _ in range(8):
+        assert queries.vector_hits(conn, ("p",), vector, 10, Filters(), exact=False) == exact
+        with conn.pipeline():
+            setting, sql, values = queries.vector_query(("p",), vector, 10, Filters(), None, exact=False)
+            conn.execute(setting)
+            found = conn.execute(sql, values)
+        assert [row[0] for row in queries.vector_rows_of(found.fetchall())] == [key for key, _ in exact]

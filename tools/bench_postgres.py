@@ -144,6 +144,8 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
                 t1 = time.perf_counter()
                 theirs = [h.id for h in served.recall(text, limit=10, filters=filters)]
                 t2 = time.perf_counter()
+                if not served.database.connected:  # (it answered in-process instead)
+                    raise RuntimeError(f"PostgreSQL did not answer: {served.database.problem}")
                 local_ms.append(t1 - t0)
                 served_ms.append(t2 - t1)
                 shares.append(overlap(mine, theirs))

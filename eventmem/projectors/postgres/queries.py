@@ -247,8 +247,8 @@ def vector_query(
     exact: bool,
     project: str | None = None,
 ) -> tuple[str, str, list[object]]:
-    """What :func:`vector_rows` runs: the HNSW settings (a statement of no parameters, or none when
-    exact) and the query with its parameters."""
+    """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
+    parameters, none when exact) and the query with its parameters."""
     dim = int(vector.shape[0])
     where, params = _where(projects, filters, now, project)
     literal = _vector(vector)
@@ -259,11 +259,12 @@ def vector_query(
         f"m.created_at FROM eventmem_memories m WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
     )
-    # (no parameters: both statements go to the server as one query)
+    # (one statement: it may be prepared, and sent in a pipeline)
     setting = (
         ""
         if exact
-        else f"SET LOCAL hnsw.ef_search = {int(ef_search(k))}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k))}', true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
     )
     return setting, sql, [literal, *params, literal, k]
 
