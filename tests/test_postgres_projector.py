@@ -282,3 +282,19 @@ def test_hnsw_searches_asked_again_and_again_on_one_connection_keep_answering(
             conn.execute(setting)
             found = conn.execute(sql, values)
         assert [row[0] for row in queries.vector_rows_of(found.fetchall())] == [key for key, _ in exact]
+
+
+def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    vector = HashingEmbedder().embed(["ruff lint"])[0]
+    with conn.transaction():
+        setting, sql, values = queries.vector_query(("p",), vector, 50, Filters(), None, exact=False)
+        conn.execute(setting)
+        plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
+        conn.execute(queries.SORTING_BACK)
+        assert conn.execute("SHOW enable_sort").fetchone() == ("on",)
+    assert "eventmem_memories_hnsw" in plan, plan

@@ -84,6 +84,8 @@ class DatabaseView:
             if setting:
                 self.conn.execute(setting)
             self._asked[("vectors", depth)] = self.conn.execute(sql, values)
+            if setting:
+                self.conn.execute(queries.SORTING_BACK)
         beside = self.vector is not None and self.stats.memories > 0
         query = self._keyword_query(text, depth, beside)
         if query is not None:
