@@ -28,6 +28,8 @@ from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
 from eventmem.service import MemoryService, database_search
 
+pytestmark = pytest.mark.postgres
+
 Factory = Callable[[str], PostgresProjector]
 
 

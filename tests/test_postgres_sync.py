@@ -23,6 +23,8 @@ from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
 from eventmem.service import database_search
 
+pytestmark = pytest.mark.postgres
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 DEADLINE_S = 60.0
 

@@ -288,7 +288,12 @@ KINDS_OF_PROJECTOR = [
 ]
 
 
-@pytest.fixture(params=KINDS_OF_PROJECTOR, ids=lambda kind: kind.name)
+@pytest.fixture(
+    params=[
+        pytest.param(kind, marks=pytest.mark.postgres) if kind.needs_database else kind for kind in KINDS_OF_PROJECTOR
+    ],
+    ids=lambda kind: kind.name,
+)
 def projector_factory(request: pytest.FixtureRequest) -> Iterator[Kind]:
     kind: Kind = request.param
     if not kind.needs_database:
@@ -582,10 +587,12 @@ def postgres_projectors(pg_uri: str) -> Iterator[PostgresProjectors]:
     projectors.close()
 
 
+@pytest.mark.postgres
 def test_postgres_answers_what_the_in_process_projectors_answer(postgres_projectors: PostgresProjectors) -> None:
     assert_postgres_promises_what_in_process_does(postgres_projectors, example())
 
 
+@pytest.mark.postgres
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=histories())
 def test_postgres_answers_what_the_in_process_projectors_answer_on_random_histories(
