@@ -158,8 +158,9 @@ class PostgresProjector:
             # building the HNSW index once costs less than inserting into it row by row (measured:
             # 3,000 rows took 9 s inserted one by one), when this load brings most of its rows
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and self._rows_of_others() <= len(batch.upserts)
-            if rebuild:
+            if rebuild:  # (the keywords' GIN index too: built at once, not a posting list at a time)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
+                self.conn.execute("DROP INDEX IF EXISTS eventmem_memories_stems")
             words, tokens = self._copy_memories(batch.upserts)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
@@ -167,6 +168,9 @@ class PostgresProjector:
             if rebuild:
                 self.conn.execute(f"SET LOCAL maintenance_work_mem = '{self._index_memory_mb()}MB'")
                 self._create_vector_index()
+                self.conn.execute(
+                    "CREATE INDEX IF NOT EXISTS eventmem_memories_stems ON eventmem_memories USING gin (stems)"
+                )
             self.conn.execute("ANALYZE eventmem_memories")  # (the planner then knows the HNSW index pays)
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
