@@ -95,7 +95,7 @@ def plans(conn: Any, embedder: Any, text: str, filters: Filters, memories: int) 
     from eventmem.projectors.postgres import keywords
 
     now = time.time()
-    where, params = queries.where(["bench"], filters, now)
+    where, params = queries.visible_where(["bench"], filters, now)
     with conn.transaction():
         stats = keywords.statistics(conn, "bench", text, counted=(where, params, queries.EXACT_UP_TO + 1))
         vector = embedder.embed([text])[0]

@@ -42,6 +42,9 @@ Usage::
     python tools/eval.py --embedders hashing --distractors 10000
     python tools/eval.py --no-match              # queries that match nothing: how many answer
     python tools/eval.py --hard --json hard.json # the hard evaluation (tools/eval_hard.py)
+    python tools/eval.py --locomo ../shared/quality/locomo-dev.json --json dev.json
+                                                 # a LoCoMo conversation set through the MCP tools
+                                                 #   (tools/eval_locomo.py; --misses prints the misses)
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "eval"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from eval_common import read_jsonl  # noqa: E402
 
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved  # noqa: E402
 from eventmem.core.ids import new_id, to_iso  # noqa: E402
@@ -105,11 +111,6 @@ NO_MATCH = (*MADE_UP_WORDS, *RANDOM_STRINGS, *OFF_TOPIC)
 
 CATEGORIES = ("exact", "paraphrase", "identifier", "error", "changed", "negative")
 MAIN = "ledgerly"
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The objects of a JSON-lines file (a dataset of the evaluations)."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 @dataclass
@@ -453,7 +454,6 @@ def available_embedders() -> list[str]:
 
 def hard(embedders: list[str], every: int, out: Path | None) -> int:
     """``--hard``: the hard evaluation's table and JSON (see ``tools/eval_hard.py``)."""
-    sys.path.insert(0, str(ROOT / "tools"))
     import eval_hard
 
     data = eval_hard.HardSet.load()
@@ -464,6 +464,28 @@ def hard(embedders: list[str], every: int, out: Path | None) -> int:
     if out:
         out.write_text(json.dumps(report, indent=2))
     print("\n" + json.dumps({"results": [{k: r[k] for k in r if k != "by_split"} for r in report["results"]]}))
+    return 0
+
+
+def locomo(path: Path, embedders: list[str], out: Path | None, *, misses: bool) -> int:
+    """``--locomo PATH``: the conversational benchmark's table and JSON (see ``tools/eval_locomo.py``)."""
+    import eval_locomo
+
+    if not path.is_file():
+        print(f"no LoCoMo file at {path}: nothing to evaluate", file=sys.stderr)
+        return 2
+    report = eval_locomo.run(path, embedders)
+    print(f"{len(report['conversations'])} conversations, {report['turns']} turns, {report['questions']} questions\n")
+    print(eval_locomo.table(report))
+    if misses:
+        for row in report["results"]:
+            print(f"\nmisses of {row['setting']} (evidence not all in the top 5):")
+            for miss in row["misses"]:
+                print(f"  [{miss['category']}] {miss['question']}  evidence {miss['evidence']}  top5 {miss['top5']}")
+    written = eval_locomo.without_misses(report)
+    if out:
+        out.write_text(json.dumps(written, indent=2))
+    print("\n" + json.dumps({"results": [{k: r[k] for k in r if k != "by_category"} for r in written["results"]]}))
     return 0
 
 
@@ -482,10 +504,14 @@ def main(argv: list[str] | None = None) -> int:
         "--hard", action="store_true", help="the hard evaluation (tests/eval/hard/, tools/eval_hard.py)"
     )
     parser.add_argument("--every", type=int, default=1, metavar="N", help="--hard: every N-th question per category")
+    parser.add_argument("--locomo", type=Path, metavar="PATH", help="a LoCoMo conversation set (tools/eval_locomo.py)")
+    parser.add_argument("--misses", action="store_true", help="--locomo: print the questions missed in the top 5")
     args = parser.parse_args(argv)
     embedders = args.embedders.split(",") if args.embedders else available_embedders()
     if args.hard:
         return hard(embedders, args.every, args.json)
+    if args.locomo:
+        return locomo(args.locomo, embedders, args.json, misses=args.misses)
     data = Dataset.load()
     if args.no_match:
         report = run(data, embedders, extra=args.distractors, only_no_match=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from eval_common import read_jsonl
 
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved
 from eventmem.core.ids import iso_to_epoch, new_id
@@ -46,8 +47,6 @@ class HardSet:
 
     @classmethod
     def load(cls, folder: Path = DATA) -> HardSet:
-        from eval import read_jsonl  # (tools/ is on the path: eval.py runs this module)
-
         memories, queries = read_jsonl(folder / "memories.jsonl"), read_jsonl(folder / "queries.jsonl")
         forbidden = {m["supersedes"] for m in memories if m.get("supersedes")}
         return cls(memories, queries, forbidden)

@@ -69,7 +69,7 @@ class DatabaseView:
     # -- the lists, fetched ahead ----------------------------------------------------------------------
 
     def _where(self) -> tuple[str, list[object]]:
-        return queries.where([self.project], self.filters, self.now, self.narrowed)
+        return queries.visible_where([self.project], self.filters, self.now, self.narrowed)
 
     def _exact(self) -> bool:
         return self.stats.searched <= queries.EXACT_UP_TO
@@ -222,7 +222,9 @@ def hybrid(
     vector = embedder.embed([text])[0] if use_vectors else None
     found: list[Scored] = []
     with queries.reading(conn):
-        bounds = [(one, (*queries.where([one], filters, now, project), queries.EXACT_UP_TO + 1)) for one in projects]
+        bounds = [
+            (one, (*queries.visible_where([one], filters, now, project), queries.EXACT_UP_TO + 1)) for one in projects
+        ]
         stats = keywords.statistics_of(conn, bounds, text)
         views = [
             DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)

@@ -28,7 +28,18 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["EXACT_UP_TO", "Scored", "columns", "cosines", "count", "keyword_hits", "matching", "vector_hits"]
+__all__ = [
+    "EXACT_UP_TO",
+    "Scored",
+    "columns",
+    "cosines",
+    "count",
+    "keyword_hits",
+    "matching",
+    "reading",
+    "vector_hits",
+    "visible_where",
+]
 
 Key = tuple[str, str]
 """(project, memory id)"""
@@ -58,18 +69,13 @@ class Scored:
 
 
 def reading(conn: Any) -> AbstractContextManager[Any]:
-    """A transaction for a read, unless one is open already."""
-    return _reading(conn)
-
-
-def _reading(conn: Any) -> AbstractContextManager[Any]:
     """A transaction for a read, unless one is open already (one hybrid search is one transaction)."""
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         return nullcontext()
     return conn.transaction()  # type: ignore[no-any-return]
 
 
-def _where(
+def visible_where(
     projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
 ) -> tuple[str, list[object]]:
     """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``;
@@ -116,8 +122,8 @@ def matching(
     conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
 ) -> list[Key]:
     """Every visible memory passing ``filters``, by project and id."""
-    where, params = _where(projects, filters, now, project)
-    with _reading(conn):
+    where, params = visible_where(projects, filters, now, project)
+    with reading(conn):
         rows = conn.execute(f"SELECT m.project, m.id FROM eventmem_memories m WHERE {where} ORDER BY 1, 2", params)
         return [(str(p), str(i)) for p, i in rows.fetchall()]
 
@@ -132,12 +138,12 @@ def count(
     up_to: int | None = None,
 ) -> int:
     """The visible memories passing ``filters`` (``up_to``: counted up to that many at most)."""
-    where, params = _where(projects, filters, now, project)
+    where, params = visible_where(projects, filters, now, project)
     sql = f"SELECT 1 FROM eventmem_memories m WHERE {where}"
     if up_to is not None:
         sql += " LIMIT %s"
         params.append(up_to)
-    with _reading(conn):
+    with reading(conn):
         row = conn.execute(f"SELECT count(*) FROM ({sql}) c", params).fetchone()
     return int(row[0]) if row is not None else 0
 
@@ -159,9 +165,9 @@ def keyword_hits(
     if k <= 0:
         return []
     found: list[tuple[Key, float]] = []
-    with _reading(conn):
+    with reading(conn):
         for one in projects:
-            where, params = _where([one], filters, now, project)
+            where, params = visible_where([one], filters, now, project)
             found += [
                 ((one, row[0]), row[1])
                 for row in keywords.ranked(conn, one, text, k, where, params, beside_vectors=beside_vectors)
@@ -173,15 +179,8 @@ def keyword_hits(
 
 def holds_a_word(conn: Any, projects: Sequence[str], text: str) -> bool:
     """Whether a memory of ``projects`` holds one of the query's words (stop words aside)."""
-    with _reading(conn):
+    with reading(conn):
         return any(keywords.holds_a_word(conn, one, text) for one in projects)
-
-
-def where(
-    projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
-) -> tuple[str, list[object]]:
-    """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``."""
-    return _where(projects, filters, now, project)
 
 
 def vector_literal(vector: npt.NDArray[np.float32]) -> str:
@@ -234,7 +233,7 @@ def vector_rows(
     if exact is None:
         exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
     setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
-    with _reading(conn):
+    with reading(conn):
         if setting:
             conn.execute(setting)
         found = conn.execute(sql, values).fetchall()
@@ -256,7 +255,7 @@ def vector_query(
     """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
     parameters, none when exact) and the query with its parameters."""
     dim = int(vector.shape[0])
-    where, params = _where(projects, filters, now, project)
+    where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector)
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
@@ -294,7 +293,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): float(c) for p, i, c in rows}
 
@@ -305,6 +304,6 @@ def columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float, flo
         "SELECT m.project, m.id, m.importance, m.updated_at, m.created_at FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): (float(imp), float(upd), float(made)) for p, i, imp, upd, made in rows}
