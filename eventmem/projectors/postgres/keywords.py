@@ -9,8 +9,10 @@ the same words as in-process (:func:`eventmem.projectors.keywords.query_words`: 
 a budget of postings) and scores the memories holding them with the same arithmetic
 (:mod:`eventmem.projectors.postings`: ``k1`` 1.2, ``b`` 0.75, IDF clamped at 1e-6, phrases added in
 query order), among one project's memories, as an in-process store holds one journal. A query word that
-is more than one token (``parse_config``) is a phrase: the memories holding all its tokens are
-tokenized again here and its occurrences counted, as FTS5 counts them.
+is more than one token (``parse_config``) is a phrase: ``stems`` also holds each pair of adjacent stems
+of a column (``"parse config"``) with its weighted count, so that a phrase of two is asked as a stem
+is; the memories holding every pair of a longer phrase are tokenized again here and its occurrences
+counted, as FTS5 counts them.
 
 Only the memories holding a chosen word are read (through the GIN index), and only those passing the
 filters are ranked; the budget keeps them few but for the rarest word, which is always asked.
@@ -24,12 +26,13 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Final
 
 from eventmem.core.words import STOPWORDS
 from eventmem.projectors.keywords import query_words
 from eventmem.projectors.postings import K1, WEIGHTS, B
-from eventmem.projectors.tokens import Tokens
+from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, Tokens
 
 __all__ = [
     "KeywordRow",
@@ -100,18 +103,39 @@ def keyword_rows(memories: Sequence[tuple[str, str, str, Sequence[str]]]) -> lis
         return []
     texts = [text for title, summary, content, tags in memories for text in (title, summary, content, " ".join(tags))]
     columns, names = _stems().numbered(texts)
-    title_weight, summary_weight, _, tags_weight = (int(w) for w in WEIGHTS)  # (the content's is 1)
+    weights = [int(w) for w in WEIGHTS]
     out: list[KeywordRow] = []
     for i, memory in enumerate(memories):
-        title, summary, content, tags = columns[i * 4 : i * 4 + 4]
-        found = Counter(content)
-        for weight, tokens in ((title_weight, title), (summary_weight, summary), (tags_weight, tags)):
-            for token in tokens:
-                found[token] += weight
-        size = len(title) + len(summary) + len(content) + len(tags)
+        row = columns[i * 4 : i * 4 + 4]
+        found: Counter[int] = Counter()
+        for weight, tokens in zip(weights, row, strict=True):
+            if weight == 1:
+                found.update(tokens)
+            else:
+                for token in tokens:
+                    found[token] += weight
+        size = sum(map(len, row))
         stems = [names[n] for n in found]
-        out.append(KeywordRow(size, stems, [float(f) for f in found.values()], words_of(*memory)))
+        freqs = [float(f) for f in found.values()]
+        pairs: Counter[str] = Counter()
+        if all(_in_order(text) for text in texts[i * 4 : i * 4 + 4]):
+            for weight, tokens in zip(weights, row, strict=True):
+                for a, b in pairwise(tokens):
+                    pairs[f"{names[a]} {names[b]}"] += weight
+        else:  # (FTS5 tokenized it: its tokens in order from FTS5 itself)
+            for weight, ordered in zip(weights, _phrases().ordered(texts[i * 4 : i * 4 + 4]), strict=True):
+                for a_stem, b_stem in pairwise(ordered):
+                    pairs[f"{a_stem} {b_stem}"] += weight
+        stems += pairs
+        freqs += [float(f) for f in pairs.values()]
+        out.append(KeywordRow(size, stems, freqs, words_of(*memory)))
     return out
+
+
+def _in_order(text: str) -> bool:
+    """Whether :class:`~eventmem.projectors.tokens.Tokens` gives ``text``'s tokens in order (it splits
+    ASCII texts itself; FTS5 gives the others' in no particular order)."""
+    return text.isascii() and len(text) < FTS5_TOKEN_LIMIT
 
 
 class _Phrases:
@@ -140,6 +164,15 @@ class _Phrases:
             ]
         finally:
             self.db.execute("ROLLBACK")
+
+    def ordered(self, columns: Sequence[str]) -> list[list[str]]:
+        """Each of a row's columns' stems, in order."""
+        with self.lock:
+            found = self._instances([columns])
+        out: list[list[tuple[int, str]]] = [[] for _ in _COLUMNS]
+        for _, column, offset, stem in found:
+            out[_COLUMNS.index(column)].append((offset, stem))
+        return [[stem for _, stem in sorted(column)] for column in out]
 
     def tokens(self, word: str) -> list[str]:
         with self.lock:
@@ -206,9 +239,12 @@ def statistics_of(
             count = f"(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE {counted[0]} LIMIT %s) c)"
             count_params = [*counted[1], counted[2]]
         parts.append(
-            "SELECT p.project, p.memories, p.tokens, (SELECT array_agg(w.word) FROM eventmem_words w "
-            "WHERE w.project = p.project AND w.word = ANY(%s)), (SELECT array_agg(w.memories) FROM eventmem_words w "
-            f"WHERE w.project = p.project AND w.word = ANY(%s)), {count} FROM eventmem_projects p WHERE p.project = %s"
+            # (both lists in the words' order: two aggregates without an order may read the rows in
+            # two orders, and did once the table was updated, pairing words with others' counts)
+            "SELECT p.project, p.memories, p.tokens, (SELECT array_agg(w.word ORDER BY w.word) FROM eventmem_words w "
+            "WHERE w.project = p.project AND w.word = ANY(%s)), (SELECT array_agg(w.memories ORDER BY w.word) "
+            "FROM eventmem_words w WHERE w.project = p.project AND w.word = ANY(%s)), "
+            f"{count} FROM eventmem_projects p WHERE p.project = %s"
         )
         values += [words, words, *count_params, project]
     out = {project: Statistics(0, 0, {}) for project, _ in projects}
@@ -226,11 +262,16 @@ def _phrase_holders(
     rows = conn.execute(
         "SELECT m.id, m.title, m.summary, m.content, m.tags, m.tokens, " + where + " FROM eventmem_memories m "
         "WHERE m.project = %s AND m.stems @> %s::text[] ORDER BY m.id",
-        [*params, project, list(set(phrase))],
+        [*params, project, _pairs(phrase)],
     ).fetchall()
     counts = _phrases().counts([(r[1], r[2], r[3], " ".join(r[4])) for r in rows], phrase)
     kept = [(str(r[0]), c, int(r[5]), bool(r[6])) for r, c in zip(rows, counts, strict=True) if c > 0]
     return [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept], [k[3] for k in kept]
+
+
+def _pairs(phrase: Sequence[str]) -> list[str]:
+    """The pairs of adjacent stems a row holding ``phrase`` holds (as :func:`keyword_rows` keeps them)."""
+    return sorted({f"{a} {b}" for a, b in pairwise(phrase)})
 
 
 def holds(conn: Any, project: str, word: str) -> bool:
@@ -238,10 +279,10 @@ def holds(conn: Any, project: str, word: str) -> bool:
     tokens = _phrases().tokens(word)
     if not tokens:
         return False
-    if len(tokens) == 1:
+    if len(tokens) <= 2:
         row = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = %s AND m.stems @> %s::text[])",
-            [project, tokens],
+            [project, [" ".join(tokens)]],
         ).fetchone()
         return bool(row is not None and row[0])
     return bool(_phrase_holders(conn, project, tokens, "true", [])[0])
@@ -313,9 +354,10 @@ def ranking(
     phrase_parts: list[float] = []
     for place, word in enumerate(chosen):
         tokens = _phrases().tokens(word)
-        if len(tokens) == 1:
-            single.append((place, tokens[0]))
-        elif tokens:
+        if len(tokens) <= 2:  # a stem, or a phrase of two: its pair is held as a stem is
+            if tokens:
+                single.append((place, " ".join(tokens)))
+        else:
             ids, freqs, sizes, passing = _phrase_holders(conn, project, tokens, f"({where})", params)
             idf = _idf(rows, len(ids))
             for memory, freq, size, ok in zip(ids, freqs, sizes, passing, strict=True):
