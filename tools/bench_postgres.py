@@ -35,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+if "--source" in sys.argv:  # (another revision's eventmem, measured by this script: see --baseline)
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--source") + 1]).resolve()))
+else:
+    sys.path.insert(0, str(ROOT))
 
 from bench import Corpus, saved_event  # noqa: E402
 
@@ -73,6 +76,8 @@ def make_project(root: Path, count: int) -> None:
     (paths.journal_dir / "bench0000.main.jsonl").write_bytes(b"".join(lines))
 
 
+INCREMENTAL = 1000
+"""Saves appended after the first sync, taken by an incremental sync."""
 FILTER = Filters(tags=("database",))
 """The filtered recalls ask for memories carrying this tag (about 8% of the corpus)."""
 
@@ -91,8 +96,12 @@ def explained(conn: Any, sql: str, values: list[Any], setting: str = "") -> list
 
 
 def plans(conn: Any, embedder: Any, text: str, filters: Filters, memories: int) -> dict[str, list[str]]:
-    """The plans of the two lists a hybrid recall fetches (this project's), for ``text``."""
-    from eventmem.projectors.postgres import keywords
+    """The plans of the two lists a hybrid recall fetches (this project's), for ``text`` (none from a
+    revision without them: a ``--source`` before the database kept keyword statistics)."""
+    try:
+        from eventmem.projectors.postgres import keywords
+    except ImportError:
+        return {}
 
     now = time.time()
     where, params = queries.visible_where(["bench"], filters, now)
@@ -179,13 +188,19 @@ def append_events(root: Path, count: int, seed: int) -> None:
 def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any]:
     import psycopg
 
+    from eventmem.service import open_service
+
     embedder = HashingEmbedder()
+    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
+    started = time.perf_counter()
+    open_service(RootChoice(root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
+    log(f"in-process store opened (embedded) in {time.perf_counter() - started:.2f}s")
     runner = SyncRunner(uri, [Target("bench", root)], embedder)
     started = time.perf_counter()
     taken = runner.start()["bench"]
     sync_seconds = time.perf_counter() - started
     log(f"synced {taken} events in {sync_seconds:.2f}s")
-    append_events(root, 1000, 13)
+    append_events(root, INCREMENTAL, 13)
     started = time.perf_counter()
     more = runner.catch_up("bench")
     incremental_seconds = time.perf_counter() - started
@@ -228,7 +243,11 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "queries": len(texts),
         "sync_seconds": round(sync_seconds, 3),
         "sync_events_per_s": round(taken / sync_seconds, 1),
+        "sync_embeddings": "from the project's embedding cache (the in-process store made them first)",
+        "incremental_events": more,
         "incremental_sync_events_per_s": round(more / incremental_seconds, 1),
+        "hybrid_p50_ms": answers["unfiltered"]["postgres_recall_p50_ms"],
+        "in_process_search_p50_ms": answers["unfiltered"]["in_process_recall_p50_ms"],
         "embed_seconds": round(embed_seconds, 3),
         "vector_exact_p50_ms": p50_ms(exact_ms),
         "vector_hnsw_p50_ms": p50_ms(hnsw_ms),
@@ -242,6 +261,33 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
     }
 
 
+def _revision(tree: Path) -> str:
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or tree.name
+
+
+def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """This revision's figures over the baseline's (same corpus, same machine, one after the other)."""
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
+
+    out: dict[str, Any] = {
+        "sync_events_per_s": ratio(mine.get("sync_events_per_s"), baseline.get("sync_events_per_s")),
+        "incremental_sync_events_per_s": ratio(
+            mine.get("incremental_sync_events_per_s"), baseline.get("incremental_sync_events_per_s")
+        ),
+        "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
+    }
+    for label in ("unfiltered", "filtered"):
+        a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
+        out[label] = {
+            "postgres_over_in_process": {"this": a.get("ratio"), "baseline": b.get("ratio")},
+            "top10_overlap": {"this": a.get("top10_overlap"), "baseline": b.get("top10_overlap")},
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
@@ -249,6 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--to", help="an existing server's database (default: a pgserver for the run)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another revision's source tree (e.g. main's, from git worktree add): measured the same way "
+        "right after, its figures and the ratios to them in the same JSON",
+    )
+    parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
     args = parser.parse_args(argv)
     if args.quick:
         args.memories, args.queries = 500, 20
@@ -281,6 +334,16 @@ def main(argv: list[str] | None = None) -> int:
         },
         **results,
     }
+    if args.baseline is not None:
+        log(f"the baseline: {args.baseline}")
+        command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]
+        done = subprocess.run([*command, "--queries", str(args.queries)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the baseline run failed: {done.stderr[-2000:]}")
+        baseline = json.loads(done.stdout)
+        baseline.pop("explain", None)
+        result["baseline"] = {"source": _revision(args.baseline), **baseline}
+        result["versus_baseline"] = versus(result, baseline)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -107,28 +107,32 @@ def keyword_rows(memories: Sequence[tuple[str, str, str, Sequence[str]]]) -> lis
     out: list[KeywordRow] = []
     for i, memory in enumerate(memories):
         row = columns[i * 4 : i * 4 + 4]
+        in_order = all(_in_order(text) for text in texts[i * 4 : i * 4 + 4])
         found: Counter[int] = Counter()
+        pairs: Counter[tuple[int, int]] = Counter()
         for weight, tokens in zip(weights, row, strict=True):
+            counts = Counter(tokens)
+            adjacent = Counter(pairwise(tokens)) if in_order else Counter()
             if weight == 1:
-                found.update(tokens)
+                found.update(counts)
+                pairs.update(adjacent)
             else:
-                for token in tokens:
-                    found[token] += weight
-        size = sum(map(len, row))
+                for token, n in counts.items():
+                    found[token] += n * weight
+                for pair, n in adjacent.items():
+                    pairs[pair] += n * weight
         stems = [names[n] for n in found]
         freqs = [float(f) for f in found.values()]
-        pairs: Counter[str] = Counter()
-        if all(_in_order(text) for text in texts[i * 4 : i * 4 + 4]):
-            for weight, tokens in zip(weights, row, strict=True):
-                for a, b in pairwise(tokens):
-                    pairs[f"{names[a]} {names[b]}"] += weight
-        else:  # (FTS5 tokenized it: its tokens in order from FTS5 itself)
+        stems += [f"{names[a]} {names[b]}" for a, b in pairs]
+        freqs += [float(f) for f in pairs.values()]
+        if not in_order:  # (FTS5 tokenized it: its tokens in order from FTS5 itself)
+            stem_pairs: Counter[str] = Counter()
             for weight, ordered in zip(weights, _phrases().ordered(texts[i * 4 : i * 4 + 4]), strict=True):
                 for a_stem, b_stem in pairwise(ordered):
-                    pairs[f"{a_stem} {b_stem}"] += weight
-        stems += pairs
-        freqs += [float(f) for f in pairs.values()]
-        out.append(KeywordRow(size, stems, freqs, words_of(*memory)))
+                    stem_pairs[f"{a_stem} {b_stem}"] += weight
+            stems += stem_pairs
+            freqs += [float(f) for f in stem_pairs.values()]
+        out.append(KeywordRow(sum(map(len, row)), stems, freqs, words_of(*memory)))
     return out
 
 

@@ -32,7 +32,10 @@ from eventmem.projectors.postgres.bulk import (
     MEMORY_TYPES,
     VectorBytes,
     copy_rows,
+    real_array,
+    register_arrays,
     register_vectors,
+    text_array,
     vector_bytes,
 )
 from eventmem.projectors.postgres.schema import migrate
@@ -136,6 +139,7 @@ class PostgresProjector:
         migrate(conn)
         self._check_embedder()
         self._vector_type = register_vectors(conn)
+        register_arrays(conn)  # (its rows' arrays are sent in binary form: tags, stems, frequencies)
 
     # -- the contract ------------------------------------------------------------------------
 
@@ -420,7 +424,7 @@ class PostgresProjector:
             pg_text(r.title),
             pg_text(r.content),
             pg_text(r.summary),
-            [pg_text(t) for t in r.tags],
+            text_array([pg_text(t) for t in r.tags]),
             r.importance,
             r.ttl_seconds,
             pg_text(r.project),
@@ -435,8 +439,8 @@ class PostgresProjector:
             _ENCODE.encode(r),
             vector,
             found.tokens,
-            found.stems,
-            found.freqs,
+            text_array(found.stems),
+            real_array(found.freqs),
         )
 
     def _link_row(self, link: LinkRecord) -> tuple[object, ...]:
