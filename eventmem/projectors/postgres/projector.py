@@ -173,7 +173,8 @@ class PostgresProjector:
                 self.conn.execute(f"SET LOCAL maintenance_work_mem = '{self._index_memory_mb()}MB'")
                 self._create_vector_index()
                 self.conn.execute(
-                    "CREATE INDEX IF NOT EXISTS eventmem_memories_stems ON eventmem_memories USING gin (stems)"
+                    "CREATE INDEX IF NOT EXISTS eventmem_memories_stems ON eventmem_memories USING gin (stems) "
+                    "WITH (fastupdate = off)"  # (see schema 3)
                 )
             self.conn.execute("ANALYZE eventmem_memories")  # (the planner then knows the HNSW index pays)
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
