@@ -7,6 +7,7 @@ from typing import Any
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
+from eventmem.service import database_search
 
 QUERIES = ("ruff lint", "database migrations", "deploy friday", "flaky test", "zzqx unknownword")
 NOW = 2_000_000_000.0
@@ -38,7 +39,7 @@ def answers(conn: Any, project: str) -> dict[str, Any]:
         out[f"keyword {text}"] = _rounded(queries.keyword_hits(conn, (project,), text, 20, Filters(), NOW))
         vector = embedder.embed([text])[0]
         out[f"vector {text}"] = _rounded(queries.vector_hits(conn, (project,), vector, 20, Filters(), NOW))
-        hits = queries.hybrid(conn, (project,), embedder, text, 10, Filters(), now=NOW)
+        hits = database_search.hybrid(conn, (project,), embedder, text, 10, Filters(), now=NOW)
         out[f"hybrid {text}"] = [(h.id, round(h.score, 6)) for h in hits]
     return out
 

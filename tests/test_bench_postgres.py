@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from conftest import REPO, run_quick_benchmark
 
+pytestmark = pytest.mark.postgres
+
 
 @pytest.mark.slow
 def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: Path) -> None:

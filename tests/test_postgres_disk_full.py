@@ -24,6 +24,8 @@ from test_postgres_sync import ids_now, rows, run, wait_for
 
 from eventmem.service import MemoryService
 
+pytestmark = pytest.mark.postgres
+
 SMALL = "1m"
 """Room for the empty schema and a few memories, not for hundreds."""
 BIG = "64m"

@@ -21,6 +21,8 @@ from test_postgres_sync import ids_now, rows, run, wait_for
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.service import MemoryService
 
+pytestmark = pytest.mark.postgres
+
 SYNC = "eventmem sync"
 """The sync's application_name in pg_stat_activity."""
 

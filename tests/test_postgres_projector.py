@@ -26,7 +26,9 @@ from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
-from eventmem.service import MemoryService
+from eventmem.service import MemoryService, database_search
+
+pytestmark = pytest.mark.postgres
 
 Factory = Callable[[str], PostgresProjector]
 
@@ -169,8 +171,9 @@ def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: st
         assert migrate(conn) == LATEST
         assert migrate(conn) == LATEST  # (again: nothing to do)
         assert applied_version(conn) == LATEST
-        hits = queries.keyword_hits(conn, ("p",), "lint", 5, Filters(), NOW)
-        assert [key for key, _ in hits] == [("p", "m1")]  # (a row written before version 2 is indexed)
+        # rows written before version 3 hold no keyword statistics: dropped, the next sync projects them again
+        assert queries.matching(conn, ("p",), Filters(), NOW) == []
+        assert conn.execute("SELECT count(*) FROM eventmem_projects").fetchone() == (0,)
 
 
 def test_a_projector_of_another_embedder_is_refused(pg_uri: str, projector_factory: Factory) -> None:
@@ -188,7 +191,7 @@ def test_vector_answers_equal_the_in_process_ones(
     embedder = HashingEmbedder()
     for text in ("ruff lint", "database migrations", "flaky watcher test", "deploy on friday"):
         expected = service.search(text, mode="vector", limit=5)
-        got = queries.hybrid(conn, ("p",), embedder, text, 5, Filters(), use_keywords=False)
+        got = database_search.hybrid(conn, ("p",), embedder, text, 5, Filters(), use_keywords=False)
         assert [h.id for h in got] == [h.id for h in expected], text
         # (the service shows scores rounded, and both rank by recency as of their own now)
         assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-3), text
@@ -262,3 +265,38 @@ def test_an_hnsw_search_for_a_hybrids_depth_explores_more_candidates_than_for_a_
         assert hits and hits == queries.vector_hits(conn, ("p",), vector, depth, Filters(), exact=True)
     assert explored[10] >= 400  # (recall@10 0.72 at 200, 0.81 at 400, at 100,000 hashing vectors)
     assert explored[10] < explored[50] <= explored[5000] == 1000  # (pgvector's bound)
+
+
+def test_hnsw_searches_asked_again_and_again_on_one_connection_keep_answering(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(psycopg prepares a statement run five times: the HNSW settings must be one statement, and
+    one that a pipeline can send, as a recall from ``serve --store`` does)."""
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    vector = HashingEmbedder().embed(["ruff lint"])[0]
+    exact = queries.vector_hits(conn, ("p",), vector, 10, Filters(), exact=True)
+    for _ in range(8):
+        assert queries.vector_hits(conn, ("p",), vector, 10, Filters(), exact=False) == exact
+        with conn.pipeline():
+            setting, sql, values = queries.vector_query(("p",), vector, 10, Filters(), None, exact=False)
+            conn.execute(setting)
+            found = conn.execute(sql, values)
+        assert [row[0] for row in queries.vector_rows_of(found.fetchall())] == [key for key, _ in exact]
+
+
+def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    vector = HashingEmbedder().embed(["ruff lint"])[0]
+    with conn.transaction():
+        setting, sql, values = queries.vector_query(("p",), vector, 50, Filters(), None, exact=False)
+        conn.execute(setting)
+        plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
+        conn.execute(queries.SORTING_BACK)
+        assert conn.execute("SHOW enable_sort").fetchone() == ("on",)
+    assert "eventmem_memories_hnsw" in plan, plan

@@ -24,7 +24,7 @@ from mcp_client import assert_clean_stderr, call, serve, server_env
 from pg_answers import answers
 from test_postgres_sync import ids_now, new_project, rows, run, save
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 SECRET = "s3cret-Pw-7781"
 UNREACHABLE = f"postgresql://eventmem:{SECRET}@127.0.0.1:1/memory"
 """A database no server listens for (port 1 refuses at once), with a password that must never show."""

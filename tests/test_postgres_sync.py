@@ -21,6 +21,9 @@ from pg_answers import answers
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
+from eventmem.service import database_search
+
+pytestmark = pytest.mark.postgres
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 DEADLINE_S = 60.0
@@ -96,7 +99,7 @@ def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path,
         assert {i for _, i in queries.matching(conn, every, Filters(), project="alpha")} == {a1, g1}
         assert {i for _, i in queries.matching(conn, every, Filters(), project="BETA")} == {b1}
         assert queries.matching(conn, every, Filters(scope="global")) == [("global", g1)]
-        hits = queries.hybrid(conn, every, HashingEmbedder(), "ruff lint", 3, Filters())
+        hits = database_search.hybrid(conn, every, HashingEmbedder(), "ruff lint", 3, Filters())
         assert (hits[0].project, hits[0].id) == ("alpha", a1)
     again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
     assert {name: p["events"] for name, p in json.loads(again.stdout)["projects"].items()} == {

@@ -35,20 +35,23 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+if "--source" in sys.argv:  # (another revision's eventmem, measured by this script: see --baseline)
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--source") + 1]).resolve()))
+else:
+    sys.path.insert(0, str(ROOT))
 
 from bench import Corpus, saved_event  # noqa: E402
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import to_iso  # noqa: E402
+from eventmem.core.query_rules import Filters  # noqa: E402
 from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
 from eventmem.journal.project import ProjectPaths, RootChoice  # noqa: E402
 from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.runner import SyncRunner  # noqa: E402
 from eventmem.projectors.postgres.targets import Target  # noqa: E402
 from eventmem.projectors.vectors import embed_text  # noqa: E402
-from eventmem.service.search import Filters  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -73,16 +76,136 @@ def make_project(root: Path, count: int) -> None:
     (paths.journal_dir / "bench0000.main.jsonl").write_bytes(b"".join(lines))
 
 
+INCREMENTAL = 1000
+"""Saves appended after the first sync, taken by an incremental sync."""
+FILTER = Filters(tags=("database",))
+"""The filtered recalls ask for memories carrying this tag (about 8% of the corpus)."""
+
+
+def overlap(a: list[str], b: list[str]) -> float:
+    return len(set(a) & set(b)) / max(len(a), len(b), 1)
+
+
+def explained(conn: Any, sql: str, values: list[Any], setting: str = "") -> list[str]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of a query, in a transaction rolled back."""
+    with conn.transaction():
+        if setting:
+            conn.execute(setting)
+        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, values).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def plans(conn: Any, embedder: Any, text: str, filters: Filters, memories: int) -> dict[str, list[str]]:
+    """The plans of the two lists a hybrid recall fetches (this project's), for ``text`` (none from a
+    revision without them: a ``--source`` before the database kept keyword statistics)."""
+    try:
+        from eventmem.projectors.postgres import keywords
+    except ImportError:
+        return {}
+
+    now = time.time()
+    where, params = queries.visible_where(["bench"], filters, now)
+    with conn.transaction():
+        stats = keywords.statistics(conn, "bench", text, counted=(where, params, queries.EXACT_UP_TO + 1))
+        vector = embedder.embed([text])[0]
+        setting, vsql, vvalues = queries.vector_query(
+            ["bench"], vector, 50, filters, now, exact=stats.searched <= queries.EXACT_UP_TO
+        )
+        ranking = keywords.ranking(
+            conn,
+            "bench",
+            text,
+            50,
+            where,
+            params,
+            beside_vectors=True,
+            known=stats,
+            vector=queries.vector_literal(vector),
+        )
+    out = {"vectors": explained(conn, vsql, vvalues, setting)}
+    if ranking is not None:
+        out["keywords"] = explained(conn, *ranking)
+    return out
+
+
+def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
+    """``serve`` and ``serve --store`` (their services) answering the same recalls, interleaved: p50
+    of each, their ratio, and how alike their top 10s are; without and with a filter."""
+    from eventmem.service import open_service
+
+    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
+    local = open_service(RootChoice(root, "bench"), environ=environ)
+    served = open_service(RootChoice(root, "bench"), environ=environ, store=uri, store_name="bench")
+    out: dict[str, Any] = {}
+    try:
+        assert served.database is not None and served.database.connected, "the database was not reached"
+        for label, filters in (("unfiltered", None), ("filtered", FILTER)):
+            for text in texts[:5]:  # (warm both: caches, the planner, prepared statements)
+                local.recall(text, limit=10, filters=filters)
+                served.recall(text, limit=10, filters=filters)
+            local_ms: list[float] = []
+            served_ms: list[float] = []
+            shares: list[float] = []
+            same = 0
+            for text in texts:
+                t0 = time.perf_counter()
+                mine = [h.id for h in local.recall(text, limit=10, filters=filters)]
+                t1 = time.perf_counter()
+                theirs = [h.id for h in served.recall(text, limit=10, filters=filters)]
+                t2 = time.perf_counter()
+                if not served.database.connected:  # (it answered in-process instead)
+                    raise RuntimeError(f"PostgreSQL did not answer: {served.database.problem}")
+                local_ms.append(t1 - t0)
+                served_ms.append(t2 - t1)
+                shares.append(overlap(mine, theirs))
+                same += mine == theirs
+            out[label] = {
+                "in_process_recall_p50_ms": p50_ms(local_ms),
+                "postgres_recall_p50_ms": p50_ms(served_ms),
+                "ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
+                "top10_overlap": round(statistics.fmean(shares), 4),
+                "same_top10_in_order": round(same / len(texts), 4),
+            }
+            log(f"{label}: {out[label]}")
+    finally:
+        local.close()
+        served.close()
+    return out
+
+
+def append_events(root: Path, count: int, seed: int) -> None:
+    """``count`` more saved memories at the end of the journal's segment."""
+    rng = random.Random(seed)
+    now = time.time()
+    lines = [
+        encode_event(saved_event(memory, to_iso(datetime.fromtimestamp(now - rng.random() * 3600, UTC)), "bench"))
+        for memory in Corpus(seed).memories(count)
+    ]
+    with (ProjectPaths(root).journal_dir / "bench0000.main.jsonl").open("ab") as segment:
+        segment.write(b"".join(lines))
+
+
 def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any]:
     import psycopg
 
+    from eventmem.service import open_service
+
     embedder = HashingEmbedder()
+    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
+    started = time.perf_counter()
+    open_service(RootChoice(root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
+    log(f"in-process store opened (embedded) in {time.perf_counter() - started:.2f}s")
     runner = SyncRunner(uri, [Target("bench", root)], embedder)
     started = time.perf_counter()
     taken = runner.start()["bench"]
     sync_seconds = time.perf_counter() - started
-    runner.close()
     log(f"synced {taken} events in {sync_seconds:.2f}s")
+    append_events(root, INCREMENTAL, 13)
+    started = time.perf_counter()
+    more = runner.catch_up("bench")
+    incremental_seconds = time.perf_counter() - started
+    log(f"took {more} more events in {incremental_seconds:.2f}s")
+    runner.close()
     from eventmem.projectors.postgres.sync import JournalFeed
 
     records = [p.record for p in JournalFeed(root).full().upserts]
@@ -91,7 +214,7 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         embedder.embed([embed_text(r) for r in records[start : start + 256]])
     embed_seconds = time.perf_counter() - started
     texts = Corpus(11).queries(query_count)
-    exact_ms, hnsw_ms, hybrid_ms, recalls = [], [], [], []
+    exact_ms, hnsw_ms, recalls, filtered_recalls = [], [], [], []
     with psycopg.connect(uri) as conn:
         for text in texts:
             vector = embedder.embed([text])[0]
@@ -100,51 +223,85 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
             t1 = time.perf_counter()
             approx = queries.vector_hits(conn, ("bench",), vector, 10, Filters(), exact=False)
             t2 = time.perf_counter()
-            queries.hybrid(conn, ("bench",), embedder, text, 10, Filters())
-            t3 = time.perf_counter()
             exact_ms.append(t1 - t0)
             hnsw_ms.append(t2 - t1)
-            hybrid_ms.append(t3 - t2)
             truth = {key for key, _ in exact}
             recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
+            exact = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=True)
+            approx = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=False)
+            truth = {key for key, _ in exact}
+            filtered_recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
         row = conn.execute("SELECT pg_total_relation_size('eventmem_memories')").fetchone()
         disk = int(row[0]) if row is not None else 0
-    from eventmem.service import open_service
-
-    service = open_service(RootChoice(root, "bench"))
-    try:
-        service.search("warm up", limit=10)
-        in_process = []
-        for text in texts:
-            t0 = time.perf_counter()
-            service.search(text, limit=10)
-            in_process.append(time.perf_counter() - t0)
-    finally:
-        service.close()
+        explain = {
+            "unfiltered": plans(conn, embedder, texts[0], Filters(), count),
+            "filtered": plans(conn, embedder, texts[0], FILTER, count),
+        }
+    answers = compare(uri, root, texts)
     return {
         "memories": count,
         "queries": len(texts),
         "sync_seconds": round(sync_seconds, 3),
         "sync_events_per_s": round(taken / sync_seconds, 1),
+        "sync_embeddings": "from the project's embedding cache (the in-process store made them first)",
+        "incremental_events": more,
+        "incremental_sync_events_per_s": round(more / incremental_seconds, 1),
+        "hybrid_p50_ms": answers["unfiltered"]["postgres_recall_p50_ms"],
+        "in_process_search_p50_ms": answers["unfiltered"]["in_process_recall_p50_ms"],
         "embed_seconds": round(embed_seconds, 3),
         "vector_exact_p50_ms": p50_ms(exact_ms),
         "vector_hnsw_p50_ms": p50_ms(hnsw_ms),
         "hnsw_recall_at_10": round(statistics.mean(recalls), 4),
-        "hnsw_ef_search": queries.EF_SEARCH_MIN,
-        "hybrid_p50_ms": p50_ms(hybrid_ms),
+        "hnsw_recall_at_10_filtered": round(statistics.mean(filtered_recalls), 4),
+        "hnsw_ef_search_top10": queries.ef_search(10),
         "hybrid_uses": "exact" if count <= queries.EXACT_UP_TO else "hnsw",
-        "in_process_search_p50_ms": p50_ms(in_process),
+        "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
+        "explain": explain,
     }
+
+
+def _revision(tree: Path) -> str:
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or tree.name
+
+
+def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """This revision's figures over the baseline's (same corpus, same machine, one after the other)."""
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
+
+    out: dict[str, Any] = {
+        "sync_events_per_s": ratio(mine.get("sync_events_per_s"), baseline.get("sync_events_per_s")),
+        "incremental_sync_events_per_s": ratio(
+            mine.get("incremental_sync_events_per_s"), baseline.get("incremental_sync_events_per_s")
+        ),
+        "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
+    }
+    for label in ("unfiltered", "filtered"):
+        a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
+        out[label] = {
+            "postgres_over_in_process": {"this": a.get("ratio"), "baseline": b.get("ratio")},
+            "top10_overlap": {"this": a.get("top10_overlap"), "baseline": b.get("top10_overlap")},
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--memories", type=int, default=10_000)
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--to", help="an existing server's database (default: a pgserver for the run)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another revision's source tree (e.g. main's, from git worktree add): measured the same way "
+        "right after, its figures and the ratios to them in the same JSON",
+    )
+    parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
     args = parser.parse_args(argv)
     if args.quick:
         args.memories, args.queries = 500, 20
@@ -177,6 +334,16 @@ def main(argv: list[str] | None = None) -> int:
         },
         **results,
     }
+    if args.baseline is not None:
+        log(f"the baseline: {args.baseline}")
+        command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]
+        done = subprocess.run([*command, "--queries", str(args.queries)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the baseline run failed: {done.stderr[-2000:]}")
+        baseline = json.loads(done.stdout)
+        baseline.pop("explain", None)
+        result["baseline"] = {"source": _revision(args.baseline), **baseline}
+        result["versus_baseline"] = versus(result, baseline)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -62,7 +62,7 @@ NOTES = {
     "postgres": "rows copied in batches (COPY) into the schema the projector's migrations create; the HNSW index "
     "dropped first and built once from the definition the projector created, under maintenance_work_mem 4GB; "
     "the server otherwise at its defaults (server_memory.settings); vector p50 through queries.vector_hits "
-    "(HNSW forced), hybrid through queries.hybrid (HNSW above queries.EXACT_UP_TO memories)",
+    "(HNSW forced), hybrid through database_search.hybrid (HNSW above queries.EXACT_UP_TO memories)",
     "in_process": "search_p50_ms: the service's hybrid search; vector_search_p50_ms and vector_recall_at_10: the "
     "vector index's own top 10 through the store's read view; serving_*: an `eventmem serve` over stdio",
     "sync": "wall time of the `eventmem sync` command (its start included: sync_with_nothing_new_s)",

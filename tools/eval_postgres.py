@@ -9,8 +9,8 @@ is then recalled (top 10) by both, for each mode (hybrid with the default linear
 keyword). Reported per mode and for both: recall@5, recall@10, MRR, p50 latency and violations (an
 expired, superseded or other project's memory returned); and their agreement: the mean share of the
 top 10 (and top 5) they have in common, and the share of queries whose top 10 is the same list in the
-same order. The keyword side is not the same function (FTS5's BM25 in-process, ``ts_rank`` in
-PostgreSQL), so the keyword and hybrid lists can differ where the vector lists do not.
+same order. Both rank keywords by FTS5's BM25 (PostgreSQL from the statistics it keeps) and fuse with
+the same function, so the lists differ only where ties or an approximate vector index part them.
 
 Prints one JSON object on stdout (progress on stderr).
 

@@ -16,6 +16,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,11 +37,12 @@ from eventmem.core.query_rules import Filters  # noqa: E402
 from eventmem.core.state import State  # noqa: E402
 from eventmem.embedders.embedder import Embedder  # noqa: E402
 from eventmem.projectors.base import Batch, Projected  # noqa: E402
-from eventmem.projectors.postgres import queries  # noqa: E402
+from eventmem.projectors.postgres import keywords, queries  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
 from eventmem.projectors.postgres.projector import PostgresProjector  # noqa: E402
 from eventmem.projectors.postgres.sync import batch_of  # noqa: E402
 from eventmem.projectors.vectors import embed_text  # noqa: E402
+from eventmem.service import database_search  # noqa: E402
 
 PROJECT = "bench"
 FILTER_TAG = "database"
@@ -49,7 +51,8 @@ FILTER = Filters(tags=(FILTER_TAG,))
 _ENCODE = msgspec.msgpack.Encoder()
 _MEMORY_COLUMNS = (
     "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
-    "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding"
+    "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding, "
+    "tokens, stems, freqs"
 )
 Log = Callable[[str], None]
 
@@ -77,7 +80,7 @@ def chunks(count: int, size: int, seed: int = 7) -> Iterator[list[tuple[str, str
         done += n
 
 
-def memory_row(item: Projected, vector: np.ndarray[Any, Any]) -> tuple[object, ...]:
+def memory_row(item: Projected, vector: np.ndarray[Any, Any], found: keywords.KeywordRow) -> tuple[object, ...]:
     """The row the projector writes for a memory (in ``_MEMORY_COLUMNS``' order), on branch ``main``."""
     r = item.record
     return (
@@ -103,6 +106,9 @@ def memory_row(item: Projected, vector: np.ndarray[Any, Any]) -> tuple[object, .
         r.events,
         _ENCODE.encode(r),
         literal(vector),
+        found.tokens,
+        found.stems,
+        found.freqs,
     )
 
 
@@ -134,6 +140,8 @@ class Tier:
         started = time.perf_counter()
         embed_s = 0.0
         position = 0
+        words: Counter[str] = Counter()
+        tokens = 0
         for memories in chunks(self.count, chunk):
             events = [
                 saved_event(m, to_iso(datetime.fromtimestamp(now - rng.random() * 86400 * 30, UTC)), "bench")
@@ -149,15 +157,31 @@ class Tier:
             self.vectors[position:end] = vectors
             self.tagged[position:end] = [FILTER_TAG in p.record.tags for p in batch.upserts]
             self.ids.extend(p.record.id for p in batch.upserts)
+            found = keywords.keyword_rows(
+                [(p.record.title, p.record.summary, p.record.content, p.record.tags) for p in batch.upserts]
+            )
+            for row in found:  # (the keyword statistics the projector keeps: see projectors/postgres/keywords.py)
+                words.update(row.words)
+                tokens += row.tokens
             with conn.transaction(), conn.cursor() as cursor:
                 with cursor.copy(f"COPY eventmem_memories ({_MEMORY_COLUMNS}) FROM STDIN") as copy:
-                    for item, vector in zip(batch.upserts, vectors, strict=True):
-                        copy.write_row(memory_row(item, vector))
+                    for item, vector, row in zip(batch.upserts, vectors, found, strict=True):
+                        copy.write_row(memory_row(item, vector, row))
                 with cursor.copy("COPY eventmem_events (project, id, type, ts, line) FROM STDIN") as copy:
                     for event in events:
                         copy.write_row((PROJECT, event.id, "saved", event.ts, encode_event(event)))
             position = end
             self.log(f"{self.count}: {position} rows copied ({time.perf_counter() - started:.0f}s)")
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO eventmem_words (project, word, memories) "
+                "SELECT %s, w, n FROM unnest(%s::text[], %s::int[]) AS c(w, n)",
+                [PROJECT, list(words), list(words.values())],
+            )
+            conn.execute(
+                "UPDATE eventmem_projects SET memories = %s, tokens = %s WHERE project = %s",
+                [position, tokens, PROJECT],
+            )
         self.timings["copy_seconds"] = time.perf_counter() - started - embed_s
         self.timings["embed_seconds"] = embed_s
         conn.commit()
@@ -214,7 +238,7 @@ class Tier:
                     recalls.append(len(truth & {key[1] for key, _ in approx}) / len(truth))
                     if number < hybrid_queries:
                         t0 = time.perf_counter()
-                        queries.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
+                        database_search.hybrid(conn, (PROJECT,), self.embedder, text, 10, filters)
                         hybrid.append(time.perf_counter() - t0)
                     if number < exact_queries:
                         t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import msgspec
@@ -34,7 +34,7 @@ from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, guarded_connection, words_of
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
-__all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query"]
+__all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query", "query_words"]
 
 _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
@@ -77,6 +77,30 @@ def fts_query(text: str) -> str:
     """A safe FTS5 query: every word quoted (no operators from user text), any word may match."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
     return " OR ".join(f'"{w}"' for w in words[:64])
+
+
+def query_words(text: str, frequency: Callable[[str], int], rows: int, *, beside_vectors: bool = False) -> list[str]:
+    """The words of ``text`` worth asking for among ``rows`` documents, ``frequency`` giving the
+    documents holding a word in its exact form: no stop words, rarest first, within a postings budget
+    (a smaller one ``beside_vectors``, see the module's docstring). The rarest word is always asked.
+    (PostgreSQL's keyword search asks the same words: :mod:`eventmem.projectors.postgres.keywords`.)"""
+    # a word's count is of its exact form; FTS5 also matches other forms of its stem
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    content = [w for w in words if w not in STOPWORDS] or words
+    content.sort(key=lambda w: (frequency(w), w))
+    if beside_vectors:
+        budget = max(MIN_POSTINGS_BUDGET_BESIDE_VECTORS, rows // 400)
+    else:
+        budget = max(MIN_POSTINGS_BUDGET, rows // 50)
+    chosen: list[str] = []
+    used = 0
+    for word in content[:MAX_QUERY_WORDS]:
+        count = frequency(word)
+        if chosen and used + count > budget:
+            break
+        chosen.append(word)
+        used += count
+    return chosen
 
 
 class KeywordIndex:
@@ -216,25 +240,8 @@ class KeywordIndex:
         self._db.execute("COMMIT")
 
     def query_words(self, text: str, *, beside_vectors: bool = False) -> list[str]:
-        """The words worth asking FTS5 for: no stop words, rarest first, within a postings budget
-        (a smaller one ``beside_vectors``, see the module's docstring). The rarest word is always asked."""
-        # a word's count is of its exact form; FTS5 also matches other forms of its stem
-        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-        content = [w for w in words if w not in STOPWORDS] or words
-        content.sort(key=lambda w: (self.frequency(w), w))
-        if beside_vectors:
-            budget = max(MIN_POSTINGS_BUDGET_BESIDE_VECTORS, len(self._present) // 400)
-        else:
-            budget = max(MIN_POSTINGS_BUDGET, len(self._present) // 50)
-        chosen: list[str] = []
-        used = 0
-        for word in content[:MAX_QUERY_WORDS]:
-            count = self.frequency(word)
-            if chosen and used + count > budget:
-                break
-            chosen.append(word)
-            used += count
-        return chosen
+        """The words worth asking FTS5 for (see :func:`query_words`)."""
+        return query_words(text, self.frequency, len(self._present), beside_vectors=beside_vectors)
 
     def _matches(self, match: str) -> Iterator[tuple[int, float]]:
         cursor = self._db.execute(f"SELECT rowid, {_RANK} AS r FROM docs WHERE docs MATCH ? ORDER BY r, rowid", [match])

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Final
 
 __all__ = ["FTS5_TOKEN_LIMIT", "MAX_STEMS", "Tokens", "close_when_free"]
@@ -71,6 +71,11 @@ class Tokens:
         and their stems' numbers (all three at once: see :meth:`numbering`)."""
         with self._lock:
             return list(self._numbers), list(self._known), list(self._known.values())
+
+    def stems_from(self, start: int) -> list[str]:
+        """The stems numbered ``start`` and after, in the order of their numbers."""
+        with self._lock:
+            return list(islice(self._numbers, start, None))
 
     @classmethod
     def numbering(cls, stems: Sequence[str], known: Sequence[str] = (), numbers: Sequence[int] = ()) -> Tokens:

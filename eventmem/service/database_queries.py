@@ -1,7 +1,7 @@
 """Recall, search, related, context and stats answered from PostgreSQL (``serve --store``).
 
 The same questions as :class:`~eventmem.service.queries.Queries`, with the same checks and the same
-fusion (:func:`eventmem.projectors.postgres.queries.hybrid`), over the memories of every project in the
+fusion (:func:`eventmem.service.database_search.hybrid`: the in-process one), over the memories of every project in the
 database: by default this project's and the global memory's (the in-process answer), with ``project``
 another project's (its own memories and the global ones saved from it), or ``*`` every project's. A
 hit of another project is built from its row's folded record. When the database cannot answer, the
@@ -19,10 +19,10 @@ from eventmem.core.ids import canonical_id, iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
-from eventmem.projectors.postgres import queries as sql
-from eventmem.projectors.postgres import reads
+from eventmem.projectors.postgres import queries, reads
 from eventmem.projectors.postgres.targets import GLOBAL
 from eventmem.runner.runner import Store
+from eventmem.service import database_search
 from eventmem.service.access import Accesses
 from eventmem.service.database import Database, DatabaseDown
 from eventmem.service.inputs import check_kind, check_mode, check_order, check_query, check_walk
@@ -283,20 +283,21 @@ class DatabaseQueries(Part, Reads):
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
                 self._search_notes.notes = [view.vector_note()]
-        scored = sql.hybrid(
-            conn,
-            among,
-            self.project.embedder,
-            text,
-            limit,
-            filters,
-            config=self.config,
-            use_vectors=vectors,
-            use_keywords=mode != "vector" or not vectors,
-            now=time.time() if now is None else now,
-            project=narrowed,
-        )
-        found = reads.records(conn, [(s.project, s.id) for s in scored])
+        with queries.reading(conn):  # (one transaction: the search and the records it found)
+            scored = database_search.hybrid(
+                conn,
+                among,
+                self.project.embedder,
+                text,
+                limit,
+                filters,
+                config=self.config,
+                use_vectors=vectors,
+                use_keywords=mode != "vector" or not vectors,
+                now=time.time() if now is None else now,
+                project=narrowed,
+            )
+            found = reads.records(conn, [(s.project, s.id) for s in scored])
         return [
             (
                 hit_of(

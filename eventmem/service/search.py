@@ -17,6 +17,7 @@ from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +38,7 @@ from eventmem.core.words import STOPWORDS
 from eventmem.journal.config import Config, fusion_weights
 from eventmem.runner.readview import ReadView
 
-__all__ = ["ScoredSlot", "build_mask", "hybrid_search"]
+__all__ = ["ScoredSlot", "SearchView", "build_mask", "hybrid_search"]
 
 PARALLEL_FROM = 5_000
 """From this many vectors on, the keyword search runs in a worker thread beside the vector scan
@@ -46,7 +47,40 @@ _WORD = re.compile(r"\w+")
 """A word as the keyword index splits them."""
 
 
-def holds_a_query_word(view: ReadView, text: str, matched: Collection[int]) -> bool:
+class SearchView(Protocol):
+    """What :func:`hybrid_search` asks of the indexes: a store's :class:`ReadView`, or PostgreSQL's
+    (:class:`eventmem.service.database_search.DatabaseView`), which answers the same questions from the
+    database so that both are fused by this one function."""
+
+    @property
+    def embedder_id(self) -> str: ...
+
+    def vector_count(self) -> int: ...
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]: ...
+
+    def vector_search(
+        self, vector: npt.NDArray[np.float32], limit: int, among: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+
+    def vector_similarities(self, positions: list[int], vector: npt.NDArray[np.float32]) -> dict[int, float]: ...
+
+    def keyword_search(
+        self, text: str, limit: int, among: npt.NDArray[np.bool_] | None = None, *, beside_vectors: bool = False
+    ) -> list[tuple[int, float]]: ...
+
+    def keyword_holds(self, word: str) -> bool: ...
+
+    def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]: ...
+
+    def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]: ...
+
+    def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]: ...
+
+    def id_at(self, position: int) -> str: ...
+
+
+def holds_a_query_word(view: SearchView, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
     matched among those searched (``matched``), or one it did not ask (too common: the index is
     asked, exactly, so that a rebuild gives the same answer)."""
@@ -89,7 +123,7 @@ def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> np
 
 
 def hybrid_search(
-    view: ReadView,
+    view: SearchView,
     text: str,
     limit: int,
     mask: npt.NDArray[np.bool_],

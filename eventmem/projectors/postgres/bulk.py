@@ -12,6 +12,7 @@ out of the default 64 MB) to 454 (220 s).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,19 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import psycopg
 
-__all__ = ["EVENT_TYPES", "MEMORY_TYPES", "VectorBytes", "copy_rows", "register_vectors", "vector_bytes"]
+__all__ = [
+    "EVENT_TYPES",
+    "MEMORY_TYPES",
+    "RealArray",
+    "TextArray",
+    "VectorBytes",
+    "copy_rows",
+    "real_array",
+    "register_arrays",
+    "register_vectors",
+    "text_array",
+    "vector_bytes",
+]
 
 MEMORY_TYPES: tuple[str, ...] = (
     *("text",) * 8,  # project, id, branch, kind, scope, title, content, summary
@@ -64,6 +77,48 @@ def vector_bytes(vectors: npt.NDArray[np.float32]) -> list[VectorBytes]:
     header = np.array([vectors.shape[1], 0], ">u2").tobytes()
     rows = np.ascontiguousarray(vectors, dtype=">f4")
     return [VectorBytes(header + row.tobytes()) for row in rows]
+
+
+class TextArray(bytes):
+    """A ``text[]`` in PostgreSQL's binary form (:func:`text_array`)."""
+
+
+class RealArray(bytes):
+    """A ``real[]`` in PostgreSQL's binary form (:func:`real_array`)."""
+
+
+_TEXT_OID, _TEXT_ARRAY_OID, _REAL_OID, _REAL_ARRAY_OID = 25, 1009, 700, 1021
+
+
+def text_array(items: Sequence[str]) -> TextArray:
+    """``items`` as a one-dimensional ``text[]`` in binary form: the array's header, then each
+    element's length and UTF-8 bytes (psycopg's own dumper walks the list in Python, measured at
+    a seventh of a first sync for a row's stems and frequencies)."""
+    if not items:
+        return TextArray(struct.pack(">iii", 0, 0, _TEXT_OID))
+    parts = [struct.pack(">iiiii", 1, 0, _TEXT_OID, len(items), 1)]
+    for item in items:
+        data = item.encode("utf-8")
+        parts += (len(data).to_bytes(4, "big"), data)
+    return TextArray(b"".join(parts))
+
+
+def real_array(values: Sequence[float]) -> RealArray:
+    """``values`` as a one-dimensional ``real[]`` in binary form (each element: its length, 4, and
+    its big-endian float32)."""
+    if not len(values):
+        return RealArray(struct.pack(">iii", 0, 0, _REAL_OID))
+    data = np.empty(len(values), dtype=[("length", ">i4"), ("value", ">f4")])
+    data["length"] = 4
+    data["value"] = values
+    return RealArray(struct.pack(">iiiii", 1, 0, _REAL_OID, len(values), 1) + data.tobytes())
+
+
+def register_arrays(conn: psycopg.Connection[Any]) -> None:
+    """Teach ``conn`` to send :class:`TextArray` and :class:`RealArray` as they are. A binary ``COPY``
+    on ``conn`` then takes its ``text[]`` and ``real[]`` columns in these forms only."""
+    for kind, oid in ((TextArray, _TEXT_ARRAY_OID), (RealArray, _REAL_ARRAY_OID)):
+        conn.adapters.register_dumper(kind, type(f"{kind.__name__}Dumper", (_VectorDumper,), {"oid": oid}))
 
 
 def register_vectors(conn: psycopg.Connection[Any]) -> int:

@@ -10,6 +10,7 @@ folded record is kept beside them, msgpack-encoded.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +26,16 @@ from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.embedders.embedcache import EmbeddingCache, content_hash
 from eventmem.embedders.embedder import Embedder
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
-from eventmem.projectors.postgres import queries
+from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres.bulk import (
     EVENT_TYPES,
     MEMORY_TYPES,
     VectorBytes,
     copy_rows,
+    real_array,
+    register_arrays,
     register_vectors,
+    text_array,
     vector_bytes,
 )
 from eventmem.projectors.postgres.schema import migrate
@@ -64,11 +68,14 @@ vectors built in 187 s with PostgreSQL's default 64 MB, in 65 s with 512 MB)."""
 
 _MEMORY_COLUMNS = (
     "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
-    "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding"
+    "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding, "
+    "tokens, stems, freqs"
 )
+_KEYWORD_TYPES: tuple[str, ...] = ("int4", "text[]", "float4[]")
+"""The types of eventmem_memories' keyword columns, after the embedding (see :mod:`.keywords`)."""
 _UPSERT_MEMORY = (
     f"INSERT INTO eventmem_memories ({_MEMORY_COLUMNS}) VALUES "
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector) "
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s, %s, %s) "
     "ON CONFLICT (project, id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _MEMORY_COLUMNS.split(", ")[2:])
 )
@@ -132,6 +139,7 @@ class PostgresProjector:
         migrate(conn)
         self._check_embedder()
         self._vector_type = register_vectors(conn)
+        register_arrays(conn)  # (its rows' arrays are sent in binary form: tags, stems, frequencies)
 
     # -- the contract ------------------------------------------------------------------------
 
@@ -149,19 +157,25 @@ class PostgresProjector:
     def load(self, batch: Batch) -> None:
         with self.conn.transaction():
             self._claim()
-            for table in ("eventmem_memories", "eventmem_links", "eventmem_events"):
+            for table in ("eventmem_memories", "eventmem_links", "eventmem_events", "eventmem_words"):
                 self.conn.execute(f"DELETE FROM {table} WHERE project = %s", [self.project])
             # building the HNSW index once costs less than inserting into it row by row (measured:
             # 3,000 rows took 9 s inserted one by one), when this load brings most of its rows
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and self._rows_of_others() <= len(batch.upserts)
-            if rebuild:
+            if rebuild:  # (the keywords' GIN index too: built at once, not a posting list at a time)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
-            self._copy_memories(batch.upserts)
+                self.conn.execute("DROP INDEX IF EXISTS eventmem_memories_stems")
+            words, tokens = self._copy_memories(batch.upserts)
+            self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
             self._copy_events(batch.events)
             if rebuild:
                 self.conn.execute(f"SET LOCAL maintenance_work_mem = '{self._index_memory_mb()}MB'")
                 self._create_vector_index()
+                self.conn.execute(
+                    "CREATE INDEX IF NOT EXISTS eventmem_memories_stems ON eventmem_memories USING gin (stems) "
+                    "WITH (fastupdate = off)"  # (see schema 3)
+                )
             self.conn.execute("ANALYZE eventmem_memories")  # (the planner then knows the HNSW index pays)
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
@@ -208,9 +222,6 @@ class PostgresProjector:
     ) -> list[tuple[str, float]]:
         hits = queries.vector_hits(self.conn, (self.project,), vector, k, filters, now)
         return [(key[1], score) for key, score in hits]
-
-    def search(self, text: str, limit: int, filters: Filters, **options: Any) -> list[queries.Scored]:
-        return queries.hybrid(self.conn, (self.project,), self.embedder, text, limit, filters, **options)
 
     def record(self, memory_id: str) -> MemoryRecord | None:
         """The folded record of a visible memory."""
@@ -277,12 +288,53 @@ class PostgresProjector:
         low, high = INDEX_MEMORY_MB
         return max(low, min(high, needed))
 
-    def _copy_memories(self, upserts: Sequence[Projected]) -> None:
+    def _copy_memories(self, upserts: Sequence[Projected]) -> tuple[Counter[str], int]:
         """Rows for memories this project does not hold yet, by binary ``COPY``, embedded a chunk at a
-        time: the server stores a chunk while the next one is embedded."""
-        vectors = self._embedded(upserts)
-        rows = (self._memory_row(item, vector) for item, vector in zip(upserts, vectors, strict=True))
-        copy_rows(self._cursor(), "eventmem_memories", _MEMORY_COLUMNS, (*MEMORY_TYPES, self._vector_type), rows)
+        time: the server stores a chunk while the next one is embedded. Returns the memories holding
+        each word, and the tokens of them all."""
+        words: Counter[str] = Counter()
+        tokens = 0
+
+        def rows() -> Iterator[tuple[object, ...]]:
+            nonlocal tokens
+            vectors = self._embedded(upserts)
+            for start in range(0, len(upserts), EMBED_BATCH):
+                chunk = upserts[start : start + EMBED_BATCH]
+                for item, found in zip(chunk, _keyword_rows(chunk), strict=True):
+                    words.update(found.words)
+                    tokens += found.tokens
+                    yield self._memory_row(item, next(vectors), found)
+
+        types: list[str | int] = [*MEMORY_TYPES, self._vector_type, *_KEYWORD_TYPES]
+        copy_rows(self._cursor(), "eventmem_memories", _MEMORY_COLUMNS, types, rows())
+        return words, tokens
+
+    def _add_words(self, words: Counter[str], memories: int, tokens: int, *, absolute: bool = False) -> None:
+        """Add these counts to the project's keyword statistics (``absolute``: they are all of them)."""
+        changed = {w: n for w, n in words.items() if n}
+        if changed:
+            self.conn.execute(
+                "INSERT INTO eventmem_words (project, word, memories) "
+                "SELECT %s, w, n FROM unnest(%s::text[], %s::int[]) AS c(w, n) "
+                "ON CONFLICT (project, word) DO UPDATE SET memories = eventmem_words.memories + excluded.memories",
+                [self.project, list(changed), list(changed.values())],
+            )
+            gone = [w for w, n in changed.items() if n < 0]
+            if gone:
+                self.conn.execute(
+                    "DELETE FROM eventmem_words WHERE project = %s AND word = ANY(%s) AND memories <= 0",
+                    [self.project, gone],
+                )
+        if absolute:
+            self.conn.execute(
+                "UPDATE eventmem_projects SET memories = %s, tokens = %s WHERE project = %s",
+                [memories, tokens, self.project],
+            )
+        elif memories or tokens:
+            self.conn.execute(
+                "UPDATE eventmem_projects SET memories = memories + %s, tokens = tokens + %s WHERE project = %s",
+                [memories, tokens, self.project],
+            )
 
     def _copy_events(self, events: Sequence[AnyEvent | UnknownEvent]) -> None:
         """Rows for events this project does not hold yet, by binary ``COPY``, once per id (the first)."""
@@ -323,6 +375,26 @@ class PostgresProjector:
 
     def _write(self, batch: Batch, vectors: list[VectorBytes]) -> None:
         cursor = self._cursor()
+        changed = [*batch.removals, *(p.record.id for p in batch.upserts)]
+        if changed:  # the keyword statistics lose the rows replaced or removed, and gain the new ones
+            words: Counter[str] = Counter()
+            memories = tokens = 0
+            for title, summary, content, tags, size in cursor.execute(
+                "SELECT title, summary, content, tags, tokens FROM eventmem_memories "
+                "WHERE project = %s AND id = ANY(%s)",
+                [self.project, changed],
+            ).fetchall():
+                words.subtract(keywords.words_of(title, summary, content, tags))
+                memories -= 1
+                tokens -= int(size)
+            found = _keyword_rows(batch.upserts)
+            for row in found:
+                words.update(row.words)
+                memories += 1
+                tokens += row.tokens
+            self._add_words(words, memories, tokens)
+        else:
+            found = []
         if batch.removals:
             cursor.execute(
                 "DELETE FROM eventmem_memories WHERE project = %s AND id = ANY(%s)",
@@ -330,7 +402,8 @@ class PostgresProjector:
             )
         if batch.upserts:
             cursor.executemany(
-                _UPSERT_MEMORY, [self._memory_row(p, v) for p, v in zip(batch.upserts, vectors, strict=True)]
+                _UPSERT_MEMORY,
+                [self._memory_row(p, v, k) for p, v, k in zip(batch.upserts, vectors, found, strict=True)],
             )
         dead = [link.id for link in batch.links if not link.alive]
         if dead:
@@ -341,7 +414,7 @@ class PostgresProjector:
         if batch.events:
             cursor.executemany(_INSERT_EVENT, list(self._event_rows(batch.events)))
 
-    def _memory_row(self, item: Projected, vector: VectorBytes) -> tuple[object, ...]:
+    def _memory_row(self, item: Projected, vector: VectorBytes, found: keywords.KeywordRow) -> tuple[object, ...]:
         r = item.record
         return (
             self.project,
@@ -352,7 +425,7 @@ class PostgresProjector:
             pg_text(r.title),
             pg_text(r.content),
             pg_text(r.summary),
-            [pg_text(t) for t in r.tags],
+            text_array([pg_text(t) for t in r.tags]),
             r.importance,
             r.ttl_seconds,
             pg_text(r.project),
@@ -366,6 +439,9 @@ class PostgresProjector:
             r.events,
             _ENCODE.encode(r),
             vector,
+            found.tokens,
+            text_array(found.stems),
+            real_array(found.freqs),
         )
 
     def _link_row(self, link: LinkRecord) -> tuple[object, ...]:
@@ -387,6 +463,10 @@ class PostgresProjector:
                 yield (self.project, event.id, pg_text(event.type), event.ts, event.raw)
             else:
                 yield (self.project, event.id, event.__struct_config__.tag, event.ts, encode_event(event))
+
+
+def _keyword_rows(upserts: Sequence[Projected]) -> list[keywords.KeywordRow]:
+    return keywords.keyword_rows([(p.record.title, p.record.summary, p.record.content, p.record.tags) for p in upserts])
 
 
 def _epoch(iso: str) -> float:

@@ -93,6 +93,8 @@ class SyncRunner:
         return exc
 
     def catch_up(self, name: str) -> int:
+        if self.syncs[name].feed.unchanged():  # (a read after no write: no round trip to the database)
+            return 0
         try:
             with self._alone(name):
                 return self.syncs[name].catch_up()

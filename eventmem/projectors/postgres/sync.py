@@ -164,6 +164,18 @@ class JournalFeed:
             return None
         return batch_of(self.state, touched, after, self.position())
 
+    def unchanged(self) -> bool:
+        """Whether no segment was added, removed or touched since the last read (a look at the files'
+        sizes and times only: nothing to take)."""
+        segments = self.journal.segments()
+        if len(segments) != len(self.cursors):
+            return False
+        for segment in segments:
+            cursor = self.cursors.get(segment.name)
+            if cursor is None or cursor.stat != (segment.size, segment.mtime_ns, segment.inode):
+                return False
+        return True
+
     def tail(self) -> Batch | None:
         """What was appended since the last read (``None``: a segment was rewritten or removed, or
         the new events change what was folded before; the journal must be projected again)."""

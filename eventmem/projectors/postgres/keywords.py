@@ -1,0 +1,428 @@
+"""Keyword ranking in PostgreSQL, computed as the in-process keyword index computes it: FTS5's ``bm25()``.
+
+Each memory's row holds its tokens as the in-process index makes them (FTS5's ``porter unicode61
+remove_diacritics 2``, :mod:`eventmem.projectors.tokens`): ``stems`` (each distinct stem once, a GIN
+index over them) with ``freqs`` (its frequency weighted by column, :data:`~eventmem.projectors.postings.WEIGHTS`)
+and ``tokens`` (the row's size). Each project's row keeps the number of memories and of tokens, and
+``eventmem_words`` the memories holding each lower-cased word in its exact form, so that a search asks
+the same words as in-process (:func:`eventmem.projectors.keywords.query_words`: the rarest ones within
+a budget of postings) and scores the memories holding them with the same arithmetic
+(:mod:`eventmem.projectors.postings`: ``k1`` 1.2, ``b`` 0.75, IDF clamped at 1e-6, phrases added in
+query order), among one project's memories, as an in-process store holds one journal. A query word that
+is more than one token (``parse_config``) is a phrase: ``stems`` also holds each pair of adjacent stems
+of a column (``"parse config"``) with its weighted count, so that a phrase of two is asked as a stem
+is; the memories holding every pair of a longer phrase are tokenized again here and its occurrences
+counted, as FTS5 counts them.
+
+Only the memories holding a chosen word are read (through the GIN index), and only those passing the
+filters are ranked; the budget keeps them few but for the rarest word, which is always asked.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, Final
+
+from eventmem.core.words import STOPWORDS
+from eventmem.projectors.keywords import query_words
+from eventmem.projectors.postings import K1, WEIGHTS, B
+from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, Tokens
+
+__all__ = [
+    "KeywordRow",
+    "Statistics",
+    "holds",
+    "holds_a_word",
+    "keyword_rows",
+    "ranked",
+    "ranking",
+    "rows_of",
+    "statistics",
+    "words_of",
+]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_COLUMNS: Final = ("title", "summary", "content", "tags")
+_WEIGHT: Final = dict(zip(_COLUMNS, WEIGHTS, strict=True))
+
+
+def words_of(title: str, summary: str, content: str, tags: Sequence[str]) -> set[str]:
+    """The distinct lower-cased words of a memory, as the in-process document frequencies count them."""
+    return set(map(str.lower, _WORD.findall(" ".join((title, summary, content, " ".join(tags))))))
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordRow:
+    tokens: int
+    """The memory's size in tokens (every column)."""
+    stems: list[str]
+    freqs: list[float]
+    """Each stem's frequency, weighted by column."""
+    words: set[str]
+
+
+class _Stems:
+    """FTS5's stems of texts: the in-process tokenizer's numbers, named."""
+
+    def __init__(self) -> None:
+        self.tokens = Tokens()
+        self.names: list[str] = []
+        self.lock = threading.Lock()
+
+    def numbered(self, texts: Sequence[str]) -> tuple[list[list[int]], list[str]]:
+        numbers = self.tokens.numbered(texts)
+        with self.lock:
+            top = max((max(n) for n in numbers if n), default=-1)
+            if top >= len(self.names):
+                self.names.extend(self.tokens.stems_from(len(self.names)))
+            return numbers, self.names
+
+
+_STEMS: _Stems | None = None
+_STEMS_LOCK = threading.Lock()
+
+
+def _stems() -> _Stems:
+    global _STEMS
+    with _STEMS_LOCK:
+        if _STEMS is None:
+            _STEMS = _Stems()
+        return _STEMS
+
+
+def keyword_rows(memories: Sequence[tuple[str, str, str, Sequence[str]]]) -> list[KeywordRow]:
+    """The keyword columns of each (title, summary, content, tags), as
+    :meth:`eventmem.projectors.postings.Postings.add` makes a row's postings."""
+    if not memories:
+        return []
+    texts = [text for title, summary, content, tags in memories for text in (title, summary, content, " ".join(tags))]
+    columns, names = _stems().numbered(texts)
+    weights = [int(w) for w in WEIGHTS]
+    out: list[KeywordRow] = []
+    for i, memory in enumerate(memories):
+        row = columns[i * 4 : i * 4 + 4]
+        in_order = all(_in_order(text) for text in texts[i * 4 : i * 4 + 4])
+        found: Counter[int] = Counter()
+        pairs: Counter[tuple[int, int]] = Counter()
+        for weight, tokens in zip(weights, row, strict=True):
+            counts = Counter(tokens)
+            adjacent = Counter(pairwise(tokens)) if in_order else Counter()
+            if weight == 1:
+                found.update(counts)
+                pairs.update(adjacent)
+            else:
+                for token, n in counts.items():
+                    found[token] += n * weight
+                for pair, n in adjacent.items():
+                    pairs[pair] += n * weight
+        stems = [names[n] for n in found]
+        freqs = [float(f) for f in found.values()]
+        stems += [f"{names[a]} {names[b]}" for a, b in pairs]
+        freqs += [float(f) for f in pairs.values()]
+        if not in_order:  # (FTS5 tokenized it: its tokens in order from FTS5 itself)
+            stem_pairs: Counter[str] = Counter()
+            for weight, ordered in zip(weights, _phrases().ordered(texts[i * 4 : i * 4 + 4]), strict=True):
+                for a_stem, b_stem in pairwise(ordered):
+                    stem_pairs[f"{a_stem} {b_stem}"] += weight
+            stems += stem_pairs
+            freqs += [float(f) for f in stem_pairs.values()]
+        out.append(KeywordRow(sum(map(len, row)), stems, freqs, words_of(*memory)))
+    return out
+
+
+def _in_order(text: str) -> bool:
+    """Whether :class:`~eventmem.projectors.tokens.Tokens` gives ``text``'s tokens in order (it splits
+    ASCII texts itself; FTS5 gives the others' in no particular order)."""
+    return text.isascii() and len(text) < FTS5_TOKEN_LIMIT
+
+
+class _Phrases:
+    """A query word's tokens in order, and a phrase's occurrences in texts, from FTS5's own tokenizer."""
+
+    def __init__(self) -> None:
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.lock = threading.Lock()
+        self.db.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(title, summary, content, tags, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        self.db.execute("CREATE VIRTUAL TABLE t_instances USING fts5vocab(t, instance)")
+
+    def _instances(self, rows: Sequence[Sequence[str]]) -> list[tuple[int, str, int, str]]:
+        """(row, column, offset, stem) of every token of ``rows``."""
+        self.db.execute("BEGIN")
+        try:
+            self.db.executemany(
+                "INSERT INTO t(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)",
+                [(n, *row) for n, row in enumerate(rows)],
+            )
+            return [
+                (int(d), str(c), int(o), str(t))
+                for t, d, c, o in self.db.execute("SELECT term, doc, col, offset FROM t_instances")
+            ]
+        finally:
+            self.db.execute("ROLLBACK")
+
+    def ordered(self, columns: Sequence[str]) -> list[list[str]]:
+        """Each of a row's columns' stems, in order."""
+        with self.lock:
+            found = self._instances([columns])
+        out: list[list[tuple[int, str]]] = [[] for _ in _COLUMNS]
+        for _, column, offset, stem in found:
+            out[_COLUMNS.index(column)].append((offset, stem))
+        return [[stem for _, stem in sorted(column)] for column in out]
+
+    def tokens(self, word: str) -> list[str]:
+        with self.lock:
+            found = self._instances([(word, "", "", "")])
+        return [stem for _, _, _, stem in sorted(found, key=lambda x: x[2])]
+
+    def counts(self, rows: Sequence[Sequence[str]], phrase: Sequence[str]) -> list[float]:
+        """Each row's occurrences of ``phrase`` (in order, adjacent, in one column), weighted by column."""
+        wanted = set(phrase)
+        with self.lock:
+            found = self._instances(rows)
+        at: dict[tuple[int, str], dict[int, str]] = {}
+        for row, column, offset, stem in found:
+            if stem in wanted:
+                at.setdefault((row, column), {})[offset] = stem
+        out = [0.0] * len(rows)
+        for (row, column), stems in at.items():
+            times = sum(1 for start in stems if all(stems.get(start + i) == part for i, part in enumerate(phrase)))
+            out[row] += _WEIGHT[column] * times
+        return out
+
+
+_PHRASES: _Phrases | None = None
+
+
+def _phrases() -> _Phrases:
+    global _PHRASES
+    with _STEMS_LOCK:
+        if _PHRASES is None:
+            _PHRASES = _Phrases()
+        return _PHRASES
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """What a project's keyword search needs to know first: its memories and tokens, and the memories
+    holding each word of the query."""
+
+    memories: int
+    tokens: int
+    frequency: dict[str, int]
+    searched: int = 0
+    """The memories passing a filter (counted up to a bound), when asked."""
+
+
+def statistics(
+    conn: Any, project: str, text: str = "", *, counted: tuple[str, Sequence[object], int] | None = None
+) -> Statistics:
+    """A project's :class:`Statistics` for ``text``, in one query; ``counted``: also count the memories
+    passing a filter (SQL on alias ``m``, its parameters, the count's bound)."""
+    return statistics_of(conn, [(project, counted)], text)[project]
+
+
+def statistics_of(
+    conn: Any, projects: Sequence[tuple[str, tuple[str, Sequence[object], int] | None]], text: str
+) -> dict[str, Statistics]:
+    """:func:`statistics` of several projects (each with its filter to count), in one query."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    parts: list[str] = []
+    values: list[object] = []
+    for project, counted in projects:
+        count, count_params = "0::bigint", []
+        if counted is not None:
+            count = f"(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE {counted[0]} LIMIT %s) c)"
+            count_params = [*counted[1], counted[2]]
+        parts.append(
+            # (both lists in the words' order: two aggregates without an order may read the rows in
+            # two orders, and did once the table was updated, pairing words with others' counts)
+            "SELECT p.project, p.memories, p.tokens, (SELECT array_agg(w.word ORDER BY w.word) FROM eventmem_words w "
+            "WHERE w.project = p.project AND w.word = ANY(%s)), (SELECT array_agg(w.memories ORDER BY w.word) "
+            "FROM eventmem_words w WHERE w.project = p.project AND w.word = ANY(%s)), "
+            f"{count} FROM eventmem_projects p WHERE p.project = %s"
+        )
+        values += [words, words, *count_params, project]
+    out = {project: Statistics(0, 0, {}) for project, _ in projects}
+    if parts:
+        for project, memories, tokens, found, counts, searched in conn.execute(" UNION ALL ".join(parts), values):
+            frequency = dict(zip(found or [], counts or [], strict=True))
+            out[str(project)] = Statistics(int(memories), int(tokens), frequency, int(searched))
+    return out
+
+
+def _phrase_holders(
+    conn: Any, project: str, phrase: Sequence[str], where: str, params: Sequence[object]
+) -> tuple[list[str], list[float], list[int], list[bool]]:
+    """(ids, weighted occurrences, sizes, passing ``where``) of the memories holding ``phrase``."""
+    rows = conn.execute(
+        "SELECT m.id, m.title, m.summary, m.content, m.tags, m.tokens, " + where + " FROM eventmem_memories m "
+        "WHERE m.project = %s AND m.stems @> %s::text[] ORDER BY m.id",
+        [*params, project, _pairs(phrase)],
+    ).fetchall()
+    counts = _phrases().counts([(r[1], r[2], r[3], " ".join(r[4])) for r in rows], phrase)
+    kept = [(str(r[0]), c, int(r[5]), bool(r[6])) for r, c in zip(rows, counts, strict=True) if c > 0]
+    return [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept], [k[3] for k in kept]
+
+
+def _pairs(phrase: Sequence[str]) -> list[str]:
+    """The pairs of adjacent stems a row holding ``phrase`` holds (as :func:`keyword_rows` keeps them)."""
+    return sorted({f"{a} {b}" for a, b in pairwise(phrase)})
+
+
+def holds(conn: Any, project: str, word: str) -> bool:
+    """Whether a memory of ``project`` holds ``word`` (a form of its stem; a phrase, in order)."""
+    tokens = _phrases().tokens(word)
+    if not tokens:
+        return False
+    if len(tokens) <= 2:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = %s AND m.stems @> %s::text[])",
+            [project, [" ".join(tokens)]],
+        ).fetchone()
+        return bool(row is not None and row[0])
+    return bool(_phrase_holders(conn, project, tokens, "true", [])[0])
+
+
+def holds_a_word(conn: Any, project: str, text: str) -> bool:
+    """Whether a memory of ``project`` holds one of the query's words (stop words aside)."""
+    words = {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+    return any(holds(conn, project, w) for w in sorted(words))
+
+
+def ranked(
+    conn: Any,
+    project: str,
+    text: str,
+    k: int,
+    where: str,
+    params: Sequence[object],
+    *,
+    beside_vectors: bool = False,
+    known: Statistics | None = None,
+    vector: str | None = None,
+) -> list[tuple[str, float, float, float, float, float | None]]:
+    """The ``k`` best memories of ``project`` among those passing ``where`` (SQL on alias ``m``, with
+    ``params``) by BM25, best first, ties by id (in-process: by slot, the order memories were first
+    saved in, as their ids are): (id, score, importance, updated_at, created_at, cosine with
+    ``vector``, a pgvector literal, if given). ``known``: the project's :func:`statistics` for
+    ``text``, if read already."""
+    query = ranking(conn, project, text, k, where, params, beside_vectors=beside_vectors, known=known, vector=vector)
+    return [] if query is None else rows_of(conn.execute(*query).fetchall())
+
+
+def rows_of(found: Sequence[Sequence[Any]]) -> list[tuple[str, float, float, float, float, float | None]]:
+    """:func:`ranked`'s answer from the rows of :func:`ranking`'s query."""
+    return [
+        (str(i), float(score), float(a), float(u), float(c), None if v is None else float(v))
+        for i, score, a, u, c, v in found
+    ]
+
+
+def ranking(
+    conn: Any,
+    project: str,
+    text: str,
+    k: int,
+    where: str,
+    params: Sequence[object],
+    *,
+    beside_vectors: bool = False,
+    known: Statistics | None = None,
+    vector: str | None = None,
+) -> tuple[str, list[object]] | None:
+    """The query (SQL, parameters) that :func:`ranked` runs, ``None`` if nothing can match (the
+    memories holding a phrase are read here)."""
+    if k <= 0:
+        return None
+    stats = known if known is not None else statistics(conn, project, text)
+    rows, total_tokens = stats.memories, stats.tokens
+    if not rows:
+        return None
+    frequency = stats.frequency
+    chosen = query_words(text, lambda w: frequency.get(w, 0), rows, beside_vectors=beside_vectors)
+    if not chosen:
+        return None
+    avgdl = total_tokens / rows
+    single: list[tuple[int, str]] = []  # (place in the query, stem)
+    phrase_ids: list[str] = []
+    phrase_places: list[int] = []
+    phrase_parts: list[float] = []
+    for place, word in enumerate(chosen):
+        tokens = _phrases().tokens(word)
+        if len(tokens) <= 2:  # a stem, or a phrase of two: its pair is held as a stem is
+            if tokens:
+                single.append((place, " ".join(tokens)))
+        else:
+            ids, freqs, sizes, passing = _phrase_holders(conn, project, tokens, f"({where})", params)
+            idf = _idf(rows, len(ids))
+            for memory, freq, size, ok in zip(ids, freqs, sizes, passing, strict=True):
+                if ok:
+                    phrase_ids.append(memory)
+                    phrase_places.append(place)
+                    phrase_parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl))))
+    if not single and not phrase_ids:
+        return None
+    stems = [stem for _, stem in single]
+    cosine = "NULL::float8" if vector is None else "1 - (m.embedding <=> %s::vector)"
+    sql = f"""
+WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
+h AS (
+    SELECT m.id, m.tokens, m.stems, m.freqs, ({where}) AS ok FROM eventmem_memories m
+    WHERE m.project = %s AND m.stems && %s::text[]
+),
+p AS (
+    SELECT h.id, h.ok, h.tokens, q.place, h.freqs[i] AS f
+    FROM h CROSS JOIN q CROSS JOIN LATERAL array_position(h.stems, q.stem) AS i WHERE i IS NOT NULL
+),
+d AS (
+    SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
+),
+parts AS (
+    SELECT p.id, p.place,
+        (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
+        * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / %s))) AS part
+    FROM p JOIN d USING (place) WHERE p.ok
+    UNION ALL
+    SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
+),
+s AS (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id)
+SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
+FROM s JOIN eventmem_memories m ON m.project = %s AND m.id = s.id
+ORDER BY s.score DESC, m.id LIMIT %s
+"""
+    values: list[object] = [
+        stems,
+        [place for place, _ in single],
+        *params,
+        project,
+        stems,
+        float(rows),
+        K1 + 1.0,
+        K1,
+        1 - B,
+        B,
+        avgdl,
+        phrase_ids,
+        phrase_places,
+        phrase_parts,
+        *([] if vector is None else [vector]),
+        project,
+        k,
+    ]
+    return sql, values
+
+
+def _idf(rows: int, hits: int) -> float:
+    import math
+
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return 1e-6 if idf <= 0.0 else idf

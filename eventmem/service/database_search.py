@@ -1,0 +1,257 @@
+"""Hybrid recall from PostgreSQL, fused by the in-process function itself.
+
+Each project of the database is searched on its own, as an in-process store searches its journal:
+the database gives bounded candidate lists (the vector top ``k`` of the filtered memories, exact or
+through HNSW; the keyword top ``k`` by the in-process BM25, :mod:`eventmem.projectors.postgres.keywords`)
+and :func:`eventmem.service.search.hybrid_search` fuses them through :class:`DatabaseView`, which
+answers its questions from the database: the same floors, weights, boosts and ties as in-process,
+whatever that fusion becomes. The projects' answers are merged by score, then id, as the in-process
+answers of a project and the global memory are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import Embedder
+from eventmem.journal.config import Config
+from eventmem.projectors.postgres import keywords, queries
+from eventmem.projectors.postgres.queries import Key, Scored
+from eventmem.service.search import hybrid_search
+
+__all__ = ["DatabaseView", "hybrid"]
+
+
+class DatabaseView:
+    """One project's filtered memories in the database, asked as :func:`hybrid_search` asks a store's
+    read view. A position is a memory's place in the order it was first named here; ``among`` is not
+    read (the filters are applied in SQL). The lists :func:`hybrid_search` asks for are fetched before
+    it runs (:meth:`ask`, every project's in one round trip: on a busy machine each costs more than
+    the queries), with the columns the fusion reads and the keyword hits' cosines; a list asked
+    otherwise is fetched when asked."""
+
+    def __init__(
+        self,
+        conn: Any,
+        project: str,
+        embedder: Embedder,
+        filters: Filters,
+        now: float,
+        narrowed: str | None,
+        stats: keywords.Statistics,
+        vector: npt.NDArray[np.float32] | None,
+    ) -> None:
+        self.conn = conn
+        self.project = project
+        self.embedder = embedder
+        self.filters = filters
+        self.now = now
+        self.narrowed = narrowed
+        self.stats = stats
+        self.vector = vector
+        """The query's vector, made before the searches (the keyword search then brings the cosines)."""
+        self._keys: list[Key] = []
+        self._positions: dict[Key, int] = {}
+        self._lock = threading.Lock()  # (the keyword search may run in hybrid_search's worker thread)
+        self._columns: dict[Key, tuple[float, float, float]] = {}
+        self._cosines: dict[Key, float] = {}
+        self._asked: dict[tuple[object, ...], Any] = {}
+        """Queries sent by :meth:`ask`, by what they answer, until :meth:`collect`."""
+        self._answers: dict[tuple[object, ...], Any] = {}
+
+    # -- the lists, fetched ahead ----------------------------------------------------------------------
+
+    def _where(self) -> tuple[str, list[object]]:
+        return queries.visible_where([self.project], self.filters, self.now, self.narrowed)
+
+    def _exact(self) -> bool:
+        return self.stats.searched <= queries.EXACT_UP_TO
+
+    def ask(self, text: str, depth: int) -> None:
+        """Send the queries of the lists :func:`hybrid_search` asks for ``text`` at ``depth`` (in a
+        pipeline: their answers are read by :meth:`collect`)."""
+        if self.vector is not None and self.stats.memories:
+            setting, sql, values = queries.vector_query(
+                [self.project], self.vector, depth, self.filters, self.now, exact=self._exact(), project=self.narrowed
+            )
+            if setting:
+                self.conn.execute(setting)
+            self._asked[("vectors", depth)] = self.conn.execute(sql, values)
+            if setting:
+                self.conn.execute(queries.SORTING_BACK)
+        beside = self.vector is not None and self.stats.memories > 0
+        query = self._keyword_query(text, depth, beside)
+        if query is not None:
+            self._asked[("keywords", text, depth, beside)] = self.conn.execute(*query)
+        else:
+            self._answers[("keywords", text, depth, beside)] = []
+
+    def collect(self) -> None:
+        for key, cursor in self._asked.items():
+            self._answers[key] = cursor.fetchall()
+        self._asked = {}
+
+    def _keyword_query(self, text: str, limit: int, beside: bool) -> tuple[str, list[object]] | None:
+        where, params = self._where()
+        literal = None if self.vector is None else queries.vector_literal(self.vector)
+        return keywords.ranking(
+            self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
+        )
+
+    def _place(self, rows: Sequence[queries.Row], cosines: Sequence[float | None]) -> list[int]:
+        with self._lock:
+            out = []
+            for (key, _, importance, updated, created), cosine in zip(rows, cosines, strict=True):
+                position = self._positions.get(key)
+                if position is None:
+                    position = self._positions[key] = len(self._keys)
+                    self._keys.append(key)
+                self._columns[key] = (importance, updated, created)
+                if cosine is not None:
+                    self._cosines[key] = cosine
+                out.append(position)
+            return out
+
+    # -- what hybrid_search asks -----------------------------------------------------------------------
+
+    @property
+    def embedder_id(self) -> str:
+        return self.embedder.model_id
+
+    def vector_count(self) -> int:
+        return self.stats.memories
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        if self.vector is None:
+            self.vector = self.embedder.embed([text])[0]
+        return self.vector
+
+    def vector_search(
+        self, vector: npt.NDArray[np.float32], limit: int, among: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        found = self._answers.get(("vectors", limit)) if vector is self.vector else None
+        if found is not None:
+            rows = queries.vector_rows_of(found)
+        else:
+            rows = queries.vector_rows(
+                self.conn,
+                [self.project],
+                vector,
+                limit,
+                self.filters,
+                self.now,
+                exact=self._exact(),
+                project=self.narrowed,
+            )
+        positions = self._place(rows, [row[1] for row in rows])
+        return np.asarray(positions, np.int64), np.asarray([row[1] for row in rows], np.float32)
+
+    def vector_similarities(self, positions: list[int], vector: npt.NDArray[np.float32]) -> dict[int, float]:
+        keys = [self._keys[p] for p in positions]
+        missing = [k for k in keys if k not in self._cosines]
+        if missing:
+            self._cosines.update(queries.cosines(self.conn, missing, vector))
+        return {p: self._cosines[k] for p, k in zip(positions, keys, strict=True) if k in self._cosines}
+
+    def keyword_search(
+        self, text: str, limit: int, among: npt.NDArray[np.bool_] | None = None, *, beside_vectors: bool = False
+    ) -> list[tuple[int, float]]:
+        found = self._answers.get(("keywords", text, limit, beside_vectors))
+        if found is None:
+            query = self._keyword_query(text, limit, beside_vectors)
+            found = [] if query is None else self.conn.execute(*query).fetchall()
+        hits = keywords.rows_of(found)
+        rows: list[queries.Row] = [((self.project, i), score, a, u, c) for i, score, a, u, c, _ in hits]
+        positions = self._place(rows, [row[5] for row in hits])
+        return list(zip(positions, [row[1] for row in rows], strict=True))
+
+    def keyword_holds(self, word: str) -> bool:
+        return keywords.holds(self.conn, self.project, word)
+
+    def _of(self, positions: npt.NDArray[np.int64], column: int) -> npt.NDArray[np.float64]:
+        keys = [self._keys[p] for p in positions.tolist()]
+        missing = [k for k in keys if k not in self._columns]
+        if missing:
+            self._columns.update(queries.columns(self.conn, missing))
+        return np.asarray([self._columns.get(k, (0.5, self.now, self.now))[column] for k in keys], np.float64)
+
+    def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 0)
+
+    def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 1)
+
+    def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 2)
+
+    def id_at(self, position: int) -> str:
+        return self._keys[position][1]
+
+
+DEPTH = 50
+"""The depth hybrid_search asks of each list for a limit of up to 12 (``max(limit * 4, 50)``): the lists
+fetched ahead (another depth is fetched when asked)."""
+
+
+def hybrid(
+    conn: Any,
+    projects: Sequence[str],
+    embedder: Embedder,
+    text: str,
+    limit: int,
+    filters: Filters,
+    *,
+    config: Config | None = None,
+    use_vectors: bool = True,
+    use_keywords: bool = True,
+    now: float | None = None,
+    project: str | None = None,
+) -> list[Scored]:
+    """The best ``limit`` of the filtered memories of ``projects`` for ``text``, each project searched
+    as its own store, merged by score then id (in one transaction: the caller's, if it opened one)."""
+    now = time.time() if now is None else now
+    if limit <= 0:
+        return []
+    vector = embedder.embed([text])[0] if use_vectors else None
+    found: list[Scored] = []
+    with queries.reading(conn):
+        bounds = [
+            (one, (*queries.visible_where([one], filters, now, project), queries.EXACT_UP_TO + 1)) for one in projects
+        ]
+        stats = keywords.statistics_of(conn, bounds, text)
+        views = [
+            DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)
+            for one in projects
+            if stats[one].searched
+        ]
+        with conn.pipeline():
+            for view in views:
+                view.ask(text, max(limit * 4, DEPTH))
+        for view in views:
+            view.collect()
+        for view in views:
+            # hybrid_search reads a mask of the searched memories only for whether it holds any and how
+            # many (counted up to a bound): the filters are applied in SQL
+            mask = np.ones(view.stats.searched, bool)
+            scored = hybrid_search(
+                view,
+                text,
+                limit,
+                mask,
+                config or Config(),
+                use_vectors=use_vectors,
+                use_keywords=use_keywords,
+                now=now,
+            )
+            found += [
+                Scored(view.project, view.id_at(s.slot), s.score, s.vector_score, s.keyword_score) for s in scored
+            ]
+    found.sort(key=lambda s: (-s.score, s.id, s.project))
+    return found[:limit]
