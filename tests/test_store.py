@@ -210,10 +210,10 @@ def test_deferred_work_runs_once_in_order_past_a_failing_item(server_mode: Memor
         raise RuntimeError("boom")
 
     store.deferral.delay = 60.0
-    store.defer(lambda: ran.append(1))
-    store.defer(fail)
-    store.defer(lambda: ran.append(3))
-    store.defer(lambda: ran.append(4))
+    store.deferral.defer(lambda: ran.append(1))
+    store.deferral.defer(fail)
+    store.deferral.defer(lambda: ran.append(3))
+    store.deferral.defer(lambda: ran.append(4))
     store.catch_up()
     assert ran == [1, 3, 4]
     assert store.rebuilds == 1  # a failed item may have been an index update: rebuilt from the journal

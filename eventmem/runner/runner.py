@@ -1,4 +1,4 @@
-"""The projector runner: one journal's folded state and its indexes, kept current with the disk.
+"""The projector runner: one journal and its derived state, kept current with the disk.
 
 Before a call is answered, :meth:`Store.catch_up` stats the segments (cheap) and applies whatever
 any process appended since; so a save acknowledged by one process is seen by a call that another
@@ -6,13 +6,11 @@ process starts afterwards. A segment that shrank, vanished or was rewritten (git
 pull) is detected by its prefix digest, and everything is rebuilt: the fold is commutative, so a
 rebuild gives the same answers as the incremental path.
 
-In a server (``defer_after_reply``) a save is answered once its event is appended and folded: the
+What a rebuild makes and a snapshot holds is one :class:`~eventmem.runner.derived.Derived`, swapped
+whole under the lock. In a server a save is answered once its event is appended and folded: the
 texts of this process's own changes reach the keyword and vector indexes just after the reply (see
-:meth:`Store.defer`), and in any case before the next call reads them.
-
-Derived state (fold, FAISS index, FTS5 index) is snapshotted to ``cache/snapshot.bin`` together with
-the byte offset and prefix digest of every segment it covers, and loaded on the next start; a
-snapshot whose version, embedder or digests do not match is ignored and rebuilt, never used.
+:mod:`~eventmem.runner.deferral`), and in any case before the next call reads them. A snapshot
+(``cache/snapshot.bin``) whose version, embedder or digests do not match is ignored and rebuilt.
 """
 
 from __future__ import annotations
@@ -117,7 +115,7 @@ class Store:
     def catch_up(self, progress: Progress | None = None, *, flush: bool = True) -> int:
         """Apply everything appended since the last call; rebuild if a segment changed under us.
         First (unless ``flush`` is false) the work deferred until after the reply runs (see
-        :meth:`defer`). Returns the number of events applied."""
+        :class:`Deferral`). Returns the number of events applied."""
         with self.lock:
             if flush:
                 self.deferral.run()
@@ -158,11 +156,6 @@ class Store:
         """What changed since the last call: (everything?, memory ids). Used to push updates."""
         with self.lock:
             return self.derived.drain_changes()
-
-    def defer(self, work: Callable[[], None]) -> None:
-        """Run ``work`` under the lock just after the reply (see :meth:`Deferral.defer`); without
-        ``background_vectors`` at :meth:`open` (one command, a library user) it runs now."""
-        self.deferral.defer(work)
 
     def vector_status(self) -> str:
         """``ready``, ``loading`` (the model), ``embedding`` (a backlog) or ``unavailable``."""
