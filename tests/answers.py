@@ -39,7 +39,7 @@ def canonical(state: State) -> dict[str, Any]:
 def answers(service: MemoryService, queries: tuple[str, ...] = QUERIES) -> dict[str, Any]:
     """What a client sees: recall results (ids and scores) for each query, and every live memory."""
     service.catch_up()
-    state = service.project.state
+    state = service.project.derived.state
     visible = sorted(memory_id for memory_id in state.memories if state.visible(memory_id) is not None)
     return {
         "recall": {query: [(hit.id, hit.score) for hit in service.recall(query, limit=10)] for query in queries},

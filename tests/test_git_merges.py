@@ -61,7 +61,7 @@ def union(root: Path, *revs: str) -> History:
 
 def live_state(service: MemoryService) -> object:
     service.catch_up()
-    return canonical(service.project.state)
+    return canonical(service.project.derived.state)
 
 
 def test_two_branches_of_one_clone_merge_in_either_order_to_the_union_of_their_events(project: Path) -> None:
@@ -251,7 +251,7 @@ def test_a_squash_merged_branch_that_keeps_writing_merges_main_again_thanks_to_t
     assert result.returncode == 0, result.stdout + result.stderr
     assert_no_conflict(project)
     fresh = reopen(project)
-    assert canonical(fresh.project.state) == canonical(union(project, "feature", "main").fold())
+    assert canonical(fresh.project.derived.state) == canonical(union(project, "feature", "main").fold())
     assert len(fresh.stats()["by_status"]) == 1 and fresh.stats()["memories"] == 3
     fresh.close()
 

@@ -285,7 +285,7 @@ def test_a_reader_that_folded_an_unterminated_line_does_not_fold_it_again_when_t
 
     live = reopen(project)  # a reader that stays open while another process writes
     try:
-        assert live.project.state.visible("01JTHM0000000000000000000B") is not None
+        assert live.project.derived.state.visible("01JTHM0000000000000000000B") is not None
         live.project.save_snapshot()
         for text in ("Saved by another process: the newline comes first.", "And one more."):
             writer = reopen(project)

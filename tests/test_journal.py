@@ -152,7 +152,7 @@ def test_a_torn_tail_is_not_reported_as_corruption_by_the_service(project: Path)
     try:
         assert svc.warnings() == []
         assert svc.get(first.id).content == "the build uses hatch"
-        assert svc.project.state.visible(second.id) is None
+        assert svc.project.derived.state.visible(second.id) is None
         third = svc.save("lint runs with ruff")
         assert svc.get(third.id).content == "lint runs with ruff"
     finally:
@@ -161,9 +161,9 @@ def test_a_torn_tail_is_not_reported_as_corruption_by_the_service(project: Path)
     try:
         (warning,) = svc.warnings()  # not a corrupt line: the cut bytes, saved before the cut
         assert "torn last line" in warning and "quarantine" in warning
-        assert svc.project.problems == {}
-        assert svc.project.state.visible(first.id) is not None
-        assert svc.project.state.visible(third.id) is not None
+        assert svc.project.derived.problems == {}
+        assert svc.project.derived.state.visible(first.id) is not None
+        assert svc.project.derived.state.visible(third.id) is not None
     finally:
         svc.close()
 
@@ -219,12 +219,12 @@ def test_a_corrupt_middle_line_shows_in_store_problems_and_service_warnings(proj
     for _ in range(2):  # a cold start, then a start from the snapshot the first one left
         svc = reopen(project)
         try:
-            assert list(svc.project.problems) == [(name, offset)]
+            assert list(svc.project.derived.problems) == [(name, offset)]
             (warning,) = svc.warnings()
             assert name in warning
             assert f"byte {offset}" in warning
             assert svc.stats()["corrupt_lines"] == [
-                {"segment": name, "offset": offset, "reason": svc.project.problems[(name, offset)].reason}
+                {"segment": name, "offset": offset, "reason": svc.project.derived.problems[(name, offset)].reason}
             ]
             for event in events:
                 assert svc.get(event.memory).content == event.content

@@ -252,10 +252,10 @@ def test_two_processes_that_both_write_an_expiry_still_fold_to_one_consistent_st
         second.project.append(list(plans[1]))
         for svc in (first, second):
             svc.catch_up()
-            record = svc.project.state.memories[memory.memory]
+            record = svc.project.derived.state.memories[memory.memory]
             assert record.status == "expired"
-        assert first.project.state.memories[memory.memory].expired_stamp == (
-            second.project.state.memories[memory.memory].expired_stamp
+        assert first.project.derived.state.memories[memory.memory].expired_stamp == (
+            second.project.derived.state.memories[memory.memory].expired_stamp
         )
     finally:
         first.close()
@@ -263,7 +263,7 @@ def test_two_processes_that_both_write_an_expiry_still_fold_to_one_consistent_st
     rebuilt = reopen(project)
     try:
         rebuilt.project.rebuild()
-        assert rebuilt.project.state.memories[memory.memory].status == "expired"
+        assert rebuilt.project.derived.state.memories[memory.memory].status == "expired"
         assert rebuilt.search() == []
     finally:
         rebuilt.close()
@@ -864,7 +864,7 @@ def seed_archive(project: Path) -> dict[str, Any]:
 def answers(project: Path) -> dict[str, Any]:
     service = reopen(project)
     try:
-        state = service.project.state
+        state = service.project.derived.state
         return {
             "memories": {m: (r.status, r.content, r.created_at) for m, r in state.memories.items()},
             "links": {lk: (r.source, r.target, r.alive) for lk, r in state.links.items()},
@@ -984,7 +984,7 @@ def test_another_process_sees_the_same_memory_after_a_compaction_rewrote_the_jou
         after = [h.id for h in watcher.search(limit=100)]
         assert watcher.project.rebuilds == rebuilds + 1  # the rewrite was detected
         assert after == [*before, saved.id] or sorted(after) == sorted([*before, saved.id])
-        assert watcher.project.state.memories[seeded["deleted"]].status == "deleted"
+        assert watcher.project.derived.state.memories[seeded["deleted"]].status == "deleted"
     finally:
         watcher.close()
 
@@ -997,7 +997,7 @@ def test_a_crash_between_writing_the_archive_and_rewriting_the_journal_only_leav
     before = answers(project)
     service = reopen(project)
     try:
-        state = service.project.state
+        state = service.project.derived.state
         dead = set(archive_candidates(state, datetime.now(UTC).timestamp() - 30 * 86400))
         links = {lk for m in dead for lk in state.adjacency.get(m, ())}
     finally:
@@ -1028,7 +1028,7 @@ def test_the_archive_mechanism_can_archive_live_memories_for_other_policies(proj
 
         result = archive_memories(service.project, older_changes, now=datetime.now(UTC).timestamp(), by="test")
         assert sorted(result.memories) == sorted(m.id for m in changes[:2])
-        assert all(service.project.state.memories[m.id].archived for m in changes[:2])
+        assert all(service.project.derived.state.memories[m.id].archived for m in changes[:2])
         assert {h.id for h in service.search(limit=10)} == {m.id for m in changes}  # still live, history moved
     finally:
         service.close()

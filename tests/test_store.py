@@ -145,11 +145,11 @@ def test_the_cursor_moved_past_an_own_append_equals_one_read_from_the_file(
         service.save(content, title=title)
     other = reopen(project)
     try:
-        assert other.project.cursors == service.project.cursors
+        assert other.project.derived.cursors == service.project.derived.cursors
         other.save(TOPICS[3][1], title=TOPICS[3][0])  # another process's append: read, not assumed
         service.save(TOPICS[4][1], title=TOPICS[4][0])
         other.project.catch_up()
-        assert other.project.cursors == service.project.cursors
+        assert other.project.derived.cursors == service.project.derived.cursors
         assert service.project.rebuilds == other.project.rebuilds == 0
     finally:
         other.close()
@@ -159,7 +159,7 @@ def test_the_cursor_moved_past_an_own_append_equals_one_read_from_the_file(
 def server_mode(project: Path) -> Any:
     """A service opened as the MCP server opens it: texts of local changes are indexed after the reply."""
     svc = open_service(RootChoice(project, "test"), background_vectors=True)
-    assert svc.project.defer_after_reply
+    assert svc.project.deferral.enabled
     yield svc
     svc.close()
 
@@ -210,10 +210,10 @@ def test_deferred_work_runs_once_in_order_past_a_failing_item(server_mode: Memor
         raise RuntimeError("boom")
 
     store.deferral.delay = 60.0
-    store.defer(lambda: ran.append(1))
-    store.defer(fail)
-    store.defer(lambda: ran.append(3))
-    store.defer(lambda: ran.append(4))
+    store.deferral.defer(lambda: ran.append(1))
+    store.deferral.defer(fail)
+    store.deferral.defer(lambda: ran.append(3))
+    store.deferral.defer(lambda: ran.append(4))
     store.catch_up()
     assert ran == [1, 3, 4]
     assert store.rebuilds == 1  # a failed item may have been an index update: rebuilt from the journal
@@ -224,7 +224,7 @@ def test_a_text_that_fails_to_index_after_the_reply_is_indexed_by_a_rebuild(
 ) -> None:
     store = server_mode.project
     store.deferral.delay = 60.0
-    with mock.patch.object(store.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")):
+    with mock.patch.object(store.derived.keywords, "apply", side_effect=sqlite3.OperationalError("disk I/O error")):
         saved = server_mode.save(TOPICS[0][1], title=TOPICS[0][0])
         store.catch_up()  # the flush fails: logged, and the indexes are rebuilt from the journal
     assert store.rebuilds == 1
@@ -520,12 +520,12 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     assert [type(value) for value in encoded] == [State, Snapshot]  # the fold encoded ahead, then used
     assert isinstance(encoded[1].state, msgspec.Raw)
     snapshot = snapshots_module.read_snapshot(snapshot_file(project))
-    assert snapshot.state.state() == store.state
-    assert snapshot.slot_ids == store.table.ids and snapshot.slot_hashes == store.slot_hashes
-    assert bytes(snapshot.columns) == store.columns.snapshot()  # the filter columns and the dedup keys
-    restored = ColumnsProjector(SlotTable(list(snapshot.slot_ids)), store.state.visible)
+    assert snapshot.state.state() == store.derived.state
+    assert snapshot.slot_ids == store.derived.table.ids and snapshot.slot_hashes == store.derived.slot_hashes
+    assert bytes(snapshot.columns) == store.derived.columns.snapshot()  # the filter columns and the dedup keys
+    restored = ColumnsProjector(SlotTable(list(snapshot.slot_ids)), store.derived.state.visible)
     assert restored.restore(snapshot.columns)
-    visible = [r for r in store.state.memories.values() if store.state.visible(r.id) is not None]
+    visible = [r for r in store.derived.state.memories.values() if store.derived.state.visible(r.id) is not None]
     assert len(visible) == len(ids) - 1
     assert all(restored.duplicates(r.content) == [r.id] for r in visible)
     service.close()
@@ -727,7 +727,7 @@ def test_a_tag_filter_after_a_snapshot_load_sees_tags_saved_before_and_after_it(
 
 
 def stored_memories(service: MemoryService) -> MemoryRecords:
-    memories = service.project.state.memories
+    memories = service.project.derived.state.memories
     assert isinstance(memories, MemoryRecords)
     return memories
 
@@ -823,11 +823,11 @@ def test_a_mapped_vector_index_answers_at_once_and_is_copied_on_the_first_change
     try:
         assert later.project.load_snapshot(map_vectors=True)
         later.catch_up()
-        assert later.project.vectors.mapped
+        assert later.project.derived.vectors.mapped
         assert answers(later) == reference
         later.delete(ids[0])
         added = later.save("Mapped vector indexes are copied into memory before their first change.")
-        assert not later.project.vectors.mapped
+        assert not later.project.derived.vectors.mapped
         assert added.id in ids_of(later.recall("mapped vector index copied"))
         assert ids[0] not in ids_of(later.recall("database connection pool", limit=10))
         assert answers(later) == fresh_answers(project)
@@ -919,7 +919,7 @@ def test_an_event_whose_prev_arrives_later_is_folded_again_from_the_journal(
     service: MemoryService, project: Path
 ) -> None:
     memory_id = service.save("The cache is Redis.").id
-    head = service.project.state.head_of(memory_id)
+    head = service.project.derived.state.head_of(memory_id)
     first = MemoryUpdated(id=new_id(), ts="9899-12-31T23:59:59Z", by="mallory", prev=head, memory=memory_id, title="1")
     second = MemoryUpdated(id=new_id(), ts=now_iso(), by="alice", prev=first.id, memory=memory_id, title="2")
     journal = project / ".eventmem" / "journal"

@@ -215,7 +215,7 @@ def test_changing_the_model_re_embeds_every_memory_once_and_drops_the_old_cache(
     new_model = GatedEmbedder("new-model", open_gate=True)
     progress: list[tuple[int, int]] = []
     store = Store(ProjectPaths(project), Config(), new_model)
-    store.embed_progress = lambda done, total: progress.append((done, total))
+    store.embedding.progress = lambda done, total: progress.append((done, total))
     service = MemoryService(store, root=RootChoice(project, "test"))
     store.open()
     try:
@@ -237,7 +237,7 @@ def test_a_rebuild_with_a_large_backlog_reports_embedding_progress(project: Path
     embedder = GatedEmbedder("progress-model", open_gate=True)
     progress: list[tuple[int, int]] = []
     store = Store(ProjectPaths(project), Config(), embedder)
-    store.embed_progress = lambda done, total: progress.append((done, total))
+    store.embedding.progress = lambda done, total: progress.append((done, total))
     store.rebuild()
     store.close()
     assert progress[-1] == (301, 301)
@@ -276,6 +276,6 @@ def test_memories_with_the_same_text_are_embedded_once(project: Path, background
     try:
         assert service.project.wait_vectors() or not background
         assert embedder.embedded == ["Same words, three memories."]
-        assert len(service.project.vectors) == 6
+        assert len(service.project.derived.vectors) == 6
     finally:
         service.close()

@@ -612,9 +612,9 @@ def in_process(project: Project, corpus: Corpus, iterations: int, target_applies
     try:
         service.recall("warm up")  # (opens the stores), then the indexes made in the background
         for store in service.stores():
-            if len(store.keywords) >= store.tuning.postings_from:
-                store.keywords.ranked_in_memory(600)
-            store.vectors.settle(600)
+            if len(store.derived.keywords) >= store.tuning.postings_from:
+                store.derived.keywords.ranked_in_memory(600)
+            store.derived.vectors.settle(600)
         queries = corpus.queries(iterations)
         for query in queries[:20]:
             service.recall(query)

@@ -230,7 +230,7 @@ def settings_for(label: str, *, vector: bool = True) -> list[Setting]:
 def evaluate(service: MemoryService, data: Dataset, setting: Setting, *, split: str | None = None) -> dict[str, Any]:
     base = service.project.config
     service.config = msgspec.structs.replace(base, **setting.overrides)
-    service.project.forget_query_vectors()  # (each configuration embeds its queries afresh)
+    service.project.embedding.query_vectors.clear()  # (each configuration embeds its queries afresh)
     rows: list[dict[str, Any]] = []
     violations: list[tuple[str, str]] = []
     latencies: list[float] = []

@@ -130,7 +130,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def evaluate(service: MemoryService, data: HardSet, setting: Configuration) -> dict[str, Any]:
     base = service.config
     service.config = msgspec.structs.replace(base, **setting.overrides)
-    service.project.forget_query_vectors()  # (each configuration embeds its questions afresh)
+    service.project.embedding.query_vectors.clear()  # (each configuration embeds its questions afresh)
     rows: list[dict[str, Any]] = []
     violations: list[tuple[str, str]] = []
     stale_first = 0

@@ -33,7 +33,7 @@ LIMIT = 5
 ROOT = Path(os.environ.get("EVENTMEM_ROOT", ".")).resolve()
 service = open_service(RootChoice(ROOT, "floor"), environ=dict(os.environ))
 store = service.stores()[0]
-if not store.vectors.settle(900):
+if not store.derived.vectors.settle(900):
     print("vector floor: the approximate index was not ready after 900 s", file=sys.stderr)
     raise SystemExit(1)
 

@@ -14,39 +14,46 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-import msgspec
+from typing import NamedTuple
 
 from eventmem.core.codec import UnknownEvent
 from eventmem.core.events import AnyEvent
-from eventmem.journal.journal import Appended, Segment, name_of_segment
-from eventmem.runner.embedding import Progress
+from eventmem.journal.journal import Appended, Journal, Segment, name_of_segment
+from eventmem.runner.deferral import Deferral
+from eventmem.runner.derived import Cursor, Derived
+from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync, sync_all
 
-if TYPE_CHECKING:
-    from eventmem.runner.runner import Store
-
-__all__ = ["Cursor", "adopt_segments", "catch_up_once", "cursor_past", "is_current", "make_hashers"]
+__all__ = [
+    "Cursor",
+    "Reading",
+    "adopt_segments",
+    "catch_up_once",
+    "cursor_past",
+    "is_current",
+    "make_hashers",
+]
 
 log = logging.getLogger("eventmem.runner")
 
 
-class Cursor(msgspec.Struct, kw_only=True):
-    """How far one segment has been applied, and a digest of the bytes applied."""
+class Reading(NamedTuple):
+    """What a catch-up reads and projects with, besides the derived state: the journal, the
+    embedding queue and the deferral (see :func:`~eventmem.runner.projection.sync`), and the
+    configured number of events between snapshots."""
 
-    offset: int = 0
-    digest: bytes = b""
-    stat: tuple[int, int, int] = (0, 0, 0)
-    """(size, mtime_ns, inode) when last looked at: unchanged means nothing to do."""
+    journal: Journal
+    embedding: EmbeddingQueue
+    deferral: Deferral
+    snapshot_every: int
 
 
-def is_current(store: Store, paths: Iterable[str]) -> bool:
+def is_current(derived: Derived, paths: Iterable[str]) -> bool:
     """Whether every segment at ``paths`` is, by a stat, exactly as this store last applied it.
 
     No lock and no read: the watcher asks this first, so that this process's own appends (which
     the watcher sees like anyone else's) cost it a stat each instead of a catch-up."""
-    cursors = store.cursors
+    cursors = derived.cursors
     for path in paths:
         cursor = cursors.get(name_of_segment(path))
         try:
@@ -58,14 +65,16 @@ def is_current(store: Store, paths: Iterable[str]) -> bool:
     return True
 
 
-def catch_up_once(store: Store, progress: Progress | None) -> int:
-    segments = store.journal.segments()
+def catch_up_once(derived: Derived, reading: Reading, progress: Progress | None) -> int:
+    """Fold and project what was appended past the cursors; the count of events, or -1 when a
+    segment changed under them (a rebuild is due)."""
+    segments = reading.journal.segments()
     present = {s.name for s in segments}
-    if any(name not in present for name in store.cursors):
+    if any(name not in present for name in derived.cursors):
         return -1
     work: list[tuple[Segment, Cursor]] = []
     for segment in segments:
-        cursor = store.cursors.get(segment.name)
+        cursor = derived.cursors.get(segment.name)
         stat = (segment.size, segment.mtime_ns, segment.inode)
         if cursor is None:
             cursor = Cursor()
@@ -80,43 +89,45 @@ def catch_up_once(store: Store, progress: Progress | None) -> int:
     if not work:
         return 0  # (nothing appended anywhere: the usual case)
     total = sum(s.size - c.offset for s, c in work)
-    if total < store.tuning.gc_pause_bytes:
-        return apply_work(store, work, total, progress)
+    if total < derived.tuning.gc_pause_bytes:
+        return apply_work(derived, reading, work, total, progress)
     # the fold makes many objects that live on: the cyclic GC would scan them again and again
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return apply_work(store, work, total, progress)
+        return apply_work(derived, reading, work, total, progress)
     finally:
         if enabled:
             gc.enable()
 
 
-def apply_work(store: Store, work: list[tuple[Segment, Cursor]], total: int, progress: Progress | None) -> int:
+def apply_work(
+    derived: Derived, reading: Reading, work: list[tuple[Segment, Cursor]], total: int, progress: Progress | None
+) -> int:
     done = 0
     count = 0
-    fresh = not store.state.seen
+    fresh = not derived.state.seen
     events: list[AnyEvent | UnknownEvent] = []
     # a large catch-up digests the segments in a thread (hashlib works without the GIL)
     ahead = (
-        HashAhead([(s, c.offset, store._hashers.get(s.name)) for s, c in work])
-        if total >= store.tuning.hash_ahead_bytes
+        HashAhead([(s, c.offset, derived.hashers.get(s.name)) for s, c in work])
+        if total >= derived.tuning.hash_ahead_bytes
         else None
     )
     try:
         for index, (segment, cursor) in enumerate(work):
-            result = store.journal.scan(segment.path, cursor.offset, name=segment.name)
+            result = reading.journal.scan(segment.path, cursor.offset, name=segment.name)
             for problem in result.corrupt:
-                if (problem.path, problem.offset) not in store.problems:
+                if (problem.path, problem.offset) not in derived.problems:
                     log.error("%s", problem)
-                    store.problems[(problem.path, problem.offset)] = problem
+                    derived.problems[(problem.path, problem.offset)] = problem
             events.extend(result.events)
             count += len(result.events)
             hasher = ahead.hasher(index, result.end) if ahead is not None else None
             if hasher is None:
-                hasher = hasher_from(store._hashers.get(segment.name), segment, cursor.offset, result.end)
-            store._hashers[segment.name] = hasher
-            store.cursors[segment.name] = Cursor(
+                hasher = hasher_from(derived.hashers.get(segment.name), segment, cursor.offset, result.end)
+            derived.hashers[segment.name] = hasher
+            derived.cursors[segment.name] = Cursor(
                 offset=result.end,
                 digest=hasher.digest(),
                 stat=(segment.size, segment.mtime_ns, segment.inode),
@@ -128,25 +139,27 @@ def apply_work(store: Store, work: list[tuple[Segment, Cursor]], total: int, pro
         if ahead is not None:
             ahead.stop()
     # one batch, so that a prev in a later segment and every copy of an event id are seen together
-    folded, stale = store.state.fold(events)
+    folded, stale = derived.state.fold(events)
     if stale and not fresh:
         log.info("events arrived that change what was folded before (an awaited prev, another copy of an id)")
         return -1
     touched = set(folded)
     if touched:
-        if len(store.table):
-            sync(store, touched)
+        if len(derived.table):
+            sync(derived, touched, reading.embedding, reading.deferral)
         else:
-            sync_all(store, touched, snapshot_due=store.events_since_snapshot + count >= store._snapshot_due())
-    store.events_since_snapshot += count
+            due = derived.events_since_snapshot + count >= derived.snapshot_due(reading.snapshot_every)
+            sync_all(derived, touched, encode_ahead=due and not reading.embedding.busy)
+    derived.events_since_snapshot += count
     return count
 
 
-def cursor_past(store: Store, appended: Appended, count: int) -> bool:
+def cursor_past(derived: Derived, appended: Appended, events: list[AnyEvent]) -> bool:
     """Move the cursor of the segment just appended to past the append, from the bytes written
-    (no read), when it stood exactly where the append began; else leave it to a catch-up."""
-    cursor = store.cursors.get(appended.name)
-    hasher = store._hashers.get(appended.name)
+    (no read), when it stood exactly where the append began, and take ``events`` (its lines, already
+    folded) as read; else leave it to a catch-up."""
+    cursor = derived.cursors.get(appended.name)
+    hasher = derived.hashers.get(appended.name)
     if (
         cursor is None
         or hasher is None
@@ -157,53 +170,54 @@ def cursor_past(store: Store, appended: Appended, count: int) -> bool:
         return False
     hasher = hasher.copy()
     hasher.update(appended.data)
-    store._hashers[appended.name] = hasher
-    store.cursors[appended.name] = Cursor(offset=appended.stat[0], digest=hasher.digest(), stat=appended.stat)
-    store.events_since_snapshot += count
+    derived.hashers[appended.name] = hasher
+    derived.cursors[appended.name] = Cursor(offset=appended.stat[0], digest=hasher.digest(), stat=appended.stat)
+    derived.events_since_snapshot += len(events)
+    for event in events:  # (their lines will not be read back)
+        derived.state.unread.pop(event.id, None)
     return True
 
 
-def adopt_segments(store: Store, names: Iterable[str]) -> None:
+def adopt_segments(derived: Derived, journal: Journal, names: Iterable[str]) -> None:
     """Take the current bytes of segments this process just rewrote as applied, without a rebuild.
 
     For compaction, which moves lines between segments without changing the set of events: the
     caller holds the journal lock and had caught up before rewriting, so every event in them is
     already folded. A vanished segment is forgotten."""
-    with store.lock:
-        present = {s.name: s for s in store.journal.segments()}
-        for name in names:
-            segment = present.get(name)
-            if segment is None:
-                store.cursors.pop(name, None)
-                store._hashers.pop(name, None)
-                continue
-            hasher = prefix_hasher(segment, segment.size)
-            store._hashers[name] = hasher
-            store.cursors[name] = Cursor(
-                offset=segment.size,
-                digest=hasher.digest(),
-                stat=(segment.size, segment.mtime_ns, segment.inode),
-            )
-
-
-def make_hashers(store: Store, names: list[str]) -> None:
-    """Hash the applied prefix of these segments, for catch-ups to go on from (one that comes
-    first hashes it itself)."""
-    with store.lock:
-        segments = {s.name: s for s in store.journal.segments()}
+    present = {s.name: s for s in journal.segments()}
     for name in names:
-        with store.lock:
-            cursor = store.cursors.get(name)
+        segment = present.get(name)
+        if segment is None:
+            derived.cursors.pop(name, None)
+            derived.hashers.pop(name, None)
+            continue
+        hasher = prefix_hasher(segment, segment.size)
+        derived.hashers[name] = hasher
+        derived.cursors[name] = Cursor(
+            offset=segment.size,
+            digest=hasher.digest(),
+            stat=(segment.size, segment.mtime_ns, segment.inode),
+        )
+
+
+def make_hashers(derived: Derived, journal: Journal, lock: threading.RLock, names: list[str]) -> None:
+    """Hash the applied prefix of these segments, for catch-ups to go on from (one that comes
+    first hashes it itself); ``lock`` guards ``derived`` (the runner's)."""
+    with lock:
+        segments = {s.name: s for s in journal.segments()}
+    for name in names:
+        with lock:
+            cursor = derived.cursors.get(name)
         segment = segments.get(name)
-        if cursor is None or segment is None or name in store._hashers:
+        if cursor is None or segment is None or name in derived.hashers:
             continue
         try:
             hasher = prefix_hasher(segment, cursor.offset)
         except OSError:
             continue
-        with store.lock:
-            if name not in store._hashers and store.cursors.get(name) == cursor:
-                store._hashers[name] = hasher
+        with lock:
+            if name not in derived.hashers and derived.cursors.get(name) == cursor:
+                derived.hashers[name] = hasher
 
 
 def only_appended(segment: Segment, cursor: Cursor) -> bool:

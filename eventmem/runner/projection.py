@@ -12,40 +12,50 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 import msgspec
 
+from eventmem.core.events import AnyEvent
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import HASH_BYTES, content_hash
 from eventmem.projectors.base import Batch, Projected
 from eventmem.projectors.vectors import EmbedItem, embed_text
+from eventmem.runner.deferral import Deferral
+from eventmem.runner.derived import Derived
+from eventmem.runner.embedding import EmbeddingQueue
 
-if TYPE_CHECKING:
-    from eventmem.runner.runner import Store
-
-__all__ = ["index_texts", "projected", "sync", "sync_all"]
+__all__ = ["apply_local", "index_texts", "projected", "sync", "sync_all"]
 
 
-def projected(store: Store, record: MemoryRecord) -> Projected:
+def projected(derived: Derived, record: MemoryRecord) -> Projected:
     """A visible memory as the projectors see it."""
-    expires = math.inf if record.ttl_seconds is None else store.expires_epoch(record.id, record)
-    superseded = record.id in store.state.adjacency and is_superseded(store, record.id)
+    expires = math.inf if record.ttl_seconds is None else derived.expires_epoch(record.id, record)
+    superseded = record.id in derived.state.adjacency and is_superseded(derived, record.id)
     return Projected(record, superseded, expires)
 
 
-def index_texts(store: Store, texts: Batch, items: list[EmbedItem]) -> None:
+def index_texts(derived: Derived, texts: Batch, items: list[EmbedItem]) -> None:
     if texts.upserts:
-        store.keywords.apply(texts)
-    store.vectors.embed(items)
+        derived.keywords.apply(texts)
+    derived.vectors.embed(items)
 
 
-def sync(store: Store, touched: set[str], *, defer_index: bool = False) -> None:
+def apply_local(derived: Derived, events: Iterable[AnyEvent], embedding: EmbeddingQueue, deferral: Deferral) -> None:
+    """Fold in events this process just appended and bring the projections in step (the texts after
+    the reply, when ``deferral`` is enabled), without waiting for the next catch-up."""
+    touched = set(derived.state.written(list(events)))
+    sync(derived, touched, embedding, deferral, defer_index=deferral.enabled)
+
+
+def sync(
+    derived: Derived, touched: set[str], embedding: EmbeddingQueue, deferral: Deferral, *, defer_index: bool = False
+) -> None:
     """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
-    ``defer_index`` the new texts reach the keyword and vector indexes after the reply (:meth:`defer`)."""
-    store.deferral.run()  # earlier texts first: the indexes take changes in order
-    state = store.state
-    store.changed.update(touched)
+    ``defer_index`` the new texts reach the keyword and vector indexes after the reply (through ``deferral``)."""
+    deferral.run()  # earlier texts first: the indexes take changes in order
+    state = derived.state
+    derived.changed.update(touched)
     # a memory's "superseded" flag depends on its superseder being alive
     for memory_id in list(touched):
         for link in state.links_of(memory_id):
@@ -56,8 +66,8 @@ def sync(store: Store, touched: set[str], *, defer_index: bool = False) -> None:
     upserts: list[Projected] = []
     to_embed: list[EmbedItem] = []
     texts: list[Projected] = []
-    table, hashes = store.table, store.slot_hashes
-    live = store.columns.visible()
+    table, hashes = derived.table, derived.slot_hashes
+    live = derived.columns.visible()
     for memory_id in touched:
         record = state.visible(memory_id)
         slot = table.get(memory_id)
@@ -75,34 +85,35 @@ def sync(store: Store, touched: set[str], *, defer_index: bool = False) -> None:
             was_live = bool(live[slot])
         text = embed_text(record)
         digest = content_hash(text + "\x00" + record.summary)
-        memory = projected(store, record)
+        memory = projected(derived, record)
         if hashes[slot] != digest or not was_live:
             to_embed.append((slot, text, content_hash(text)))
             texts.append(memory)
             hashes[slot] = digest
         upserts.append(memory)
-    store.columns.apply(Batch(tuple(upserts), tuple(removals)))
+    derived.columns.apply(Batch(tuple(upserts), tuple(removals)))
     if removed:
-        store.embedding.forget(removed)
+        embedding.forget(removed)
         gone = Batch((), tuple(removals))
-        store.vectors.apply(gone)
-        store.keywords.apply(gone)
+        derived.vectors.apply(gone)
+        derived.keywords.apply(gone)
     changed = Batch(tuple(texts), ())
     if defer_index and (texts or to_embed):
-        store.defer(functools.partial(index_texts, store, changed, to_embed))
+        deferral.defer(functools.partial(index_texts, derived, changed, to_embed))
     else:
-        index_texts(store, changed, to_embed)
+        index_texts(derived, changed, to_embed)
 
 
-def sync_all(store: Store, touched: set[str], *, snapshot_due: bool = False) -> None:
-    """:meth:`_sync` for a store with no slot yet (a rebuild, a start without a snapshot): every
+def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False) -> None:
+    """:func:`sync` for a derived state with no slot yet (a rebuild, a start without a snapshot): every
     visible memory gets a slot in the fold's order, with the same columns, hashes, keyword rows
-    and vectors as :meth:`_sync` would give it, made in bulk. The keyword index is filled by a
-    thread (SQLite works without the GIL) while this one makes the columns and vectors."""
-    state = store.state
-    store.changed.update(touched)
+    and vectors as :func:`sync` would give it, made in bulk. The keyword index is filled by a
+    thread (SQLite works without the GIL) while this one makes the columns and vectors; with
+    ``encode_ahead`` (a snapshot is due) the fold is encoded meanwhile too."""
+    state = derived.state
+    derived.changed.update(touched)
     slot_ids: list[str] = []
-    slot_hashes = store.slot_hashes
+    slot_hashes = derived.slot_hashes
     records: list[MemoryRecord] = []
     to_embed: list[EmbedItem] = []
     try:
@@ -120,22 +131,22 @@ def sync_all(store: Store, touched: set[str], *, snapshot_due: bool = False) -> 
             hasher.update(b"\x00" + record.summary.encode("utf-8"))
             slot_hashes.append(hasher.digest())
             to_embed.append((slot, text, text_hash))
-        store.table.extend(slot_ids)
-        batch = Batch(tuple(map(functools.partial(projected, store), records)), ())
-        store.keywords.load(batch)  # (a large one from a thread, while this one goes on)
-        store.columns.load(batch)
-        store.vectors.embed(to_embed)  # (what its load would embed, hashed above in the same pass)
-        if snapshot_due and store.keywords.loading and not store.embedding.busy:
+        derived.table.extend(slot_ids)
+        batch = Batch(tuple(map(functools.partial(projected, derived), records)), ())
+        derived.keywords.load(batch)  # (a large one from a thread, while this one goes on)
+        derived.columns.load(batch)
+        derived.vectors.embed(to_embed)  # (what its load would embed, hashed above in the same pass)
+        if encode_ahead and derived.keywords.loading:
             try:
-                store._encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
-            except OverflowError:  # (no snapshot then: see save_snapshot)
-                store._encoded_state = None
+                derived.encoded_state = (state, len(state.seen), msgspec.msgpack.encode(state))
+            except OverflowError:  # (no snapshot then: see snapshots.take)
+                derived.encoded_state = None
     finally:
-        store.keywords.settle()
+        derived.keywords.settle()
 
 
-def is_superseded(store: Store, memory_id: str) -> bool:
+def is_superseded(derived: Derived, memory_id: str) -> bool:
     return any(
-        link.relation == "supersedes" and link.target == memory_id and store.state.visible(link.source)
-        for link in store.state.links_of(memory_id)
+        link.relation == "supersedes" and link.target == memory_id and derived.state.visible(link.source)
+        for link in derived.state.links_of(memory_id)
     )

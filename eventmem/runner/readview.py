@@ -1,7 +1,8 @@
 """The read view: the one way to read a runner's fold and indexes.
 
 ``with store.read() as view:`` holds the runner's lock for the block, so every answer of one view
-comes from one state; callers never take the lock themselves nor index the runner's arrays.
+comes from one state (one :class:`~eventmem.runner.derived.Derived`); callers never take the lock
+themselves nor index the runner's arrays.
 Positions (``int``) are the rows of the filter columns: a mask made by :meth:`ReadView.mask` and the
 hits of the two searches speak them, and :meth:`ReadView.id_at` turns one into a memory id.
 """
@@ -9,8 +10,7 @@ hits of the two searches speak them, and :meth:`ReadView.id_at` turns one into a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +19,9 @@ from eventmem.core.errors import JournalCorrupt
 from eventmem.core.events import SCOPES
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.state import State
-
-if TYPE_CHECKING:
-    from eventmem.runner.runner import Store
+from eventmem.journal.usage import UsageLog
+from eventmem.runner.derived import Derived
+from eventmem.runner.embedding import EmbeddingQueue
 
 __all__ = ["Mask", "ReadView"]
 
@@ -30,115 +30,121 @@ Mask = npt.NDArray[np.bool_]
 
 
 class ReadView:
-    """What one runner knows, read under its lock (see :meth:`Store.read`)."""
+    """What one runner knows, read under its lock (see :meth:`Store.read`): its derived state, its
+    embedding queue (for the query's vector and the vectors' status) and its usage counts."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(
+        self, derived: Derived, embedding: EmbeddingQueue, usage: UsageLog, vector_status: Callable[[], str]
+    ) -> None:
+        self._derived = derived
+        self._embedding = embedding
+        self._usage = usage
+        self._vector_status = vector_status
 
     # -- the fold -------------------------------------------------------------------------------
 
     @property
     def fold(self) -> State:
         """The folded state itself, for pure functions over a :class:`State` (not to be changed)."""
-        return self._store.state
+        return self._derived.state
 
     def record(self, memory_id: str) -> MemoryRecord | None:
         """The folded record of a memory, live or not; ``None`` if the journal never named it."""
-        record: MemoryRecord | None = self._store.state.memories.get(memory_id)
+        record: MemoryRecord | None = self._derived.state.memories.get(memory_id)
         return record
 
     def visible(self, memory_id: str) -> MemoryRecord | None:
         """The record of a memory that was saved and is not deleted or expired by an event."""
-        return self._store.state.visible(memory_id)
+        return self._derived.state.visible(memory_id)
 
     def memories(self) -> Mapping[str, MemoryRecord]:
         """Every memory the fold knows, by id (decoded on access after a snapshot load)."""
-        return self._store.state.memories
+        return self._derived.state.memories
 
     def head_of(self, memory_id: str) -> str:
         """The id of the latest event about a memory: the ``prev`` of the next one written."""
-        return self._store.state.head_of(memory_id)
+        return self._derived.state.head_of(memory_id)
 
     def link_head_of(self, link_id: str) -> str:
         """The id of the latest event about a link: the ``prev`` of the next one written."""
-        return self._store.state.link_head_of(link_id)
+        return self._derived.state.link_head_of(link_id)
 
     def link(self, link_id: str) -> LinkRecord | None:
-        link: LinkRecord | None = self._store.state.links.get(link_id)
+        link: LinkRecord | None = self._derived.state.links.get(link_id)
         return link
 
     def links_of(self, memory_id: str) -> list[LinkRecord]:
         """The live links that have this memory at one end."""
-        return self._store.state.links_of(memory_id)
+        return self._derived.state.links_of(memory_id)
 
     def link_ids_of(self, memory_id: str) -> set[str]:
         """Every link (removed ones too) that ever had this memory at one end."""
-        return set(self._store.state.adjacency.get(memory_id, ()))
+        return set(self._derived.state.adjacency.get(memory_id, ()))
 
     def unknown_event_types(self) -> dict[str, int]:
-        return dict(self._store.state.unknown)
+        return dict(self._derived.state.unknown)
 
     def problems(self) -> list[JournalCorrupt]:
         """The corrupt lines the fold skipped (those a loaded snapshot covers too), in the order found."""
-        return list(self._store.problems.values())
+        return list(self._derived.problems.values())
 
     # -- derived per memory -----------------------------------------------------------------------
 
     def expires_at(self, record: MemoryRecord) -> float:
         """When a memory's TTL runs out (epoch seconds, usage extension included); inf without TTL."""
-        return self._store.expires_epoch(record.id, record)
+        return self._derived.expires_epoch(record.id, record)
 
     def alive(self, memory_id: str, now: float) -> bool:
         """Visible and not past its TTL at ``now``."""
-        record = self._store.state.visible(memory_id)
-        return record is not None and self._store.expires_epoch(memory_id, record) > now
+        record = self._derived.state.visible(memory_id)
+        return record is not None and self._derived.expires_epoch(memory_id, record) > now
 
     def superseded(self, memory_id: str) -> bool:
         """A live memory supersedes it (from the filter columns)."""
-        store = self._store
-        slot = store.table.get(memory_id)
-        return bool(slot is not None and store.columns.columns.superseded[slot])
+        derived = self._derived
+        slot = derived.table.get(memory_id)
+        return bool(slot is not None and derived.columns.columns.superseded[slot])
 
     def access_count(self, memory_id: str) -> int:
         """Accesses recorded in this clone's usage stream."""
-        return self._store.usage.count(memory_id)
+        return self._usage.count(memory_id)
 
     def duplicates(self, text: str) -> list[str]:
         """Visible memories whose content normalises to the same text as ``text``."""
-        return self._store.find_duplicate(text)
+        return self._derived.columns.duplicates(text)
 
     def hidden(self) -> list[str]:
         """Memories the fold knows that are not visible (deleted, expired, or never saved)."""
-        return self._store.hidden_memories()
+        return self._derived.hidden_memories()
 
     # -- filtering --------------------------------------------------------------------------------
 
     def size(self) -> int:
         """The number of positions (the length of every mask)."""
-        return len(self._store.table)
+        return len(self._derived.table)
 
     def id_at(self, position: int) -> str:
-        return self._store.table.ids[position]
+        return self._derived.table.ids[position]
 
     def ids(self, mask: Mask) -> list[str]:
         """The memory ids of the positions set in ``mask``, in position order (the fold's)."""
-        slot_ids = self._store.table.ids
+        slot_ids = self._derived.table.ids
         return [slot_ids[slot] for slot in np.flatnonzero(mask).tolist()]
 
     def position_of(self, memory_id: str) -> int | None:
-        return self._store.table.get(memory_id)
+        return self._derived.table.get(memory_id)
 
     def positions(self) -> Sequence[str]:
         """The memory id at every position, in order (not to be changed)."""
-        return self._store.table.ids
+        return self._derived.table.ids
 
     def returnable(self, memory_id: str, now: float, *, superseded: bool = False) -> bool:
         """Visible, not past its expiry at ``now``, and (unless ``superseded``) not superseded."""
-        store = self._store
-        slot = store.table.get(memory_id)
+        derived = self._derived
+        slot = derived.table.get(memory_id)
         if slot is None:
             return False
-        cols = store.columns.columns
+        cols = derived.columns.columns
         return bool(cols.live[slot] and cols.expires[slot] > now and (superseded or not cols.superseded[slot]))
 
     def mask(
@@ -158,14 +164,14 @@ class ReadView:
     ) -> Mask:
         """Positions that may be returned: visible, not past their TTL at ``now``, not superseded
         (unless ``include_superseded``), and passing every filter given (times in epoch seconds)."""
-        store = self._store
-        n = len(store.table)
-        cols = store.columns.columns
+        derived = self._derived
+        n = len(derived.table)
+        cols = derived.columns.columns
         now = time.time() if now is None else now
-        mask = store.columns.returnable(now, include_superseded=include_superseded)
+        mask = derived.columns.returnable(now, include_superseded=include_superseded)
         kinds = tuple(kinds)
         if kinds:
-            mask &= store.columns.of_kinds(kinds)
+            mask &= derived.columns.of_kinds(kinds)
         if scope in SCOPES:
             mask &= cols.scope[:n] == SCOPES.index(scope)
         if min_importance is not None:
@@ -182,7 +188,7 @@ class ReadView:
             mask &= cols.updated[:n] < updated_before
         for tag in tags:
             tagged = np.zeros(n, bool)
-            slots = store.columns.tagged(tag)
+            slots = derived.columns.tagged(tag)
             if slots:
                 tagged[np.fromiter(slots, np.int64, len(slots))] = True
             mask &= tagged
@@ -190,31 +196,31 @@ class ReadView:
 
     def of_kinds(self, kinds: Iterable[str], ids: Iterable[str] = ()) -> Mask:
         """Positions of the memories of these types, and of those named in ``ids`` (any state)."""
-        store = self._store
-        wanted = store.columns.of_kinds(kinds)
+        derived = self._derived
+        wanted = derived.columns.of_kinds(kinds)
         for memory_id in ids:
-            slot = store.table.get(memory_id)
+            slot = derived.table.get(memory_id)
             if slot is not None:
                 wanted[slot] = True
         return wanted
 
     def due_for_expiry(self, now: float) -> list[str]:
         """Visible memories whose expiry column says their TTL ran out at ``now`` (a cheap pre-check)."""
-        store = self._store
-        n = len(store.table)
-        cols = store.columns.columns
+        derived = self._derived
+        n = len(derived.table)
+        cols = derived.columns.columns
         return self.ids(cols.live[:n] & (cols.expires[:n] <= now))
 
     def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return self._store.columns.columns.importance[positions].astype(np.float64)
+        return self._derived.columns.columns.importance[positions].astype(np.float64)
 
     def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Creation (epoch seconds) of the memories at ``positions``."""
-        return self._store.columns.columns.created[positions].astype(np.float64)
+        return self._derived.columns.columns.created[positions].astype(np.float64)
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
-        return self._store.columns.columns.updated[positions]
+        return self._derived.columns.columns.updated[positions]
 
     # -- the keyword index --------------------------------------------------------------------------
 
@@ -223,47 +229,47 @@ class ReadView:
     ) -> list[tuple[int, float]]:
         """Top ``limit`` (position, BM25 score) among ``among``; higher is better. Safe to run from
         another thread while the view is open (the keyword index takes no lock)."""
-        return self._store.keywords.search_slots(text, limit, among, beside_vectors=beside_vectors)
+        return self._derived.keywords.search_slots(text, limit, among, beside_vectors=beside_vectors)
 
     def keyword_holds(self, word: str) -> bool:
         """Whether any memory holds ``word`` (or a form of its stem)."""
-        return self._store.keywords.holds(word)
+        return self._derived.keywords.holds(word)
 
     def keyword_count(self) -> int:
-        return len(self._store.keywords)
+        return len(self._derived.keywords)
 
     def keyword_indexed(self, memory_id: str) -> bool:
         """Whether the memory's text is in the keyword index."""
-        return self._store.keywords.indexed(memory_id)
+        return self._derived.keywords.indexed(memory_id)
 
     # -- the vector index -----------------------------------------------------------------------------
 
     def vector_count(self) -> int:
-        return len(self._store.vectors)
+        return len(self._derived.vectors)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self._store.embed_query(text)
+        return self._embedding.embed_query(text)
 
     def vector_search(
         self, vector: npt.NDArray[np.float32], limit: int, among: Mask | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Top ``limit`` positions by cosine among ``among`` (filtered before the cut), with the cosines."""
-        return self._store.vectors.search_slots(vector, limit, among)
+        return self._derived.vectors.search_slots(vector, limit, among)
 
     def vector_similarities(self, positions: list[int], vector: npt.NDArray[np.float32]) -> dict[int, float]:
         """The cosine of ``vector`` with each of ``positions`` that has a vector."""
-        return self._store.vectors.similarities(positions, vector)
+        return self._derived.vectors.similarities(positions, vector)
 
     def vector_of(self, memory_id: str) -> npt.NDArray[np.float32] | None:
-        return self._store.vectors.vector_of(memory_id)
+        return self._derived.vectors.vector_of(memory_id)
 
     def vector_status(self) -> str:
         """``ready``, ``loading``, ``embedding`` or ``unavailable`` (see :meth:`Store.vector_status`)."""
-        return self._store.vector_status()
+        return self._vector_status()
 
     def vector_note(self) -> str:
-        return self._store.vector_note()
+        return self._embedding.note(self._vector_status())
 
     @property
     def embedder_id(self) -> str:
-        return self._store.embedder.model_id
+        return self._embedding.embedder.model_id

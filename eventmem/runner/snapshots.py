@@ -15,24 +15,33 @@ import mmap
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import msgspec
 
 from eventmem.core.errors import JournalCorrupt, UnsafePath
 from eventmem.core.ids import new_id
 from eventmem.core.state import State, StoredState
-from eventmem.journal.files import atomic_replace, atomic_write, remove_leftover_temp_files
+from eventmem.embedders.embedder import Embedder
+from eventmem.journal.files import FileLock, atomic_replace, atomic_write, remove_leftover_temp_files
+from eventmem.journal.journal import Journal
+from eventmem.journal.project import ProjectPaths
 from eventmem.projectors.base import Batch
-from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorIndex
-from eventmem.runner.cursors import Cursor, make_hashers, only_appended, prefix_hasher, stat_after_load
+from eventmem.runner.cursors import only_appended, prefix_hasher, stat_after_load
+from eventmem.runner.derived import Cursor, Derived
 from eventmem.runner.projection import projected
 
-if TYPE_CHECKING:
-    from eventmem.runner.runner import Store
-
-__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "StoredSnapshot", "encoded_fold", "load", "read_snapshot", "save"]
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "Snapshot",
+    "StoredSnapshot",
+    "encoded_fold",
+    "load",
+    "read_snapshot",
+    "take",
+    "write",
+]
 
 log = logging.getLogger("eventmem.runner")
 
@@ -106,50 +115,35 @@ def read_snapshot(path: Path) -> StoredSnapshot:
             gc.enable()
 
 
-def save(store: Store, *, background: bool = False) -> bool:
-    """Write the derived state atomically with the offsets it covers (skipped if another
-    process is writing one right now). The state is taken under the lock; with ``background``
-    the snapshot is encoded from copies and written by a thread so that calls are not held up."""
-    with store.lock:
-        store.deferral.run()
-        if not store.cursors or store.embedding.busy or store.deferral.failed:
-            return False  # (vectors still being made: a snapshot would lack them)
-        try:
-            state = encoded_state(store)
-        except OverflowError as exc:  # an integer of a journal line beyond 64 bits: the journal still holds it
-            log.warning("no snapshot written: %s", exc)
-            return False
-        snapshot = Snapshot(
-            format=SNAPSHOT_FORMAT,
-            embedder=store.embedder.model_id,
-            cursors=dict(store.cursors),
-            state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
-            slot_ids=list(store.table.ids),
-            slot_hashes=list(store.slot_hashes),
-            keywords=store.keywords.snapshot(),
-            problems=[(p.path, p.offset, p.reason) for p in store.problems.values()],
-            columns=store.columns.snapshot(),
-            vectors_file=f"vectors-{new_id()}.faiss",
-            owner=store.paths.cache_owner(),
-            embeddings_end=store.embeddings.end(),
-            approximate=store.vectors.index.approximate_stored() or b"",
-        )
-        vectors = store.vectors.index.copy()
-        store.events_since_snapshot = 0
-    writing = functools.partial(write, store, snapshot, vectors)
-    if background:
-        thread = threading.Thread(target=writing, name="eventmem-snapshot")
-        thread.start()
-        store._snapshot_thread = thread
-        return True
-    return writing()
-
-
-def encoded_state(store: Store) -> bytes:
-    """The fold encoded, using (and forgetting) the encoding made ahead while the keyword index was
-    being filled (see :func:`encoded_fold`)."""
-    ahead, store._encoded_state = store._encoded_state, None
-    return encoded_fold(store.state, ahead)
+def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) -> tuple[Snapshot, VectorIndex] | None:
+    """A snapshot of ``derived`` (and a copy of its vector index) to :func:`write` from any thread,
+    or ``None`` when the fold cannot be encoded. Uses (and forgets) the fold encoded ahead while the
+    keyword index was being filled (see :func:`encoded_fold`); the count of events since the last
+    snapshot starts again."""
+    ahead, derived.encoded_state = derived.encoded_state, None
+    try:
+        state = encoded_fold(derived.state, ahead)
+    except OverflowError as exc:  # an integer of a journal line beyond 64 bits: the journal still holds it
+        log.warning("no snapshot written: %s", exc)
+        return None
+    snapshot = Snapshot(
+        format=SNAPSHOT_FORMAT,
+        embedder=embedder,
+        cursors=dict(derived.cursors),
+        state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
+        slot_ids=list(derived.table.ids),
+        slot_hashes=list(derived.slot_hashes),
+        keywords=derived.keywords.snapshot(),
+        problems=[(p.path, p.offset, p.reason) for p in derived.problems.values()],
+        columns=derived.columns.snapshot(),
+        vectors_file=f"vectors-{new_id()}.faiss",
+        owner=owner,
+        embeddings_end=embeddings_end,
+        approximate=derived.vectors.index.approximate_stored() or b"",
+    )
+    vectors = derived.vectors.index.copy()
+    derived.events_since_snapshot = 0
+    return snapshot, vectors
 
 
 def encoded_fold(state: State, ahead: tuple[State, int, bytes] | None) -> bytes:
@@ -166,14 +160,14 @@ def _written_here(name: str) -> bool:
     return name == "snapshot.bin" or (name.startswith("vectors-") and name.endswith(".faiss"))
 
 
-def write(store: Store, snapshot: Snapshot, vectors: VectorIndex) -> bool:
+def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex) -> bool:
     """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
     first, then the snapshot that names it; older index files go, but for the one the previous
     snapshot named (a process may be about to open it). Temp files a killed writer left (as large as
-    a snapshot: hundreds of MB at 100k memories) are removed first."""
-    cache = store.paths.cache_dir
+    a snapshot: hundreds of MB at 100k memories) are removed first. ``lock`` (the cache's snapshot
+    lock) is held throughout; if another process holds it, nothing is written."""
     try:
-        with store._snapshot_lock.hold(blocking=False) as locked:
+        with lock.hold(blocking=False) as locked:
             if not locked:
                 return False
             leftovers = remove_leftover_temp_files(cache, _written_here)
@@ -197,31 +191,35 @@ def write(store: Store, snapshot: Snapshot, vectors: VectorIndex) -> bool:
     return True
 
 
-def load(store: Store, *, map_vectors: bool = False) -> bool:
-    """Load the snapshot if it matches this version, embedder and journal; else leave it.
+def load(
+    derived: Derived, journal: Journal, paths: ProjectPaths, embedder: Embedder, *, map_vectors: bool = False
+) -> Derived | None:
+    """``derived`` (new and empty) filled from the snapshot, if it matches this version, embedder
+    and journal; else ``None`` (and the snapshot is left). The caller swaps it in.
 
     ``map_vectors`` (a server): the vector index is mapped, not read, and copied into memory by
-    a background thread (see :meth:`VectorIndex.load`)."""
+    a background thread (see :meth:`VectorIndex.load`). The cursors whose digests were taken on
+    trust have no hasher yet (see :func:`~eventmem.runner.cursors.make_hashers`)."""
     started = time.perf_counter()
     try:
-        snapshot = read_snapshot(store.paths.cache_dir / "snapshot.bin")
+        snapshot = read_snapshot(paths.cache_dir / "snapshot.bin")
     except OSError:
-        return False
+        return None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
         log.warning("ignoring unreadable snapshot: %s", exc)
-        return False
-    if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != store.embedder.model_id:
+        return None
+    if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != embedder.model_id:
         log.info("ignoring snapshot made by another version or embedder")
-        return False
-    if snapshot.owner != store.paths.cache_owner():
+        return None
+    if snapshot.owner != paths.cache_owner():
         log.warning("ignoring a snapshot this clone did not write (did it come in through git?)")
-        return False
-    segments = {s.name: s for s in store.journal.segments()}
+        return None
+    segments = {s.name: s for s in journal.segments()}
     for name, cursor in snapshot.cursors.items():
         segment = segments.get(name)
         if segment is None or segment.size < cursor.offset:
             log.info("ignoring stale snapshot: %s changed", name)
-            return False
+            return None
     # A segment that was only appended to since (same file, not older, not smaller: the rule
     # every catch-up goes by) needs no check. The others' prefixes are hashed by a thread
     # (hashing and reading release the GIL) while this one loads the indexes; a prefix that
@@ -241,62 +239,52 @@ def load(store: Store, *, map_vectors: bool = False) -> bool:
     try:
         if not snapshot.vectors_file:
             raise ValueError("it names no vector index file")
-        path = store.paths.cache_dir / snapshot.vectors_file
-        vectors = VectorIndex.load(path, store.embedder.dim, mapped=map_vectors)
-        keywords = KeywordsProjector(
-            store.table, bulk_from=store.tuning.bulk_keywords_min, postings_from=store.tuning.postings_from
-        )
-        if not keywords.restore(snapshot.keywords):
+        vectors = VectorIndex.load(paths.cache_dir / snapshot.vectors_file, embedder.dim, mapped=map_vectors)
+        if not derived.keywords.restore(snapshot.keywords):
             raise ValueError("its keyword index does not open")
     except Exception as exc:  # a damaged snapshot is never used
         log.warning("ignoring damaged snapshot: %s", exc)
-        return False
+        return None
     finally:
         checker.join()
     for name in suspect:
         hasher = hashers.get(name)
         if hasher is None or hasher.digest() != snapshot.cursors[name].digest:
             log.info("ignoring stale snapshot: %s was rewritten", name)
-            return False
-    with store.lock:
-        store._reset()
-        store.state = snapshot.state.state()
-        store.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
-        store.vectors.adopt(vectors, snapshot.approximate)
-        store.keywords = keywords
-        store.table.replace(snapshot.slot_ids)
-        store.slot_hashes = snapshot.slot_hashes
-        # the digests were just verified: only bytes past each offset remain to be read
-        store.cursors = {
-            name: msgspec.structs.replace(cursor, stat=stat_after_load(segments[name], cursor.offset))
-            for name, cursor in snapshot.cursors.items()
-        }
-        store.embeddings.skip_to_end(snapshot.embeddings_end)
-        if store.columns.restore(snapshot.columns):
-            refresh_expiries(store)
-        else:
-            rebuild_columns(store)
-        store._hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
-    trusted = [name for name in snapshot.cursors if name not in hashers]
-    if trusted:  # their digests go on from here later: made now, beside the first calls
-        threading.Thread(target=make_hashers, args=(store, trusted), name="eventmem-digests", daemon=True).start()
+            return None
+    derived.state = snapshot.state.state()
+    derived.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
+    derived.vectors.adopt(vectors, snapshot.approximate)
+    derived.table.replace(snapshot.slot_ids)
+    derived.slot_hashes = snapshot.slot_hashes
+    # the digests were just verified: only bytes past each offset remain to be read
+    derived.cursors = {
+        name: msgspec.structs.replace(cursor, stat=stat_after_load(segments[name], cursor.offset))
+        for name, cursor in snapshot.cursors.items()
+    }
+    derived.embeddings_end = snapshot.embeddings_end
+    if derived.columns.restore(snapshot.columns):
+        refresh_expiries(derived)
+    else:
+        rebuild_columns(derived)
+    derived.hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
     log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
-    return True
+    return derived
 
 
-def refresh_expiries(store: Store) -> None:
+def refresh_expiries(derived: Derived) -> None:
     """After restoring the columns: the expiry of memories with a TTL (usage may have moved it).
     Only those are looked at (and decoded)."""
-    memories = store.state.memories
+    memories = derived.state.memories
     expiries = []
-    for memory_id in store.columns.with_expiry():
+    for memory_id in derived.columns.with_expiry():
         record = memories[memory_id]
         if record.ttl_seconds is not None:
-            expiries.append((memory_id, store.expires_epoch(memory_id, record)))
-    store.columns.expire_at(expiries)
+            expiries.append((memory_id, derived.expires_epoch(memory_id, record)))
+    derived.columns.expire_at(expiries)
 
 
-def rebuild_columns(store: Store) -> None:
+def rebuild_columns(derived: Derived) -> None:
     """Make the columns projection again from the fold (its snapshot did not fit)."""
-    visible = [record for memory_id in store.table.ids if (record := store.state.visible(memory_id)) is not None]
-    store.columns.load(Batch(tuple(map(functools.partial(projected, store), visible)), ()))
+    visible = [record for memory_id in derived.table.ids if (record := derived.state.visible(memory_id)) is not None]
+    derived.columns.load(Batch(tuple(map(functools.partial(projected, derived), visible)), ()))

@@ -24,11 +24,11 @@ class Accesses(Part):
 
     def record_access(self, store: Store, memory_ids: Sequence[str]) -> None:
         """Count accesses in the local usage stream (one write), extend TTLs, promote the often used;
-        in a server, just after the reply (see :meth:`Store.defer`): the next call sees them.
+        in a server, just after the reply (see :meth:`Deferral.defer`): the next call sees them.
 
         Never fails the read it comes from: a promotion that cannot be written is logged."""
         if memory_ids:
-            store.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
+            store.deferral.defer(functools.partial(self._record_access_now, store, list(memory_ids), now_iso()))
 
     def _record_access_now(self, store: Store, memory_ids: Sequence[str], ts: str) -> None:
         store.record_usage(memory_ids, ts)

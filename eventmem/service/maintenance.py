@@ -177,7 +177,7 @@ class Maintenance(Part):
         events, segments and bytes of the journal, the live memories and links, the unknown event
         types and the corrupt lines."""
         store = self.project
-        store.embed_progress = embedding
+        store.embedding.progress = embedding
         events = store.rebuild(progress, wait=wait)
         segments = store.journal.segments()
         with store.read() as view:
