@@ -71,13 +71,14 @@ DATA = ROOT / "tests" / "eval"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from eval_common import read_jsonl  # noqa: E402
+
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved  # noqa: E402
 from eventmem.core.ids import new_id, to_iso  # noqa: E402
 from eventmem.core.summarizer import ExtractiveSummarizer  # noqa: E402
 from eventmem.journal.config import Config  # noqa: E402
 from eventmem.journal.project import RootChoice  # noqa: E402
 from eventmem.service import MemoryService, open_service  # noqa: E402
-from eval_common import read_jsonl  # noqa: E402
 
 MADE_UP_WORDS = (
     "florbix quandrel zemplotic brastow glimmerfax trundlewick vorpelline snizzle plonkerate mavrosque "

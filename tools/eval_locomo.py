@@ -55,10 +55,8 @@ class Configuration:
 
 def configurations(embedders: list[str]) -> list[Configuration]:
     """``keyword``, then the default (``hashing``) and each model embedder through ``retrieve_context``."""
-    out = [Configuration("keyword", "hashing", keyword_only=True)]
-    for embedder in embedders:
-        out.append(Configuration("default (hashing)" if embedder == "hashing" else embedder, embedder))
-    return out
+    named = [Configuration("default (hashing)" if e == "hashing" else e, e) for e in embedders]
+    return [Configuration("keyword", "hashing", keyword_only=True), *named]
 
 
 def turns(sample: dict[str, Any]) -> list[tuple[str, str]]:
@@ -173,20 +171,14 @@ def evaluate(data: list[dict[str, Any]], setting: Configuration) -> dict[str, An
         "by_category": {c: summary([r for r in rows if r["category"] == c]) for c in CATEGORIES.values()},
         "vectors_ready_seconds": round(sum(waits), 2),
         "misses": [
-            {k: r[k] for k in ("conversation", "category", "question", "evidence", "top5")}
-            for r in rows
-            if r["r5"] < 1
+            {k: r[k] for k in ("conversation", "category", "question", "evidence", "top5")} for r in rows if r["r5"] < 1
         ],
     }
 
 
 def run(path: Path, embedders: list[str], *, keyword: bool = True) -> dict[str, Any]:
     data = load(path)
-    results = [
-        evaluate(data, setting)
-        for setting in configurations(embedders)
-        if keyword or not setting.keyword_only
-    ]
+    results = [evaluate(data, setting) for setting in configurations(embedders) if keyword or not setting.keyword_only]
     return {
         "conversations": [s.get("sample_id", "?") for s in data],
         "turns": sum(len(turns(s)) for s in data),

@@ -76,9 +76,11 @@ def make_embedder_from_spec(spec: str) -> Embedder:
         return HashingEmbedder()
     parsed = parse_spec(spec)
     if parsed.kind == "hashing":
-        versions = {"": 3, "v3": 3, "v2": 2, "v1": 1}
+        versions = {"": 4, "v4": 4, "v3": 3, "v2": 2, "v1": 1}
         if parsed.model not in versions:
-            raise InvalidInput(f"the hashing embedder's versions are v1, v2 and v3 (the default), not {parsed.model!r}")
+            raise InvalidInput(
+                f"the hashing embedder's versions are v1, v2, v3 and v4 (the default), not {parsed.model!r}"
+            )
         return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
         return OnnxEmbedder.from_spec(parsed)
