@@ -150,8 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "sizes": [compare(args.baseline.resolve(), int(s), args.queries, args.rounds) for s in args.sizes.split(",")],
+        "sizes": [],
     }
+    for size in args.sizes.split(","):
+        result["sizes"].append(compare(args.baseline.resolve(), int(size), args.queries, args.rounds))
+        print(json.dumps(result["sizes"][-1]), file=sys.stderr, flush=True)  # (each size as it is done)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
