@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
+    FEW_KEYWORD_MATCHES,
     SITTING_SECONDS,
     TIME_BOOST,
     VECTOR_FLOOR,
@@ -166,7 +167,7 @@ def hybrid_search(
         fusion=config.fusion,
         weights=fusion_weights(config, view.embedder_id),
         spread_cosines=spreads(view.embedder_id),
-        searched=int(mask.sum()),
+        searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,  # (counted when it tells)
         cosines=others,
         use_vectors=use_vectors,
         use_keywords=use_keywords,
