@@ -64,6 +64,8 @@ async def drive(executable: str, project: Path) -> None:
 
 def main() -> None:
     executable = sys.argv[1]
+    if os.sep in executable:  # (the server starts in the project folder: a relative path would not be found)
+        executable = str(Path(executable).resolve())
     if len(sys.argv) > 2:
         project = Path(sys.argv[2])
         project.mkdir(parents=True, exist_ok=True)

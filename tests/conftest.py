@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import hypothesis
 import pytest
 import watchfiles
 
@@ -25,6 +26,53 @@ from eventmem.service import MemoryService, open_service
 
 REPO = Path(__file__).resolve().parent.parent
 WAIT = 60.0  # seconds: a bound on every wait for a process or a server, far above what a loaded machine needs
+
+# -- the steps of .ci/run ---------------------------------------------------------------------------
+# The README's test command runs `-m "not browser and not postgres and not system and not slow"`;
+# .ci/run runs each of the other marks as a step of its own. Besides the marks a test gives itself,
+# a test is marked here by what it uses, so that a new one lands in the right step:
+SYSTEM_FILES = ("test_bench", "test_eval", "test_code_quality")
+"""Files (name prefixes) of whole-system runs: the benchmark and evaluation smoke runs, mypy and ruff."""
+POSTGRES_FIXTURES = frozenset({"pg_server", "pg_uri", "postgres_projectors"})
+BROWSER_FIXTURES = frozenset({"browser", "page"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.path.name
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if name.startswith(SYSTEM_FILES):
+            item.add_marker(pytest.mark.system)
+        if fixtures & POSTGRES_FIXTURES or "postgres" in name or (callspec is not None and "postgres" in callspec.id):
+            item.add_marker(pytest.mark.postgres)
+        if fixtures & BROWSER_FIXTURES and name == "test_http_ui.py":
+            item.add_marker(pytest.mark.browser)
+        _scale_hypothesis(item)
+
+
+# -- hypothesis: fast by default, thorough in CI ------------------------------------------------------
+# HYPOTHESIS_PROFILE=thorough (.ci/run sets it) runs every property test with the examples its
+# @settings asks for; the default profile, "fast", runs a quarter of them (at least 5), and the
+# examples hypothesis found failing before are replayed first either way.
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE", "fast").strip() == "thorough"
+FAST_SHARE = 4
+hypothesis.settings.register_profile("thorough", deadline=None)
+hypothesis.settings.register_profile("fast", deadline=None, max_examples=25)
+hypothesis.settings.load_profile("thorough" if THOROUGH else "fast")
+
+
+def _scale_hypothesis(item: pytest.Item) -> None:
+    """In the fast profile, a property test's own ``max_examples`` is cut to a quarter (at least 5), once
+    (the parametrized items of one test share its function)."""
+    test = getattr(item, "obj", None)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if THOROUGH or own is None or getattr(test, "_eventmem_fast", False):
+        return
+    test._eventmem_fast = True  # type: ignore[union-attr]
+    test._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[union-attr]
+        own, max_examples=max(5, own.max_examples // FAST_SHARE)
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from conftest import REPO, git, reopen
 from test_history import append, commit
 
 from eventmem.core.codec import encode_event
-from eventmem.core.events import LinkAdded, MemoryDeleted, MemorySaved, MemoryUpdated
+from eventmem.core.events import LinkAdded, MemoryArchived, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
 
 LONG = (
@@ -232,8 +232,8 @@ def test_a_symlink_in_the_memory_folder_or_the_render_folder_fails(project: Path
 
 
 def ci_command() -> list[str]:
-    """The ``eventmem check`` line of the README's GitHub Actions snippet, for a pull request to main."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """The ``eventmem check`` line of the GitHub Actions snippet in docs/trust.md, for a pull request to main."""
+    readme = (REPO / "docs" / "trust.md").read_text(encoding="utf-8")
     snippet = readme.split("## Checking pull requests", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     (line,) = [line for line in snippet.splitlines() if "eventmem check" in line]
     command = line.split("run:", 1)[1].strip().replace("${{ github.base_ref }}", "main")
@@ -397,30 +397,30 @@ def test_a_config_nested_too_deep_is_reported_not_a_crash(project: Path, base: d
     commit(project, "hostile config")
     (finding,) = findings(project)
     assert (finding["code"], finding["path"]) == ("invalid-config", ".eventmem/config.toml")
-    doctor = run(project, "doctor")
-    assert doctor.returncode == 2 and "config.toml: not valid TOML" in doctor.stderr
+    doctor = run(project, "doctor")  # the file is ignored (every default used), and said to be broken
+    assert doctor.returncode == 1 and "INVALID:     config.toml: not valid TOML" in doctor.stdout
     assert "Traceback" not in doctor.stderr
 
 
 @pytest.mark.parametrize(
     ("setting", "reason"),
     [
-        ("vector_wieght = 0.5", "unknown field `vector_wieght`"),
-        ("embedder = 5", "Expected `str`, got `int`"),
-        ("vector_weight = nan", "vector_weight: expected a finite number"),
-        ("max_memory_bytes = 0", "max_memory_bytes: expected a number from 1 to 1,048,576, got 0"),
+        ("vector_wieght = 0.5", "vector_wieght = 0.5: not a setting eventmem knows"),
+        ("embedder = 5", "embedder = 5: Expected `str`, got `int`"),
+        ("vector_weight = nan", "vector_weight = nan: expected a number from 0 to 100"),
+        ("max_memory_bytes = 0", "max_memory_bytes = 0: expected a whole number from 64 to 1,048,576"),
     ],
 )
-def test_a_config_every_command_would_refuse_fails_at_its_line(
+def test_a_config_with_a_setting_that_breaks_a_rule_fails_at_its_line(
     project: Path, base: dict[str, str], setting: str, reason: str
 ) -> None:
     (project / ".eventmem" / "config.toml").write_text(f'# settings\nfusion = "rrf"\n{setting}\n', encoding="utf-8")
     commit(project, "a config with a bad value")
     (finding,) = findings(project)
     assert (finding["code"], finding["path"], finding["line"]) == ("invalid-config", ".eventmem/config.toml", 3)
-    assert reason in finding["message"]
-    doctor = run(project, "doctor")
-    assert doctor.returncode == 2 and reason in doctor.stderr and "Traceback" not in doctor.stderr
+    assert reason in finding["message"] and "ignore it and use the default" in finding["message"]
+    doctor = run(project, "doctor")  # ignored, its default used, and said to be invalid
+    assert doctor.returncode == 1 and reason in doctor.stdout and "Traceback" not in doctor.stderr
 
 
 def test_a_tracked_local_config_that_reaches_the_network_fails_like_the_tracked_config(
@@ -491,3 +491,30 @@ def test_a_branch_that_tracks_a_cache_file_fails(project: Path, base: dict[str, 
     assert doctor.returncode == 1, doctor.stderr
     found = [(f["code"], f["path"]) for f in json.loads(doctor.stdout)["findings"]]
     assert found == [("tracked-cache", ".eventmem/cache/snapshot.bin")]
+
+
+@pytest.mark.parametrize("named", ["../../etc/passwd", "/etc/passwd", "archive/../../x.jsonl", "archive/sub/x.jsonl"])
+def test_an_archived_event_naming_a_path_outside_the_journal_folders_fails(
+    project: Path, base: dict[str, str], named: str
+) -> None:
+    feature = segment(project, "main")  # (lines added to it on the branch)
+    event = MemoryArchived(id=new_id(), ts=now_iso(), by="mallory", memories=(base["pool"],), segment=named)
+    number = add_raw(feature, encode_event(event))
+    commit(project, "archive into a strange place")
+    found = [(f["code"], f["path"], f["line"]) for f in findings(project)]
+    assert ("bad-segment", relative(project, feature), number) in found, found
+    good = MemoryArchived(
+        id=new_id(), ts=now_iso(), memories=(base["pool"],), segment="archive/w.main.20260101.1.jsonl"
+    )
+    add_raw(feature, encode_event(good))
+    commit(project, "and one well named")
+    assert [f for f in findings(project) if f["code"] == "bad-segment" and f["line"] != number] == []
+
+
+def test_a_base_with_no_commit_in_common_is_named_a_rewrite(project: Path, base: dict[str, str]) -> None:
+    git(project, "checkout", "-q", "--orphan", "rewritten")
+    git(project, "commit", "-q", "-m", "a history of its own")
+    result = check(project, "--base", "main")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "main and HEAD have no commit in common: the history was rewritten" in result.stderr
+    assert result.stderr.count("\n") == 1

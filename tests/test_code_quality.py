@@ -27,10 +27,11 @@ def test_mypy_strict_passes_on_the_package() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-MAX_MODULE_LINES = 450
-STILL_OVER = {
-    # modules still waiting for their split (issue #15); remove each one as it lands
-}
+LONG_MODULE_LINES = 500
+"""Over this many lines a module is told on the test's output: a hint to look for a second concept in it."""
+MAX_MODULE_LINES = 700
+"""Over this many lines a module fails the test. Between the two, cohesion decides where code lives: a
+module is split where it holds two concepts, not to get under a line count."""
 
 
 def module_lengths() -> dict[str, int]:
@@ -41,13 +42,10 @@ def module_lengths() -> dict[str, int]:
     }
 
 
-def test_no_module_of_the_package_is_over_450_lines_except_those_still_waiting_for_their_split() -> None:
-    over = {name: lines for name, lines in module_lengths().items() if lines > MAX_MODULE_LINES}
-    unexpected = {name: lines for name, lines in over.items() if name not in STILL_OVER}
-    assert not unexpected, f"split these modules by concept (at most {MAX_MODULE_LINES} lines): {unexpected}"
-
-
-def test_the_list_of_modules_still_over_450_lines_names_only_modules_that_are() -> None:
+def test_no_module_of_the_package_is_over_700_lines_and_those_over_500_are_told() -> None:
     lengths = module_lengths()
-    done = sorted(name for name in STILL_OVER if lengths.get(name, 0) <= MAX_MODULE_LINES)
-    assert not done, f"these are split (or gone): take them off STILL_OVER in tests/test_code_quality.py: {done}"
+    for name, lines in lengths.items():
+        if LONG_MODULE_LINES < lines <= MAX_MODULE_LINES:
+            print(f"long module: {name} has {lines} lines (over {LONG_MODULE_LINES}): does it hold two concepts?")
+    over = {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
+    assert not over, f"split these modules by concept (at most {MAX_MODULE_LINES} lines): {over}"

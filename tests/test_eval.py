@@ -5,7 +5,7 @@ configuration. Then quality: the default hybrid must beat keyword-only search, a
 must beat the default on paraphrased questions. The issue asked for the default hybrid to beat
 keyword-only recall@5 by 10% relative; on this benchmark it does not (keyword-only is strong here,
 0.88, and even the MiniLM hybrid gains about 9%): the built-in embedder's version 3 gains about 6%,
-so the test guards the gain that is measured (see the README's table), not the target.
+so the test guards the gain that is measured (see the table in docs/retrieval.md), not the target.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_among_thousands_of_unrelated_memories_the_default_hybrid_still_finds_wh
     """A larger memory brings near misses for the vectors and, beside them, a keyword search cut to
     the query's rarer words (its postings budget binds there): the answers must hold. (On this
     benchmark they hold even with the rarest word alone, so this guards scale, not the budget's
-    exact value; README "Retrieval quality" has the figures at 1k, 10k and 40k.)"""
+    exact value; docs/retrieval.md has the figures at 1k, 10k and 40k.)"""
     crowded = tool.run(tool.Dataset.load(), ["hashing"], vector=False, keyword=False, extra=3000)
     assert crowded["distractors"] == 3000
     alone, among = by_name(default_report, "hashing hybrid linear"), by_name(crowded, "hashing hybrid linear")

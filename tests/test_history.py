@@ -334,3 +334,45 @@ def test_a_diff_folding_only_the_memories_that_differ_equals_comparing_the_full_
     assert [(c.memory, c.changes, c.fields, c.title, c.summary) for c in fast.memories] == [
         (c.memory, c.changes, c.fields, c.title, c.summary) for c in full.memories
     ]
+
+
+def test_every_history_of_a_memory_tells_its_events_in_the_order_they_happened(project: Path) -> None:
+    """A strength update and the unlinks carry ``prev``; they are told when they happened, before a
+    supersede made later, by ``replay log``, ``eventmem log`` and the REST history alike."""
+    service = reopen(project)
+    first = service.save("Sessions are kept in Redis.", title="Session store").id
+    other = service.save("Redis runs as a managed service.").id
+    service.link(first, other, "depends_on", strength=0.5)
+    service.update(first, title="Session store: Redis")  # carries prev
+    service.link(first, other, "depends_on", strength=0.8)  # the same link again: an update with prev
+    service.delete(other, reason="we left the managed service")  # unlinks carry prev
+    service.supersede(first, "Sessions are kept in PostgreSQL.", reason="one database fewer")
+    service.close()
+
+    told = json.loads(replay(project, "log", first, "--json"))["events"]
+    types = [line["type"] for line in told]
+    assert types[:5] == ["saved", "linked", "updated", "linked", "unlinked"], types
+    assert [line["ts"] for line in told] == sorted(line["ts"] for line in told)
+    logged = json.loads(eventmem(project, "log", first, "--json"))
+    assert [event["id"] for event in logged] == [line["event"] for line in told]
+    text = eventmem(project, "log", first)
+    assert "prev" not in text, text
+
+
+def test_replay_log_shows_the_words_that_changed_at_the_end_of_a_long_text(project: Path) -> None:
+    service = reopen(project)
+    text = "The export job writes one file per day into the shared bucket for the customer"
+    memory = service.save(text).id
+    service.update(memory, content=text + "s")
+    service.close()
+    lines = replay(project, "log", memory).splitlines()
+    assert "[-customer-] {+customers+}" in lines[2], lines
+
+
+def test_replay_log_takes_an_id_in_any_case_or_a_unique_prefix(project: Path) -> None:
+    service = reopen(project)
+    memory = service.save("Release notes are written by the on-call engineer.").id
+    service.close()
+    whole = json.loads(replay(project, "log", memory, "--json"))
+    assert json.loads(replay(project, "log", memory.lower(), "--json")) == whole
+    assert json.loads(replay(project, "log", memory[:8].lower(), "--json")) == whole

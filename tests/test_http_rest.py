@@ -14,7 +14,11 @@ from http_server import http_server
 
 @pytest.fixture
 def api(processes: ProcessGroup, project: Path) -> Iterator[httpx.Client]:
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1/projects/project") as client:
+    json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
+    with (
+        http_server(processes, project) as base,
+        httpx.Client(base_url=f"{base}/api/v1/projects/project", headers=json_type) as client,
+    ):
         yield client
 
 
@@ -35,7 +39,7 @@ def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, p
     assert got.headers["etag"].startswith('"')
 
     updated = api.put(f"/memories/{first['id']}", json={"tags": ["style", "python"]})
-    assert updated.status_code == 200 and updated.json()["tags"] == ["style", "python"]
+    assert updated.status_code == 200 and updated.json()["memory"]["tags"] == ["style", "python"]
     assert updated.headers["etag"] != got.headers["etag"]
 
     found = api.post("/memories/search", json={"query": "indent python"}).json()
@@ -45,7 +49,9 @@ def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, p
     recalled = api.post("/memories/recall", json={"query": "release checklist", "limit": 1}).json()
     assert [hit["id"] for hit in recalled["hits"]] == [second["id"]]
 
-    link = api.post("/relationships", json={"source": first["id"], "target": second["id"], "relation": "relates_to"})
+    link = api.post(
+        "/relationships", json={"source_id": first["id"], "target_id": second["id"], "relation": "relates_to"}
+    )
     assert link.status_code == 201 and link.json()["created"] is True
     related = api.get(f"/memories/{first['id']}/related").json()["related"]
     assert [r["id"] for r in related] == [second["id"]]
@@ -76,11 +82,11 @@ def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, p
     assert replaced.status_code == 201 and replaced.json()["link"]["relation"] == "supersedes"
 
     deleted = api.delete(f"/memories/{first['id']}", params={"reason": "wrong"})
-    assert deleted.status_code == 200 and deleted.json()["status"] == "deleted"
+    assert deleted.status_code == 200 and deleted.json()["memory"]["status"] == "deleted"
     gone = api.get(f"/memories/{first['id']}")
     assert gone.status_code == 410 and "restore" in gone.json()["detail"]
     restored = api.post(f"/memories/{first['id']}/restore", json={})
-    assert restored.status_code == 200 and restored.json()["status"] == "live"
+    assert restored.status_code == 200 and restored.json()["memory"]["status"] == "live"
 
     events = api.get("/events", params={"limit": 500}).json()["events"]
     segments = sorted((project / ".eventmem" / "journal").glob("*.jsonl"))
@@ -108,7 +114,7 @@ def test_an_update_against_a_stale_version_is_refused_and_the_journal_is_untouch
 
     current = api.get(f"/memories/{memory['id']}").headers["etag"]
     fresh = api.put(f"/memories/{memory['id']}", json={"title": "Fresh edit"}, headers={"If-Match": current})
-    assert fresh.status_code == 200 and fresh.json()["title"] == "Fresh edit"
+    assert fresh.status_code == 200 and fresh.json()["memory"]["title"] == "Fresh edit"
 
 
 def test_events_come_in_pages_by_cursor_filtered_by_memory_type_time_and_writer(api: httpx.Client) -> None:
@@ -225,7 +231,104 @@ def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.C
     memory = save(api, "The nightly export runs at 02:00 UTC.", metadata={"owner": "ops"})
     assert memory["metadata"] == {"owner": "ops"} and "source" not in memory  # (left out when empty)
     updated = api.put(f"/memories/{memory['id']}", json={"metadata": {"owner": "data", "ticket": "OPS-12"}})
-    assert updated.status_code == 200 and updated.json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
+    assert updated.status_code == 200 and updated.json()["memory"]["metadata"] == {"owner": "data", "ticket": "OPS-12"}
     refused = api.put(f"/memories/{memory['id']}", json={"metadata": {"note": "x" * 4097}})
     assert refused.status_code in (400, 422) and "metadata" in refused.text
     assert api.get(f"/memories/{memory['id']}").json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
+
+
+def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(
+    processes: ProcessGroup, project: Path
+) -> None:
+    """The paths an agent without MCP is told (POST /api/v1/memories ...) need no /projects/NAME/."""
+    json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
+    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
+        made = api.post("/memories", json={"content": "The billing service retries three times.", "type": "fix"})
+        assert made.status_code == 201, made.text
+        first = made.json()["memory"]
+        second = api.post("/memories", json={"content": "Retries back off exponentially."}).json()["memory"]
+        assert api.get(f"/memories/{first['id']}").json()["content"] == "The billing service retries three times."
+        updated = api.put(f"/memories/{first['id']}", json={"title": "Billing retries"})
+        assert updated.status_code == 200 and updated.json()["memory"]["title"] == "Billing retries"
+        found = api.post("/memories/search", json={"query": "billing retries"}).json()["hits"]
+        assert found[0]["id"] == first["id"]
+        recalled = api.post("/memories/recall", json={"query": "back off", "limit": 1}).json()["hits"]
+        assert [hit["id"] for hit in recalled] == [second["id"]]
+        link = api.post("/relationships", json={"source_id": first["id"], "target_id": second["id"]})
+        assert link.status_code == 201, link.text
+        related = api.get(f"/memories/{first['id']}/related").json()["related"]
+        assert [r["id"] for r in related] == [second["id"]]
+        assert [e["type"] for e in api.get(f"/memories/{first['id']}/history").json()["history"]] == [
+            "saved",
+            "updated",
+            "linked",
+        ]
+        assert api.get("/stats").json()["memories"] == 2
+        assert "retries" in api.get("/context").json()["text"]
+        deleted = api.delete(f"/memories/{second['id']}")
+        assert deleted.status_code == 200 and deleted.json()["memory"]["status"] == "deleted"
+        named = api.get(f"/projects/project/memories/{first['id']}")  # the project-named routes stay
+        assert named.status_code == 200 and named.json()["title"] == "Billing retries"
+
+
+def test_with_several_projects_the_unprefixed_routes_are_the_default_projects_or_refused(
+    processes: ProcessGroup, tmp_path: Path
+) -> None:
+    roots = {}
+    for name in ("alpha", "beta"):
+        roots[name] = tmp_path / name
+        roots[name].mkdir()
+        git(roots[name], "init", "-q", "-b", "main")
+    options = [arg for name, root in roots.items() for arg in ("--project", f"{name}={root}")]
+    with http_server(processes, tmp_path, *options) as base:
+        refused = httpx.post(f"{base}/api/v1/memories", json={"content": "Which project?"})
+        assert refused.status_code == 400 and "--default-project" in refused.json()["detail"]
+        assert "alpha, beta" in refused.json()["detail"]
+    with http_server(processes, tmp_path, *options, "--default-project", "beta") as base:
+        made = httpx.post(f"{base}/api/v1/memories", json={"content": "A fact of beta."})
+        assert made.status_code == 201, made.text
+        memory_id = made.json()["memory"]["id"]
+        assert httpx.get(f"{base}/api/v1/projects/beta/memories/{memory_id}").status_code == 200
+        assert httpx.get(f"{base}/api/v1/projects/alpha/memories/{memory_id}").status_code == 404
+
+
+def test_a_link_is_named_as_the_tool_names_it_and_the_old_rest_names_still_work(api: httpx.Client) -> None:
+    a, b, c = (save(api, f"Fact {n} of the link test.")["id"] for n in "abc")
+    new = api.post("/relationships", json={"source_id": a, "target_id": b, "relation": "depends_on"})
+    assert new.status_code == 201 and new.json()["link"]["source"] == a and new.json()["link"]["target"] == b
+    old = api.post("/relationships", json={"source": a, "target": c, "relation": "depends_on"})
+    assert old.status_code == 201 and old.json()["link"]["target"] == c
+    missing = api.post("/relationships", json={"target_id": b})
+    assert missing.status_code == 400 and "source_id is required" in missing.json()["detail"]
+    clash = api.post("/relationships", json={"source_id": a, "source": c, "target_id": b})
+    assert clash.status_code == 400 and "source_id" in clash.json()["detail"]
+
+
+def test_every_write_answers_with_the_memory_in_one_envelope(api: httpx.Client) -> None:
+    memory = save(api, "Envelope test memory.")
+    path = f"/memories/{memory['id']}"
+    answers = [
+        api.put(path, json={"title": "Enveloped"}),
+        api.post(path + "/promote", json={}),
+        api.delete(path),
+        api.post(path + "/restore", json={}),
+    ]
+    for answer in answers:
+        assert answer.is_success and set(answer.json()) == {"memory"}, answer.text
+        assert answer.json()["memory"]["id"] == memory["id"]
+
+
+def test_an_update_with_ttl_zero_makes_the_memory_long_term_as_the_tool_does(api: httpx.Client) -> None:
+    memory = save(api, "A passing note about the flaky runner.", ttl_seconds=3600)
+    assert memory["ttl_seconds"] == 3600
+    kept = api.put(f"/memories/{memory['id']}", json={"ttl_seconds": 0})
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["memory"]["ttl_seconds"] is None and kept.json()["memory"]["expires_at"] is None
+
+
+def test_events_since_or_until_something_that_is_not_a_time_is_refused(api: httpx.Client) -> None:
+    save(api, "An event to page over.")
+    for name in ("since", "until"):
+        refused = api.get("/events", params={name: "garbage"})
+        assert refused.status_code == 400 and name in refused.json()["detail"] and "garbage" in refused.json()["detail"]
+    assert len(api.get("/events", params={"since": "2001-01-01"}).json()["events"]) == 1

@@ -98,10 +98,7 @@ def test_every_memory_tag_and_link_of_a_peer_store_arrives(project: Path, peer: 
         assert memory.kind == (wanted["type"] if wanted["type"] in KINDS else "general"), (wanted, memory.kind)
         if peer != "markdown":  # basic-memory has no importance
             assert memory.importance == pytest.approx(wanted["importance"])
-        if peer != "mcp-memory-service":  # it keeps no title (the title begins its content)
-            assert memory.title == wanted["title"]
-        else:
-            assert memory.content.startswith(wanted["title"])
+        assert memory.title == wanted["title"]  # (mcp-memory-service: its text's first sentence)
         titles[wanted["title"]] = memory.title
     expected = set()
     for link in story["links"]:
@@ -551,3 +548,75 @@ def test_a_memory_imported_with_the_metadata_comment_is_recognised_and_its_comme
     assert "original_type" not in (found[0].metadata or {})  # (the store's type is a kind: the comment's is gone)
     again = import_json(project, "server-memory", str(PEERS / STORES["server-memory"]))
     assert (again["added"], again["updated"], again["events"]) == (0, 0, 0)
+
+
+def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forced(
+    project: Path, tmp_path: Path
+) -> None:
+    run(project, "import", "server-memory", str(PEERS / STORES["server-memory"]))
+    readme = project / "README.md"
+    readme.write_text("# The project\n", encoding="utf-8")
+    config = (project / ".git" / "config").read_bytes()
+    secret = tmp_path / "outside.txt"
+    secret.write_text("not to be touched\n", encoding="utf-8")
+    (project / "link.json").symlink_to(secret)
+    for where in (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x"):
+        refused = run(project, "export", "json", where, code=2)
+        assert "never writes inside" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    for where in ("README.md", "link.json"):
+        refused = run(project, "export", "json", where, code=2)
+        assert f"{where} exists; give a new file (or --force to replace it)" in refused.stderr
+    (project / "notes").mkdir()
+    (project / "notes" / "mine.md").write_text("mine\n", encoding="utf-8")
+    refused = run(project, "export", "markdown", "notes", code=2)
+    assert "notes exists and is not empty" in refused.stderr
+    assert (project / ".git" / "config").read_bytes() == config
+    assert (
+        not (project / ".git" / "hooks" / "pre-commit").exists()
+        and not (project / ".eventmem" / "export.json").exists()
+    )
+    assert (
+        readme.read_text(encoding="utf-8") == "# The project\n"
+        and secret.read_text(encoding="utf-8") == "not to be touched\n"
+    )
+    assert sorted(p.name for p in project.iterdir() if p.name.startswith(".eventmem-export")) == []
+
+    run(project, "export", "json", "README.md", "--force")
+    run(project, "export", "json", "link.json", "--force")  # the link is replaced, its target kept
+    assert json.loads(readme.read_text(encoding="utf-8"))["memories"]
+    assert not (project / "link.json").is_symlink() and secret.read_text(encoding="utf-8") == "not to be touched\n"
+
+
+def test_an_import_larger_than_a_segment_goes_on_in_new_segments(project: Path, tmp_path: Path) -> None:
+    store = tmp_path / "memory.jsonl"
+    with store.open("w", encoding="utf-8") as out:
+        for n in range(3000):
+            observations = [
+                f"Service {n} keeps fact {k} about its deploy window and owner team {n % 17}." * 6 for k in range(2)
+            ]
+            entity = {"type": "entity", "name": f"service-{n}", "entityType": "service", "observations": observations}
+            out.write(json.dumps(entity) + "\n")
+    env = {**os.environ, "EVENTMEM_MAX_SEGMENT_BYTES": "1048576"}  # (the floor: the import is about 4 MB)
+    result = subprocess.run(
+        eventmem_command("import", "server-memory", str(store), "--json"),
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["added"] == 3000
+    segments = list((project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert len(segments) >= 3 and all(path.stat().st_size <= 1048576 for path in segments)
+    stats = subprocess.run(
+        eventmem_command("--json", "stats"),
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert json.loads(stats.stdout)["memories"] == 3000

@@ -112,5 +112,34 @@ async def test_a_path_outside_the_project_or_through_a_link_is_refused_and_nothi
     async with connect(project) as client:
         error = await call_error(client, "import_memories", format="server-memory", path=where, dry_run=False)
         export_error = await call_error(client, "export_memories", format="server-memory", path=where)
-    assert expected in error and expected in export_error, (error, export_error)
+    assert expected in error and "only under the export folder exports/" in export_error, (error, export_error)
     assert not (project / ".eventmem" / "journal").exists() or journal(project) == []
+
+
+async def test_export_memories_writes_only_new_files_under_the_export_folder(project: Path, tmp_path: Path) -> None:
+    (project / "README.md").write_text("# The project\n", encoding="utf-8")
+    config = (project / ".git" / "config").read_bytes()
+    (tmp_path / "elsewhere").mkdir()
+    path = bring(project, "server-memory", "memory.jsonl")
+    async with connect(project) as client:
+        await call_tool(client, "import_memories", {"format": "server-memory", "path": path, "dry_run": False})
+        errors = {
+            where: await call_error(client, "export_memories", format="json", path=where)
+            for where in (".git/config", ".git/hooks/pre-commit", "README.md", "exports/../README.md", "/etc/x")
+        }
+        first = await call_tool(client, "export_memories", {"format": "json", "path": "exports/memory.json"})
+        again = await call_error(client, "export_memories", format="server-memory", path="exports/memory.json")
+        notes = await call_tool(client, "export_memories", {"format": "markdown", "path": "exports/notes"})
+        notes_again = await call_error(client, "export_memories", format="markdown", path="exports/notes")
+        (project / "exports").rename(project / "exports-old")
+        (project / "exports").symlink_to(tmp_path / "elsewhere")
+        linked = await call_error(client, "export_memories", format="json", path="exports/new.json")
+    for where, error in errors.items():
+        assert "only under the export folder exports/" in error and "\n" not in error, (where, error)
+    assert (project / ".git" / "config").read_bytes() == config
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    assert (project / "README.md").read_text(encoding="utf-8") == "# The project\n"
+    assert first["memories"] == 12 and notes["memories"] == 12
+    assert "exports/memory.json exists" in again and "exports/notes exists and is not empty" in notes_again
+    assert json.loads((project / "exports-old" / "memory.json").read_text(encoding="utf-8"))["memories"]
+    assert "is a symbolic link" in linked and list((tmp_path / "elsewhere").iterdir()) == []

@@ -15,7 +15,7 @@ from conftest import reopen
 
 import eventmem.journal.journal
 from eventmem.core.codec import decode_line, encode_event
-from eventmem.core.errors import JournalUnwritable, LimitExceeded
+from eventmem.core.errors import JournalUnwritable
 from eventmem.core.events import Event, MemorySaved
 from eventmem.journal.decoder import ScanResult
 from eventmem.journal.journal import Journal
@@ -368,46 +368,28 @@ def test_the_service_keeps_answering_reads_after_the_disk_refuses_a_save(
 # -- size limit ---------------------------------------------------------------------------------
 
 
-def test_max_segment_bytes_refuses_an_append_and_writes_nothing(project: Path) -> None:
+def test_a_full_segment_rolls_over_to_the_next_and_a_batch_larger_than_a_segment_is_split(project: Path) -> None:
     first, second, third = saved(1), saved(2), saved(3)
     size_one = len(encode_event(first))
     exact = size_one + len(encode_event(second))
     name = journal_of(project).append([first])
     path = segment_path(journal_of(project), name)
 
-    with pytest.raises(LimitExceeded, match="max_segment_bytes"):
-        journal_of(project, max_segment_bytes=exact - 1).append([second])
-    assert path.read_bytes() == encode_event(first)
-
-    with pytest.raises(LimitExceeded, match="compact"):  # a batch goes in whole or not at all
-        journal_of(project, max_segment_bytes=exact).append([second, third])
-    assert path.read_bytes() == encode_event(first)
-
     journal_of(project, max_segment_bytes=exact).append([second])  # exactly at the limit is fine
     assert path.stat().st_size == exact
+    rolled = journal_of(project, max_segment_bytes=exact).append([third])
+    assert rolled == name.removesuffix(".jsonl") + ".2.jsonl"
     assert scan(journal_of(project), name).events == [first, second]
+    assert scan(journal_of(project), rolled).events == [third]
 
-
-def test_the_service_refuses_a_save_past_max_segment_bytes_and_keeps_reading(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EVENTMEM_MAX_SEGMENT_BYTES", "2000")
-    svc = reopen(project)
-    try:
-        saved_ids: list[str] = []
-        size = 0
-        with pytest.raises(LimitExceeded, match="max_segment_bytes"):
-            for n in range(20):
-                saved_ids.append(svc.save(f"note {n}: " + "x" * 300).id)
-                size = sum(segment.stat().st_size for segment in svc.project.paths.journal_dir.glob("*.jsonl"))
-        assert 0 < len(saved_ids) < 20
-        (segment,) = svc.project.paths.journal_dir.glob("*.jsonl")
-        assert segment.stat().st_size == size <= 2000
-        assert svc.stats()["memories"] == len(saved_ids)
-        for memory_id in saved_ids:
-            assert svc.get(memory_id).content.startswith("note ")
-    finally:
-        svc.close()
+    batch = [saved(n) for n in range(4, 12)]
+    journal = journal_of(project, max_segment_bytes=2 * size_one + 10)
+    journal.append(batch)  # larger than a segment: split between lines, two to a segment
+    names = sorted((s.name for s in journal.segments()), key=lambda n: (len(n), n))
+    assert len(names) == 2 + 4
+    read = [event for n in names for event in scan(journal, n).events]
+    assert read == [first, second, third, *batch]
+    assert all(segment_path(journal, n).stat().st_size <= 2 * size_one + 10 for n in names[1:])
 
 
 # -- framing ------------------------------------------------------------------------------------

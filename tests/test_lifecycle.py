@@ -765,16 +765,16 @@ async def test_get_context_does_not_count_as_an_access(project: Path) -> None:
 # -- guards ---------------------------------------------------------------------------------------
 
 
-async def test_a_write_that_would_grow_a_segment_past_its_limit_is_refused_saying_what_to_do(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EVENTMEM_MAX_SEGMENT_BYTES", "1500")
+async def test_saves_that_fill_a_segment_go_on_in_the_next_one(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVENTMEM_MAX_SEGMENT_BYTES", "1048576")  # (the floor)
+    monkeypatch.setenv("EVENTMEM_MAX_MEMORY_BYTES", "65536")
     async with connect(project) as client:
-        saved = [await store(client, f"Note {i}: " + "words " * 20) for i in range(3)]
-        error = await call_error(client, "store_memory", content="One more: " + "words " * 40)
-        link_error = await call_error(client, "create_relationship", source_id=saved[0], target_id=saved[1])
-    for message in (error, link_error):
-        assert "max_segment_bytes" in message and "eventmem compact" in message
+        saved = [await store(client, f"Note {i}: " + f"word{i} " * 8000) for i in range(25)]
+        linked = await call(client, "create_relationship", source_id=saved[0], target_id=saved[-1])
+        got = await call(client, "get_memory", memory_id=saved[-1])
+    assert linked["created"] is True and got["memory"]["content"].startswith("Note 24: ")
+    segments = sorted((project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert len(segments) >= 2 and all(path.stat().st_size <= 1048576 for path in segments)
 
 
 async def test_a_memory_over_the_size_limit_is_refused_with_what_to_do(

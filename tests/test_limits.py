@@ -1,5 +1,5 @@
 """Every input bounded, every refusal one line: the table of limits through the tools, the CLI, the
-service, the tool schemas and the README."""
+service, the tool schemas and the tools' reference (docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from cli_runner import eventmem, ok_json, save
 from conftest import REPO, journal_bytes, journal_files
@@ -18,7 +19,15 @@ from mcp_client import PYTEST_CLIENT, call, call_error, connect, serve, server_e
 
 from eventmem.adapters.mcp.server import build_server
 from eventmem.core.errors import InvalidInput
-from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS, MAX_TTL_SECONDS, markdown_table
+from eventmem.core.limits import (
+    CONTENT_BYTES_CEILING,
+    LIMITS,
+    MAX_TTL_SECONDS,
+    SETTING_LIMITS,
+    markdown_table,
+    settings_table,
+)
+from eventmem.journal.config import Config
 from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService
 
@@ -41,11 +50,27 @@ def tool_schemas() -> dict[str, dict[str, Any]]:
 TOOL_SCHEMAS = tool_schemas()
 
 
-# -- the README and the schemas show the table ---------------------------------------------------------
+# -- the docs and the schemas show the table -----------------------------------------------------------
 
 
-def test_the_readme_limits_table_is_the_one_generated_from_the_table() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_security_docs_settings_table_is_the_one_generated_from_the_limits() -> None:
+    docs = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    start, end = "<!-- settings:start -->\n", "<!-- settings:end -->"
+    shown = docs[docs.index(start) + len(start) : docs.index(end)]
+    assert shown == settings_table()
+    for name in SETTING_LIMITS:
+        assert f"| `{name}` |" in shown
+
+
+def test_every_numeric_setting_has_a_floor_and_a_ceiling() -> None:
+    numeric = {f.name for f in msgspec.structs.fields(Config) if f.type in (int, float)}
+    assert numeric == set(SETTING_LIMITS)
+    for entry in SETTING_LIMITS.values():
+        assert entry.low <= entry.high < 1e12
+
+
+def test_the_documented_limits_table_is_the_one_generated_from_the_table() -> None:
+    readme = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
     start, end = "<!-- limits:start -->\n", "<!-- limits:end -->"
     assert start in readme and end in readme
     shown = readme[readme.index(start) + len(start) : readme.index(end)]

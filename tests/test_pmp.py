@@ -8,7 +8,7 @@ import pytest
 from eventmem.context.optimization import plan_optimization, tidy
 from eventmem.context.parse import dedupe_key, entry_key, import_id, parse_section
 from eventmem.context.render import is_placeholder, render_section
-from eventmem.context.sections import SECTIONS, Entry, section_named
+from eventmem.core.sections import SECTIONS, Entry, section_named
 from eventmem.journal.worktree import diff_summary, parse_numstat, parse_porcelain
 
 DECISIONS = section_named("decisions")

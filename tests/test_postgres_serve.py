@@ -119,6 +119,24 @@ async def test_related_context_and_stats_answer_from_the_database(tmp_path: Path
     assert database["projects"] == {"alpha": 2, "beta": 1, "global": 0}
 
 
+@pytest.mark.postgres
+async def test_two_typed_links_between_the_same_memories_are_both_read_from_the_database(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    root = new_project(tmp_path, "alpha")
+    async with served(root, tmp_path / "alpha.log", "--store", pg_uri) as session:
+        fix = await store(session, "Quote the path in the build script.", "quote the path", type="fix")
+        bug = await store(session, "The build breaks on paths with spaces.", "spaces break", type="problem")
+        for relation in ("solves", "has_spaces"):
+            await call(session, "create_relationship", source_id=fix, target_id=bug, relation=relation)
+        related = await call(session, "get_related_memories", memory_id=fix)
+    assert sorted((step["id"], step["relation"]) for step in related["related"]) == [
+        (bug, "has_spaces"),
+        (bug, "solves"),
+    ]
+    assert_clean_stderr(tmp_path / "alpha.log")
+
+
 def stats_of(root: Path, store: str) -> dict[str, Any]:
     """``eventmem stats --json`` with ``EVENTMEM_STORE``; its stderr must not hold the password."""
     result = subprocess.run(

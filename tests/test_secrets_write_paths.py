@@ -6,6 +6,7 @@ each secret: none may be found."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from eventmem.core.redact import scrub
 pytestmark = pytest.mark.anyio
 
 CORPUS = secret_corpus.secrets()
+KEY_SHAPES = ("github-token", "aws-access-key", "slack-token", "openai-key", "gitlab-token", "npm-token", "stripe-key")
+"""Token shapes that are also valid metadata keys (letters, digits, ``_.-``)."""
 ALL_LINES = "\n".join(secret.line for secret in CORPUS)
 
 
@@ -147,3 +150,46 @@ async def test_no_secret_of_the_corpus_reaches_any_file_or_git_object_through_an
     leaks: dict[str, Any] = {str(path.relative_to(project)): leaks_in(path.read_bytes()) for path in files}
     leaks["git objects"] = leaks_in(objects)
     assert {where: found for where, found in leaks.items() if found} == {}
+
+
+TOKEN_KEYS = [
+    s.secret
+    for s in CORPUS
+    if s.kind in KEY_SHAPES
+    and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", s.secret)
+    and scrub(s.secret) != s.secret
+]
+
+
+async def test_a_secret_given_as_a_metadata_key_is_not_stored_as_written(project: Path, tmp_path: Path) -> None:
+    assert len(TOKEN_KEYS) >= 6
+    metadata = dict.fromkeys(TOKEN_KEYS, "pasted by mistake") | {"owner": "ops"}
+    env = server_env(EVENTMEM_ROOT=str(project))
+    async with serve(project, env, tmp_path / "server.log") as session:
+        await session.initialize()
+        saved = await call(session, "store_memory", content="The deploy runbook.", metadata=metadata)
+        refused = await call(session, "update_memory", memory_id=saved["memory"]["id"], metadata=metadata)
+    stored = {**saved["memory"]["metadata"], **refused["memory"]["metadata"]}
+    assert stored["owner"] == "ops" and not set(stored) & set(TOKEN_KEYS)
+    assert sum(key.startswith("redacted-") for key in saved["memory"]["metadata"]) == len(TOKEN_KEYS)
+    journal = b"".join(path.read_bytes() for path in (project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert leaks_in(journal) == []
+
+
+def test_a_password_in_an_imported_notes_observation_and_a_token_as_its_key_are_scrubbed(
+    project: Path, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    token = TOKEN_KEYS[0]
+    (notes / "deploy.md").write_text(
+        f"---\ntitle: Deploy\n{token}: pasted by mistake\n---\n\n## Observations\n"
+        '- [config] the admin password: "winter is coming 42"\n'
+        "- [ops] netrc: machine ci.example.com login bot password Vq8zK2mT4xR7\n",
+        encoding="utf-8",
+    )
+    report = json.loads(run_cli(project, "import", "markdown", str(notes), "--json"))
+    assert report["added"] == 1
+    journal = b"".join(path.read_bytes() for path in (project / ".eventmem" / "journal").glob("*.jsonl"))
+    assert b"winter is coming" not in journal and b"Vq8zK2mT4xR7" not in journal and token.encode() not in journal
+    assert journal.count(b"[REDACTED:password]") >= 2 and b"redacted-" in journal

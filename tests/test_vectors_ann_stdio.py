@@ -61,11 +61,13 @@ async def answers(session: ClientSession) -> list[list[tuple[str, float]]]:
 
 def same(found: list[list[tuple[str, float]]], expected: list[list[tuple[str, float]]]) -> bool:
     """The same memories in the same order, with the same scores but for float rounding (the paths
-    sum a cosine's products in different orders)."""
+    sum a cosine's products in different orders). Scores are shown to four places, and a hybrid
+    score's recency moves a little between two servers asked minutes apart on a busy machine, so two
+    equal answers may differ by one in the last place shown (seen: 0.5834 and 0.5835)."""
     ids = [[memory_id for memory_id, _ in answer] for answer in found]
     assert ids == [[memory_id for memory_id, _ in answer] for answer in expected]
     scores = [score for answer in found for _, score in answer]
-    assert scores == pytest.approx([score for answer in expected for _, score in answer], abs=1e-5)
+    assert scores == pytest.approx([score for answer in expected for _, score in answer], abs=1.01e-4)
     return True
 
 

@@ -9,11 +9,19 @@ process into a fresh project: the wall time (process start, read, plan, one appe
 memories per second, then the time of a second import of the same store (a dry run that finds
 everything unchanged). Prints one JSON object on stdout (progress on stderr).
 
+``--large LINES`` measures instead one large server-memory import (half entities, half relations,
+as the official server's file of a long-lived project): its wall time and the importing process's
+peak memory (its own, from ``wait4``), with the default ``max_segment_bytes`` (the import goes on in
+new segments as each fills), beside the same import into one segment (``max_segment_bytes`` at its
+ceiling: the baseline, what one append of the whole batch costs), as ratios; ``--segment-mb`` sets a
+smaller segment for the rolled-over run (a smaller store then still spans several segments).
+
 Usage::
 
     python tools/bench_interchange.py                 # 10,000 memories per format
     python tools/bench_interchange.py --quick         # 200
     python tools/bench_interchange.py --out bench-interchange.json
+    python tools/bench_interchange.py --large 200000  # one 200k-line import, rolled over vs one segment
 """
 
 from __future__ import annotations
@@ -180,12 +188,90 @@ def import_once(
     return seconds, report
 
 
+def measured_import(project: Path, store: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One ``eventmem import server-memory`` process: its wall time, peak RSS and report."""
+    command = [sys.executable, "-m", "eventmem", "import", "server-memory", str(store), "--json"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=project, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(f"eventmem import server-memory failed: {err.read().decode(errors='replace').strip()}")
+        report: dict[str, Any] = json.loads(out.read())
+    segments = sorted((project / ".eventmem" / "journal").glob("*.jsonl"))
+    return {
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # (kilobytes on Linux)
+        "added": report["added"],
+        "links_added": report["linksAdded"],
+        "segments": len(segments),
+        "journal_mb": round(sum(path.stat().st_size for path in segments) / 1_048_576, 1),
+    }
+
+
+def large_import(lines: int, env: dict[str, str], tmp: Path, segment_mb: int = 0) -> dict[str, Any]:
+    entities = lines // 2
+    memories = Corpus(11).memories(entities)
+    store = server_memory(memories, tmp)
+    runs: dict[str, Any] = {}
+    rolled_limit = str(segment_mb * 1_048_576) if segment_mb else ""
+    for label, limit in (("one_segment", "1073741824"), ("rolled_over", rolled_limit)):
+        project = tmp / label / "project"
+        project.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        run_env = dict(env, EVENTMEM_MAX_SEGMENT_BYTES=limit) if limit else env
+        runs[label] = measured_import(project, store, run_env)
+        log(f"large import ({label}): {runs[label]}")
+    rolled, single = runs["rolled_over"], runs["one_segment"]
+    return {
+        "lines": len(store.read_text(encoding="utf-8").splitlines()),
+        "store_mb": round(store.stat().st_size / 1_048_576, 1),
+        "max_segment_bytes": f"{segment_mb} MiB" if segment_mb else "default (64 MiB)",
+        **runs,
+        "time_ratio_rolled_over_to_one_segment": round(rolled["seconds"] / single["seconds"], 3),
+        "memory_ratio_rolled_over_to_one_segment": round(rolled["peak_rss_mb"] / single["peak_rss_mb"], 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 memories per format (smoke test)")
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--large", type=int, default=0, metavar="LINES", help="measure one large server-memory import")
+    parser.add_argument(
+        "--segment-mb",
+        type=int,
+        default=0,
+        help="--large: max_segment_bytes of the rolled-over run, in MiB (default 64)",
+    )
     args = parser.parse_args(argv)
+    if args.large:
+        with tempfile.TemporaryDirectory(prefix="eventmem-bench-interchange-") as tmp:
+            env = dict(os.environ, EVENTMEM_GLOBAL_DIR=str(Path(tmp) / "global"))
+            env.pop("EVENTMEM_MAX_SEGMENT_BYTES", None)
+            large = large_import(args.large, env, Path(tmp), args.segment_mb)
+        text = json.dumps(
+            {
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": {
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "load_average_1m_at_end": round(os.getloadavg()[0], 1),
+                    "machine_loaded": os.getloadavg()[0] > (os.cpu_count() or 1),
+                },
+                "large_import": large,
+            },
+            indent=2,
+        )
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
     if args.quick:
         args.memories = 200
     memories = Corpus(11).memories(args.memories)

@@ -55,8 +55,13 @@ class Configuration:
 
 def configurations(embedders: list[str]) -> list[Configuration]:
     """``keyword``, then the default (``hashing``) and each model embedder through ``retrieve_context``."""
-    named = [Configuration("default (hashing)" if e == "hashing" else e, e) for e in embedders]
-    return [Configuration("keyword", "hashing", keyword_only=True), *named]
+    return [
+        Configuration("keyword", "hashing", keyword_only=True),
+        *(
+            Configuration("default (hashing)" if embedder == "hashing" else embedder, embedder)
+            for embedder in embedders
+        ),
+    ]
 
 
 def turns(sample: dict[str, Any]) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TextIO, cast
 
-from eventmem.core.errors import EventmemError, InvalidInput
+from eventmem.core.errors import EventmemError, InvalidInput, told_to
 from eventmem.core.terminal import EscapingStream, print_json, printable
 from eventmem.journal.project import RootChoice, find_root
 
@@ -163,7 +163,7 @@ def run_command(
     except KeyboardInterrupt:
         return 130
     except InvalidInput as exc:
-        return _fail(str(exc), 2, as_json, prog)
+        return _fail(told_to(exc, "cli"), 2, as_json, prog)
     except (EventmemError, OSError) as exc:
         return _fail(describe_failure(exc), 1, as_json, prog)
     except Exception as exc:

@@ -64,34 +64,20 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         paths.cache_dir.unlink()
     service = open_service(root, load=False)
     try:
-        store = service.project
         bar = ProgressBar("rebuilding")
         started = time.perf_counter()
-        events = store.rebuild(progress=bar, wait=False)
+        rebuilt = service.rebuild(bar, wait=False)
         ready = time.perf_counter() - started
         bar.close()
-        store.wait_snapshot()
+        service.wait_snapshot()
         elapsed = time.perf_counter() - started
-        segments = store.journal.segments()
-        with store.read() as view:
-            state = view.fold
-            memories = sum(1 for memory_id in state.memories if state.visible(memory_id) is not None)
-            links = sum(1 for link in state.links.values() if link.alive)
-            unknown = dict(state.unknown)
+        events, unknown = rebuilt["events"], rebuilt["unknown_events"]
         summary = {
             "status": "success",
             "root": str(root.root),
             "root_source": root.source,
             "cache_dropped": dropped,
-            "events": events,
-            "segments": len(segments),
-            "journal_bytes": sum(s.size for s in segments),
-            "memories": memories,
-            "links": links,
-            "unknown_events": unknown,
-            "corrupt_lines": [
-                {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-            ],
+            **rebuilt,
             "seconds": round(elapsed, 3),
             "ready_seconds": round(ready, 3),
         }
@@ -108,8 +94,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         print(f"  {summary['memories']} live memories, {summary['links']} links")
         if unknown:
             print(f"  unknown event types (kept, skipped): {summary['unknown_events']}")
-        for problem in store.problems.values():
-            print(printable(f"  skipped {problem}; run `eventmem replay audit` for details"))
+        for problem in summary["corrupt_lines"]:
+            line = f"{problem['segment']}: corrupt line at byte {problem['offset']}: {problem['reason']}"
+            print(printable(f"  skipped {line}; run `eventmem replay audit` for details"))
     return 0
 
 
@@ -219,6 +206,38 @@ def cmd_at(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory_named(history: Any, text: str) -> str:
+    """The memory id ``text`` names in this journal: a ULID in any case, or a unique prefix of 6 or
+    more characters (as ``eventmem show`` takes one)."""
+    from eventmem.core.codec import UnknownEvent
+    from eventmem.core.errors import InvalidInput
+    from eventmem.core.events import memory_ids
+    from eventmem.core.ids import canonical_id, looks_like_prefix
+
+    wanted = canonical_id(text.strip())
+    known = {
+        m for entry in history.entries if not isinstance(entry.event, UnknownEvent) for m in memory_ids(entry.event)
+    }
+    if wanted in known or not looks_like_prefix(wanted):
+        return wanted
+    found = sorted(m for m in known if m.startswith(wanted.upper()))
+    if len(found) > 1:
+        raise InvalidInput(
+            f"id prefix {wanted!r} is ambiguous: {len(found)} memories start with it ({', '.join(found[:5])})"
+        )
+    return found[0] if found else wanted
+
+
+def _change(name: str, old: Any, new: Any) -> str:
+    """One field's change in words: a long text by the words that changed (as ``eventmem diff`` shows
+    them), anything else as ``old → new``."""
+    from eventmem.review.journaldiff import field_words
+    from eventmem.review.journaldiff_render import show_value
+
+    words = field_words(old, new)
+    return f"{name} {words}" if words else f"{name} {show_value(old, 40)} → {show_value(new, 40)}"
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     from eventmem.journal.history import memory_log, read_worktree
     from eventmem.review.concurrency import find_concurrent_edits
@@ -226,6 +245,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     root = _root(args)
     history = read_worktree(ProjectPaths(root.root))
+    args.memory = _memory_named(history, args.memory)
     lines = memory_log(history, args.memory)
     concurrent = [e for e in find_concurrent_edits(history.entries, git_root=root.root) if e.memory == args.memory]
     if args.json:
@@ -240,9 +260,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             name = line.changes.get("title") or line.changes.get("content") or [None, ""]
             what = f"[{line.changes['kind'][1]}] {show_value(name[1])}"
         else:
-            what = "; ".join(
-                f"{k} {show_value(old, 40)} → {show_value(new, 40)}" for k, (old, new) in line.changes.items()
-            )
+            what = "; ".join(_change(k, old, new) for k, (old, new) in line.changes.items())
         note = f" ({line.note})" if line.note else ""
         print(printable(f"{line.ts}  {line.type:<9} by {line.by or '?':<12} {what}{note}   [{line.segment}]"))
     for edit in concurrent:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.core.state import State
-from eventmem.service import MemoryService
-from eventmem.service.lifecycle import archive_memories
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["archive_entries"]
 
@@ -27,6 +28,8 @@ def archive_entries(service: MemoryService, ids: Sequence[str], *, reason: str, 
             record = view.record(memory_id)
         months.setdefault(record.created_at[:7] if record else "", []).append(memory_id)
         service.delete(memory_id, reason=f"archived: {reason}", by=by)
+    from eventmem.service.lifecycle import archive_memories  # (the service loads after serve's handshake)
+
     segments: list[str] = []
     for month in sorted(months):
         result = archive_memories(store, _chooser(months[month]), now=time.time(), by=by)

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 
 from eventmem.context.parse import dedupe_key
 from eventmem.context.render import is_placeholder, one_line, placeholder_text, section_bytes
-from eventmem.context.sections import SECTIONS, Entry
+from eventmem.core.sections import SECTIONS, Entry
 
 __all__ = ["HIGH_WATER", "KEEP_RECENT_CHANGES", "LOW_WATER", "Action", "Plan", "plan_optimization", "tidy"]
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from eventmem.context.render import is_placeholder, strip_comments
-from eventmem.context.sections import Entry, Section
+from eventmem.core.sections import Entry, Section
 
 __all__ = ["ParsedSection", "dedupe_key", "entry_key", "import_id", "normalize_singleton", "parse_section"]
 

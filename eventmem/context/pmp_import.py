@@ -10,9 +10,9 @@ from typing import Any
 from eventmem.context.parse import ParsedSection, entry_key, import_id, normalize_singleton, parse_section
 from eventmem.context.reading import IMPORT_BY
 from eventmem.context.render import is_placeholder, section_bytes
-from eventmem.context.sections import SECTIONS, Entry
 from eventmem.context.writes import ContextWrites
 from eventmem.core.errors import InvalidInput, LimitExceeded, UnsafePath
+from eventmem.core.sections import SECTIONS, Entry
 
 __all__ = ["PmpImport"]
 

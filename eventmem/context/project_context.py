@@ -22,10 +22,11 @@ from typing import Any
 from eventmem.context.pmp_import import PmpImport
 from eventmem.context.reading import BY_KEY
 from eventmem.context.render import is_placeholder, render_section, summarize_section
-from eventmem.context.sections import SECTIONS, Entry
 from eventmem.context.suggestions import ContextSuggestions
+from eventmem.core.sections import SECTIONS, Entry
+from eventmem.service import MemoryService
 
-__all__ = ["ProjectContext"]
+__all__ = ["ProjectContext", "write_section"]
 
 
 class ProjectContext(ContextSuggestions, PmpImport):
@@ -114,3 +115,9 @@ class ProjectContext(ContextSuggestions, PmpImport):
             "viewDir": str(self.view_dir()),
             "viewTracked": self.view_tracked,
         }
+
+
+def write_section(service: MemoryService, key: str, content: str, by: str) -> None:
+    """The service's section port (:class:`~eventmem.service.app.SectionWriter`): a save of a
+    singleton type replaces that section's text through the protocol, which renders the ``.ai`` view."""
+    ProjectContext(service, by=by).write_section(key, content)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Final, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal
 
 from eventmem.context.optimization import Plan, plan_optimization
-from eventmem.context.sections import SECTIONS, Entry, Section, section_named
 from eventmem.context.views import live_ids
 from eventmem.core.errors import InvalidInput
-from eventmem.service import MemoryService
+from eventmem.core.sections import SECTIONS, Entry, Section, section_named
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = [
     "BY_KEY",
@@ -89,6 +91,14 @@ class ContextReader:
                     )
                     out[section.key].append((record.created_stamp, entry))
         return {key: [entry for _, entry in sorted(items, key=lambda item: item[0])] for key, items in out.items()}
+
+    def touches(self, memory_ids: Iterable[str]) -> bool:
+        """Whether any of these memories is (or was) an entry of a section: the view may have changed."""
+        with self.store.read() as view:
+            memories = view.memories()
+            return any(
+                is_section_memory(m, record.kind if (record := memories.get(m)) is not None else "") for m in memory_ids
+            )
 
     @property
     def limit(self) -> int:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from eventmem.context.sections import Entry, Section
+from eventmem.core.sections import Entry, Section
 
 __all__ = [
     "is_placeholder",

@@ -9,8 +9,8 @@ from typing import Any
 from eventmem.context.parse import dedupe_key, normalize_singleton
 from eventmem.context.reading import BY_KEY, Mode
 from eventmem.context.render import is_placeholder, render_entry, render_section
-from eventmem.context.sections import SECTIONS, Entry
 from eventmem.context.writes import ContextWrites, dated
+from eventmem.core.sections import SECTIONS, Entry
 from eventmem.journal.worktree import changes
 
 __all__ = ["ContextSuggestions"]

@@ -7,14 +7,16 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from eventmem.context.reading import ContextReader
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS, Entry, Section
 from eventmem.core.errors import InvalidInput
+from eventmem.core.sections import SECTIONS, Entry, Section
 from eventmem.journal.files import FileLock, atomic_write
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["VIEW_MEMO", "ContextView"]
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from eventmem.core.events import KINDS
 from eventmem.core.records import MemoryRecord
 from eventmem.runner.readview import ReadView
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["live_ids", "live_records", "render_summary"]
 

@@ -12,11 +12,11 @@ from eventmem.context.archive import archive_entries
 from eventmem.context.parse import normalize_singleton
 from eventmem.context.reading import BY_KEY, SECTION_IMPORTANCE, Mode, section_of
 from eventmem.context.render import is_placeholder, section_bytes
-from eventmem.context.sections import Entry, Section
 from eventmem.context.view import ContextView
 from eventmem.core.errors import InvalidInput, LimitExceeded
 from eventmem.core.events import MemoryRestored
 from eventmem.core.ids import new_id, now_iso
+from eventmem.core.sections import Entry, Section
 
 __all__ = ["ContextWrites", "dated"]
 

@@ -19,11 +19,25 @@ __all__ = [
     "UnknownLink",
     "UnknownMemory",
     "UnsafePath",
+    "told_to",
 ]
+
+SURFACES = ("mcp", "cli", "http")
+"""Where a person reads an error: an MCP client's model, the command line, the REST API."""
+
+
+def told_to(exc: BaseException, surface: str) -> str:
+    """The error's message as it reads on ``surface``: naming that surface's own commands
+    (``eventmem restore ID`` on the command line, ``restore_memory`` to a model)."""
+    return exc.told_to(surface) if isinstance(exc, EventmemError) else str(exc)
 
 
 class EventmemError(Exception):
     """Base of every error eventmem raises on purpose."""
+
+    def told_to(self, surface: str) -> str:
+        """The message for ``surface`` (one of :data:`SURFACES`); ``str()`` is the MCP tools' wording."""
+        return str(self)
 
 
 class InvalidInput(EventmemError, ValueError):
@@ -47,7 +61,14 @@ class UnknownMemory(InvalidInput, KeyError):
         self.memory_id = memory_id
 
     def __str__(self) -> str:
-        return f"no memory with id {self.memory_id!r}; use retrieve_context or recall_memories to find the right id"
+        return self.told_to("mcp")
+
+    def told_to(self, surface: str) -> str:
+        how = {
+            "cli": "use `eventmem search WORDS` to find the right id",
+            "http": "search with POST /api/v1/memories/search to find the right id",
+        }.get(surface, "use retrieve_context or recall_memories to find the right id")
+        return f"no memory with id {self.memory_id!r}; {how}"
 
 
 class MemoryGone(UnknownMemory):
@@ -63,6 +84,9 @@ class MemoryGone(UnknownMemory):
         self.reason = reason
 
     def __str__(self) -> str:
+        return self.told_to("mcp")
+
+    def told_to(self, surface: str) -> str:
         by, reason = _one_line(self.by), _one_line(self.reason)
         if self.status == "expired":
             noted = f"; recorded by {by}" if by else ""
@@ -71,10 +95,11 @@ class MemoryGone(UnknownMemory):
             who = f" by {by}" if by else ""
             why = f" (reason: {reason})" if reason else ""
             what = f"was {self.status} at {self.at}{who}{why}"
-        return (
-            f"memory {self.memory_id!r} {what} and is no longer returned; its history is kept: restore it "
-            f"with restore_memory or `eventmem restore {self.memory_id}`"
-        )
+        how = {
+            "cli": f"`eventmem restore {self.memory_id}`",
+            "http": f"POST /api/v1/memories/{self.memory_id}/restore",
+        }.get(surface, f"restore_memory or `eventmem restore {self.memory_id}`")
+        return f"memory {self.memory_id!r} {what} and is no longer returned; its history is kept: restore it with {how}"
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -158,6 +158,11 @@ class MemorySaved(Event, frozen=True, kw_only=True, tag="saved"):
     metadata: Metadata = {}
     source: Source = ""
     """The memory's original id in the store it was imported from (``server-memory:Alice``), or empty."""
+    created_at: Annotated[str, Meta(pattern=f"^$|{TIMESTAMP_PATTERN}")] = ""
+    """For an import: when the memory was made, as the store it came from says (its ``created_at``
+    then; ``ts`` stays when it was imported). Empty: when this event was written."""
+    updated_at: Annotated[str, Meta(pattern=f"^$|{TIMESTAMP_PATTERN}")] = ""
+    """For an import: when the store it came from last changed it. Empty: as ``created_at``."""
 
 
 class MemoryUpdated(Event, frozen=True, kw_only=True, tag="updated"):

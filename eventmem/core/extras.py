@@ -20,15 +20,16 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
 """Each extra and the top-level modules it brings."""
 
 
-def installed(extra: str) -> bool:
-    """Whether every module of ``extra`` can be imported (found, not imported)."""
+def installed(extra: str, modules: tuple[str, ...] | None = None) -> bool:
+    """Whether every module of ``extra`` (or only ``modules`` of it) can be imported (found, not imported)."""
     try:
-        return all(importlib.util.find_spec(module) is not None for module in EXTRAS[extra])
+        return all(importlib.util.find_spec(module) is not None for module in modules or EXTRAS[extra])
     except (ImportError, ValueError):
         return False
 
 
-def require(extra: str, feature: str) -> None:
-    """Raise :class:`MissingExtra` (one line naming the extra to install) unless ``extra`` is installed."""
-    if not installed(extra):
+def require(extra: str, feature: str, modules: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`MissingExtra` (one line naming the extra to install) unless ``extra`` is installed
+    (or, given ``modules``, the modules of it that ``feature`` needs)."""
+    if not installed(extra, modules):
         raise MissingExtra(feature, extra)

@@ -15,7 +15,16 @@ from datetime import UTC, date, datetime
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["isos_to_epochs", "new_id", "now_iso", "parse_iso", "to_iso"]
+__all__ = [
+    "ULID_PREFIX_MIN",
+    "canonical_id",
+    "isos_to_epochs",
+    "looks_like_prefix",
+    "new_id",
+    "now_iso",
+    "parse_iso",
+    "to_iso",
+]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _lock = threading.Lock()
@@ -29,6 +38,26 @@ def _encode(value: int, length: int) -> str:
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+_ULID_CHARS = frozenset(_ALPHABET)
+ULID_PREFIX_MIN = 6
+"""The fewest leading characters of an id the command line and the web UI take for the whole id."""
+
+
+def canonical_id(text: str) -> str:
+    """An id as the journal writes it: a ULID in upper case (its spec makes it case-insensitive);
+    any other id (``section:project``, an imported one) as given."""
+    if len(text) == 26:
+        upper = text.upper()
+        if _ULID_CHARS.issuperset(upper):
+            return upper
+    return text
+
+
+def looks_like_prefix(text: str) -> bool:
+    """Whether ``text`` could be the start of a ULID long enough to stand for it (6 to 25 characters)."""
+    return ULID_PREFIX_MIN <= len(text) < 26 and _ULID_CHARS.issuperset(text.upper())
 
 
 def new_id() -> str:

@@ -21,9 +21,12 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_NESTING",
     "MAX_TTL_SECONDS",
+    "SETTING_LIMITS",
     "Limit",
+    "in_range",
     "limit",
     "markdown_table",
+    "settings_table",
 ]
 
 Unit = Literal["characters", "bytes", "items", "number", "whole number"]
@@ -58,11 +61,14 @@ class Limit:
     where: str
     """Which tools, commands and events the field appears in (for the README table)."""
     note: str = ""
+    zero_means_off: bool = False
+    """0 is accepted too, below ``low``: it turns the feature off."""
 
     def describe(self) -> str:
         low, high = _show(self.low), _show(self.high)
         if self.unit in ("number", "whole number"):
-            return f"a {self.unit} from {low} to {high}"
+            off = "0 (off) or " if self.zero_means_off else ""
+            return f"{off}a {self.unit} from {low} to {high}"
         if self.low:
             return f"{low} to {high} {self.unit}"
         return f"at most {high} {self.unit}"
@@ -144,6 +150,48 @@ LIMITS: Final[dict[str, Limit]] = {
 }
 
 
+SETTING_LIMITS: Final[dict[str, Limit]] = {
+    entry.name: entry
+    for entry in (
+        Limit("vector_weight", "number", 0, 100, "search", "the vector side's weight in the fusion"),
+        Limit("keyword_weight", "number", 0, 100, "search", "the keyword side's weight in the fusion"),
+        Limit("importance_boost", "number", -10, 10, "search", "added per unit of importance above 0.5"),
+        Limit("recency_boost", "number", -10, 10, "search"),
+        Limit("recency_half_life_days", "number", 0.01, 36_500, "search"),
+        Limit("max_memory_bytes", "whole number", 64, CONTENT_BYTES_CEILING, "every save", "one memory's text"),
+        Limit(
+            "max_segment_bytes",
+            "whole number",
+            1_048_576,
+            1_073_741_824,
+            "every save and import",
+            "a journal segment this size is full: the next write starts a new one",
+        ),
+        Limit("promote_importance", "number", 0, 1, "lifecycle"),
+        Limit("promote_accesses", "whole number", 0, 1_000_000, "lifecycle", "0: never by accesses"),
+        Limit(
+            "compact_interval_seconds",
+            "number",
+            1,
+            604_800,
+            "the MCP server",
+            "how often a server expires and archives",
+            zero_means_off=True,
+        ),
+        Limit("archive_after_days", "number", 0, 36_500, "lifecycle"),
+        Limit("snapshot_every_events", "whole number", 100, 10_000_000, "the derived state's snapshots"),
+        Limit("section_max_bytes", "whole number", 1_024, 16_777_216, "project-context sections"),
+    )
+}
+"""The floor and ceiling of every numeric setting (``.eventmem/config.toml`` and the other settings
+files): a tracked value outside is reported and its default used; an untracked one is refused."""
+
+
+def in_range(entry: Limit, value: float) -> bool:
+    """Whether ``value`` is one ``entry`` accepts (NaN never is)."""
+    return (entry.zero_means_off and value == 0) or entry.low <= value <= entry.high
+
+
 def limit(name: str) -> Limit:
     """The limit of one field (a ``KeyError`` names a field the table lacks: a programming error)."""
     return LIMITS[name]
@@ -153,4 +201,12 @@ def markdown_table() -> str:
     """The README's limits table (between its ``<!-- limits:start -->`` and ``<!-- limits:end -->``)."""
     rows = ["| field | accepted | where | note |", "|---|---|---|---|"]
     rows += [f"| `{e.name}` | {e.describe()} | {e.where} | {e.note} |" for e in LIMITS.values()]
+    return "\n".join(rows) + "\n"
+
+
+def settings_table() -> str:
+    """The settings' ranges as docs/security.md shows them (between ``<!-- settings:start -->`` and
+    ``<!-- settings:end -->``)."""
+    rows = ["| setting | accepted | used by | note |", "|---|---|---|---|"]
+    rows += [f"| `{e.name}` | {e.describe()} | {e.where} | {e.note} |" for e in SETTING_LIMITS.values()]
     return "\n".join(rows) + "\n"

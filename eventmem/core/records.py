@@ -52,6 +52,10 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
     source: str = ""
     stamps: dict[str, str] = {}
     created_stamp: str = ""
+    origin_created: str = ""
+    """When the store it was imported from says it was made (``""``: made here, at ``created_stamp``)."""
+    origin_updated: str = ""
+    """When the store it was imported from last changed it (``""``: as ``origin_created``)."""
     created_by: str = ""
     updated_stamp: str = ""
     updated_by: str = ""
@@ -85,10 +89,14 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
 
     @property
     def created_at(self) -> str:
-        return ts_of(self.created_stamp)
+        """When it was made: here, or (an import) in the store it came from."""
+        return self.origin_created or ts_of(self.created_stamp)
 
     @property
     def updated_at(self) -> str:
+        """When it last changed: here, or (an import not changed since) in the store it came from."""
+        if self.origin_created and self.updated_stamp == self.created_stamp:
+            return self.origin_updated or self.origin_created
         return ts_of(self.updated_stamp)
 
     @property

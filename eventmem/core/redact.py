@@ -187,7 +187,26 @@ def _free_text(event: Event) -> list[str]:
             out.extend(item for item in value if isinstance(item, str))
         elif isinstance(value, dict):
             out.extend(item for item in value.values() if isinstance(item, str))
+            out.extend(key for key in value if isinstance(key, str))  # (a token pasted as a key)
     return out
+
+
+def _scrubbed_key(key: str, *, refuse: bool, field: str, taken: dict[str, str]) -> str:
+    """A metadata key, or in place of a key that is a secret ``redacted-<kind>`` (a valid key:
+    a redaction marker's brackets are not), numbered when two would be the same."""
+    found = _found(key)
+    if not found:
+        return key
+    if refuse:
+        raise SecretRefused(
+            f"a key of {field} looks like a secret ({', '.join(found)}); the journal is committed to git, "
+            "so remove it and save again"
+        )
+    name, number = f"redacted-{found[0]}", 1
+    while name in taken:
+        number += 1
+        name = f"redacted-{found[0]}-{number}"
+    return name
 
 
 def scrub_event(event: E, *, refuse: bool = False) -> E:
@@ -204,8 +223,11 @@ def scrub_event(event: E, *, refuse: bool = False) -> E:
     for name in _text_fields(event):
         value = getattr(event, name)
         if isinstance(value, dict):
-            values = {key: scrub(item, refuse=refuse, field=f"{name}.{key}") for key, item in value.items()}
-            if values != value:
+            values: dict[str, str] = {}
+            for key, item in value.items():
+                clean_key = _scrubbed_key(key, refuse=refuse, field=name, taken=values)
+                values[clean_key] = scrub(item, refuse=refuse, field=f"{name}.{clean_key}")
+            if values != value or list(values) != list(value):
                 changes[name] = values
         elif isinstance(value, str):
             clean = scrub(value, refuse=refuse, field=name)

@@ -7,6 +7,9 @@ string order is the fold's order (see :mod:`eventmem.core.state`). A wall-clock 
 from __future__ import annotations
 
 import hashlib
+import heapq
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import msgspec
 
@@ -16,6 +19,7 @@ from eventmem.core.ids import parse_iso, to_iso
 
 __all__ = [
     "NO_DEPTH",
+    "causal_time_order",
     "depth_digits",
     "event_digest",
     "id_of",
@@ -100,3 +104,40 @@ def event_digest(event: AnyEvent | UnknownEvent) -> bytes:
 
 
 _CANONICAL = msgspec.json.Encoder(order="sorted")
+
+T = TypeVar("T")
+
+
+def causal_time_order(items: Iterable[T], identity: Callable[[T], tuple[str, str, str]]) -> list[T]:
+    """Items in the order a history tells them: by time (``ts``, then event id), except that an event
+    comes after the event it names as ``prev`` (written after reading it), whatever the clocks said.
+
+    ``identity`` gives an item's (event id, ``ts``, ``prev``). A ``prev`` that is not among the items
+    does not hold its event back. This is the one order of every history a person reads (``eventmem
+    log``, ``eventmem replay log``, REST ``.../history``, the web UI's History table)."""
+    listed = list(items)
+    ids = {identity(item)[0] for item in listed}
+    waiting: dict[str, list[int]] = {}
+    ready: list[tuple[str, int]] = []
+    for index, item in enumerate(listed):
+        event_id, ts, prev = identity(item)
+        if prev and prev in ids and prev != event_id:
+            waiting.setdefault(prev, []).append(index)
+        else:
+            ready.append((stamp_of(ts, event_id), index))
+    heapq.heapify(ready)
+    out: list[T] = []
+    emitted: set[int] = set()
+    while ready:
+        _, index = heapq.heappop(ready)
+        if index in emitted:
+            continue
+        emitted.add(index)
+        out.append(listed[index])
+        for follower in waiting.pop(identity(listed[index])[0], ()):
+            event_id, ts, _ = identity(listed[follower])
+            heapq.heappush(ready, (stamp_of(ts, event_id), follower))
+    if len(out) < len(listed):  # a cycle of prevs (only a forged journal has one): the rest by time
+        rest = [i for i in range(len(listed)) if i not in emitted]
+        out += [listed[i] for i in sorted(rest, key=lambda i: stamp_of(identity(listed[i])[1], identity(listed[i])[0]))]
+    return out

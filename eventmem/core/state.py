@@ -253,6 +253,8 @@ class State(msgspec.Struct, kw_only=True):
                         source=event.source,
                         stamps=dict.fromkeys(REGISTERS, stamp),
                         created_stamp=stamp,
+                        origin_created=normalize_ts(event.created_at) if event.created_at else "",
+                        origin_updated=normalize_ts(event.updated_at) if event.updated_at else "",
                         created_by=event.by,
                         updated_stamp=stamp,
                         updated_by=event.by,
@@ -262,6 +264,8 @@ class State(msgspec.Struct, kw_only=True):
                 record.events += 1
                 if not record.exists or stamp < record.created_stamp:
                     record.created_stamp, record.created_by = stamp, event.by
+                    record.origin_created = normalize_ts(event.created_at) if event.created_at else ""
+                    record.origin_updated = normalize_ts(event.updated_at) if event.updated_at else ""
                 record.exists = True
                 for field in REGISTERS:
                     record.write(field, getattr(event, field), stamp)

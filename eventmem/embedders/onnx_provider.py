@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from eventmem.core.errors import InvalidInput
-from eventmem.core.provider_spec import EmbedderUnavailable, ProviderError, ProviderSpec
+from eventmem.core.provider_spec import EmbedderUnavailable, ProviderError, ProviderSpec, require_extra
 from eventmem.embedders.embedder import Vectors, normalize_rows
 
 __all__ = ["ONNX_INSTALL_HINT", "ONNX_MODELS", "OnnxEmbedder", "OnnxModel", "onnx_available"]
@@ -98,13 +98,13 @@ class OnnxEmbedder:
         model = spec.model or "minilm"
         options = spec.options
         if model in ONNX_MODELS:
-            if not onnx_available():
-                raise InvalidInput(f"embedder onnx:{model} needs the onnx extra: {ONNX_INSTALL_HINT}")
+            require_extra(spec)
             return cls(model, threads=spec.option_int("threads", 1), batch=spec.option_int("batch", 32))
         if not model.endswith(".onnx"):
             raise InvalidInput(
                 f"unknown ONNX model {model!r}; use onnx:{' or onnx:'.join(ONNX_MODELS)} or onnx:/path/to/model.onnx"
             )
+        require_extra(spec)
         tokenizer = options.get("tokenizer")
         return cls(
             model,

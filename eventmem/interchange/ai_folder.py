@@ -8,12 +8,15 @@ The eight section files rendered from the journal exactly as the project's own `
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS
+from eventmem.core.sections import SECTIONS
 from eventmem.journal.files import atomic_write
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["write"]
 

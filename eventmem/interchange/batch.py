@@ -8,12 +8,16 @@ events go out in one append, all with the writer ``import:FORMAT@BATCH``, so ``e
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eventmem.core.events import AnyEvent
 from eventmem.core.ids import new_id
 from eventmem.core.validation import check_length
 from eventmem.interchange.mapping import Bundle
 from eventmem.interchange.plan import Plan, make_plan
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["import_bundle", "writer_of"]
 

@@ -1,7 +1,7 @@
 """What an export writes: the project's live memories and links, read once from the fold.
 
 Every writer takes an :class:`Exported`; a memory's text and the metadata and original id an import gave it
-are apart here (``body`` and ``metadata``), so a format with a place for metadata keeps it and one
+are apart here (``content`` and ``metadata``), so a format with a place for metadata keeps it and one
 without writes only the text. No writer sees the journal or the service.
 """
 
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.interchange.mapping import body_and_metadata, exported_metadata
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = ["Exported", "ExportedLink", "ExportedMemory", "collect", "unique_titles"]
 
@@ -22,7 +24,7 @@ class ExportedMemory:
     id: str
     kind: str
     title: str
-    body: str
+    content: str
     summary: str
     tags: list[str]
     importance: float
@@ -71,7 +73,7 @@ def collect(service: MemoryService) -> Exported:
                 id=memory.id,
                 kind=memory.kind,
                 title=memory.title,
-                body=body,
+                content=body,
                 summary=memory.summary,
                 tags=list(memory.tags),
                 importance=memory.importance,
@@ -97,7 +99,7 @@ def unique_titles(exported: Exported) -> dict[str, str]:
     names: dict[str, str] = {}
     seen: set[str] = set()
     for memory in exported.memories:
-        first = memory.body.strip().split("\n", 1)[0][:80].strip()
+        first = memory.content.strip().split("\n", 1)[0][:80].strip()
         name = (memory.title.strip() or first or memory.id).replace("\n", " ")
         if name.casefold() in seen:
             name = f"{name} ({memory.id})"

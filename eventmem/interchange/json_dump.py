@@ -1,9 +1,12 @@
 """A plain JSON dump of the project's memory (the fold, not the journal), in and out.
 
 ``{"format": "eventmem-dump", "version": 1, "project", "memories": [...], "links": [...]}``: every
-live memory with all its fields (the metadata an import gave it apart from its text) and every live
-link between them. Read back, a memory's id in the dump is its original id, so importing a newer
-dump of the same project updates what changed.
+live memory with all its fields (its text as ``content``, as every other surface names it; the
+metadata an import gave it apart from its text) and every live link between them. Read back, a
+memory's id in the dump is its original id (kept as its ``source``), its times are its times, its
+links keep their strength and context: an export read back is the same memory. Importing a newer
+dump of the same project updates what changed. A dump written before ``content`` was so named
+(``body``) reads the same.
 """
 
 from __future__ import annotations
@@ -15,7 +18,17 @@ from typing import Any, Final
 
 from eventmem.core.errors import InvalidInput
 from eventmem.interchange.exporting import Exported
-from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
+from eventmem.interchange.mapping import (
+    Bundle,
+    Item,
+    Problem,
+    Relation,
+    importance_of,
+    kind_of,
+    relation_of,
+    tags_of,
+    time_of,
+)
 from eventmem.interchange.sources import read_text
 
 __all__ = ["read", "write"]
@@ -49,17 +62,16 @@ def read(path: Path) -> Bundle:
         if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
             bundle.problems.append(Problem(where, "not a memory object with an id"))
             continue
-        body = record.get("body")
+        body = record["content"] if "content" in record else record.get("body")  # (body: its name before)
         if not isinstance(body, str):
-            bundle.problems.append(Problem(where, "body must be a string"))
+            bundle.problems.append(Problem(where, "content must be a string"))
             continue
         given = record.get("metadata")
         metadata: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
         metadata.setdefault("source", record["id"])
-        for name in ("created_at", "updated_at", "created_by"):
-            if isinstance(record.get(name), str) and record[name]:
-                metadata.setdefault(name, record[name])
-        title = record.get("title")
+        if isinstance(record.get("created_by"), str) and record["created_by"]:
+            metadata.setdefault("created_by", record["created_by"])
+        title, summary = record.get("title"), record.get("summary")
         bundle.items.append(
             Item(
                 source=record["id"],
@@ -70,6 +82,9 @@ def read(path: Path) -> Bundle:
                 tags=tags_of(record.get("tags"), where, bundle.problems),
                 importance=importance_of(record.get("importance"), where, bundle.problems),
                 metadata=metadata,
+                created_at=time_of(record.get("created_at"), where, bundle.problems),
+                updated_at=time_of(record.get("updated_at"), where, bundle.problems),
+                summary=summary if isinstance(summary, str) else "",
             )
         )
     links: list[Any] = data["links"] if isinstance(data.get("links"), list) else []

@@ -111,7 +111,7 @@ def write(exported: Exported, path: Path) -> int:
     names = unique_titles(exported)
     lines: list[str] = []
     for memory in exported.memories:
-        observations = [memory.body]
+        observations = [memory.content]
         observations.append(f"importance {memory.importance:g}")
         if memory.tags:
             observations.append("tags: " + ", ".join(memory.tags))

@@ -20,9 +20,11 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from eventmem.core.events import KINDS, METADATA_KEY_PATTERN, RELATION_PATTERN
+from eventmem.core.ids import parse_iso, to_iso
 from eventmem.core.limits import LIMITS
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "metadata_fields",
     "relation_of",
     "tags_of",
+    "time_of",
+    "title_of",
 ]
 
 #: Type names of other stores that mean one of eventmem's kinds.
@@ -97,6 +101,12 @@ class Item:
     tags: list[str] = field(default_factory=list)
     importance: float = 0.5
     metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    """When the other store says it was made (ISO-8601, fixed-width UTC; ``""``: it does not say)."""
+    updated_at: str = ""
+    """When the other store says it last changed it (``""``: it does not say)."""
+    summary: str = ""
+    """Its summary, when the other store keeps one (an eventmem dump); ``""``: made at import."""
 
 
 @dataclass
@@ -188,6 +198,40 @@ def importance_of(value: object, where: str, problems: list[Problem]) -> float:
     if value > 1:
         value = value / 10 if value <= 10 else value / 100 if value <= 100 else 1.0
     return round(float(value), 4)
+
+
+def time_of(value: object, where: str, problems: list[Problem]) -> str:
+    """A time as the journal writes it (``2026-01-05T10:02:00.000000Z``) from ISO-8601 text or seconds
+    since the epoch; ``""`` for none, and for one that does not read (reported)."""
+    if value is None or value == "":
+        return ""
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return to_iso(datetime.fromtimestamp(float(value), UTC))
+        if isinstance(value, str):
+            return to_iso(parse_iso(value.strip()))
+    except (ValueError, OverflowError, OSError):
+        pass
+    problems.append(Problem(where, f"time {str(value)[:40]!r} does not read; the import's time taken", skipped=False))
+    return ""
+
+
+_SENTENCE: Final = re.compile(r"(.+?[.!?])\s+(?=\S)", re.DOTALL)
+
+
+def title_of(text: str) -> tuple[str, str]:
+    """A title for a text that has none, as a note's first line gives one, and the text after it:
+    the first line of several, else the first sentence of one (without its full stop). ``("", text)``
+    when the text is one short sentence (it is its own title) or its first sentence is too long."""
+    text = text.strip()
+    first, sep, rest = text.partition("\n")
+    longest = int(LIMITS["title"].high)
+    if sep and rest.strip() and 0 < len(first.strip()) <= longest:
+        return first.strip().lstrip("#").strip(), rest.strip()
+    if (found := _SENTENCE.match(first)) is not None and len(found.group(1)) <= min(longest, 200):
+        title = found.group(1).strip()
+        return (title[:-1] if title.endswith(".") else title), text[found.end() :].strip()
+    return "", text
 
 
 def relation_of(name: object) -> str | None:

@@ -7,18 +7,31 @@ observations when it has none; the observations are kept in metadata too), the f
 category (or the frontmatter's ``kind``) its type, the frontmatter's and the observations' tags its
 tags. With ``per_observation`` every observation is a memory of its own. A relation's target is
 found by title, permalink or file name. The writer writes one note per memory, with the same parts,
-links as wiki links to the other notes' titles, and eventmem's fields in the frontmatter.
+links as wiki links to the other notes' titles with their strength and context in the parentheses
+(``(strength 0.8; why)``), and eventmem's fields in the frontmatter (times, summary, and the metadata
+as a JSON object): a note eventmem wrote (it has ``eventmem_id``) reads back as the memory it was.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Final
 
 from eventmem.interchange import frontmatter
 from eventmem.interchange.exporting import Exported, unique_titles
-from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
+from eventmem.interchange.mapping import (
+    Bundle,
+    Item,
+    Problem,
+    Relation,
+    importance_of,
+    kind_of,
+    relation_of,
+    tags_of,
+    time_of,
+)
 from eventmem.interchange.sources import note_files, read_text
 
 __all__ = ["read", "write"]
@@ -61,8 +74,21 @@ def read(path: Path, *, per_observation: bool = False) -> Bundle:
             what = f"no note is titled {target[:80]!r}" if found is None else f"{kind[:40]!r} is not a relation name"
             bundle.problems.append(Problem(where, f"relation {kind[:40]} [[{target[:80]}]]: {what}"))
             continue
-        bundle.relations.append(Relation(source, found, relation, context=context, where=where))
+        strength, context = _strength(context)
+        bundle.relations.append(Relation(source, found, relation, strength, context, where))
     return bundle
+
+
+_STRENGTH: Final = re.compile(r"^strength ([0-9]*\.?[0-9]+)(?:; (.*))?$", re.DOTALL)
+
+
+def _strength(context: str) -> tuple[float, str]:
+    """A relation's ``(strength 0.8; context)`` as the writer writes it: the strength and the context."""
+    found = _STRENGTH.match(context.strip())
+    if found is None:
+        return 1.0, context
+    value = float(found.group(1))
+    return (value if 0.0 <= value <= 1.0 else 1.0), found.group(2) or ""
 
 
 def _note(
@@ -94,9 +120,22 @@ def _note(
     title = title or Path(relative).stem
     source = str(meta.get("permalink") or relative.removesuffix(".md"))
     note_tags = tags_of(meta.get("tags"), relative, problems)
-    metadata: dict[str, Any] = {"source": source, "file": relative}
-    metadata |= {k: v for k, v in meta.items() if k not in ("title", "tags", "kind", "importance", "permalink")}
+    created = time_of(meta.get("created"), relative, problems)
+    updated = time_of(meta.get("updated") or meta.get("modified"), relative, problems)
+    given_summary = meta.get("summary")
+    summary = given_summary if isinstance(given_summary, str) else ""
     importance = importance_of(meta.get("importance"), relative, problems)
+    if isinstance(meta.get("eventmem_id"), str):  # a note eventmem wrote: read back as the memory it was
+        kept = _eventmem_metadata(meta.get("metadata"), relative, problems)
+        kept.setdefault("source", source)
+        text = "\n".join(prose).strip() or title
+        kind = kind_of(meta.get("kind"), kept)
+        tags = tags_of(meta.get("tags"), relative, problems)
+        item = Item(source, text, relative, kind, title, tags, importance, kept, created, updated, summary)
+        return [item], relations
+    metadata: dict[str, Any] = {"source": source, "file": relative}
+    known = ("title", "tags", "kind", "importance", "permalink", "created", "updated", "modified", "summary")
+    metadata |= {k: v for k, v in meta.items() if k not in known}
     if per_observation and observations:
         items = []
         for index, (category, text, number) in enumerate(observations):
@@ -111,6 +150,8 @@ def _note(
                     tags=tags_of([*note_tags, *_TAG.findall(text)], relative, problems),
                     importance=importance,
                     metadata=extra,
+                    created_at=created,
+                    updated_at=updated,
                 )
             )
         return items, relations
@@ -122,7 +163,21 @@ def _note(
     kind_name = meta.get("kind") or (observations[0][0] if observations else meta.get("type"))
     kind = kind_of(kind_name, metadata)
     tags = tags_of([*note_tags, *(t for o in observations for t in _TAG.findall(o[1]))], relative, problems)
-    return [Item(source, text, relative, kind, title, tags, importance, metadata)], relations
+    return [Item(source, text, relative, kind, title, tags, importance, metadata, created, updated, summary)], relations
+
+
+def _eventmem_metadata(value: object, where: str, problems: list[Problem]) -> dict[str, Any]:
+    """The ``metadata`` the writer put in the frontmatter (a JSON object as text)."""
+    if value in (None, ""):
+        return {}
+    try:
+        found = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        problems.append(Problem(where, "metadata is not a JSON object; left out", skipped=False))
+        return {}
+    return found
 
 
 def _file_name(title: str, taken: set[str]) -> str:
@@ -140,15 +195,18 @@ def write(exported: Exported, folder: Path) -> int:
     titles = unique_titles(exported)
     outgoing: dict[str, list[str]] = {}
     for link in exported.links:
-        outgoing.setdefault(link.source, []).append(f"- {link.relation} [[{titles[link.target]}]]")
+        said = f"strength {link.strength:g}" + (f"; {' '.join(link.context.split())}" if link.context else "")
+        outgoing.setdefault(link.source, []).append(f"- {link.relation} [[{titles[link.target]}]] ({said})")
     taken: set[str] = set()
     for memory in exported.memories:
         title = titles[memory.id]
         header: dict[str, Any] = {"title": title, "type": "note", "permalink": f"eventmem/{memory.id}"}
         header |= {"tags": memory.tags} if memory.tags else {}
         header |= {"kind": memory.kind, "importance": memory.importance, "eventmem_id": memory.id}
-        header |= {"created": memory.created_at, "updated": memory.updated_at}
-        parts = [frontmatter.dump(header), f"# {title}\n", memory.body.strip() + "\n"]
+        header |= {"created": memory.created_at, "updated": memory.updated_at, "summary": memory.summary}
+        if memory.metadata:
+            header["metadata"] = json.dumps(memory.metadata, ensure_ascii=False, sort_keys=True)
+        parts = [frontmatter.dump(header), f"# {title}\n", memory.content.strip() + "\n"]
         tags = " ".join(f"#{tag}" for tag in memory.tags)
         first = " ".join(memory.summary.split()) or title
         parts.append(f"## Observations\n- [{memory.kind}] {first} {tags}".rstrip() + "\n")

@@ -8,7 +8,9 @@ extension and are not read. Its ``memory_graph`` table (source and target conten
 (``export_metadata`` and ``memories`` with the same fields, tags a list) is read the same way. The
 content hash is the original id. Its type names (``bug``, ``learning``, ``code_edit``…) map to
 eventmem's kinds (see :data:`eventmem.interchange.mapping.KIND_ALIASES`); ``importance`` in the
-metadata is the importance, the rest of the metadata is kept.
+metadata is the importance, the rest of the metadata is kept. Its times are the memory's times. It
+keeps no title: its tool stores "Title. content" as one text, so the title is what a note's first
+line would be (the first line of several, else the first sentence), and the content the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +21,18 @@ from pathlib import Path
 from typing import Any, Final
 
 from eventmem.core.errors import InvalidInput
-from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
+from eventmem.interchange.mapping import (
+    Bundle,
+    Item,
+    Problem,
+    Relation,
+    importance_of,
+    kind_of,
+    relation_of,
+    tags_of,
+    time_of,
+    title_of,
+)
 from eventmem.interchange.sources import holds_json_object, json_with_list, objects_in, open_sqlite
 
 __all__ = ["read"]
@@ -109,13 +122,19 @@ def _memory(record: dict[str, Any], where: str, problems: list[Problem]) -> Item
     for name in ("created_at", "updated_at", "store"):
         if record.get(name) not in (None, ""):
             metadata[name] = record[name]
+    text = content.strip()
+    if not isinstance(title, str) or not title.strip():  # its tool glues "Title. content" into one text
+        title, text = title_of(text)
+        text = text or content.strip()
     return Item(
         source=digest,
-        content=content,
+        content=text,
         where=where,
         kind=kind,
-        title=title if isinstance(title, str) else "",
+        title=title,
         tags=tags_of(record.get("tags"), where, problems),
         importance=importance_of(importance, where, problems),
         metadata=metadata,
+        created_at=time_of(record.get("created_at"), where, problems),
+        updated_at=time_of(record.get("updated_at"), where, problems),
     )

@@ -19,7 +19,17 @@ from typing import Any, Final
 
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS
-from eventmem.interchange.mapping import Bundle, Item, Problem, Relation, importance_of, kind_of, relation_of, tags_of
+from eventmem.interchange.mapping import (
+    Bundle,
+    Item,
+    Problem,
+    Relation,
+    importance_of,
+    kind_of,
+    relation_of,
+    tags_of,
+    time_of,
+)
 from eventmem.interchange.sources import holds_json_object, json_with_list, objects_in, open_sqlite
 
 __all__ = ["read"]
@@ -123,6 +133,8 @@ def _memory(record: dict[str, Any], where: str, problems: list[Problem]) -> Item
         tags=tags,
         importance=importance_of(record.get("importance"), where, problems),
         metadata=metadata,
+        created_at=time_of(record.get("created_at"), where, problems),
+        updated_at=time_of(record.get("updated_at"), where, problems),
     )
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventmem.context.sections import singleton_of_kind
 from eventmem.core.errors import SecretRefused
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
 from eventmem.core.limits import LIMITS
 from eventmem.core.redact import scrub
+from eventmem.core.sections import singleton_of_kind
 from eventmem.core.state import State
 from eventmem.core.summarizer import Summarizer
 from eventmem.core.validation import has_visible
@@ -81,6 +81,8 @@ class _Checked:
     tags: tuple[str, ...]
     metadata: dict[str, str]
     source: str
+    summary: str = ""
+    """The summary the other store kept (scrubbed, cut to its limit); ``""``: one is made."""
 
 
 def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Plan) -> _Checked | None:
@@ -116,11 +118,12 @@ def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Pla
         tags = tuple(dict.fromkeys(t for t in (scrub(t, refuse=refuse, field="tag") for t in item.tags) if t))
         fields = {key: scrub(value, refuse=refuse, field=f"metadata.{key}") for key, value in fields.items()}
         source = scrub(source, refuse=refuse, field="source")
+        summary = _cut(scrub(" ".join(item.summary.split()), refuse=refuse, field="summary"), "summary")[0]
     except SecretRefused as exc:
         plan.problems.append(Problem(where, str(exc)))
         return None
     memory_id = memory_id_for(format_name, item.source)
-    return _Checked(memory_id, item, kind, title, content, body, tags, fields, source)
+    return _Checked(memory_id, item, kind, title, content, body, tags, fields, source, summary)
 
 
 def make_plan(
@@ -150,7 +153,9 @@ def make_plan(
         if (fitted := _check(item, bundle.format, max_bytes, refuse_secrets, plan)) is not None:
             checked.append(fitted)
     fresh = [c for c in checked if (r := state.memories.get(c.memory_id)) is None or not r.exists]
-    summaries = dict(zip((c.memory_id for c in fresh), summarizer.summarize([c.body for c in fresh]), strict=True))
+    made = [c for c in fresh if not c.summary]  # a summary the store kept is kept
+    summaries = dict(zip((c.memory_id for c in made), summarizer.summarize([c.body for c in made]), strict=True))
+    summaries |= {c.memory_id: c.summary for c in fresh if c.summary}
     live: set[str] = set()
     for c in checked:
         record = state.memories.get(c.memory_id)
@@ -170,6 +175,8 @@ def make_plan(
                     importance=c.item.importance,
                     metadata=c.metadata,
                     source=c.source,
+                    created_at=c.item.created_at,
+                    updated_at=c.item.updated_at if c.item.updated_at != c.item.created_at else "",
                 )
             )
             plan.added.append(c.memory_id)

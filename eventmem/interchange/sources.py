@@ -103,6 +103,11 @@ def note_files(folder: Path, suffixes: tuple[str, ...] = (".md",)) -> list[Path]
     if stat.S_ISLNK(info.st_mode):
         raise UnsafePath(f"{folder} is a symbolic link; give the folder it points to")
     if stat.S_ISREG(info.st_mode):
+        if not folder.name.lower().endswith(suffixes):
+            raise InvalidInput(
+                f"{folder} is not a markdown note (a {' or '.join(suffixes)} file): give a note or a folder of "
+                "notes, or import it as the format it is in (server-memory for a JSONL knowledge graph)"
+            )
         return [folder]
     if not stat.S_ISDIR(info.st_mode):
         raise InvalidInput(f"{folder} is not a folder")

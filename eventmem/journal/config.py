@@ -15,21 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args, get_origin
 
 import msgspec
 
 from eventmem.core.errors import InvalidInput, UnsafePath
-from eventmem.core.limits import CONTENT_BYTES_CEILING, MAX_CONFIG_BYTES
+from eventmem.core.limits import MAX_CONFIG_BYTES, SETTING_LIMITS, in_range
 from eventmem.journal.files import atomic_write, check_path
 from eventmem.journal.gitrunner import GitError, run_git
 from eventmem.journal.project import user_data_dir, user_dir
+from eventmem.journal.setting_rules import network_settings, path_problem, reach, shown
 
 __all__ = [
     "Config",
@@ -43,6 +42,7 @@ __all__ = [
     "load_settings",
     "network_settings",
     "revoke",
+    "setting_problems",
     "user_config_file",
 ]
 
@@ -82,16 +82,19 @@ class Config(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
     (derived, untracked), or a folder of the project such as ``.ai`` to keep the files tracked."""
     section_max_bytes: int = 256 * 1024
     """Size limit of one project-context section; a write that would exceed it is paused."""
+    export_dir: str = "exports"
+    """The folder (of the project, or anywhere in the user's own settings) under which the MCP tool
+    ``export_memories`` may write; it writes only new files there."""
 
     def __post_init__(self) -> None:
         """A value no setting can mean (NaN, infinity, a size below one byte, a half-life of zero…)
         is refused naming its key, as a value of the wrong type is: a tracked file is input from
         whoever got a commit merged, and NaN weights or a limit of 0 bytes would quietly break
         every search or every save instead of failing once with the key's name."""
-        for name, low, high in _SETTING_RANGES:
+        for name, entry in SETTING_LIMITS.items():
             value = getattr(self, name)
-            if not low <= value <= high:  # (NaN fails every comparison)
-                raise ValueError(f"{name}: expected {_describe_range(low, high)}, got {value!r}")
+            if not in_range(entry, value):  # (NaN fails every comparison)
+                raise ValueError(f"{name}: expected {entry.describe()}, got {value!r}")
 
 
 FUSION_WEIGHTS: Final[dict[str, tuple[float, float]]] = {
@@ -119,35 +122,6 @@ def fusion_weights(config: Config, model_id: str) -> tuple[float, float]:
         return chosen
     found = FUSION_WEIGHTS.get(model_id) or FUSION_WEIGHTS.get(model_id.split("-", 1)[0])
     return found or MODEL_FUSION_WEIGHTS
-
-
-_FINITE: Final = sys.float_info.max
-_SETTING_RANGES: Final[tuple[tuple[str, float, float], ...]] = (
-    ("vector_weight", 0, _FINITE),
-    ("keyword_weight", 0, _FINITE),
-    ("importance_boost", -_FINITE, _FINITE),
-    ("recency_boost", -_FINITE, _FINITE),
-    ("recency_half_life_days", sys.float_info.min, _FINITE),
-    ("max_memory_bytes", 1, CONTENT_BYTES_CEILING),
-    ("max_segment_bytes", 0, sys.maxsize),
-    ("promote_importance", -_FINITE, _FINITE),
-    ("promote_accesses", 0, sys.maxsize),
-    ("compact_interval_seconds", 0, _FINITE),
-    ("archive_after_days", 0, _FINITE),
-    ("snapshot_every_events", 0, sys.maxsize),
-    ("section_max_bytes", 1, sys.maxsize),
-)
-"""The accepted range of each numeric setting (0 where it means "never" or "no limit")."""
-
-
-def _describe_range(low: float, high: float) -> str:
-    if high not in (_FINITE, sys.maxsize):
-        return f"a number from {low:,} to {high:,}"
-    if high == sys.maxsize:
-        return f"a whole number of at least {low:,}"
-    if low == -_FINITE:
-        return "a finite number"
-    return "a finite number above 0" if 0 < low < 1 else f"a finite number of at least {low:,}"
 
 
 ENV_PREFIX: Final = "EVENTMEM_"
@@ -178,66 +152,54 @@ def _coerce(raw: str, field_type: Any) -> Any:
     return text
 
 
-# -- what reaches the network or the environment ---------------------------------------------------
-
-
-def network_settings(table: Mapping[str, Any]) -> list[str]:
-    """One line for each setting in ``table`` (a config file's keys and values) that reaches the
-    network or reads the environment: a remote embedder (any HTTP provider, loopback included), an
-    API-key variable, ``summarizer = "sampling"``. Empty: everything in it stays on the machine."""
-    found: list[str] = []
-    for key, value in table.items():
-        what = _reach(str(key), value)
-        if what:
-            found.append(f"{key} = {_shown(value)}: {what}")
-    return found
-
-
-def _reach(key: str, value: Any) -> str:
-    if key == "embedder" and isinstance(value, str):
-        return _embedder_reach(value)
-    if key == "summarizer" and value == "sampling":
-        return "sends memory text to the MCP client's model (sampling)"
-    return ""
-
-
-def _embedder_reach(spec: str) -> str:
-    from eventmem.core.provider_spec import OLLAMA_URL, OPENAI_URL, parse_spec
-
-    text = spec.strip()
-    try:
-        parsed = parse_spec(text)
-    except InvalidInput:  # judged by its text: an unreadable spec must not slip through
-        kind = text.partition(":")[0].strip().lower()
-        if kind in ("", "hashing", "hashing-384", "onnx") and not any(c in text.lower() for c in ("@", "//", "key")):
-            return ""
-        return "may send memory text over the network (the spec does not parse)"
-    parts = []
-    if parsed.url or parsed.kind in ("ollama", "openai"):
-        default = OPENAI_URL if parsed.kind == "openai" else OLLAMA_URL
-        parts.append(f"sends memory text to {parsed.url or default}")
-    names = [parsed.options["key_env"]] if "key_env" in parsed.options else []
-    if parsed.kind == "openai" and not names:
-        names = ["OPENAI_API_KEY", "EVENTMEM_API_KEY"]
-    if names:
-        parts.append(f"reads the environment variable {' or '.join(names)}")
-    return " and ".join(parts)
-
-
-def _shown(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
 def invalid_setting(table: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first setting of a config file's ``table`` that no :class:`Config` accepts (an unknown
     key, a value of the wrong type or out of its range), as (key, the reason); ``None``: all valid."""
+    problems = setting_problems(table)
+    return next(iter(problems.items()), None)
+
+
+_FIELD_TYPES: Final = {f.name: f.type for f in msgspec.structs.fields(Config)}
+_FIELDS: Final = frozenset(_FIELD_TYPES)
+
+
+def setting_problems(table: Mapping[str, Any], root: Path | None = None) -> dict[str, str]:
+    """Each setting of a tracked config ``table`` that breaks a rule, with why (one line, the allowed
+    range or form in it): an unknown key, a value of the wrong type, out of its range or NaN, or a
+    path that leaves the project (``root``; without it only what the text shows is judged: an
+    absolute path, ``..``, ``~``) or passes through a link on the way. ``store`` is not judged here."""
+    problems: dict[str, str] = {}
+    for raw_key, value in table.items():
+        key = str(raw_key)
+        if key == STORE_KEY:
+            continue
+        reason = _value_problem(key, value) or path_problem(key, value, root)
+        if reason:
+            problems[key] = reason
+    return problems
+
+
+def _value_problem(key: str, value: Any) -> str:
+    if key not in _FIELDS:
+        return "not a setting eventmem knows"
+    if key == "embedder" and isinstance(value, str) and value not in ("", "hashing", "hashing-384"):
+        from eventmem.core.provider_spec import parse_spec
+
+        try:
+            parse_spec(value).check_numbers()
+        except InvalidInput as exc:
+            return str(exc)
     try:
-        msgspec.convert(dict(table), Config)
+        msgspec.convert({key: value}, Config)
     except msgspec.ValidationError as exc:
-        reason = str(exc)
-        named = re.search(r"`\$\.(\w+)`|unknown field `(\w+)`|^(\w+):", reason)
-        return (next(group for group in named.groups() if group) if named else "", reason)
-    return None
+        entry = SETTING_LIMITS.get(key)
+        if entry is not None:
+            return f"expected {entry.describe()}"
+        kind = _FIELD_TYPES[key]
+        if get_origin(kind) is Literal:
+            return f"expected one of {', '.join(shown(choice) for choice in get_args(kind))}"
+        return str(exc).replace(f" - at `$.{key}`", "")
+    return ""
 
 
 # -- where the settings come from ---------------------------------------------------------------
@@ -253,6 +215,9 @@ class Settings:
     allow it (``doctor`` lists them; the service's warnings repeat them)."""
     approved: list[str] = field(default_factory=list)
     """The tracked file's settings that reach the network and are in effect by ``eventmem allow``."""
+    invalid: list[str] = field(default_factory=list)
+    """One line per setting of a tracked file that breaks a rule (:func:`setting_problems`), with the
+    allowed range: ignored, its default used (``doctor`` is unhealthy while one is there)."""
     store: str = ""
     """The PostgreSQL database to serve from (``store``), from an untracked file or ``EVENTMEM_STORE``
     only; empty: the embedded indexes. Not a :class:`Config` field, so no settings view shows it."""
@@ -341,6 +306,9 @@ def _tracked_by_git(path: Path) -> bool:
 
 STORE_KEY: Final = "store"
 """The setting naming the PostgreSQL database ``eventmem serve`` answers from."""
+HOOKS_KEY: Final = "hooks"
+"""The ``[hooks]`` table of the user's and the clone's own settings (``eventmem.adapters.hooks``); in the
+tracked file it is left out, like every setting that is the user's to choose."""
 _STORE_IGNORED: Final = (
     "{name}: store = (a database address): would send memory text to a database a commit chose; ignored "
     "(the database comes only from `eventmem serve --store`, EVENTMEM_STORE, .eventmem/config.local.toml "
@@ -369,25 +337,36 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
     untrusted: dict[str, str] = {}
     """Keys set (last) by a tracked file, with what they would do."""
     approved: list[str] = []
+    invalid: list[str] = []
     store = ""
-    content = _read_bytes(path)
+    root = path.parent.parent
+    try:
+        content = _read_bytes(path)
+        tracked = _parse(path, content) if content is not None else {}
+    except InvalidInput as exc:  # one careless commit must not stop every agent's saves
+        content, tracked = None, {}
+        invalid.append(f"{_one_line(str(exc))}; ignored: every setting of it has its default")
     if content is not None:
-        tracked = _parse(path, content)
+        tracked.pop(HOOKS_KEY, None)  # the hooks read their table from the untracked files only
+        _drop_invalid(path.name, tracked, root, invalid)
         if STORE_KEY in tracked:
             untrusted[STORE_KEY] = _STORE_IGNORED.format(name=path.name)
             tracked.pop(STORE_KEY)
         data.update(tracked)
-        reaching = {str(k): _reach(str(k), v) for k, v in tracked.items() if _reach(str(k), v)}
+        reaching = {str(k): reach(str(k), v) for k, v in tracked.items() if reach(str(k), v)}
         if reaching and _approved(path, content, env):
             approved = network_settings({k: tracked[k] for k in reaching})
         else:
-            untrusted.update({k: f"{path.name}: {k} = {_shown(tracked[k])} ({w})" for k, w in reaching.items()})
+            untrusted.update({k: f"{path.name}: {k} = {shown(tracked[k])} ({w})" for k, w in reaching.items()})
     for layer in (user_config_file(env), path.with_name("config.local.toml")):
         layer_content = _read_bytes(layer)
         if layer_content is None:
             continue
         table = _parse(layer, layer_content)
         tracked_layer = layer.parent == path.parent and _tracked_by_git(layer)
+        table.pop(HOOKS_KEY, None)  # read by eventmem.adapters.hooks, not a Config field
+        if tracked_layer:
+            _drop_invalid(f"{layer.name} (tracked by git)", table, root, invalid)
         if STORE_KEY in table:
             if tracked_layer:
                 untrusted[STORE_KEY] = _STORE_IGNORED.format(name=f"{layer.name} (tracked by git)")
@@ -401,10 +380,10 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         if tracked_layer:
             untrusted.update(
                 {
-                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {_shown(table[k])} "
-                    f"({_reach(str(k), table[k])})"
+                    str(k): f"{layer.name} (tracked by git: `git rm --cached` it): {k} = {shown(table[k])} "
+                    f"({reach(str(k), table[k])})"
                     for k in table
-                    if _reach(str(k), table[k])
+                    if reach(str(k), table[k])
                 }
             )
     for field_ in msgspec.structs.fields(Config):
@@ -429,6 +408,19 @@ def load_settings(path: Path, environ: Mapping[str, str] | None = None) -> Setti
         for key, line in untrusted.items()
     ]
     try:
-        return Settings(msgspec.convert(data, Config), ignored, approved, store)
+        return Settings(msgspec.convert(data, Config), ignored, approved, invalid, store)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"{path.name}: {exc}") from None
+
+
+def _drop_invalid(name: str, table: dict[str, Any], root: Path, invalid: list[str]) -> None:
+    """Take out of a tracked ``table`` each setting that breaks a rule, adding its line to ``invalid``."""
+    for key, reason in setting_problems(table, root).items():
+        value = table.pop(key)
+        default = getattr(Config(), key, None)
+        used = f"the default {shown(default)} is used" if key in _FIELDS else "it has no effect"
+        invalid.append(_one_line(f"{name}: {key} = {shown(value)[:80]}: {reason}; ignored, {used}"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

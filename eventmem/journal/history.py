@@ -31,7 +31,7 @@ from eventmem.core.records import (
     REGISTERS,  # the fold's own list of last-writer-wins fields
     MemoryRecord,
 )
-from eventmem.core.stamps import stamp_of
+from eventmem.core.stamps import causal_time_order, stamp_of
 from eventmem.core.state import State
 from eventmem.journal.decoder import decode_bytes
 from eventmem.journal.gitrunner import GitError, git_bytes
@@ -214,8 +214,20 @@ def load(root: Path, spec: str) -> History:
     return read_revision(root, spec)
 
 
-def merge_base(root: Path, a: str, b: str) -> str:
-    return git(root, "merge-base", a, b).decode().strip()
+def merge_base(root: Path, a: str, b: str, *, names: tuple[str, str] | None = None) -> str:
+    """The commit ``a`` and ``b`` forked from; a :class:`HistoryError` naming the rewrite when they share
+    none (``names``: how to call them in it)."""
+    try:
+        return git_bytes(root, "merge-base", a, b).decode().strip()
+    except GitError as exc:
+        if exc.returncode != 1:
+            raise HistoryError(str(exc)) from None
+    one, other = names or (a, b)
+    raise HistoryError(
+        f"{one} and {other} have no commit in common: the history was rewritten (a force-push of a rebased or "
+        f"squashed branch, a filtered repository) or they are unrelated; nothing can be compared. Check "
+        f"against the base {other} was made from, or fetch {one} again"
+    )
 
 
 def default_base(root: Path) -> str:
@@ -312,8 +324,9 @@ def _visible_fields(record: MemoryRecord | None) -> dict[str, Any]:
 
 
 def memory_log(history: History, memory_id: str) -> list[LogLine]:
-    """Every event about ``memory_id`` (links to and from it included), oldest first by stamp,
-    each with the fields it changed as the memory looked right before and right after it."""
+    """Every event about ``memory_id`` (links to and from it included), in time order with each event
+    after its ``prev`` (:func:`~eventmem.core.stamps.causal_time_order`), each with the fields it
+    changed as the memory looked right before and right after it."""
     ends = {
         entry.event.link: (entry.event.source, entry.event.target)
         for entry in history.entries
@@ -326,11 +339,10 @@ def memory_log(history: History, memory_id: str) -> list[LogLine]:
             continue
         if memory_id in memory_ids(event) or (isinstance(event, LinkRemoved) and memory_id in ends.get(event.link, ())):
             mine[event.id] = (entry, event)
-    folded = State()  # for the fold's order (an event after its prev, whatever the stamps)
-    folded.fold([event for _, event in mine.values()])
     state = State()
     lines: list[LogLine] = []
-    for entry, event in sorted(mine.values(), key=lambda pair: folded.key_of_event(pair[1])):
+    ordered = causal_time_order(mine.values(), lambda pair: (pair[1].id, pair[1].ts, pair[1].prev))
+    for entry, event in ordered:
         before = _visible_fields(state.memories.get(memory_id))
         state.apply(event)
         after = _visible_fields(state.memories.get(memory_id))

@@ -84,6 +84,9 @@ class Journal:
         """Segments (or folders) the last :meth:`segments` left out, by name, with the reason: symbolic
         links and other entries that are not real files inside the project."""
         self._quarantine_dir = os.fspath(paths.cache_dir / QUARANTINE)
+        self._rolled: dict[str, int] = {}
+        """The number of this clone's segment being filled, by its first segment's name (1: that one)."""
+        self._last_name = ""
         self._listed: dict[str, tuple[str, Path]] = {}
         """(name, path) of each segment file seen, by its path as listed (a catch-up lists the same few)."""
 
@@ -155,28 +158,66 @@ class Journal:
     def append(self, events: Sequence[Event], *, locked: bool = False) -> str:
         """Append events as lines of this clone's segment for the current branch.
 
-        Returns the segment's name. Raises :class:`JournalUnwritable` when the disk refuses (the
-        segment is cut back to where it was) and :class:`LimitExceeded` when the segment is full.
-        ``locked``: the caller already holds :attr:`lock` (taking it again would wait forever).
+        Returns the segment's name (the last one written, when the events filled one and went on in
+        the next). Raises :class:`JournalUnwritable` when the disk refuses (the segment is cut back to
+        where it was). ``locked``: the caller already holds :attr:`lock` (taking it again would wait
+        forever).
         """
         appended = self.append_located(events, locked=locked)
-        return appended.name if appended is not None else ""
+        return appended.name if appended is not None else self._last_name
 
     def append_located(self, events: Sequence[Event], *, locked: bool = False) -> Appended | None:
-        """:meth:`append`, telling where the lines went (``None`` when there was nothing to write)."""
-        data = b"".join(encode_event(event) for event in events)
+        """:meth:`append`, telling where the lines went (``None`` when there was nothing to write, or
+        when they went into more than one segment: the reader then reads them back).
+
+        A segment that would grow past ``max_segment_bytes`` is full: the lines go on in this
+        clone's next segment for the branch (``<writer>.<branch>.<n>.jsonl``), a batch larger than a
+        segment split between lines (each part appended whole; a line larger than a segment alone in
+        a new one)."""
+        lines = [encode_event(event) for event in events]
+        data = b"".join(lines)
         if not data:
             return None
         refuse_unreadable(data)
         try:
             self.paths.ensure()
-            segment = self.paths.inside(self.paths.journal_dir / self.paths.segment_name())
             if locked:
-                return self._append_locked(segment, data)
+                return self._append_rolling(lines, data)
             with self.lock.hold():
-                return self._append_locked(segment, data)
+                return self._append_rolling(lines, data)
         except OSError as exc:
             raise JournalUnwritable(describe_os_error(exc)) from exc
+
+    def _append_rolling(self, lines: list[bytes], data: bytes) -> Appended | None:
+        base = self.paths.segment_name()
+        number = self._rolled.get(base, 1)
+        limit = self.max_segment_bytes
+        pending = lines if limit and len(data) > limit else [data]
+        appended: Appended | None = None
+        parts = 0
+        while pending:
+            segment = self.paths.inside(self.paths.journal_dir / _numbered(base, number))
+            size = _size(segment)
+            taken, room = 0, limit - size
+            if limit:
+                while taken < len(pending) and (len(pending[taken]) <= room or (taken == 0 and size == 0)):
+                    room -= len(pending[taken])
+                    taken += 1
+            else:
+                taken = len(pending)
+            if taken == 0:
+                number += 1  # full: on in the next segment
+                continue
+            try:
+                appended = self._append_locked(segment, b"".join(pending[:taken]))
+            except LimitExceeded:  # (filled by another process since its size was read)
+                number += 1
+                continue
+            parts += 1
+            self._last_name = appended.name
+            pending = pending[taken:]
+        self._rolled[base] = number
+        return appended if parts == 1 else None
 
     def _append_locked(self, segment: Path, data: bytes) -> Appended:
         created = not segment.exists()
@@ -184,12 +225,8 @@ class Journal:
         try:
             size, newline = self._settle_tail(fd, segment)
             data = newline + data
-            if self.max_segment_bytes and size + len(data) > self.max_segment_bytes:
-                raise LimitExceeded(
-                    f"journal segment {segment.name} would grow past {self.max_segment_bytes} bytes "
-                    "(max_segment_bytes); run `eventmem compact` to archive old history, "
-                    "or raise the limit in .eventmem/config.toml"
-                )
+            if self.max_segment_bytes and size and size + len(data) > self.max_segment_bytes:
+                raise LimitExceeded(f"journal segment {segment.name} is full (max_segment_bytes)")
             try:
                 view = memoryview(data)
                 while view:
@@ -370,3 +407,15 @@ def describe_os_error(exc: OSError) -> str:
         f"could not write to the memory journal: {reason}{where}. "
         "Nothing was saved; free space or fix permissions and retry."
     )
+
+
+def _numbered(name: str, number: int) -> str:
+    """The ``number``-th segment of a writer on a branch: ``w.b.jsonl``, then ``w.b.2.jsonl``, …"""
+    return name if number <= 1 else f"{name.removesuffix('.jsonl')}.{number}.jsonl"
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return 0

@@ -202,7 +202,12 @@ class KeywordIndex:
         caller goes on; :meth:`BulkLoad.finish` waits for it (see :class:`BulkLoad`)."""
         if self._present:
             raise ValueError("bulk_load needs an empty keyword index")
-        return BulkLoad(self, rows)
+        return BulkLoad(self._db, self.using, rows, self._loaded)
+
+    def _loaded(self, df: Counter[str], present: set[int]) -> None:
+        """A bulk load is in: its rows' document frequencies and slots."""
+        self.df, self._present = df, present
+        self._phrases.clear()
 
     def remove(self, slots: Iterable[int]) -> None:
         self._phrases.clear()

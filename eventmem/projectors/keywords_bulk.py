@@ -10,12 +10,10 @@ import sqlite3
 import threading
 import weakref
 from collections import Counter
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import Final
 
 from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, close_when_free
-
-if TYPE_CHECKING:
-    from eventmem.projectors.keywords import KeywordIndex
 
 __all__ = ["BULK_HASHSIZE", "DEFAULT_HASHSIZE", "BulkLoad", "Row", "guarded_connection", "words_of"]
 
@@ -46,22 +44,32 @@ def guarded_connection(owner: object, db: sqlite3.Connection) -> threading.Lock:
 
 
 class BulkLoad:
-    """Rows for an empty :class:`KeywordIndex`, indexed by a worker thread in one transaction.
+    """Rows for an empty keyword index (its connection ``db``, and the lock of the thread filling it,
+    ``using``), indexed by a worker thread in one transaction; ``done`` is handed the document
+    frequencies and the slots once every row is in.
 
     The rows are first copied into a temporary table by the caller (about 2 us a row); the worker
     then fills the FTS5 index from it with one ``INSERT ... SELECT``, a single call into SQLite
     that runs without the GIL, beside the caller's Python work on another core. (``executemany``
     from the worker would take the GIL back after every row, and wait for it while the caller
     runs Python.) Nothing else may use the index in between (the store holds its lock throughout).
-    The index answers exactly as if the rows had been given to :meth:`KeywordIndex.upsert`.
+    The index answers exactly as if the rows had been given to its ``upsert``.
 
     The document frequencies of the rows whose text is ASCII are counted by the worker too,
     with a second, temporary FTS5 table: for ASCII, its ``unicode61`` tokens with ``_`` as a token
     character, folded to lower case, are exactly the lower-cased ``\\w+`` words of :func:`_words`
     (``fts5vocab`` gives each one's number of documents). Other texts are counted in Python."""
 
-    def __init__(self, index: KeywordIndex, rows: list[Row]) -> None:
-        self._index = index
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        using: threading.Lock,
+        rows: list[Row],
+        done: Callable[[Counter[str], set[int]], None],
+    ) -> None:
+        self._db = db
+        self._using = using
+        self._done = done
         self._rows = rows
         self._error: BaseException | None = None
         self._finished = False
@@ -75,7 +83,7 @@ class BulkLoad:
                 ascii_texts.append((text,))
             else:
                 self._other_texts.append(text)
-        db = index._db
+        db = self._db
         db.execute("PRAGMA temp_store = MEMORY")
         db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
         db.execute("BEGIN")
@@ -91,12 +99,12 @@ class BulkLoad:
         self._thread.start()
 
     def _insert(self) -> None:
-        with self._index.using:  # (the connection is not closed under it, even at exit)
+        with self._using:  # (the connection is not closed under it, even at exit)
             self._fill()
 
     def _fill(self) -> None:
         try:
-            db = self._index._db
+            db = self._db
             db.execute(
                 "INSERT INTO docs(rowid, title, summary, content, tags) "
                 "SELECT slot, title, summary, content, tags FROM temp.bulk_rows ORDER BY slot"
@@ -114,7 +122,7 @@ class BulkLoad:
             self._end(commit=False)
 
     def _end(self, *, commit: bool) -> None:
-        db = self._index._db
+        db = self._db
         try:
             if commit:
                 for table in _BULK_TABLES:
@@ -141,6 +149,4 @@ class BulkLoad:
             raise self._error
         for term, documents in self._vocabulary:
             df[term] += documents
-        self._index.df = df
-        self._index._present = {r[0] for r in self._rows}
-        self._index._phrases.clear()
+        self._done(df, {r[0] for r in self._rows})

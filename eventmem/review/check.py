@@ -72,14 +72,16 @@ def check_branch(root: Path, base: str | None = None, head: str = "HEAD", *, now
     now = time.time() if now is None else now
     base_name = base or default_base(root)
     head_commit = commit_of(root, head)
-    fork = merge_base(root, commit_of(root, base_name), head_commit)
+    fork = merge_base(root, commit_of(root, base_name), head_commit, names=(base_name, head))
     memory_dir = git(root, "rev-parse", "--show-prefix").decode("utf-8", "surrogateescape").strip() + ".eventmem"
     findings: list[Finding] = []
     head_tree = ls_tree(root, head_commit, [memory_dir])
     fork_tree = ls_tree(root, fork, [memory_dir])
-    config = read_config(root, memory_dir, head_tree, fork_tree, findings)
+    config = read_config(root, memory_dir, head_tree, fork_tree, findings, commit=head_commit)
     # a tracked config.local.toml counts as the repository's too, and wins over config.toml
-    config |= read_config(root, memory_dir, head_tree, fork_tree, findings, name="config.local.toml")
+    config |= read_config(
+        root, memory_dir, head_tree, fork_tree, findings, name="config.local.toml", commit=head_commit
+    )
     folders = [memory_dir, *render_folder(config, memory_dir)]
     head_tree = ls_tree(root, head_commit, folders)
     base_tree = ls_tree(root, fork, folders)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from eventmem.core.limits import MAX_CHECKED_BLOB_BYTES
-from eventmem.journal.config import invalid_setting, network_settings
+from eventmem.journal.config import network_settings, setting_problems
 from eventmem.journal.history import HistoryError, cat_file, git
+from eventmem.journal.setting_rules import named_paths
 from eventmem.review.audit_report import Finding
 from eventmem.review.trust_audit import setting_line
 
@@ -121,6 +122,7 @@ def read_config(
     base: dict[str, Blob],
     findings: list[Finding],
     name: str = "config.toml",
+    commit: str | None = None,
 ) -> dict[str, Any]:
     """The branch's tracked config table; its network settings reported when the branch changed it."""
     path = f"{memory_dir}/{name}"
@@ -145,12 +147,36 @@ def read_config(
             line = setting_line(text, setting.split(" =", 1)[0])
             message = f"tracked setting {setting}; a tracked setting may only choose what stays on the machine"
             findings.append(error_finding("network-setting", path, line, -1, message))
-        invalid = invalid_setting(table)
-        if invalid is not None:  # every eventmem command on the merged project would refuse to run
-            key, reason = invalid
-            message = f"invalid setting: {reason}; every eventmem command would refuse this config"
+        problems = setting_problems(table)
+        if commit is not None:
+            problems = _linked_paths(root, commit, memory_dir, table) | problems
+        for key, reason in problems.items():  # (ignored where merged: its default is used)
+            shown = _one_line(repr(table[key]))[:80]
+            message = f"invalid setting: {key} = {shown}: {reason}; eventmem would ignore it and use the default"
             findings.append(error_finding("invalid-config", path, setting_line(text, key), -1, message))
     return table
+
+
+def _linked_paths(root: Path, commit: str, memory_dir: str, table: dict[str, Any]) -> dict[str, str]:
+    """Settings naming a path that passes through a symbolic link at ``commit``, with why."""
+    prefix = memory_dir.removesuffix(".eventmem")
+    found: dict[str, str] = {}
+    for key, value in table.items():
+        if key == "render_ai_dir":
+            continue  # (a link on the way to the render folder is told as a symlink finding)
+        for given, _kind in named_paths(str(key), value):
+            relative = Path(given)
+            if relative.is_absolute() or ".." in relative.parts:
+                continue  # (told by setting_problems)
+            steps = [prefix + step.as_posix() for step in (relative, *relative.parents) if step.parts]
+            links = ls_links(root, commit, steps)
+            if links:
+                found[str(key)] = f"{min(links)} is a symbolic link; a tracked setting names no path through a link"
+    return found
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def render_folder(config: dict[str, Any], memory_dir: str) -> list[str]:

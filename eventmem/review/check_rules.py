@@ -9,6 +9,7 @@ from eventmem.core.codec import UnknownEvent
 from eventmem.core.events import (
     LinkAdded,
     LinkRemoved,
+    MemoryArchived,
     MemoryDeleted,
     MemoryExpired,
     MemoryPromoted,
@@ -21,7 +22,7 @@ from eventmem.review.audit_report import Finding
 from eventmem.review.check_git import Line, error_finding
 from eventmem.review.check_segments import Decoded
 
-__all__ = ["FUTURE_SECONDS", "Rules"]
+__all__ = ["FUTURE_SECONDS", "Rules", "segment_name_ok"]
 
 FUTURE_SECONDS: Final = 300.0
 
@@ -48,7 +49,7 @@ class Rules:
             self.links.add(event.link)
 
     def apply(self, events: list[tuple[Line, Decoded]], findings: list[Finding]) -> None:
-        from eventmem.context.sections import SECTIONS
+        from eventmem.core.sections import SECTIONS
 
         sections = {section.memory_id for section in SECTIONS if section.singleton}
         base_ids = set(self.by_id)
@@ -69,6 +70,12 @@ class Rules:
             seen.setdefault(event.id, event)
             if isinstance(event, UnknownEvent) or earlier is not None:
                 continue
+            if isinstance(event, MemoryArchived) and not segment_name_ok(event.segment):
+                report(
+                    "bad-segment",
+                    f"archived event {event.id} names the segment {event.segment!r}, not a file of archive/ or "
+                    "journal/ (a path that leads elsewhere is never a segment)",
+                )
             if isinstance(event, MemorySaved) and event.memory not in sections:
                 creator = self.creators.get(event.memory, event.by)
                 if creator != event.by:
@@ -98,6 +105,20 @@ class Rules:
             case MemoryUpdated() | MemoryPromoted() | MemoryDeleted() | MemoryRestored() | MemoryExpired():
                 return [] if event.memory in self.memories else [(event.memory, "memory")]
         return []
+
+
+def segment_name_ok(name: str) -> bool:
+    """Whether an ``archived`` event's segment is a file right inside ``archive/`` or ``journal/``."""
+    folder, _, file = name.partition("/")
+    return (
+        folder in ("archive", "journal")
+        and file.endswith(".jsonl")
+        and "/" not in file
+        and "\\" not in file
+        and "\0" not in file
+        and file not in (".jsonl", "..jsonl")
+        and not file.startswith(".")
+    )
 
 
 def tag_of(event: Decoded) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "diff_histories",
     "diff_specs",
     "diff_states",
+    "field_words",
     "pr_summary",
     "show",
     "show_value",
@@ -79,11 +80,15 @@ def word_diff(old: str, new: str) -> str:
     return printable(" ".join(parts))
 
 
-def _field_change(name: str, old: Any, new: Any) -> FieldChange:
-    change = FieldChange(field=name, old=old, new=new)
+def field_words(old: Any, new: Any) -> str:
+    """For two texts too long to show whole: the words that changed (:func:`word_diff`); else ``""``."""
     if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > _SHORT:
-        change.words = word_diff(old, new)
-    return change
+        return word_diff(old, new)
+    return ""
+
+
+def _field_change(name: str, old: Any, new: Any) -> FieldChange:
+    return FieldChange(field=name, old=old, new=new, words=field_words(old, new))
 
 
 def _changed_fields(old: MemoryRecord | None, new: MemoryRecord) -> list[FieldChange]:

@@ -160,7 +160,6 @@ def cursor_past(store: Store, appended: Appended, count: int) -> bool:
     store._hashers[appended.name] = hasher
     store.cursors[appended.name] = Cursor(offset=appended.stat[0], digest=hasher.digest(), stat=appended.stat)
     store.events_since_snapshot += count
-    store._snapshot_if_due()
     return True
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from eventmem.core.errors import JournalCorrupt
 from eventmem.core.events import SCOPES
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.state import State
@@ -76,6 +77,10 @@ class ReadView:
 
     def unknown_event_types(self) -> dict[str, int]:
         return dict(self._store.state.unknown)
+
+    def problems(self) -> list[JournalCorrupt]:
+        """The corrupt lines the fold skipped (those a loaded snapshot covers too), in the order found."""
+        return list(self._store.problems.values())
 
     # -- derived per memory -----------------------------------------------------------------------
 

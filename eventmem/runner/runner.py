@@ -27,7 +27,7 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.core.errors import JournalCorrupt
+from eventmem.core.errors import JournalCorrupt, JournalUnwritable
 from eventmem.core.events import AnyEvent
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.records import MemoryRecord, MemoryRecords
@@ -37,15 +37,14 @@ from eventmem.embedders.embedcache import EmbeddingCache, forget_other_models
 from eventmem.embedders.embedder import Embedder
 from eventmem.journal.config import Config
 from eventmem.journal.files import FileLock
-from eventmem.journal.journal import Journal
+from eventmem.journal.journal import Journal, describe_os_error
 from eventmem.journal.project import ProjectPaths
 from eventmem.journal.usage import UsageLog
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector
 from eventmem.projectors.vectors import VectorsProjector
 from eventmem.runner import cursors, snapshots
-from eventmem.runner.appends import append_planned
-from eventmem.runner.cursors import Cursor, catch_up_once
+from eventmem.runner.cursors import Cursor, catch_up_once, cursor_past
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.embedding import EmbeddingQueue, Progress
 from eventmem.runner.projection import sync
@@ -341,9 +340,32 @@ class Store:
         return [scrub_event(event, refuse=refuse) for event in events]
 
     def append_planned(self, plan: Callable[[], list[AnyEvent]]) -> list[AnyEvent]:
-        """Decide what to append on the current state of the journal, with no other writer in between
-        (see :func:`~eventmem.runner.appends.append_planned`)."""
-        return append_planned(self, plan)
+        """Decide what to append on the current state of the journal, with no other writer in between.
+
+        Holds the journal lock, catches up (so the fold includes whatever any process wrote), calls
+        ``plan`` and appends what it returns. Used where an event must be written once (a promotion,
+        an expiry, a save that may be a duplicate, a conditional change): two processes doing the same
+        thing take turns, and the second one's ``plan`` sees the first one's events."""
+        with self.lock:
+            try:
+                self.paths.ensure()
+                with self.journal.lock.hold():
+                    self.catch_up()
+                    events = self.scrubbed(plan())
+                    if events:
+                        appended = self.journal.append_located(events, locked=True)
+                        self.apply_local(events)
+                        # the cursor covers what was just written; the texts of these events are
+                        # indexed after the reply (see defer_after_reply)
+                        if appended is None or not cursor_past(self, appended, len(events)):
+                            self.catch_up(flush=False)
+                        else:  # (their lines will not be read back)
+                            for event in events:
+                                self.state.unread.pop(event.id, None)
+                            self._snapshot_if_due()
+            except OSError as exc:
+                raise JournalUnwritable(describe_os_error(exc)) from exc
+            return events
 
     # -- snapshots ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.ids import canonical_id, parse_iso, to_iso
 from eventmem.core.limits import MAX_CONFIG_BYTES
 from eventmem.core.records import MemoryRecord
 from eventmem.core.validation import check_length, check_number, check_whole, shown
@@ -60,6 +61,18 @@ def _make_cursor(event: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(f"{event['ts']}{event['id']}".encode()).decode("ascii").rstrip("=")
 
 
+def _moment(value: str | None, name: str) -> str | None:
+    """``since``/``until`` as the journal writes times (fixed-width UTC), or :class:`InvalidInput`."""
+    if value is None:
+        return None
+    try:
+        return to_iso(parse_iso(value))
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            f"{name}: expected an ISO-8601 time (2026-01-05 or 2026-01-05T10:02:00Z), got {shown(value)}"
+        ) from None
+
+
 def events_page(
     service: MemoryService,
     *,
@@ -79,6 +92,7 @@ def events_page(
     for value, name in ((since, "time"), (until, "time"), (writer, "by")):
         if value is not None:
             check_length(value, name)
+    since, until = _moment(since, "since"), _moment(until, "until")
     after = _cursor_key(cursor) if cursor else ""
     wanted = set(types or ())
     service.catch_up()
@@ -151,9 +165,21 @@ def dashboard(service: MemoryService) -> dict[str, Any]:
     by_project: Counter[str] = Counter()
     by_tag: Counter[str] = Counter()
     per_day: Counter[str] = Counter()
+    recent = service.history(None, limit=20)
+    named: dict[str, dict[str, str]] = {}
+    ends: dict[str, tuple[str, str, str]] = {}
+    wanted = {m for e in recent for m in _event_memories(e)}
+    links = {e["link"] for e in recent if e.get("type") == "unlinked" and e.get("link")}
     for store in service.stores():
         store.catch_up()
         with store.read() as view:
+            for key in links - ends.keys():
+                if (link := view.fold.links.get(key)) is not None:
+                    ends[key] = (link.source, link.target, link.relation)
+            for key in wanted | {m for source, target, _ in ends.values() for m in (source, target)}:
+                found = view.record(key)
+                if found is not None and key not in named:
+                    named[key] = {"title": found.title or found.summary[:80], "status": found.status}
             for record in view.memories().values():
                 if not record.exists:
                     continue
@@ -164,23 +190,45 @@ def dashboard(service: MemoryService) -> dict[str, Any]:
                 by_scope[record.scope] += 1
                 by_project[record.project or service.root.root.name] += 1
                 by_tag.update(record.tags)
-    recent = service.history(None, limit=20)
     return {
         "by_type": dict(sorted(by_kind.items())),
         "by_scope": dict(sorted(by_scope.items())),
         "by_project": dict(sorted(by_project.items())),
         "by_tag": dict(by_tag.most_common(30)),
         "saves_per_day": dict(sorted(per_day.items())[-60:]),
-        "recent": [
-            {
-                "ts": e["ts"],
-                "type": e.get("type", ""),
-                "memory": e.get("memory", e.get("link", "")),
-                "by": e.get("by", ""),
-            }
-            for e in reversed(recent)
-        ],
+        "recent": [_activity(e, named, ends) for e in reversed(recent)],
         "vector_status": service.vector_status(),
+    }
+
+
+def _event_memories(event: dict[str, Any]) -> list[str]:
+    """The memories an event (as :meth:`MemoryService.history` gives it) names: a link's two ends, an
+    archive's first few, or its one memory."""
+    if event.get("type") == "linked":
+        return [event.get("source", ""), event.get("target", "")]
+    if event.get("type") == "archived":
+        return list(event.get("memories", ()))[:3]
+    return [event["memory"]] if event.get("memory") else []
+
+
+def _activity(
+    event: dict[str, Any], named: dict[str, dict[str, str]], ends: dict[str, tuple[str, str, str]]
+) -> dict[str, Any]:
+    """One row of the dashboard's recent activity: the memories it is about, each with its title and
+    status (an ``unlinked`` event's are its link's two ends), and a link's relation."""
+    ids = _event_memories(event)
+    relation = event.get("relation", "related_to") if event.get("type") == "linked" else ""
+    if event.get("type") == "unlinked" and event.get("link") in ends:
+        source, target, relation = ends[event["link"]]
+        ids = [source, target]
+    memories = [{"id": m, **named.get(m, {"title": "", "status": "unknown"})} for m in ids if m]
+    return {
+        "ts": event["ts"],
+        "type": event.get("type", ""),
+        "memory": memories[0]["id"] if memories else "",
+        "memories": memories,
+        "relation": relation,
+        "by": event.get("by", ""),
     }
 
 
@@ -375,6 +423,7 @@ def memory_any_status(service: MemoryService, memory_id: str) -> Memory:
 def _saved(service: MemoryService, memory_id: str) -> tuple[Store, MemoryRecord] | None:
     """The store and folded record of a memory ever saved, whatever its status now."""
     check_length(memory_id, "memory_id")
+    memory_id = canonical_id(memory_id)
     for store in service.stores():
         store.catch_up()
         with store.read() as view:

@@ -12,7 +12,6 @@ from typing import Any, Literal, TypedDict, Unpack
 
 import msgspec
 
-from eventmem.context.sections import Section, singleton_of_kind
 from eventmem.core.errors import InvalidInput, StaleVersion
 from eventmem.core.events import (
     SCOPES,
@@ -24,7 +23,8 @@ from eventmem.core.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.core.ids import new_id, now_iso
+from eventmem.core.ids import canonical_id, new_id, now_iso
+from eventmem.core.sections import Section, singleton_of_kind
 from eventmem.core.validation import check_length, check_metadata, refusal
 from eventmem.runner.readview import ReadView
 from eventmem.runner.runner import Store
@@ -39,7 +39,7 @@ from eventmem.service.inputs import (
     refuse_second_singleton,
 )
 from eventmem.service.lookups import has_links, head_of, known_record, link_of, record_of
-from eventmem.service.models import Link, Memory, Saved, _link_view
+from eventmem.service.models import Link, Memory, Saved, link_view
 from eventmem.service.part import Part, Shared
 
 __all__ = ["Commands", "SaveOptions"]
@@ -218,6 +218,12 @@ class Commands(Part):
             changes["importance"] = check_importance(importance)
         if ttl_seconds != "unchanged":
             changes["ttl_seconds"] = check_ttl(ttl_seconds)
+            section = singleton_of_kind(record.kind)
+            if changes["ttl_seconds"] is not None and (record.id.startswith("section:") or section is not None):
+                name = section.key if section is not None else record.id.removeprefix("section:")
+                raise InvalidInput(
+                    f"{record.id} is the project's {name} section, which is long-term: it cannot be given a TTL"
+                )
         if content is not None:
             new_content = self._clean_text(content, "content", required=True)
             if new_content != record.content:
@@ -298,7 +304,7 @@ class Commands(Part):
         one append per store. Returns (memory, whether it changed); a live memory is left as it is."""
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise refusal("memory_id", "a memory's id", memory_id)
-        memory_id = check_length(memory_id.strip(), "memory_id")
+        memory_id = canonical_id(check_length(memory_id.strip(), "memory_id"))
         reason = self._clean_text(reason or "", "reason", required=False)
         check_by(by)
         store = self._owner(memory_id)
@@ -397,7 +403,7 @@ class Commands(Part):
             context=link_context,
         )
         store.append([event, *self._promotion_at_save(event), link])
-        return self.view(store, record_of(store, event.memory)), _link_view(link_of(store, link.link))
+        return self.view(store, record_of(store, event.memory)), link_view(link_of(store, link.link))
 
 
 def _check_version(view: ReadView, memory_id: str, accepted: Sequence[str]) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from eventmem.core.errors import EventmemError
 from eventmem.embedders.embedder import Embedder
@@ -23,7 +24,7 @@ from eventmem.projectors.postgres.connection import check_uri, describe, shown_u
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
-__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name"]
+__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name", "sync"]
 
 log = logging.getLogger("eventmem.database")
 
@@ -32,7 +33,6 @@ RETRY_EVERY_S = 3.0
 APPLICATION_NAME = "eventmem serve"
 """How the server's connection is named in ``pg_stat_activity``."""
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 
@@ -118,16 +118,13 @@ class Database:
                 self._lost(exc)
                 raise DatabaseDown(self.problem) from None
 
-    def after(self, write: Callable[P, R]) -> Callable[P, R]:
-        """``write``, then the journal projected before its reply returns (a database that cannot be
-        reached leaves the write on the journal, for a later catch-up)."""
-
-        def written(*args: P.args, **kwargs: P.kwargs) -> R:
-            out = write(*args, **kwargs)
-            self.catch_up()
-            return out
-
-        return written
+    @contextmanager
+    def projecting(self) -> Iterator[None]:
+        """A write in the block, then the journal projected before its reply returns (a database that
+        cannot be reached leaves the write on the journal, for a later catch-up; a write that fails
+        projects nothing)."""
+        yield
+        self.catch_up()
 
     def status(self) -> dict[str, Any]:
         """What ``stats`` shows of the database: where (no password), under which name, and whether
@@ -210,6 +207,28 @@ class Database:
             self.runner.close()
         except Exception:  # (closing a broken connection may raise again)
             pass
+
+
+def sync(
+    uri: str,
+    targets: list[Target],
+    embedder: Embedder,
+    *,
+    report: Callable[[dict[str, int], dict[str, int]], None],
+    follow: Sequence[float] | None = None,
+) -> None:
+    """``eventmem sync``: project the journals of ``targets`` into the database at ``uri`` (a project no
+    longer named loses its rows), then ``report`` (events taken, memories held) by project. ``follow``:
+    keep the database in step until interrupted, a lost connection tried again after each of these
+    waits in turn (the last one repeats)."""
+    runner = SyncRunner(uri, targets, embedder)
+    try:
+        counts = runner.start()
+        report(counts, runner.memory_counts())
+        if follow is not None:
+            runner.follow(follow)
+    finally:
+        runner.close()
 
 
 def _is_database_error(exc: BaseException) -> bool:

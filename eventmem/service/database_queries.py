@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from eventmem.core.errors import InvalidInput
-from eventmem.core.ids import iso_to_epoch
+from eventmem.core.ids import canonical_id, iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
@@ -27,10 +27,10 @@ from eventmem.service.access import Accesses
 from eventmem.service.database import Database, DatabaseDown
 from eventmem.service.inputs import check_kind, check_mode, check_order, check_query, check_walk
 from eventmem.service.lifecycle import walk
-from eventmem.service.maintenance import Maintenance
 from eventmem.service.models import Hit, related_entry
 from eventmem.service.part import Part, Shared
 from eventmem.service.queries import Queries, checked_project, context_answer, hit_of
+from eventmem.service.reads import Reads
 
 __all__ = ["DatabaseQueries"]
 
@@ -44,18 +44,14 @@ def _named(key: tuple[str, str]) -> str:
     return "" if key[0] == GLOBAL else key[0]
 
 
-class DatabaseQueries(Part):
-    """The reads of a service serving from a database; :attr:`local` and :attr:`maintenance` answer
-    when it is unreachable."""
+class DatabaseQueries(Part, Reads):
+    """The reads of a service serving from a database; :attr:`local` answers when it is unreachable."""
 
-    def __init__(
-        self, shared: Shared, accesses: Accesses, database: Database, local: Queries, maintenance: Maintenance
-    ) -> None:
+    def __init__(self, shared: Shared, accesses: Accesses, database: Database, local: Queries) -> None:
         super().__init__(shared)
         self.accesses = accesses
         self.database = database
         self.local = local
-        self.maintenance = maintenance
 
     def recall(
         self,
@@ -165,7 +161,7 @@ class DatabaseQueries(Part):
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
         check_length(memory_id, "memory_id")
-        start = memory_id.strip()
+        start = canonical_id(memory_id.strip())
         filters = Filters(include_superseded=include_superseded)
 
         def answer(conn: Any) -> list[dict[str, Any]] | None:
@@ -247,7 +243,7 @@ class DatabaseQueries(Part):
 
     def stats(self) -> dict[str, Any]:
         """The journal's figures, and the database's: what it holds of this project and of every other."""
-        out = self.maintenance.stats()
+        out = self.local.stats()
         try:
             out["database"] = self.database.status() | self.database.use(
                 lambda conn: reads.stats(conn, self.database.name)

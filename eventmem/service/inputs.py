@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from eventmem.context.sections import singleton_of_kind
 from eventmem.core.errors import InvalidInput, LimitExceeded
 from eventmem.core.events import KINDS, RELATIONS
 from eventmem.core.limits import LIMITS
 from eventmem.core.redact import scrub
+from eventmem.core.sections import singleton_of_kind
 from eventmem.core.validation import check_count, check_length, check_number, check_whole, has_visible, refusal
 from eventmem.journal.config import Config
 
@@ -111,6 +111,19 @@ def check_by(value: str) -> str:
     return check_length(value, "by")
 
 
+def check_utf8(text: str, field: str) -> str:
+    """``text`` if it can be written as UTF-8; else :class:`InvalidInput` naming where it cannot (a
+    command-line argument of bytes that are not UTF-8 arrives holding lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{field} is not UTF-8 text: character {exc.start + 1} of {len(text)} is not a character; "
+            "save text in UTF-8"
+        ) from None
+    return text
+
+
 def clean_text(config: Config, text: str, field: str, *, required: bool) -> str:
     """Scrubbed and stripped text within its limit: its field's in :data:`~eventmem.core.limits.LIMITS`
     (``content``, ``context_text`` and unknown fields: the ``max_memory_bytes`` setting)."""
@@ -124,6 +137,7 @@ def clean_text(config: Config, text: str, field: str, *, required: bool) -> str:
             "bytes (max_memory_bytes). Save the essential part, split it into several memories, "
             "or give a summary and keep the details in the repository."
         )
+    check_utf8(text, field)
     cleaned = scrub(text, refuse=config.secrets == "refuse", field=field).strip()
     if required and not has_visible(cleaned):
         raise refusal(field, "a text with a visible character", text)
@@ -141,7 +155,25 @@ def refuse_second_singleton(memory_id: str, kind: str) -> None:
     """A singleton type belongs to one memory, its section's: no other memory may take it on."""
     section = singleton_of_kind(kind)
     if section is not None and memory_id != section.memory_id:
-        raise InvalidInput(
-            f"type {kind} is the project-context section {section.key}, one memory ({section.memory_id}): "
-            f"change it with store_memory type {kind} or update_context_section, not by making another one"
+        raise SecondSingleton(kind, section.key, section.memory_id)
+
+
+class SecondSingleton(InvalidInput):
+    """A memory was to take on a singleton section's type: that section has one memory."""
+
+    def __init__(self, kind: str, key: str, memory_id: str) -> None:
+        super().__init__(kind)
+        self.kind, self.key, self.memory_id = kind, key, memory_id
+
+    def __str__(self) -> str:
+        return self.told_to("mcp")
+
+    def told_to(self, surface: str) -> str:
+        how = {
+            "cli": f"`eventmem save --type {self.kind} TEXT`",
+            "http": f"POST /api/v1/memories with type {self.kind}",
+        }.get(surface, f"store_memory type {self.kind} or update_context_section")
+        return (
+            f"type {self.kind} is the project-context section {self.key}, one memory ({self.memory_id}): "
+            f"change it with {how}, not by making another one"
         )

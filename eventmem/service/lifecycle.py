@@ -290,6 +290,11 @@ class Step(NamedTuple):
     parent: str
 
 
+def _order(step: Step) -> tuple[float, str, str, str]:
+    """Strongest first, then by memory, relation and link: the same order whichever store answers."""
+    return (-step.strength, step.memory, step.relation, step.via)
+
+
 def walk(
     start: str,
     links_of: Callable[[str], Iterable[LinkRecord]],
@@ -301,13 +306,17 @@ def walk(
     limit: int = 0,
 ) -> list[Step]:
     """Breadth-first walk from ``start`` along live links, nearest first (strongest first at the
-    same depth). ``keep`` says whether a memory may be reached (and walked through)."""
+    same depth). ``keep`` says whether a memory may be reached (and walked through). A memory reached
+    by several links at its depth (``solves`` and ``has_spaces`` between the same two memories) is
+    one step per link: every live link is shown, whichever store answers."""
     wanted = set(relations)
     seen = {start}
     frontier = [start]
     out: list[Step] = []
     for level in range(1, depth + 1):
         steps: list[Step] = []
+        followed: set[str] = set()
+        reached: set[str] = set()
         for memory in frontier:
             for link in links_of(memory):
                 if not link.alive or (wanted and link.relation not in wanted):
@@ -319,9 +328,10 @@ def walk(
                     other, way = link.source, "in"
                 else:
                     continue
-                if other in seen or not keep(other):
+                if other in seen or link.id in followed or not keep(other):
                     continue
-                seen.add(other)
+                followed.add(link.id)
+                reached.add(other)
                 steps.append(
                     Step(
                         other,
@@ -336,12 +346,13 @@ def walk(
                         memory,
                     )
                 )
+        seen |= reached
         if limit and len(out) + len(steps) >= limit:
-            out += heapq.nsmallest(limit - len(out), steps, key=lambda s: (-s.strength, s.memory))
+            out += heapq.nsmallest(limit - len(out), steps, key=_order)
             return out
-        steps.sort(key=lambda s: (-s.strength, s.memory))
+        steps.sort(key=_order)
         out.extend(steps)
-        frontier = [s.memory for s in steps]
+        frontier = list(dict.fromkeys(s.memory for s in steps))
         if not frontier:
             break
     return out

@@ -11,7 +11,7 @@ from eventmem.core.records import LinkRecord
 from eventmem.core.validation import check_number
 from eventmem.service.inputs import check_by, check_relation
 from eventmem.service.lookups import link_of
-from eventmem.service.models import Link, _link_view
+from eventmem.service.models import Link, link_view
 from eventmem.service.part import Part
 
 __all__ = ["Links"]
@@ -68,4 +68,4 @@ class Links(Part):
 
         store.append_planned(plan)
         link_id = found[0].id if found else event.link
-        return _link_view(link_of(store, link_id)), not found
+        return link_view(link_of(store, link_id)), not found

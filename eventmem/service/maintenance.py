@@ -1,5 +1,5 @@
-"""Upkeep of the memory directories: compaction (expiry, archiving, the usage stream), history, stats,
-and the warnings and status the doctor and the tools report."""
+"""Upkeep of the memory directories: compaction (expiry, archiving, the usage stream), history, the
+rebuild of the derived state, and the health, warnings and status the doctor and the tools report."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import msgspec
 from eventmem.core.codec import UnknownEvent
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import AnyEvent, memory_ids
+from eventmem.core.stamps import causal_time_order
 from eventmem.core.state import State
 from eventmem.core.validation import check_length, check_whole
+from eventmem.runner.embedding import Progress
 from eventmem.runner.runner import Store
 from eventmem.service.lifecycle import (
     archive_candidates,
@@ -32,7 +34,7 @@ __all__ = ["Maintenance"]
 
 
 class Maintenance(Part):
-    """Compaction, history, stats and warnings over every memory directory of the service."""
+    """Compaction, history and warnings over every memory directory of the service."""
 
     def __init__(self, shared: Shared) -> None:
         super().__init__(shared)
@@ -161,52 +163,79 @@ class Maintenance(Part):
                     rows.append((event.ts + event.id, data))
         rows.sort(key=lambda r: r[0])
         out = [data for _, data in rows]
+        if memory_id is not None:  # one memory's story: each event after the one it names as prev
+            out = causal_time_order(out, lambda e: (e["id"], e["ts"], e.get("prev", "")))
         return out[-limit:] if limit else out
 
-    def stats(self) -> dict[str, Any]:
-        self.catch_up()
+    def rebuild(
+        self, progress: Progress | None = None, *, embedding: Progress | None = None, wait: bool = True
+    ) -> dict[str, Any]:
+        """Drop the project's derived state and fold its journal again, then write a snapshot; with
+        ``wait=False`` the snapshot file is written by a thread: answers are ready when this returns,
+        and :meth:`wait_snapshot` (or closing) waits for the file. ``progress`` and ``embedding`` are
+        called with (done, of) as events are folded and texts embedded. Returns what was folded: the
+        events, segments and bytes of the journal, the live memories and links, the unknown event
+        types and the corrupt lines."""
         store = self.project
+        store.embed_progress = embedding
+        events = store.rebuild(progress, wait=wait)
+        segments = store.journal.segments()
         with store.read() as view:
             state = view.fold
-            records = [r for r in state.memories.values() if r.exists]
-            by_status: dict[str, int] = {}
-            by_kind: dict[str, int] = {}
-            tags: dict[str, int] = {}
-            for record in records:
-                by_status[record.status] = by_status.get(record.status, 0) + 1
-                if record.status == "live":
-                    by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
-                    for tag in record.tags:
-                        tags[tag] = tags.get(tag, 0) + 1
-            segments = store.journal.segments()
-            return {
-                "root": str(self.root.root),
-                "root_source": self.root.source,
-                "memories": by_status.get("live", 0),
-                "by_status": by_status,
-                "by_kind": dict(sorted(by_kind.items())),
-                "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
-                "links": sum(1 for link in state.links.values() if link.alive),
-                "events": len(state.seen),
-                "unknown_events": dict(state.unknown),
-                "segments": len(segments),
-                "journal_bytes": sum(s.size for s in segments),
-                "embedder": store.embedder.model_id,
-                "corrupt_lines": [
-                    {"segment": p.path, "offset": p.offset, "reason": p.reason} for p in store.problems.values()
-                ],
-            }
+            memories = sum(1 for memory_id in state.memories if state.visible(memory_id) is not None)
+            links = sum(1 for link in state.links.values() if link.alive)
+            unknown = dict(state.unknown)
+            problems = view.problems()
+        return {
+            "events": events,
+            "segments": len(segments),
+            "journal_bytes": sum(s.size for s in segments),
+            "memories": memories,
+            "links": links,
+            "unknown_events": unknown,
+            "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in problems],
+        }
+
+    def wait_snapshot(self) -> None:
+        """Wait until a snapshot being written in the background (see :meth:`rebuild`) is on disk."""
+        self.project.wait_snapshot()
+
+    def health(self) -> dict[str, Any]:
+        """The project journal read whole, for the doctor: its segments, every corrupt line (a loaded
+        snapshot's lines too), torn tails, quarantined and refused segments, unknown event types, and
+        the embedder and its cache."""
+        store = self.project
+        segments = store.journal.segments()
+        with store.read() as view:
+            unknown = view.unknown_event_types()
+        torn: list[dict[str, Any]] = []
+        corrupt: list[dict[str, Any]] = []
+        for segment in segments:
+            result = store.journal.scan(segment.path, 0, name=segment.name)
+            corrupt.extend({"segment": p.path, "offset": p.offset, "reason": p.reason} for p in result.corrupt)
+            if result.torn_tail:
+                torn.append({"segment": segment.name, "bytes": result.torn_tail})
+        return {
+            "segments": [{"name": s.name, "bytes": s.size} for s in segments],
+            "corrupt_lines": corrupt,
+            "torn_tails": torn,
+            "quarantined": store.journal.quarantined(),
+            "unknown_event_types": unknown,
+            "refused_segments": dict(store.journal.refused),
+            "embedder": store.embedder.model_id,
+            "cached_embeddings": len(store.embeddings),
+        }
 
     def warnings(self) -> list[str]:
         """Problems the caller should know about (corrupt journal lines, quarantined torn tails, refused
         segments, ignored settings), in words; after a recall in this thread, also whether it had to do
         without vectors (see :meth:`search_notes`)."""
+        corrupt: list[str] = []
+        for store in self.stores():
+            with store.read() as view:
+                corrupt += [f"{problem}. Run `eventmem replay audit` for details." for problem in view.problems()]
         return (
-            [
-                f"{problem}. Run `eventmem replay audit` for details."
-                for store in self.stores()
-                for problem in store.problems.values()
-            ]
+            corrupt
             + [note for store in self.stores() for note in store.journal.quarantined()]
             + [reason for store in self.stores() for reason in store.journal.refused.values()]
             + self.shared.ignored_settings

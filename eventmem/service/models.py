@@ -12,7 +12,7 @@ from eventmem.core.stamps import ts_of
 if TYPE_CHECKING:
     from eventmem.service.lifecycle import Step
 
-__all__ = ["Hit", "Link", "Memory", "Saved", "related_entry"]
+__all__ = ["Hit", "Link", "Memory", "Saved", "link_view", "related_entry"]
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -92,7 +92,7 @@ class Hit(msgspec.Struct, kw_only=True):
     content: str | None = None
 
 
-def _link_view(link: LinkRecord) -> Link:
+def link_view(link: LinkRecord) -> Link:
     return Link(
         id=link.id,
         source=link.source,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from eventmem.core.errors import InvalidInput, UnknownMemory
+from eventmem.core.ids import canonical_id, looks_like_prefix
 from eventmem.core.records import MemoryRecord
 from eventmem.core.summarizer import Summarizer
 from eventmem.core.validation import check_length
@@ -97,11 +98,35 @@ class Part:
         for store in self.stores():
             store.catch_up()
 
+    def resolve_id(self, memory_id: str, *, prefix: bool = False) -> str:
+        """The id a caller means: a ULID in any case is the one in upper case; with ``prefix`` (the
+        command line, the web UI), also the one id of a memory ever saved that starts with these 6 or
+        more characters, as git takes a commit's. An ambiguous prefix is refused with the ids it
+        could mean; an id nothing matches is returned as given (the caller says it is unknown)."""
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInput("memory id must be a non-empty string")
+        check_length(memory_id, "memory_id")
+        memory_id = canonical_id(memory_id.strip())
+        if not prefix or not looks_like_prefix(memory_id):
+            return memory_id
+        start = memory_id.upper()
+        found: list[str] = []
+        for store in self.stores():
+            store.catch_up()
+            with store.read() as view:
+                if view.record(memory_id) is not None:
+                    return memory_id  # (an imported id that happens to look like a prefix)
+                found += [m for m, record in view.memories().items() if m.startswith(start) and record.exists]
+        if len(found) > 1:
+            shown = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
+            raise InvalidInput(f"id prefix {memory_id!r} is ambiguous: {len(found)} memories start with it ({shown})")
+        return found[0] if found else memory_id
+
     def _find(self, memory_id: str) -> tuple[Store, MemoryRecord]:
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInput("memory id must be a non-empty string")
         check_length(memory_id, "memory_id")
-        memory_id = memory_id.strip()
+        memory_id = canonical_id(memory_id.strip())
         for store in self.stores():
             store.catch_up()
             with store.read() as view:
@@ -124,6 +149,7 @@ class Part:
 
     def _owner(self, memory_id: str) -> Store:
         """The store holding a memory, live or not; :class:`UnknownMemory` if none was ever saved."""
+        memory_id = canonical_id(memory_id.strip()) if isinstance(memory_id, str) else memory_id
         for store in self.stores():
             store.catch_up()
             with store.read() as view:

@@ -1,4 +1,5 @@
-"""The service's queries: get, recall, structured search, related memories and the session-start bundle.
+"""The service's queries: get, recall, structured search, related memories, the session-start bundle and
+the figures.
 
 Each catches up with the journal first, so what any process wrote before the call began is visible to it."""
 
@@ -25,12 +26,13 @@ from eventmem.service.inputs import check_kind, check_order, check_query, check_
 from eventmem.service.lifecycle import context_bundle, walk
 from eventmem.service.models import Hit, Memory, related_entry
 from eventmem.service.part import Part, Shared
+from eventmem.service.reads import Reads
 from eventmem.service.search import build_mask, hybrid_search
 
 __all__ = ["Queries"]
 
 
-class Queries(Part):
+class Queries(Part, Reads):
     """Every read a caller asks for; ``access`` on a read counts its memories as used (see :class:`Accesses`)."""
 
     def __init__(self, shared: Shared, accesses: Accesses) -> None:
@@ -283,6 +285,39 @@ class Queries(Part):
                     records.append((record, record.scope))
                     counts[record.kind] = counts.get(record.kind, 0) + 1
         return context_answer(records, counts, max_chars, f"Project memory: {self.root.root.name}", per_type)
+
+    def stats(self) -> dict[str, Any]:
+        """The project journal's figures: memories by status, type and tag, links, events, segments."""
+        self.catch_up()
+        store = self.project
+        with store.read() as view:
+            state = view.fold
+            records = [r for r in state.memories.values() if r.exists]
+            by_status: dict[str, int] = {}
+            by_kind: dict[str, int] = {}
+            tags: dict[str, int] = {}
+            for record in records:
+                by_status[record.status] = by_status.get(record.status, 0) + 1
+                if record.status == "live":
+                    by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
+                    for tag in record.tags:
+                        tags[tag] = tags.get(tag, 0) + 1
+            segments = store.journal.segments()
+            return {
+                "root": str(self.root.root),
+                "root_source": self.root.source,
+                "memories": by_status.get("live", 0),
+                "by_status": by_status,
+                "by_kind": dict(sorted(by_kind.items())),
+                "top_tags": dict(sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
+                "links": sum(1 for link in state.links.values() if link.alive),
+                "events": len(state.seen),
+                "unknown_events": dict(state.unknown),
+                "segments": len(segments),
+                "journal_bytes": sum(s.size for s in segments),
+                "embedder": store.embedder.model_id,
+                "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in view.problems()],
+            }
 
 
 def checked_project(project: str | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -19,28 +20,28 @@ __all__ = ["cmd_doctor"]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from eventmem.journal.config import load_settings
     from eventmem.journal.gitdrivers import check as check_git_drivers
     from eventmem.review.audit import conflicting_ids, future_stamps
     from eventmem.service import open_service
 
     root = root_of(args)
     paths = ProjectPaths(root.root)
+    if getattr(args, "fix", False):
+        from eventmem.journal.relink import fix_linked_folders
+
+        out = sys.stderr if args.json else sys.stdout  # (--json: stdout holds the report only)
+        fixed = fix_linked_folders(paths, lambda line: print(printable(f"fix:         {line}"), file=out, flush=True))
+        if not fixed:
+            print("fix:         no memory folder is a symbolic link: nothing to do", file=out)
     service = open_service(root)
-    store = service.project
-    segments = store.journal.segments()
-    with store.read() as view:
-        unknown = view.unknown_event_types()
-    torn = []
-    corrupt: list[dict[str, Any]] = []  # full scan: store.problems misses lines a loaded snapshot covers
-    for segment in segments:
-        result = store.journal.scan(segment.path, 0, name=segment.name)
-        corrupt.extend({"segment": p.path, "offset": p.offset, "reason": p.reason} for p in result.corrupt)
-        if result.torn_tail:
-            torn.append({"segment": segment.name, "bytes": result.torn_tail})
+    health = service.health()
+    corrupt: list[dict[str, Any]] = health["corrupt_lines"]
     snapshot = paths.cache_dir / "snapshot.bin"
     conflicts = [msgspec.to_builtins(d) for d in conflicting_ids(paths)]
     ahead = [msgspec.to_builtins(s) for s in future_stamps(paths)]
     audited, findings = _doctor_findings(paths)
+    invalid = load_settings(paths.config_file).invalid  # (ignored, their defaults used: still a problem)
     report: dict[str, Any] = {
         "root": str(root.root),
         "root_source": root.source,
@@ -48,21 +49,22 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "memory_dir_exists": paths.base.exists(),
         "writer": paths.writer_id() if paths.base.exists() else None,
         "branch": paths.branch(),
-        "segments": [{"name": s.name, "bytes": s.size} for s in segments],
+        "segments": health["segments"],
         "corrupt_lines": corrupt,
-        "torn_tails": torn,
-        "quarantined": store.journal.quarantined(),
-        "unknown_event_types": unknown,
-        "refused_segments": dict(store.journal.refused),
+        "torn_tails": health["torn_tails"],
+        "quarantined": health["quarantined"],
+        "unknown_event_types": health["unknown_event_types"],
+        "refused_segments": health["refused_segments"],
         "ignored_settings": service.ignored_settings,
+        "invalid_settings": invalid,
         "allowed_settings": service.allowed_settings,
         "conflicting_ids": conflicts,
         "future_stamps": ahead,
         "cache": {
             "snapshot_bytes": snapshot.stat().st_size if snapshot.exists() else 0,
             "vector_index_bytes": sum(f.stat().st_size for f in paths.cache_dir.glob("vectors-*.faiss")),
-            "embedder": store.embedder.model_id,
-            "cached_embeddings": len(store.embeddings),
+            "embedder": health["embedder"],
+            "cached_embeddings": health["cached_embeddings"],
         },
         "git_drivers": check_git_drivers(paths),
         "findings": findings,
@@ -71,7 +73,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         not corrupt
         and audited.ok
         and not conflicts
-        and not store.journal.refused
+        and not health["refused_segments"]
+        and not invalid
         and all(driver["problem"] is None for driver in report["git_drivers"])
     )
     set_verdict(0 if report["healthy"] else 1)
@@ -86,13 +89,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"segment:     {printable(str(seg['name']))} ({seg['bytes']} bytes)")
         for problem in report["corrupt_lines"]:
             print(printable(f"CORRUPT:     {problem['segment']} at byte {problem['offset']}: {problem['reason']}"))
-        for item in torn:
+        for item in report["torn_tails"]:
             torn_name = printable(str(item["segment"]))
             print(f"torn tail:   {torn_name}: {item['bytes']} bytes (quarantined and cut by the next write)")
         for note in report["quarantined"]:
             print(printable(f"WARNING:     {note}"))
-        for name, reason in store.journal.refused.items():
+        for name, reason in report["refused_segments"].items():
             print(printable(f"REFUSED:     {name}: {reason}"))
+        for line in invalid:
+            print(printable(f"INVALID:     {line}"))
         for line in service.ignored_settings:
             print(printable(f"ignored:     {line}"))
         for line in service.allowed_settings:
@@ -118,7 +123,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         cache = report["cache"]
         print(
             f"cache:       snapshot {cache['snapshot_bytes']} bytes, vector index files {cache['vector_index_bytes']} "
-            f"bytes, embedder {store.embedder.model_id}"
+            f"bytes, embedder {cache['embedder']}"
         )
         for driver in report["git_drivers"]:
             verdict = "runs" if driver["problem"] is None else f"PROBLEM: {driver['problem']}"

@@ -48,14 +48,16 @@ def add_interchange_commands(add: Add, pmp_import: Callable[[argparse.Namespace]
     formats = ", ".join(f"{name} ({what})" for name, what in EXPORTS.items())
     p = add("export", _export, "write the project's memories in a portable format")
     p.add_argument("format", metavar="FORMAT", help=f"one of: {formats}")
-    p.add_argument("path", metavar="PATH", help="the file to write (markdown, ai: the folder)")
+    p.add_argument("path", metavar="PATH", help="the file to write (markdown, ai: the folder); never inside .git/")
+    p.add_argument("--force", action="store_true", help="replace the file (or the folder's files) if it exists")
 
 
 def _open(args: argparse.Namespace) -> Any:
     from eventmem.adapters.command_line import chosen_root
+    from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
-    return open_service(chosen_root(args.root))
+    return open_service(chosen_root(args.root), sections=write_section)
 
 
 def _import(args: argparse.Namespace, name: str) -> int:
@@ -69,6 +71,10 @@ def _import(args: argparse.Namespace, name: str) -> int:
         report = import_store(
             service, name, path, dry_run=args.dry_run, project=args.project, per_observation=args.per_observation
         )
+        if report["events"] and not args.dry_run:
+            from eventmem.adapters.cli.roots import render_view
+
+            render_view(service)
     finally:
         service.close()
     if args.json:
@@ -99,7 +105,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         from eventmem.interchange.formats import export_store
 
-        report = export_store(service, name, Path(args.path).expanduser())
+        report = export_store(service, name, Path(args.path).expanduser(), replace=args.force)
     finally:
         service.close()
     if args.json:

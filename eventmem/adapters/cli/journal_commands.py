@@ -24,7 +24,7 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "saved":
         detail = f" [{event.get('kind', 'general')}] {event.get('summary') or event.get('content', '')[:80]}"
     elif kind == "updated":
-        fields = [k for k in event if k not in {"type", "id", "ts", "by", "memory", "segment", "offset"}]
+        fields = [k for k in event if k not in {"type", "id", "ts", "by", "prev", "memory", "segment", "offset"}]
         detail = f" fields: {', '.join(fields)}"
     elif kind == "linked":
         detail = f" {event['source']} -{event.get('relation', 'related_to')}-> {event['target']}"
@@ -36,7 +36,7 @@ def _describe(event: dict[str, Any]) -> str:
 def cmd_log(args: argparse.Namespace) -> int:
     check_whole(args.limit, "log_limit", "--limit")
     service = open_service_of(args)
-    events = service.history(args.id, limit=args.limit)
+    events = service.history(service.resolve_id(args.id, prefix=True) if args.id else None, limit=args.limit)
     close_service(service)
     if args.json:
         print_json(events)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventmem.adapters.cli.roots import close_service, open_service_of, root_of
+from eventmem.adapters.cli.roots import close_service, open_service_of, render_view, root_of
 from eventmem.adapters.progress import ProgressBar
 from eventmem.core.errors import InvalidInput
 from eventmem.core.terminal import print_json, printable
@@ -92,15 +92,15 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     service = open_service(root_of(args), load=False)
     bar = ProgressBar("rebuilding")
-    embedding = ProgressBar(f"embedding with {service.project.embedder.model_id}")
-    service.project.embed_progress = embedding
+    embedding = ProgressBar(f"embedding with {service.model_id}")
     started = time.perf_counter()
-    count = service.project.rebuild(progress=bar, wait=False)
+    count = service.rebuild(bar, embedding=embedding, wait=False)["events"]
     ready = time.perf_counter() - started
     bar.close()
     embedding.close()
-    service.project.wait_snapshot()  # (written by a thread while the bars closed)
+    service.wait_snapshot()  # (written by a thread while the bars closed)
     elapsed = time.perf_counter() - started
+    render_view(service)  # the view from the rebuilt fold (a clone without a server may hold a stale one)
     result = {"status": "success", "events": count, "seconds": round(elapsed, 3), "ready_seconds": round(ready, 3)}
     if args.json:
         print_json(result)

@@ -96,8 +96,17 @@ def _metadata(entries: list[str] | None) -> dict[str, str] | None:
     return metadata
 
 
+def _stdin_text() -> str:
+    """The text on standard input, which must be UTF-8 (refused in one line, exit 2, if it is not)."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the text on standard input is not UTF-8 (byte {exc.start + 1} of {len(data)})") from None
+
+
 def cmd_save(args: argparse.Namespace) -> int:
-    text = args.text if args.text != "-" else sys.stdin.read()
+    text = args.text if args.text != "-" else _stdin_text()
     service = open_service_of(args)
     saved = service.save_result(
         text,
@@ -112,7 +121,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         metadata=_metadata(args.meta),
     )
     memory = saved.memory
-    close_service(service, done="saved")
+    close_service(service, done="saved", wrote=memory)
     if args.json:
         print_json({"status": "success", "memory": memory} | ({"section": saved.section} if saved.section else {}))
     elif saved.section:
@@ -149,7 +158,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     service = open_service_of(args)
-    memory = service.get(args.id)
+    memory = service.get(service.resolve_id(args.id, prefix=True))
     close_service(service)
     if args.json:
         print_json({"status": "success", "memory": memory})
@@ -170,7 +179,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     if args.ttl is not None:
         ttl = None if args.ttl == 0 else args.ttl
     memory = service.update(
-        args.id,
+        service.resolve_id(args.id, prefix=True),
         content=args.content,
         title=args.title,
         summary=args.summary,
@@ -181,7 +190,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         by=args.by or os.environ.get("USER", "cli"),
         metadata=_metadata(args.meta),
     )
-    close_service(service, done="updated")
+    close_service(service, done="updated", wrote=memory)
     if args.json:
         print_json({"status": "success", "memory": memory})
     else:
@@ -191,8 +200,10 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     service = open_service_of(args)
-    memory = service.delete(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
-    close_service(service, done="deleted")
+    memory = service.delete(
+        service.resolve_id(args.id, prefix=True), reason=args.reason or "", by=args.by or os.environ.get("USER", "cli")
+    )
+    close_service(service, done="deleted", wrote=memory)
     if args.json:
         print_json({"status": "success", "id": memory.id, "deleted": True})
     else:
@@ -202,8 +213,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     service = open_service_of(args)
-    memory, restored = service.restore(args.id, reason=args.reason or "", by=args.by or os.environ.get("USER", "cli"))
-    close_service(service, done="restored")
+    memory, restored = service.restore(
+        service.resolve_id(args.id, prefix=True), reason=args.reason or "", by=args.by or os.environ.get("USER", "cli")
+    )
+    close_service(service, done="restored", wrote=memory)
     if args.json:
         print_json({"status": "success", "memory": memory, "restored": restored})
     elif restored:

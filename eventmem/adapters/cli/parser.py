@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from eventmem import __version__
 from eventmem.adapters.cli.doctor_command import cmd_doctor
@@ -32,9 +33,11 @@ TYPE_HELP = ", ".join(KINDS)
 def build_parser(
     serve: Callable[[argparse.Namespace], int] | None = None,
     serve_options: Callable[[argparse.ArgumentParser], None] | None = None,
+    more: Callable[[Any, Callable[[argparse.ArgumentParser], None]], None] | None = None,
 ) -> argparse.ArgumentParser:
     """The ``eventmem`` parser; ``serve`` runs ``eventmem serve`` and ``serve_options`` adds its options
-    (both given by :mod:`eventmem.main`, which alone knows the servers)."""
+    (both given by :mod:`eventmem.main`, which alone knows the servers); ``more`` adds another adapter's
+    commands (``eventmem hooks``, ``eventmem hook``) to the subcommands, with the common options."""
     parser = Parser(prog="eventmem", description="Event-sourced project memory for AI agents.", epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"eventmem {__version__}")
     global_options(parser)
@@ -118,7 +121,13 @@ def build_parser(
     p.add_argument("--dry-run", action="store_true", help="list what would be expired and archived; write nothing")
     p.add_argument("--no-archive", action="store_true", help="only write expiry events")
     p.add_argument("--by", help="who is compacting (default: $USER)")
-    add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p = add("doctor", cmd_doctor, "which root was chosen and why, journal health, cache state")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="first replace a memory folder that is a symbolic link (cache, journal, archive, local) with a real "
+        "one, saying what it does",
+    )
     p = add("allow", cmd_allow, "let the tracked .eventmem/config.toml use the network, as it is now")
     p.add_argument("--revoke", action="store_true", help="withdraw the approval")
     p = add("check", cmd_check, "fail a branch whose journal would harm whoever merges it (for CI and hooks)")
@@ -140,4 +149,6 @@ def build_parser(
     command_options(p)
     replay.add_commands(p.add_subparsers(dest="replay_command", required=True, metavar="command"), command_options)
     add_sync_command(sub)
+    if more is not None:
+        more(sub, command_options)
     return parser

@@ -10,6 +10,7 @@ one-line error and the next run goes on from there.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -61,21 +62,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if all(t.root != home.resolve() for t in targets):
             targets.append(Target(GLOBAL, home))
     embedder = make_embedder_from_spec(args.embedder)
-    from eventmem.projectors.postgres.runner import SyncRunner
+    from eventmem.service.database import sync
 
-    runner = SyncRunner(uri, targets, embedder)
-    try:
-        counts = runner.start()
-        _report(counts, runner, bool(getattr(args, "json", False)))
-        if args.follow:
-            runner.follow(RETRY_S)
-    finally:
-        runner.close()
+    as_json = bool(getattr(args, "json", False))
+    sync(
+        uri,
+        targets,
+        embedder,
+        report=functools.partial(_report, as_json=as_json),
+        follow=RETRY_S if args.follow else None,
+    )
     return 0
 
 
-def _report(counts: dict[str, int], runner: Any, as_json: bool) -> None:
-    memories = runner.memory_counts()
+def _report(counts: dict[str, int], memories: dict[str, int], *, as_json: bool) -> None:
     if as_json:
         data = {name: {"events": counts[name], "memories": memories.get(name, 0)} for name in counts}
         print(json.dumps({"projects": data}), flush=True)

@@ -127,7 +127,7 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/api/v1/openapi.json", openapi, methods=["GET"]),
-            Mount("/api/v1", routes=[*rest_routes(projects), changes.route()]),
+            Mount("/api/v1", routes=[*rest_routes(projects), *changes.routes()]),
             Route("/mcp", router, methods=["GET", "POST", "DELETE"]),
             Route("/mcp/", router, methods=["GET", "POST", "DELETE"]),
             Mount("/static", StaticFiles(directory=static_dir()), name="static"),

@@ -31,9 +31,26 @@ def add_http_options(parser: argparse.ArgumentParser) -> None:
         "--project", action="append", metavar="NAME=PATH", help="serve this project under NAME (repeatable)"
     )
     group.add_argument("--projects-dir", metavar="DIR", help="serve every project folder in DIR, by folder name")
+    group.add_argument(
+        "--default-project",
+        metavar="NAME",
+        help="with several projects: the one /api/v1/memories (and every route without a project) and /mcp are about",
+    )
     group.add_argument("--token-file", help="file holding the bearer token (else EVENTMEM_TOKEN)")
     group.add_argument("--allow-host", action="append", default=[], help="another Host name clients may use")
-    group.add_argument("--cors-origin", action="append", default=[], help="an Origin allowed cross-site (CORS)")
+    group.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="another Origin (scheme://host:port) whose pages may use the server, cross-site (CORS); "
+        "by default only the server's own pages may",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=20.0,
+        help="seconds a client has to send a request whole, headers and body (default 20)",
+    )
     group.add_argument(
         "--rate-limit",
         type=float,
@@ -52,6 +69,8 @@ def serve_http(
     from eventmem.adapters.http.app import create_app
     from eventmem.adapters.http.projects import Projects, parse_project_option, projects_in
     from eventmem.adapters.http.security import GuardSettings, is_loopback, read_token
+    from eventmem.adapters.http.timeouts import bounded_protocol
+    from eventmem.context.project_context import write_section
     from eventmem.core.errors import InvalidInput
     from eventmem.service import open_service
 
@@ -61,6 +80,8 @@ def serve_http(
             f"refusing to serve on {args.host} without a token: anyone on the network could read and change the "
             "memory. Set EVENTMEM_TOKEN or --token-file (at least 16 characters), or bind to 127.0.0.1"
         )
+    if not 0.5 <= args.request_timeout <= 3600:  # (NaN fails)
+        raise InvalidInput(f"--request-timeout must be from 0.5 to 3600 seconds, not {args.request_timeout}")
     if not 0 <= args.port <= 65535:
         raise InvalidInput(f"--port must be from 0 to 65535, not {args.port}")
     entries = [parse_project_option(value) for value in args.project or ()]
@@ -80,7 +101,9 @@ def serve_http(
             background_vectors=True,
             store=store,
             store_name=store_name or database_names.get(root.root.resolve()),
+            sections=write_section,
         ),
+        default_name=getattr(args, "default_project", None),
     )
     settings = GuardSettings(
         host=args.host,
@@ -106,7 +129,14 @@ def serve_http(
     shown_host = f"[{args.host}]" if ":" in args.host else args.host
     names = ", ".join(projects.by_name)
     print(f"eventmem: serving http://{shown_host}:{port}/ (projects: {names})", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        app,
+        http=bounded_protocol(args.request_timeout),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

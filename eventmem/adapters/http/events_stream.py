@@ -68,10 +68,12 @@ class Changes:
     def close(self) -> None:
         self.stop.set()
 
-    def route(self) -> Route:
+    def routes(self) -> list[Route]:
+        """The stream of a named project, and of the default one (``/stream``)."""
+
         async def stream(request: Request) -> Response:
             try:
-                project = self.projects.get(request.path_params["project"])
+                project = self.projects.get(request.path_params.get("project"))
             except InvalidInput as exc:
                 body = json.dumps({"title": "Not Found", "status": 404, "detail": str(exc)})
                 return Response(body, 404, media_type="application/problem+json")
@@ -79,7 +81,10 @@ class Changes:
                 self._events(project.name), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
             )
 
-        return Route("/projects/{project}/stream", stream, methods=["GET"])
+        return [
+            Route("/projects/{project}/stream", stream, methods=["GET"]),
+            Route("/stream", stream, methods=["GET"]),
+        ]
 
     async def _events(self, name: str) -> AsyncIterator[str]:
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)

@@ -15,6 +15,7 @@ from eventmem.adapters.http.schemas import (
     HitList,
     LinkRequest,
     LinkResult,
+    MemoryResult,
     Problem,
     RecallRequest,
     SaveRequest,
@@ -26,7 +27,7 @@ from eventmem.adapters.http.schemas import (
 )
 from eventmem.service import Memory
 
-__all__ = ["OPERATIONS", "openapi_document"]
+__all__ = ["OPERATIONS", "openapi_document", "unprefixed"]
 
 BODIES: dict[str, type] = {
     "SaveRequest": SaveRequest,
@@ -41,6 +42,7 @@ BODIES: dict[str, type] = {
 RESULTS: dict[str, type] = {
     "Memory": Memory,
     "SaveResult": SaveResult,
+    "MemoryResult": MemoryResult,
     "HitList": HitList,
     "LinkResult": LinkResult,
     "SupersedeResult": SupersedeResult,
@@ -90,7 +92,7 @@ OPERATIONS: list[Operation] = [
         "/projects/{project}/memories/{memory_id}",
         "Update a memory (If-Match: its version, else 412)",
         "UpdateRequest",
-        "Memory",
+        "MemoryResult",
         [P, ID, ("if-match", "header", "string")],
     ),
     (
@@ -98,7 +100,7 @@ OPERATIONS: list[Operation] = [
         "/projects/{project}/memories/{memory_id}",
         "Delete a memory (it can be restored)",
         None,
-        "Memory",
+        "MemoryResult",
         [P, ID, ("reason", "query", "string"), ("if-match", "header", "string")],
     ),
     (
@@ -106,7 +108,7 @@ OPERATIONS: list[Operation] = [
         "/projects/{project}/memories/{memory_id}/restore",
         "Restore a deleted or expired memory",
         "DeleteRequest",
-        "Memory",
+        "MemoryResult",
         [P, ID],
     ),
     (
@@ -114,7 +116,7 @@ OPERATIONS: list[Operation] = [
         "/projects/{project}/memories/{memory_id}/promote",
         "Make a memory long-term",
         "DeleteRequest",
-        "Memory",
+        "MemoryResult",
         [P, ID],
     ),
     (
@@ -201,19 +203,38 @@ OPERATIONS: list[Operation] = [
 
 STREAM = "/projects/{project}/stream"
 """The change stream: server-sent events, not JSON (the UI listens to it)."""
+DEFAULT_PROJECT = " (the default project: the only one served, or the one --default-project names)"
 
 
-def _stream_operation(problem: dict[str, Any]) -> dict[str, Any]:
+def unprefixed(path: str) -> str:
+    """A project-named path for the default project: ``/projects/{project}/memories`` is ``/memories``."""
+    return path.removeprefix("/projects/{project}").removesuffix("/{project}")
+
+
+def _for_default_project(operations: list[Operation]) -> list[Operation]:
+    """Each project-named operation again, without the project: the routes the team-memory design names
+    (``POST /memories``, ``POST /relationships`` ...), answered for the default project."""
+    return [
+        (method, unprefixed(path), summary + DEFAULT_PROJECT, body, result, [p for p in params if p != P])
+        for method, path, summary, body, result, params in operations
+        if P in params
+    ]
+
+
+def _stream_operation(problem: dict[str, Any], *, named: bool = True) -> dict[str, Any]:
     return {
-        "summary": "Server-sent events: one `change` event each time the project's journal changes",
+        "summary": "Server-sent events: one `change` event each time the project's journal changes"
+        + ("" if named else DEFAULT_PROJECT),
         "description": (
             "Each event is `event: change` with `data` a JSON object `{project, seq}`: something changed, ask again. "
             "A comment is sent now and then to keep the connection open; `retry` is 2000 ms."
         ),
-        "operationId": "get_projects_project_stream",
+        "operationId": "get_projects_project_stream" if named else "get_stream",
         "parameters": [
             {"name": "project", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 200}}
-        ],
+        ]
+        if named
+        else [],
         "responses": {
             "200": {
                 "description": "An endless stream",
@@ -231,7 +252,7 @@ def openapi_document() -> dict[str, Any]:
     )
     paths: dict[str, dict[str, Any]] = {}
     problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
-    for method, path, summary, body, result, params in OPERATIONS:
+    for method, path, summary, body, result, params in OPERATIONS + _for_default_project(OPERATIONS):
         schema = {"type": "object"} if result == "object" else {"$ref": f"#/components/schemas/{result}"}
         operation: dict[str, Any] = {
             "summary": summary,
@@ -265,6 +286,7 @@ def openapi_document() -> dict[str, Any]:
             }
         paths.setdefault(path, {})[method] = operation
     paths[STREAM] = {"get": _stream_operation(problem)}
+    paths[unprefixed(STREAM)] = {"get": _stream_operation(problem, named=False)}
     return {
         "openapi": "3.1.0",
         "info": {"title": "eventmem REST API", "version": __version__},

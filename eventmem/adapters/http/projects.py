@@ -97,9 +97,16 @@ class Project:
 
 
 class Projects:
-    """The projects by name, in the order given; the first is the default."""
+    """The projects by name, in the order given. The project a request that names none is about:
+    the only one served, or the one ``--default-project`` names."""
 
-    def __init__(self, entries: list[tuple[str, Path]], opener: Callable[[RootChoice], MemoryService]) -> None:
+    def __init__(
+        self,
+        entries: list[tuple[str, Path]],
+        opener: Callable[[RootChoice], MemoryService],
+        *,
+        default_name: str | None = None,
+    ) -> None:
         if not entries:
             raise InvalidInput("no project to serve")
         self.by_name: dict[str, Project] = {}
@@ -107,17 +114,31 @@ class Projects:
             if name in self.by_name:
                 raise InvalidInput(f"project {name} is named twice")
             self.by_name[name] = Project(name, RootChoice(root, "http:--project"), opener)
+        if default_name is not None and default_name not in self.by_name:
+            raise InvalidInput(
+                f"--default-project {shown(default_name)} is not served here (served: {', '.join(self.by_name)})"
+            )
+        self.default_name = default_name
 
     @property
     def default(self) -> Project:
+        """The default project if there is one, else the first one named."""
+        if self.default_name is not None:
+            return self.by_name[self.default_name]
         return next(iter(self.by_name.values()))
 
     def get(self, name: str | None) -> Project:
-        """The project called ``name`` (the default when ``None`` and only one is served)."""
+        """The project called ``name``; when ``None``, the default (the only one served, or the one
+        ``--default-project`` names)."""
         if name is None or name == "":
-            if len(self.by_name) == 1:
+            if len(self.by_name) == 1 or self.default_name is not None:
                 return self.default
-            raise InvalidInput("several projects are served: name one (" + ", ".join(self.by_name) + ")")
+            raise InvalidInput(
+                "several projects are served and none is the default: name one in the path "
+                "(/api/v1/projects/NAME/...: "
+                + ", ".join(self.by_name)
+                + "), or start the server with --default-project"
+            )
         project = self.by_name.get(name)
         if project is None:
             raise UnknownProject(name)

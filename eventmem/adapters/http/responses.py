@@ -11,12 +11,21 @@ from typing import Any, TypeVar
 
 import msgspec
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.security import BodyTooLarge, problem_body
-from eventmem.core.errors import EventmemError, InvalidInput, LimitExceeded, MemoryGone, StaleVersion, UnknownMemory
+from eventmem.core.errors import (
+    EventmemError,
+    InvalidInput,
+    LimitExceeded,
+    MemoryGone,
+    StaleVersion,
+    UnknownMemory,
+    told_to,
+)
+from eventmem.core.ids import canonical_id, looks_like_prefix
 from eventmem.service import MemoryService
 
 __all__ = [
@@ -62,22 +71,32 @@ Handler = Callable[[Request, Project], Awaitable[Response]]
 
 
 def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route's endpoint: the project from the path, and errors as problem+json."""
+    """A route's endpoint: the project from the path (the default project on an un-prefixed route),
+    and errors as problem+json."""
 
     @functools.wraps(fn)
     async def endpoint(request: Request) -> Response:
         try:
-            project = projects.get(request.path_params["project"])
+            project = projects.get(request.path_params.get("project"))
             memory_id = request.path_params.get("memory_id")
-            if memory_id is not None and not MEMORY_ID.match(memory_id):
-                raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
+            if memory_id is not None:
+                if not MEMORY_ID.match(memory_id):
+                    raise InvalidInput("a memory id is 1 to 128 letters, digits and :_.-")
+                # any case, or a unique prefix of 6 or more characters (the web UI's links and addresses);
+                # only a prefix costs a look at the memory
+                named = canonical_id(memory_id)
+                if looks_like_prefix(named):
+                    named = await call(project, lambda s: s.resolve_id(named, prefix=True))
+                request.path_params["memory_id"] = named
             return await fn(request, project)
         except (EventmemError, BodyTooLarge, msgspec.ValidationError, msgspec.DecodeError) as exc:
             status, title = _status_of(exc)
-            detail = str(exc).replace("$.", "") or title
+            detail = told_to(exc, "http").replace("$.", "") or title
             for name, served in projects.by_name.items():  # no server paths in answers
                 detail = detail.replace(str(served.root.root), f"<{name}>")
             return problem(status, title, detail)
+        except ClientDisconnect:  # (gone, or cut off for sending too slowly: no one reads an answer)
+            return problem(400, "Bad Request", "the request did not arrive whole")
         except Exception:
             log.exception("request %s %s failed", request.method, request.url.path)
             return problem(500, "Internal Server Error", "the request failed; the server log has the details")

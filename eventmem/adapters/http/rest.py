@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from eventmem.adapters.http.openapi import unprefixed
 from eventmem.adapters.http.projects import Project, Projects
 from eventmem.adapters.http.responses import (
     HTTP_WRITER,
@@ -32,6 +33,7 @@ from eventmem.adapters.http.schemas import (
     HitList,
     LinkRequest,
     LinkResult,
+    MemoryResult,
     RecallRequest,
     SaveRequest,
     SaveResult,
@@ -143,7 +145,7 @@ async def update_memory(request: Request, project: Project) -> Response:
                 tags=body.tags,
                 kind=body.type,
                 importance=body.importance,
-                ttl_seconds="unchanged" if body.ttl_seconds is msgspec.UNSET else body.ttl_seconds,
+                ttl_seconds="unchanged" if body.ttl_seconds is msgspec.UNSET else (body.ttl_seconds or None),
                 by=body.by or HTTP_WRITER,
                 if_version=_accepted(s, memory_id, if_match),
                 metadata=body.metadata,
@@ -151,7 +153,7 @@ async def update_memory(request: Request, project: Project) -> Response:
             return memory, memory_version(s, memory_id)
 
     memory, version = await call(project, run)
-    return as_json(memory, _etag(version))
+    return as_json(MemoryResult(memory=memory), _etag(version))
 
 
 async def delete_memory(request: Request, project: Project) -> Response:
@@ -166,21 +168,21 @@ async def delete_memory(request: Request, project: Project) -> Response:
             return memory, memory_version(s, memory_id)
 
     memory, version = await call(project, run)
-    return as_json(memory, _etag(version))
+    return as_json(MemoryResult(memory=memory), _etag(version))
 
 
 async def restore_memory(request: Request, project: Project) -> Response:
     memory_id = request.path_params["memory_id"]
     body = await body_of(request, DeleteRequest)
     memory, _ = await call(project, lambda s: s.restore(memory_id, reason=body.reason, by=body.by or HTTP_WRITER))
-    return as_json(memory, _etag(await call(project, lambda s: memory_version(s, memory_id))))
+    return as_json(MemoryResult(memory=memory), _etag(await call(project, lambda s: memory_version(s, memory_id))))
 
 
 async def promote_memory(request: Request, project: Project) -> Response:
     memory_id = request.path_params["memory_id"]
     body = await body_of(request, DeleteRequest)
     memory, _ = await call(project, lambda s: s.promote(memory_id, reason=body.reason, by=body.by or HTTP_WRITER))
-    return as_json(memory)
+    return as_json(MemoryResult(memory=memory))
 
 
 async def supersede_memory(request: Request, project: Project) -> Response:
@@ -249,13 +251,23 @@ async def recall(request: Request, project: Project) -> Response:
     return as_json(await call(project, run))
 
 
+def _end(new: str, old: str, name: str) -> str:
+    """One end of a link from its name or its old name (``source`` for ``source_id``)."""
+    if new and old and new != old:
+        raise InvalidInput(f"{name}_id and {name} (its old name) name different memories: give {name}_id alone")
+    if not (new or old):
+        raise InvalidInput(
+            f"{name}_id is required: the id of the memory the link goes {'from' if name == 'source' else 'to'}"
+        )
+    return new or old
+
+
 async def link(request: Request, project: Project) -> Response:
     b = await body_of(request, LinkRequest)
+    source, target = _end(b.source_id, b.source, "source"), _end(b.target_id, b.target, "target")
     made, created = await call(
         project,
-        lambda s: s.link(
-            b.source, b.target, b.relation, strength=b.strength, context=b.context, by=b.by or HTTP_WRITER
-        ),
+        lambda s: s.link(source, target, b.relation, strength=b.strength, context=b.context, by=b.by or HTTP_WRITER),
     )
     return as_json(LinkResult(link=made, created=created), status=201 if created else 200)
 
@@ -296,4 +308,5 @@ def rest_routes(projects: Projects) -> list[Route]:
     ]
     routes = [Route("/projects", list_projects, methods=["GET"])]
     routes += [Route(path, handler(projects, fn), methods=methods) for path, fn, methods in table]
+    routes += [Route(unprefixed(path), handler(projects, fn), methods=methods) for path, fn, methods in table]
     return routes

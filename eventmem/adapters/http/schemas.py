@@ -18,6 +18,7 @@ __all__ = [
     "HitList",
     "LinkRequest",
     "LinkResult",
+    "MemoryResult",
     "Problem",
     "RecallRequest",
     "SaveRequest",
@@ -85,8 +86,19 @@ class SaveResult(msgspec.Struct, kw_only=True):
     section: str = ""
 
 
+class MemoryResult(msgspec.Struct, kw_only=True):
+    """What a change to one memory (update, delete, restore, promote) answers: the memory as it is now,
+    in the same ``{"memory": ...}`` envelope a save answers with."""
+
+    memory: Memory
+
+
+UpdateTtl = Annotated[int, msgspec.Meta(ge=0, le=int(LIMITS["ttl_seconds"].high))]
+
+
 class UpdateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Fields to change; absent fields stay. ``ttl_seconds`` null makes the memory long-term."""
+    """Fields to change; absent fields stay. ``ttl_seconds`` 0 (or null) makes the memory long-term,
+    as the ``update_memory`` tool and ``eventmem update --ttl 0`` do."""
 
     content: Content | None = None
     title: Title | None = None
@@ -94,7 +106,7 @@ class UpdateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tags: Tags | None = None
     type: Kind | None = None
     importance: Importance | None = None
-    ttl_seconds: Ttl | msgspec.UnsetType | None = msgspec.UNSET
+    ttl_seconds: UpdateTtl | msgspec.UnsetType | None = msgspec.UNSET
     by: By = ""
     metadata: Metadata | None = None
     """Replaces the whole metadata."""
@@ -152,9 +164,19 @@ class HitList(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
 
 
+OldName = msgspec.Meta(extra_json_schema={"deprecated": True})
+
+
 class LinkRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    source: MemoryId
-    target: MemoryId
+    """A link from ``source_id`` to ``target_id`` (both required), named as the ``link_memories`` tool
+    names them; ``source`` and ``target`` are their old names, accepted for one release."""
+
+    source_id: MemoryId = ""
+    target_id: MemoryId = ""
+    source: Annotated[MemoryId, OldName] = ""
+    """Deprecated: the old name of ``source_id``."""
+    target: Annotated[MemoryId, OldName] = ""
+    """Deprecated: the old name of ``target_id``."""
     relation: Relation = "related_to"
     strength: Strength = 1.0
     context: LinkContext = ""

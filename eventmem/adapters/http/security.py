@@ -1,9 +1,13 @@
 """The HTTP server's guard, one ASGI middleware in front of every route (``/mcp`` included).
 
 In order: the rate limit per client address, the ``Host`` header (DNS-rebinding defence), the
-``Origin`` header (a browser page of another site is refused; CORS only for configured origins),
-the bearer token when one is set (constant-time comparison), and the request body size (declared
-and actually read). Every refusal is a problem+json answer with a clear message, no trace, no path.
+``Origin`` header (only the server's own origin, scheme, host and port, or an origin the user listed
+with ``--cors-origin``: a page on another port of the same machine is another origin), the
+``Sec-Fetch-Site`` header (a browser's request without an ``Origin`` from another site or port), the
+bearer token when one is set (constant-time comparison), ``Content-Type: application/json`` on
+every REST request that changes something (a browser sends ``text/plain`` cross-site without asking
+first), and the request body size (declared and actually read). Every refusal is a problem+json
+answer with a clear message, no trace, no path; every route, present or future, passes through it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,13 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 PUBLIC_PREFIXES = ("/static/",)
 """The UI's own files hold no memory: a browser loads them before it has a token to send."""
 PUBLIC_PATHS = ("/", "/favicon.ico")
+REST_PREFIX = "/api/"
+CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""A REST request with one of these methods must say ``Content-Type: application/json``."""
+FOREIGN_FETCH_SITES = frozenset({"cross-site", "same-site"})
+"""``Sec-Fetch-Site`` values of a browser request made by a page of another origin (another port of
+``localhost`` is ``same-site``)."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def is_loopback(host: str) -> bool:
@@ -154,11 +165,10 @@ class Guard:
             bucket.tokens -= 1
             return True
 
-    def origin_allowed(self, origin: str) -> bool:
-        if origin in self.settings.cors_origins:
-            return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and (parts.hostname or "").lower() in self.hosts
+    def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
+        """Whether a request with this ``Origin`` header, made to ``host`` (the ``Host`` header, already
+        checked) over ``scheme``, comes from the server's own origin or one the user listed."""
+        return origin in self.settings.cors_origins or _origin_key(origin) == _origin_key(f"{scheme}://{host}")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -173,8 +183,22 @@ class Guard:
             await send_problem(send, 421, "Misdirected Request", "this server does not answer for that Host")
             return
         origin = headers.get("origin")
-        if origin is not None and not self.origin_allowed(origin):
-            await send_problem(send, 403, "Forbidden", "requests from that Origin are not accepted")
+        path = str(scope.get("path", ""))
+        method = str(scope["method"])
+        public = method == "GET" and (path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES))
+        if origin is not None and not self.origin_allowed(
+            origin, str(scope.get("scheme", "http")), headers.get("host", "")
+        ):
+            await send_problem(
+                send,
+                403,
+                "Forbidden",
+                "requests from that Origin are not accepted: only this server's own pages, or an origin "
+                "given to `serve --cors-origin`",
+            )
+            return
+        if origin is None and headers.get("sec-fetch-site") in FOREIGN_FETCH_SITES and not public:
+            await send_problem(send, 403, "Forbidden", "requests made by a page of another site are not accepted")
             return
         cors = (
             [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
@@ -196,8 +220,6 @@ class Guard:
             )
             await send({"type": "http.response.body", "body": b""})
             return
-        path = str(scope.get("path", ""))
-        public = scope["method"] == "GET" and (path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES))
         if self.token is not None and not public:
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -206,6 +228,11 @@ class Guard:
                     send, 401, "Unauthorized", "a valid bearer token is required", [(b"www-authenticate", b"Bearer")]
                 )
                 return
+        if method in CHANGING_METHODS and path.startswith(REST_PREFIX) and not _is_json(headers):
+            await send_problem(
+                send, 415, "Unsupported Media Type", f"a {method} request must have Content-Type: application/json"
+            )
+            return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length")
         if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > limit):
@@ -218,6 +245,24 @@ class Guard:
                 return
             receive = _replay(buffered, receive)
         await self.app(scope, _bounded(receive, limit), _with_headers(send, cors))
+
+
+def _origin_key(origin: str) -> tuple[str, str, int] | None:
+    """An origin's (scheme, host, port), the port given its scheme's default; ``None``: not an
+    http(s) origin (``null``, a file page, garbage), which is no origin this server has."""
+    try:
+        parts = urlsplit(origin.strip().lower())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname or parts.path not in ("", "/"):
+        return None
+    return parts.scheme, parts.hostname, port if port is not None else DEFAULT_PORTS[parts.scheme]
+
+
+def _is_json(headers: dict[str, str]) -> bool:
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media == "application/json"
 
 
 class BodyTooLarge(Exception):

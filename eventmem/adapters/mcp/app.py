@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import msgspec
 from mcp.server import MCPServer
@@ -19,7 +19,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.session import ServerSession
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -30,7 +30,9 @@ from eventmem.core.limits import CONTENT_BYTES_CEILING, LIMITS
 from eventmem.core.query_rules import Filters
 from eventmem.core.validation import shown
 from eventmem.journal.project import RootChoice
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = [
     "ADDITIVE",
@@ -122,8 +124,7 @@ class Running:
         """
         for app in self.apps:
             if app.service_ is not None:
-                for store in app.service_.stores():
-                    store.hold_writes()
+                app.service_.hold_writes()
         os._exit(0)
 
 
@@ -276,6 +277,10 @@ def one_line(exc: ValidationError, schema: dict[str, Any], arguments: dict[str, 
             parts.append(f"{name} is required")
             continue
         prop = properties.get(name, {})
+        keyed = [e for e in errors if len(e["loc"]) > 1 and isinstance(e["loc"][1], str)]
+        if keyed and len(keyed) == len(errors):  # an entry of a map (metadata) is wrong: name its key
+            parts.append(_map_entry(name, keyed[0]))
+            continue
         items = [e for e in errors if len(e["loc"]) > 1 and isinstance(e["loc"][-1], int)]
         if items and len(items) == len(errors):  # one item of a list is wrong
             where = items[0]["loc"][-1]
@@ -288,15 +293,61 @@ def one_line(exc: ValidationError, schema: dict[str, Any], arguments: dict[str, 
     return "; ".join(parts)
 
 
+def _map_entry(name: str, error: ErrorDetails) -> str:
+    """What is wrong with one entry of a map argument (``metadata``): its key, and why."""
+    key = str(error["loc"][1])
+    if len(error["loc"]) > 2 and error["loc"][2] == "[key]":
+        if error["type"] == "string_too_long":
+            return f"{name} key {shown(key)}: expected at most {_number(int(LIMITS['metadata_key'].high))} characters"
+        return f"{name} key {shown(key)}: expected letters, digits and _.- starting with a letter or digit"
+    if error["type"] == "string_too_long":
+        return f"{name}.{key}: expected at most {_number(int(LIMITS['metadata_value'].high))} characters"
+    return f"{name}.{key}: expected a string, got {shown(error['input'])}"
+
+
+def _takes_boolean(schema: dict[str, Any]) -> bool:
+    if "anyOf" in schema:
+        return any(_takes_boolean(option) for option in schema["anyOf"])
+    return schema.get("type") in (None, "boolean")
+
+
+def refused_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """What the schema's validator would let through but a tool must not take, in a line (``""``: nothing):
+    an argument the tool does not have (silently dropped, it would lose what the caller meant), and
+    true or false where a number or text is expected (taken as 1 or 0)."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    parts: list[str] = []
+    unknown = [name for name in arguments if name not in properties]
+    if unknown:
+        names = ", ".join(shown(name) for name in unknown)
+        parts.append(
+            f"unknown argument{'s' if len(unknown) > 1 else ''} {names}: this tool takes {', '.join(properties)}"
+        )
+    for name, value in arguments.items():
+        if isinstance(value, bool) and name in properties and not _takes_boolean(properties[name]):
+            parts.append(f"{name}: expected {expected(properties[name])}, got {shown(value)}")
+    return "; ".join(parts)
+
+
 class ArgumentErrors:
     """Middleware: a tool call whose arguments do not fit the tool's schema answers with
     :func:`one_line` instead of the validator's multi-line dump. Only failed calls pay: their
-    arguments are validated again to read the errors."""
+    arguments are validated again to read the errors. Before the call, an unknown argument and a
+    boolean where a number is expected are refused (:func:`refused_arguments`)."""
 
     def __init__(self, server: MCPServer[Any]) -> None:
         self.server = server
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            name, arguments = ctx.params.get("name"), ctx.params.get("arguments") or {}
+            tool = registered_tool(self.server, name) if isinstance(name, str) else None
+            if tool is not None and isinstance(arguments, dict):
+                if refused := refused_arguments(tool.parameters, arguments):
+                    text = f"Error executing tool {name}: {refused}"
+                    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True).model_dump(
+                        by_alias=True, mode="json", exclude_none=True
+                    )
         result = await call_next(ctx)
         if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
             return result

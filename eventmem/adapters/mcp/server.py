@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp.types as mcp_types
@@ -40,7 +40,9 @@ from eventmem.core.terminal import printable
 from eventmem.journal.config import load_config
 from eventmem.journal.project import ProjectPaths, RootChoice
 from eventmem.journal.watcher import watch_journal
-from eventmem.service import MemoryService, open_service
+
+if TYPE_CHECKING:
+    from eventmem.service import MemoryService
 
 __all__ = [
     "FAMILIES",
@@ -206,6 +208,16 @@ def waiting_notice(root: RootChoice) -> str:
     )
 
 
+def open_in_background(root: RootChoice) -> MemoryService:
+    """The default opener: :func:`~eventmem.service.open_service` with vectors in the background, the
+    service's modules (numpy, FAISS, the projectors) imported only now, in the lifespan's loader,
+    after ``initialize`` could be answered."""
+    from eventmem.context.project_context import write_section
+    from eventmem.service import open_service
+
+    return open_service(root, background_vectors=True, sections=write_section)
+
+
 def serve_stdio(
     root: RootChoice, *, tools: str | None = None, opener: Callable[[RootChoice], MemoryService] | None = None
 ) -> None:
@@ -244,9 +256,9 @@ def build_server(
         service = app.service_
         if service is None:
             return
-        if paths is None or not service.project.is_current(paths):
+        if paths is None or not service.is_current(paths):
             await anyio.to_thread.run_sync(service.catch_up)
-        everything, changed = service.project.drain_changes()
+        everything, changed = service.drain_changes()
         if not everything and not changed:
             return
         uris = {SUMMARY_URI, *(MEMORY_URI.format(memory_id=m) for m in changed)}
@@ -281,7 +293,7 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer[App]) -> AsyncIterator[App]:
         # a slow embedding model loads in the background: tools answer with keywords meanwhile
-        app = App(root=root, opener=opener or functools.partial(open_service, background_vectors=True))
+        app = App(root=root, opener=opener or open_in_background)
         running.apps.append(app)
         loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
         loader.start()

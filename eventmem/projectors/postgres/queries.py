@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["EXACT_UP_TO", "Scored", "hybrid", "keyword_hits", "matching", "vector_hits"]
+__all__ = ["EXACT_UP_TO", "Scored", "hybrid", "keyword_hits", "matching", "reading", "vector_hits", "visible_where"]
 
 Key = tuple[str, str]
 """(project, memory id)"""
@@ -77,14 +77,14 @@ class Scored:
     keyword_score: float
 
 
-def _reading(conn: Any) -> AbstractContextManager[Any]:
+def reading(conn: Any) -> AbstractContextManager[Any]:
     """A transaction for a read, unless one is open already (one hybrid search is one transaction)."""
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         return nullcontext()
     return conn.transaction()  # type: ignore[no-any-return]
 
 
-def _where(
+def visible_where(
     projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
 ) -> tuple[str, list[object]]:
     """The SQL condition (on alias ``m``) for visible memories of ``projects`` passing ``filters``;
@@ -131,8 +131,8 @@ def matching(
     conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
 ) -> list[Key]:
     """Every visible memory passing ``filters``, by project and id."""
-    where, params = _where(projects, filters, now, project)
-    with _reading(conn):
+    where, params = visible_where(projects, filters, now, project)
+    with reading(conn):
         rows = conn.execute(f"SELECT m.project, m.id FROM eventmem_memories m WHERE {where} ORDER BY 1, 2", params)
         return [(str(p), str(i)) for p, i in rows.fetchall()]
 
@@ -140,8 +140,8 @@ def matching(
 def count(
     conn: Any, projects: Sequence[str], filters: Filters, now: float | None = None, *, project: str | None = None
 ) -> int:
-    where, params = _where(projects, filters, now, project)
-    with _reading(conn):
+    where, params = visible_where(projects, filters, now, project)
+    with reading(conn):
         row = conn.execute(f"SELECT count(*) FROM eventmem_memories m WHERE {where}", params).fetchone()
     return int(row[0]) if row is not None else 0
 
@@ -177,7 +177,7 @@ def keyword_hits(
     words = query_words(text)
     if not words or k <= 0:
         return []
-    where, params = _where(projects, filters, now, project)
+    where, params = visible_where(projects, filters, now, project)
     counted = ", ".join(
         [
             "(SELECT count(*) FROM (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) "
@@ -185,7 +185,7 @@ def keyword_hits(
         ]
         * len(words)
     )
-    with _reading(conn):
+    with reading(conn):
         row = conn.execute(
             f"SELECT (SELECT count(*) FROM eventmem_memories m WHERE m.project = ANY(%s)), {counted}",
             [list(projects), *[value for word in words for value in (list(projects), word)]],
@@ -229,7 +229,7 @@ def holds_a_word(conn: Any, projects: Sequence[str], text: str) -> bool:
         return False
     query, query_params = _tsquery(words)
     sql = f"SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = ANY(%s) AND m.keywords @@ ({query}))"
-    with _reading(conn):
+    with reading(conn):
         row = conn.execute(sql, [list(projects), *query_params]).fetchone()
     return bool(row is not None and row[0])
 
@@ -258,7 +258,7 @@ def vector_hits(
     if k <= 0:
         return []
     dim = int(vector.shape[0])
-    where, params = _where(projects, filters, now, project)
+    where, params = visible_where(projects, filters, now, project)
     if exact is None:
         exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
     literal = _vector(vector)
@@ -269,7 +269,7 @@ def vector_hits(
         f"WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
     )
-    with _reading(conn):
+    with reading(conn):
         if not exact:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search(k))])
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
@@ -289,7 +289,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): float(c) for p, i, c in rows}
 
@@ -300,7 +300,7 @@ def _columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float, fl
         "SELECT m.project, m.id, m.importance, m.updated_at, m.created_at FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): (float(imp), float(upd), float(made)) for p, i, imp, upd, made in rows}
 
@@ -327,7 +327,7 @@ def hybrid(
     project: str | None = None,
 ) -> list[Scored]:
     """Fuse vector and keyword candidates among the filtered memories; best first, at most ``limit``."""
-    with _reading(conn):
+    with reading(conn):
         return _hybrid(
             conn, projects, embedder, text, limit, filters, config or Config(), use_vectors, use_keywords, now, project
         )

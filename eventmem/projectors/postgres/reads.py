@@ -13,7 +13,7 @@ import msgspec
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.projectors.postgres.projector import decode_record
-from eventmem.projectors.postgres.queries import Key, _reading, _where
+from eventmem.projectors.postgres.queries import Key, reading, visible_where
 
 __all__ = ["link_records", "listed", "projects", "records", "stats", "visible_keys", "where_is"]
 
@@ -22,7 +22,7 @@ _LINK = msgspec.msgpack.Decoder(LinkRecord)
 
 def projects(conn: Any) -> list[str]:
     """Every project the database holds rows of, by name."""
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute("SELECT project FROM eventmem_projects ORDER BY project").fetchall()
     return [str(r[0]) for r in rows]
 
@@ -35,14 +35,14 @@ def records(conn: Any, keys: Sequence[Key]) -> dict[Key, MemoryRecord]:
         "SELECT m.project, m.id, m.record FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
     return {(str(p), str(i)): decode_record(bytes(r)) for p, i, r in rows}
 
 
 def where_is(conn: Any, among: Sequence[str], memory_id: str) -> str | None:
     """The project of ``among`` holding a memory of this id (the first by name), if any."""
-    with _reading(conn):
+    with reading(conn):
         row = conn.execute(
             "SELECT project FROM eventmem_memories WHERE id = %s AND project = ANY(%s) ORDER BY project LIMIT 1",
             [memory_id, list(among)],
@@ -52,7 +52,7 @@ def where_is(conn: Any, among: Sequence[str], memory_id: str) -> str | None:
 
 def link_records(conn: Any, among: Sequence[str], memory_id: str) -> list[LinkRecord]:
     """The live links of ``among`` from or to a memory, by id."""
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(
             "SELECT record FROM eventmem_links WHERE project = ANY(%s) AND (source = %s OR target = %s) ORDER BY id",
             [list(among), memory_id, memory_id],
@@ -66,8 +66,8 @@ def visible_keys(
     """Of these memory ids, those visible in ``among`` and passing ``filters``: id to its key."""
     if not ids:
         return {}
-    where, params = _where(among, filters, now)
-    with _reading(conn):
+    where, params = visible_where(among, filters, now)
+    with reading(conn):
         rows = conn.execute(
             f"SELECT m.project, m.id FROM eventmem_memories m WHERE m.id = ANY(%s) AND {where} ORDER BY 1, 2",
             [list(ids), *params],
@@ -90,13 +90,13 @@ def listed(
 ) -> list[tuple[Key, MemoryRecord, float]]:
     """What the filters let in, most important (then most recent) or most recent first, with each
     memory's last update (seconds since the epoch); at most ``limit`` (``None``: all)."""
-    where, params = _where(among, filters, now, project)
+    where, params = visible_where(among, filters, now, project)
     by = "m.updated_at DESC" if order == "recent" else "m.importance DESC, m.updated_at DESC"
     sql = f"SELECT m.project, m.id, m.record, m.updated_at FROM eventmem_memories m WHERE {where} ORDER BY {by}, m.id"
     if limit is not None:
         sql += " LIMIT %s"
         params.append(limit)
-    with _reading(conn):
+    with reading(conn):
         rows = conn.execute(sql, params).fetchall()
     return [((str(p), str(i)), decode_record(bytes(r)), float(u)) for p, i, r, u in rows]
 
@@ -105,7 +105,7 @@ def stats(conn: Any, project: str, now: float | None = None) -> dict[str, Any]:
     """What the database holds: memories of ``project`` visible now by kind, its links and events,
     and the visible memories of every project."""
     now = time.time() if now is None else now
-    with _reading(conn):
+    with reading(conn):
         kinds = conn.execute(
             "SELECT kind, count(*) FROM eventmem_memories WHERE project = %s AND expires_at > %s "
             "AND NOT superseded GROUP BY kind ORDER BY kind",

@@ -11,12 +11,13 @@ const ui = {
 };
 
 function h(tag, attrs, ...children) {
-  const svg = ["svg", "g", "line", "circle", "rect", "text", "title", "a"].includes(tag) && attrs && attrs.svg;
+  const svg = ["svg", "g", "line", "path", "circle", "rect", "text", "title", "a", "defs", "marker"].includes(tag) && attrs && attrs.svg;
   const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (key === "svg" || value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else if (key === "text") el.textContent = value;
+    else if (key === "style") Object.assign(el.style, value); // through the CSSOM: the CSP refuses style attributes
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat(Infinity)) {
@@ -32,6 +33,7 @@ function authHeaders() {
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...authHeaders(), ...(options.headers || {}) };
   const init = { method: options.method || "GET", headers };
+  if (init.method !== "GET") headers["Content-Type"] = "application/json"; // the server asks it of every change
   if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
@@ -66,6 +68,11 @@ const ROUTES = [
   [/^#\/settings$/, "settings", "Settings"],
 ];
 
+/** What a view answers when a live refresh found nothing it shows changed: the page on screen stays as it is
+ * (the graph keeps its zoom, pan and dragged memories). */
+const KEEP = Symbol("keep");
+window.KEEP = KEEP;
+
 async function render(live = false) {
   const main = document.getElementById("main");
   const hash = location.hash || "#/";
@@ -79,13 +86,15 @@ async function render(live = false) {
   document.title = route[2] + " · eventmem";
   if (!ui.project) return;
   const view = h("div", { class: "view", "data-view": route[1] });
+  let kept = false;
   try {
-    await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent));
+    kept = (await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent), { live })) === KEEP;
   } catch (error) {
     view.replaceChildren(h("h2", { text: route[2] }), h("p", { class: "alert", role: "alert", text: error.message }));
     if (error.status === 401) view.append(h("p", {}, "This server needs a token: enter it under ", h("a", { href: "#/settings", text: "Settings" }), "."));
   }
-  if (live && main.querySelector("[data-editing]")) return; // never pull a form from under the user
+  main.dataset.checked = String(Number(main.dataset.checked || 0) + 1);
+  if (live && (kept || main.querySelector("[data-editing]"))) return; // never pull a form or a view from under the user
   main.replaceChildren(view);
   main.dataset.rendered = String(Number(main.dataset.rendered || 0) + 1);
   if (!live) main.focus({ preventScroll: true });

@@ -6,14 +6,22 @@ const tags = (list) => (list || []).map((t) => h("span", { class: "tag" }, t));
 const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "Z") : "—");
 const nameOf = (m) => m.title || m.summary || m.id;
 const memoryLink = (id, text) => h("a", { href: "#/memory/" + encodeURIComponent(id) }, text || id);
+// a memory a client's lifecycle hook recorded (its writer is hook:CLIENT@SESSION), marked where it is shown
+const hookMark = (m) => ((m.created_by || "").startsWith("hook:")
+  ? h("span", { class: "tag hook-mark", title: "recorded by a lifecycle hook: " + m.created_by, text: "hook" }) : null);
 
-function countTable(caption, counts) {
-  const rows = Object.entries(counts || {});
-  return h("div", { class: "card" }, h("table", {},
+function countTable(caption, counts, shown = 10) {
+  const rows = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]);
+  const max = Math.max(1, ...rows.map(([, v]) => v));
+  const more = rows.length - shown;
+  return h("div", { class: "card" }, h("table", { class: "counts" },
     h("caption", { class: "note", text: caption }),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Name" }), h("th", { scope: "col", text: "Count" }))),
-    h("tbody", {}, rows.length ? rows.map(([k, v]) => h("tr", {}, h("td", { text: k }), h("td", { text: v })))
-      : h("tr", {}, h("td", { colspan: 2, text: "none yet" })))));
+    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "Name" }), h("th", { scope: "col", class: "count", text: "Count" }))),
+    h("tbody", {}, rows.length ? rows.slice(0, shown).map(([k, v]) => h("tr", {},
+      h("td", {}, h("span", { class: "bar", style: { width: `${Math.round((v / max) * 100)}%` } }), h("span", { text: k })),
+      h("td", { class: "count", text: v })))
+      : h("tr", {}, h("td", { colspan: 2, text: "none yet" })))),
+  more > 0 ? h("p", { class: "note", text: `and ${more} more` }) : null);
 }
 
 function barChart(perDay) {
@@ -32,9 +40,23 @@ function barChart(perDay) {
 }
 
 function table(headers, rows) {
-  return h("div", { class: "scroll" }, h("table", {},
+  // on a narrow screen each row is a block of its cells, each named by its column (see app.css)
+  for (const row of [].concat(rows)) {
+    [...row.children].forEach((cell, i) => { if (headers[i]) cell.setAttribute("data-label", headers[i][0]); });
+  }
+  return h("div", { class: "scroll" }, h("table", { class: "stack" },
     h("thead", {}, h("tr", {}, headers.map(([text, cls]) => h("th", { scope: "col", class: cls, text })))),
     h("tbody", {}, rows)));
+}
+
+function activityMemories(event) {
+  // a link's two ends with an arrow between them; else the memory (or the first few an archive moved)
+  const links = (event.memories || []).map((m) => h("a", { href: "#/memory/" + encodeURIComponent(m.id),
+    class: ["deleted", "expired"].includes(m.status) ? "gone" : null, "data-id": m.id,
+    title: `${m.id} (${m.status})` }, m.title || m.id));
+  if (!links.length) return "—";
+  if (["linked", "unlinked"].includes(event.type) && links.length === 2) return [links[0], " → ", links[1]];
+  return links.flatMap((link, i) => (i ? [", ", link] : [link]));
 }
 
 const views = {
@@ -46,8 +68,9 @@ const views = {
         countTable("By project", data.by_project), countTable("By tag", data.by_tag)),
       h("h3", { text: "Saves over time" }), h("div", { class: "card scroll" }, barChart(data.saves_per_day)),
       h("h3", { text: "Recent activity" }),
-      table([["When"], ["Event"], ["Memory"], ["By", "hide-narrow"]], data.recent.map((e) => h("tr", {},
-        h("td", { text: when(e.ts) }), h("td", { text: e.type }), h("td", {}, memoryLink(e.memory)),
+      table([["When"], ["Event"], ["Memory"], ["By", "hide-narrow"]], data.recent.map((e) => h("tr", { class: "activity" },
+        h("td", { class: "when", text: when(e.ts) }), h("td", { text: e.relation ? `${e.type} · ${e.relation.replace(/_/g, " ")}` : e.type }),
+        h("td", { class: "memories" }, activityMemories(e)),
         h("td", { class: "hide-narrow", text: e.by || "—" })))));
   },
 
@@ -75,7 +98,7 @@ const views = {
     });
     const { data } = await api(projectPath() + "/memories" + query({ ...f, limit: 50 }));
     const rows = data.memories.map((m) => h("tr", { "data-id": m.id },
-      h("td", {}, memoryLink(m.id, nameOf(m))), h("td", { text: m.kind }), h("td", { class: "hide-narrow", text: m.scope }),
+      h("td", {}, memoryLink(m.id, nameOf(m)), hookMark(m)), h("td", { text: m.kind }), h("td", { class: "hide-narrow", text: m.scope }),
       h("td", { class: "hide-narrow" }, tags(m.tags)), h("td", { text: m.importance }),
       h("td", { class: "status-" + m.status, text: m.superseded ? "superseded" : m.status }),
       h("td", { class: "hide-narrow", text: when(m.updated_at) })));
@@ -97,7 +120,7 @@ const views = {
       gone ? Promise.resolve([]) : api(path + "/related").then((r) => r.data.related)]);
     const act = (fn) => async () => { try { await fn(); render(); } catch (e) { note.textContent = e.message; } };
     const note = h("p", { role: "alert", class: "alert-slot" });
-    el.append(h("h2", { text: nameOf(memory) }), note);
+    el.append(h("h2", { text: nameOf(memory) }, hookMark(memory)), note);
     if (gone) {
       el.append(h("p", { class: "alert", text: `This memory is ${memory.status}; its history is kept.` }), h("div", { class: "actions" },
         h("button", { onclick: act(() => api(path + "/restore", { method: "POST", body: {} })), text: "Restore" })));
@@ -133,7 +156,10 @@ const views = {
       const reason = h("input", { name: "reason", placeholder: "why (optional)" });
       const successor = h("textarea", { name: "successor", "aria-label": "Corrected content" });
       el.append(h("div", { class: "actions" },
-        h("button", { onclick: () => { edit.hidden = !edit.hidden; if (!edit.hidden) edit.querySelector("input").focus(); }, text: "Edit" }),
+        h("button", { onclick: () => {
+          edit.hidden = !edit.hidden; // an open form is kept from a live refresh from the click on, not from the first key
+          if (edit.hidden) edit.removeAttribute("data-editing"); else { edit.setAttribute("data-editing", ""); edit.querySelector("input").focus(); }
+        }, text: "Edit" }),
         h("button", { class: "secondary", onclick: act(() => api(path + "/promote", { method: "POST", body: {} })), text: "Promote" }),
         field("Reason", reason),
         h("button", { class: "danger", onclick: act(() => api(path + query({ reason: reason.value }), { method: "DELETE", headers: { "If-Match": etag } })), text: "Delete" })),
@@ -169,11 +195,18 @@ const views = {
         " ", tags(hit.tags), h("div", { class: "why", text: `score ${hit.score} — keyword ${hit.keyword_score}, vector ${hit.vector_score}` })))));
   },
 
-  async graph(el) {
+  async graph(el, { live } = {}) {
     const { data } = await api(projectPath() + "/graph");
-    el.append(h("h2", { text: `Graph — ${data.nodes.length} linked memories` }));
+    const drawn = JSON.stringify([data.nodes, data.links]);
+    if (live && views.graphDrawn === drawn && document.querySelector("#main [data-view=graph] svg.graph")) return window.KEEP;
+    views.graphDrawn = drawn;
+    const most = data.nodes.length >= 500 ? "the 500 most linked memories" : `${data.nodes.length} linked memories`;
+    el.append(h("h2", { text: `Graph — ${most}, ${data.links.length} relationships` }));
     if (!data.nodes.length) { el.append(h("p", { class: "note", text: "No relationships yet." })); return; }
-    el.append(window.drawGraph(data.nodes, data.links));
+    const main = document.getElementById("main"), style = getComputedStyle(main);
+    const width = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const height = Math.max(320, Math.min(720, window.innerHeight - 230));
+    el.append(window.drawGraph(data.nodes, data.links, { width: Math.max(280, width), height }));
   },
 
   async timeline(el) {

@@ -9,10 +9,10 @@ from mcp.server import MCPServer
 
 from eventmem.adapters.mcp.app import App, Running
 from eventmem.context.project_context import ProjectContext
-from eventmem.context.reading import is_section_memory
+from eventmem.context.reading import ContextReader
 from eventmem.context.render import render_section
-from eventmem.context.sections import SECTIONS, Section
 from eventmem.core.errors import InvalidInput
+from eventmem.core.sections import SECTIONS, Section
 
 __all__ = ["AI_URI", "register_resources", "view_updates"]
 
@@ -48,16 +48,8 @@ def view_updates(app: App, everything: bool, changed: set[str]) -> set[str]:
     if service is None:
         return set()
     try:
-        store = service.project
-        if not everything:
-            with store.read() as reading:
-                memories = reading.memories()
-                relevant = any(
-                    is_section_memory(m, record.kind if (record := memories.get(m)) is not None else "")
-                    for m in changed
-                )
-            if not relevant:
-                return set()
+        if not everything and not ContextReader(service).touches(changed):
+            return set()
         context = ProjectContext(service)
         if app.announced is None and not any(context.sections().values()):
             return set()  # no project context in this memory: nothing to render or announce

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from eventmem.adapters.mcp.app import ADDITIVE, CHANGING, READ_ONLY, App, EntryText, app_of, bounded, call, client_name
 from eventmem.context.project_context import ProjectContext
-from eventmem.context.sections import SECTIONS
+from eventmem.core.sections import SECTIONS
 
 __all__ = ["Mode", "context_of", "register_section_tools"]
 

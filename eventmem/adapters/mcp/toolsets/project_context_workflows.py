@@ -12,7 +12,7 @@ from pydantic import Field
 from eventmem.adapters.mcp.app import ADDITIVE, DESTRUCTIVE, READ_ONLY, App, EntryText, bounded, call
 from eventmem.adapters.mcp.sdk import registered_tool
 from eventmem.adapters.mcp.toolsets.project_context_sections import context_of
-from eventmem.context.sections import SECTIONS
+from eventmem.core.sections import SECTIONS
 
 __all__ = ["register_workflow_tools"]
 
