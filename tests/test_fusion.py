@@ -42,6 +42,15 @@ def test_a_neighbour_gets_a_share_of_the_best_neighbour_score_only_from_the_top_
     assert with_neighbours(scores, np.zeros((0, 2), dtype=np.int64)).tolist() == scores.tolist()
 
 
+def test_a_neighbour_rises_to_just_below_the_memory_that_lends_it_a_share_never_above_it() -> None:
+    scores = np.array([0.5, 0.45, 0.3, 0.2], dtype=np.float64)
+    pairs = np.array([[1, 0], [3, 2]], dtype=np.int64)
+    out = with_neighbours(scores, pairs)
+    assert 0.45 < out[1] < out[0] == 0.5  # a quarter of 0.5 would have passed its lender
+    assert out[3] == 0.2 + NEIGHBOUR_SHARE * 0.3  # a quarter of 0.3 stays below it: all of it
+    assert sorted(range(4), key=lambda i: -out[i]) == [0, 1, 2, 3]
+
+
 def test_the_linear_fusion_scales_each_list_to_the_query_and_weighs_them() -> None:
     scores, vector_part, keyword_part = fuse(
         [7, 8, 9],

@@ -7,8 +7,10 @@ Each side runs in a worker process started in its own checkout (``--baseline PAT
 the other checkout, e.g. a ``git worktree`` of the commit to compare with). A worker builds its
 project, opens it (embedding everything with its own default embedder), waits for the indexes made
 in the background, warms up, then answers rounds of ``--queries`` ``MemoryService.recall(limit=10)``
-calls (no filter, then a type filter) when asked. Prints one JSON object: per size, each side's p50
-and p95 over all rounds, and ``ratio`` (this checkout / baseline; the target is at most 1.1).
+calls (no filter, then a type filter) when asked, in short rounds of ``--chunk`` queries. Prints one
+JSON object: per size, each side's p50 and p95 over all rounds, ``ratio`` (this checkout / baseline)
+and ``paired_ratio`` (the median of the rounds' ratios, robust to a load that drifts; the target is
+at most 1.1).
 
 Usage::
 
@@ -61,11 +63,14 @@ def worker(size: int, tmp: Path, queries: int) -> int:
         flush=True,
     )
     for line in sys.stdin:
-        if line.strip() != "go":
+        words = line.split()
+        if not words or words[0] != "go":
             break
+        first, count = (int(words[1]), int(words[2])) if len(words) == 3 else (0, len(asked))
+        chunk = [asked[(first + i) % len(asked)] for i in range(count)]
         out: dict[str, list[float]] = {"recall": [], "recall_filtered_type": []}
         for name, filters in (("recall", None), ("recall_filtered_type", Filters(kinds=("decision",)))):
-            for query in asked:
+            for query in chunk:
                 begun = time.perf_counter()
                 service.recall(query, limit=10, filters=filters)
                 out[name].append((time.perf_counter() - begun) * 1000)
@@ -93,7 +98,7 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def compare(baseline: Path, size: int, queries: int, rounds: int) -> dict[str, Any]:
+def compare(baseline: Path, size: int, queries: int, rounds: int, chunk: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-recall-") as name:
         tmp = Path(name)
         sides = {"this": ROOT, "baseline": baseline}
@@ -105,15 +110,23 @@ def compare(baseline: Path, size: int, queries: int, rounds: int) -> dict[str, A
             assert workers[label].stdout is not None
             ready[label] = json.loads(workers[label].stdout.readline())
         times: dict[str, dict[str, list[float]]] = {label: {} for label in sides}
-        for round_ in range(rounds):
+        paired: dict[str, list[float]] = {}
+        # many short rounds (``chunk`` queries each, cycling through the queries), the two sides one
+        # after the other: the load of a shared machine drifts over seconds, so each round's ratio
+        # compares the two sides under nearly the same load, and the median of those ratios is the figure
+        for round_ in range(rounds * max(1, queries // chunk)):
             order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            medians: dict[str, dict[str, float]] = {}
             for label in order:
                 process = workers[label]
                 assert process.stdin is not None and process.stdout is not None
-                process.stdin.write("go\n")
+                process.stdin.write(f"go {round_ * chunk} {chunk}\n")
                 process.stdin.flush()
                 for name, samples in json.loads(process.stdout.readline()).items():
                     times[label].setdefault(name, []).extend(samples)
+                    medians.setdefault(label, {})[name] = statistics.median(samples)
+            for name, this in medians["this"].items():
+                paired.setdefault(name, []).append(this / medians["baseline"][name])
         for process in workers.values():
             assert process.stdin is not None
             process.stdin.close()
@@ -125,6 +138,9 @@ def compare(baseline: Path, size: int, queries: int, rounds: int) -> dict[str, A
         name: round(out["this"][name]["p50_ms"] / out["baseline"][name]["p50_ms"], 3)
         for name in ("recall", "recall_filtered_type")
     }
+    out["paired_ratio"] = {name: round(statistics.median(values), 3) for name, values in paired.items()}
+    """The median over rounds of (this side's p50 in the round / the baseline's in the same round)."""
+    out["chunk"] = chunk
     return out
 
 
@@ -134,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--chunk", type=int, default=10, help="queries per side in a round (short rounds)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--tmp", type=Path, help=argparse.SUPPRESS)
@@ -153,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": [],
     }
     for size in args.sizes.split(","):
-        result["sizes"].append(compare(args.baseline.resolve(), int(size), args.queries, args.rounds))
+        result["sizes"].append(compare(args.baseline.resolve(), int(size), args.queries, args.rounds, args.chunk))
         print(json.dumps(result["sizes"][-1]), file=sys.stderr, flush=True)  # (each size as it is done)
     text = json.dumps(result, indent=2)
     print(text)

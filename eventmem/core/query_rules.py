@@ -163,15 +163,20 @@ def with_neighbours(
 ) -> npt.NDArray[np.float64]:
     """``scores`` plus, for each candidate, ``share`` of the best score among its neighbours (the
     memories saved just before and after it in one sitting) that are among the ``sources`` best
-    scored: an answer rises with the question it follows. ``pairs``: rows ``(i, j)`` of candidate
-    indexes, ``j`` a neighbour of ``i``. Pure."""
+    scored: an answer rises with the question it follows, but never up to the memory that lends it
+    the share (a neighbour stays just below it: the memory that matches keeps its rank, and MRR with
+    it). ``pairs``: rows ``(i, j)`` of candidate indexes, ``j`` a neighbour of ``i``. Pure."""
     if not len(pairs) or share == 0:
         return scores
     cut = np.partition(scores, len(scores) - sources)[len(scores) - sources] if len(scores) > sources else -np.inf
     strong = pairs[scores[pairs[:, 1]] >= cut]
+    lender, borrower = scores[strong[:, 1]], scores[strong[:, 0]]
+    lent = share * np.maximum(lender, 0.0)
+    below = borrower < lender  # (a neighbour scored above its lender already may rise further)
+    lent[below] = np.minimum(lent[below], np.nextafter(lender[below], -np.inf) - borrower[below])
     context = np.zeros(len(scores), dtype=np.float64)
-    np.maximum.at(context, strong[:, 0], np.maximum(scores[strong[:, 1]], 0.0))
-    out: npt.NDArray[np.float64] = scores + share * context
+    np.maximum.at(context, strong[:, 0], np.maximum(lent, 0.0))
+    out: npt.NDArray[np.float64] = scores + context
     return out
 
 
