@@ -70,19 +70,21 @@ def sitting_neighbours(
     view: ReadView, candidates: list[int], mask: npt.NDArray[np.bool_]
 ) -> tuple[list[int], npt.NDArray[np.int64]]:
     """``candidates`` and the memories saved just before and just after each in the same sitting
-    (:data:`SITTING_SECONDS` apart at most) that ``mask`` allows, in slot order; and the pairs of
-    indexes into that list (a candidate, one of its neighbours) for :func:`with_neighbours`."""
+    (:data:`SITTING_SECONDS` apart at most) that ``mask`` allows (in slot order when there are any);
+    and the pairs of indexes into that list (a candidate, one of its neighbours) for
+    :func:`with_neighbours`."""
     slots = np.asarray(candidates, dtype=np.int64)
-    created = view.created_at(slots)
-    found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-    for step in (-1, 1):
-        near = slots + step
-        inside = np.flatnonzero((near >= 0) & (near < len(mask)))
-        inside = inside[mask[near[inside]]]
-        inside = inside[np.abs(view.created_at(near[inside]) - created[inside]) <= SITTING_SECONDS]
-        found.append((slots[inside], near[inside]))
-    sources = np.concatenate([f[0] for f in found])
-    targets = np.concatenate([f[1] for f in found])
+    sources = np.concatenate([slots, slots])
+    targets = np.concatenate([slots - 1, slots + 1])
+    inside = (targets >= 0) & (targets < len(mask))
+    sources, targets = sources[inside], targets[inside]
+    allowed = mask[targets]
+    sources, targets = sources[allowed], targets[allowed]
+    created = view.created_at(np.concatenate([sources, targets]))  # (one read for both ends)
+    close = np.abs(created[len(sources) :] - created[: len(sources)]) <= SITTING_SECONDS
+    if not close.any():
+        return candidates, np.zeros((0, 2), dtype=np.int64)
+    sources, targets = sources[close], targets[close]
     every = np.unique(np.concatenate([slots, targets]))
     pairs = np.stack([np.searchsorted(every, sources), np.searchsorted(every, targets)], axis=1)
     return every.tolist(), pairs.astype(np.int64)
