@@ -28,7 +28,8 @@ def test_vectors_are_unit_length_float32_rows_of_dimension_384() -> None:
 
 
 def test_the_model_id_is_stable_and_names_the_version_and_dimension() -> None:
-    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v3-384"
+    assert HashingEmbedder().model_id == HashingEmbedder().model_id == "hashing-v4-384"
+    assert HashingEmbedder(version=3).model_id == "hashing-v3-384"
     assert HashingEmbedder(version=2).model_id == "hashing-v2-384"
     assert HashingEmbedder(version=1).model_id == "hashing-v1-384"
     assert HashingEmbedder().dim == 384
@@ -106,3 +107,27 @@ def test_a_text_embedded_alone_is_bit_for_bit_its_row_of_a_batch(version: int) -
         alone = embedder.embed([text])
         assert alone.dtype == np.float32
         assert alone[0].tobytes() == batch[row].tobytes()
+
+
+def test_version_4_gives_nearly_the_vectors_of_version_3_from_a_table_of_words() -> None:
+    """Version 4 looks each distinct word up once and sums a batch in numpy; its vectors stay within
+    a few degrees of version 3's (the features are weighted within a word, not across the text)."""
+    texts = [
+        "how do we retry the postgres pool timeout",
+        "retrieveContext retrieve_context src/eventmem/runner/embedding.py",
+        "Caroline went to the LGBTQ support group yesterday and it was so powerful",
+        "Ünïcödé naïve café 日本語のテキスト 😀",
+    ]
+    old, new = HashingEmbedder(version=3).embed(texts), HashingEmbedder(version=4).embed(texts)
+    assert all(float(a @ b) > 0.9 for a, b in zip(old, new, strict=True))
+
+
+def test_version_4_answers_the_same_after_its_word_table_is_replaced() -> None:
+    """The table of words is bounded: a full one is dropped and refilled, and a word's row is a pure
+    function of the word, so the vectors do not change."""
+    texts = ["the invoice numbers are allocated per tenant", "retry the pool timeout twice"]
+    embedder = HashingEmbedder(version=4)
+    before = embedder.embed(texts)
+    embedder.embed([f"word{i} token{i}" for i in range(500)])  # many new words in between
+    fresh = HashingEmbedder(version=4)
+    assert embedder.embed(texts).tobytes() == before.tobytes() == fresh.embed(texts).tobytes()

@@ -11,6 +11,8 @@ so the test guards the gain that is measured (see the table in docs/retrieval.md
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -238,3 +240,54 @@ def test_a_model_embedder_never_scores_below_the_default_on_either_split_of_eith
     for split in hard.SPLITS:
         ours, theirs = model["by_split"][split], default["by_split"][split]
         assert ours["recall@5"] >= theirs["recall@5"] and ours["mrr"] >= theirs["mrr"], (split, ours, theirs)
+
+
+LOCOMO_DEV = Path(os.environ.get("EVENTMEM_LOCOMO_DEV", ROOT.parent / "shared" / "quality" / "locomo-dev.json"))
+"""The conversational dev set (LoCoMo, CC BY-NC 4.0): read where it lies, never copied into the
+project; the tests that need it skip where it is absent (``EVENTMEM_LOCOMO_DEV`` names another path)."""
+needs_locomo = pytest.mark.skipif(not LOCOMO_DEV.is_file(), reason=f"no LoCoMo dev set at {LOCOMO_DEV}")
+
+
+def load_locomo_tool() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import eval_locomo
+
+    return eval_locomo
+
+
+@pytest.fixture(scope="module")
+def locomo_default_report() -> dict[str, Any]:
+    return load_locomo_tool().run(LOCOMO_DEV, ["hashing"])  # type: ignore[no-any-return]
+
+
+@pytest.mark.system
+@needs_locomo
+def test_the_conversational_dev_set_reports_every_category_through_the_mcp_tools_and_holds_its_gain(
+    locomo_default_report: dict[str, Any],
+) -> None:
+    """The default scored 0.569 recall@5 before memories of one sitting lent each other a share of
+    their score, and 0.587 after (docs/recall.md); the target of 0.60 is not reached, so the test
+    guards the gain that is measured, and that the default finds more in its top 10 than keywords."""
+    locomo = load_locomo_tool()
+    names = [r["setting"] for r in locomo_default_report["results"]]
+    assert names == ["keyword", "default (hashing)"]
+    assert locomo_default_report["questions"] > 300
+    for row in locomo_default_report["results"]:
+        assert set(row["by_category"]) == set(locomo.CATEGORIES.values())
+        assert 0 <= row["recall@5"] <= row["recall@10"] <= row["hit@10"] <= 1
+    keyword, default = locomo_default_report["results"]
+    assert default["recall@5"] >= 0.575 and default["recall@10"] > keyword["recall@10"]
+    assert "misses" not in json.dumps(locomo.without_misses(locomo_default_report))
+
+
+@pytest.mark.system
+@needs_locomo
+@pytest.mark.skipif(not onnx_available(), reason="needs the onnx extra")
+def test_on_the_conversational_dev_set_a_model_embedder_never_scores_below_the_default(
+    locomo_default_report: dict[str, Any],
+) -> None:
+    """The third evaluation of the guard above, with the same settings: a public conversational set
+    nobody here wrote, through the MCP tools an agent calls."""
+    model = load_locomo_tool().run(LOCOMO_DEV, ["onnx:minilm"], keyword=False)["results"][0]
+    default = locomo_default_report["results"][1]
+    assert model["recall@5"] >= default["recall@5"] and model["mrr"] >= default["mrr"], (model, default)

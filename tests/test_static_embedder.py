@@ -47,7 +47,7 @@ def test_the_version_3_table_records_how_it_was_fitted() -> None:
         assert len(str(data["corpus_sha256"])) == len(str(data["source_sha256"])) == 64
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_paraphrases_come_closer_than_with_the_purely_lexical_version(version: int) -> None:
     pairs = [
         ("customer says they were billed twice", "refund a duplicate charge for the same payment"),
@@ -64,8 +64,8 @@ def test_paraphrases_come_closer_than_with_the_purely_lexical_version(version: i
         assert version_gain > 0.05
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_versions_2_and_3_keep_identifier_forms_close(version: int) -> None:
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_versions_with_static_vectors_keep_identifier_forms_close(version: int) -> None:
     forms = ["retrieveContext", "retrieve_context", "retrieve the context"]
     vectors = HashingEmbedder(version=version).embed([*forms, "the weather in Paris was sunny all afternoon"])
     for i in range(3):
@@ -74,13 +74,14 @@ def test_versions_2_and_3_keep_identifier_forms_close(version: int) -> None:
                 assert float(vectors[i] @ vectors[j]) > float(vectors[i] @ vectors[3]) + 0.3
 
 
-def test_the_spec_chooses_the_version_and_the_default_is_3() -> None:
-    assert make_embedder_from_spec("hashing").model_id == "hashing-v3-384"
+def test_the_spec_chooses_the_version_and_the_default_is_4() -> None:
+    assert make_embedder_from_spec("hashing").model_id == "hashing-v4-384"
+    assert make_embedder_from_spec("hashing:v4").model_id == "hashing-v4-384"
     assert make_embedder_from_spec("hashing:v3").model_id == "hashing-v3-384"
     assert make_embedder_from_spec("hashing:v2").model_id == "hashing-v2-384"
     assert make_embedder_from_spec("hashing:v1").model_id == "hashing-v1-384"
-    with pytest.raises(ValueError, match="version 4"):
-        HashingEmbedder(version=4)
+    with pytest.raises(ValueError, match="version 5"):
+        HashingEmbedder(version=5)
 
 
 def test_small_dimensions_still_split_between_hashed_and_static_parts() -> None:

@@ -5,13 +5,18 @@ Prints one JSON object on stdout (progress on stderr). Texts are the benchmark's
 (``tests/eval/memories.jsonl``, 40-60 words each) made unique with a numbered suffix.
 
 - ``throughput``: texts embedded per second (wall and per CPU-second of this process) for each
-  provider: the built-in ``hashing`` (v3, and v2 and v1 for reference), ``onnx:minilm`` with 1 and 2
+  provider: the built-in ``hashing`` (v4, and v3, v2 and v1 for reference; v4 also with every text
+  made of words it has not seen, ``cold words``), ``onnx:minilm`` with 1 and 2
   intra-op threads, and the HTTP providers (Ollama, OpenAI-compatible) against local stand-in servers
   that answer with the MiniLM vectors, so their figure is MiniLM plus the HTTP round trips.
 - ``cold_start``: ``python -m eventmem serve`` spawned by a stdio MCP client on a project of
   ``--cold-memories`` memories whose embedding cache and snapshot are warm (a restart): seconds to
   ``initialize`` answered, to the first ``retrieve_context`` answered, and until that answer is no
   longer keyword-only (the model is loaded). Also the same for a first start with an empty cache.
+- ``recall``: the built-in embedder's v4 (the default) beside v3 (the default before it) on every
+  shipped evaluation, in the same run: ``tools/eval.py``'s benchmark and hard evaluation (the hybrid
+  rows, recall@5, recall@10, MRR), and the LoCoMo dev set through the MCP tools when ``--locomo
+  PATH`` names it.
 - ``rebuild``: ``Store.rebuild()`` of ``--rebuild-memories`` memories (100k by default) with the
   default embedder, with an empty and with a full embedding cache. With a full cache nothing is
   embedded, so that figure holds for any 384-dimensional provider; for ONNX the empty-cache rebuild
@@ -47,6 +52,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.events import MemorySaved  # noqa: E402
@@ -75,8 +81,11 @@ def texts(count: int, seed: int = 0) -> list[str]:
     return out
 
 
-def measure(embedder: Embedder, sample: list[str], batch: int = 64) -> dict[str, Any]:
-    embedder.embed(sample[:2])  # load the model, warm caches
+def measure(embedder: Embedder, sample: list[str], batch: int = 64, *, fresh_words: bool = False) -> dict[str, Any]:
+    """Texts per second; ``fresh_words``: every text gets words no text before it had (a cold table)."""
+    if fresh_words:
+        sample = [f"{text} zq{i}x zr{i}y" for i, text in enumerate(sample)]
+    embedder.embed(sample[:2] if not fresh_words else ["warm up"])  # load the model, warm caches
     wall, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(sample), batch):
         embedder.embed(sample[start : start + batch])
@@ -93,13 +102,16 @@ def throughput(count: int, onnx_count: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     sample = texts(count)
     builtin = (
-        ("hashing (v3, default)", HashingEmbedder()),
+        ("hashing (v4, default)", HashingEmbedder()),
+        ("hashing:v3", HashingEmbedder(version=3)),
         ("hashing:v2", HashingEmbedder(version=2)),
         ("hashing:v1", HashingEmbedder(version=1)),
     )
     for label, embedder in builtin:
         log(f"throughput {label}")
         out[label] = measure(embedder, sample)
+    log("throughput hashing v4 on words it has not seen")
+    out["hashing (v4, default), cold words"] = measure(HashingEmbedder(), texts(count, seed=3), fresh_words=True)
     if not onnx_available():
         out["onnx:minilm"] = "not installed (pip install 'eventmem[onnx]')"
         return out
@@ -211,6 +223,40 @@ def cold_start(tmp: Path, count: int, specs: list[str]) -> dict[str, Any]:
     return out
 
 
+def recall(locomo: Path | None, every: int) -> dict[str, Any]:
+    """v4 (the default) beside v3 on the shipped evaluations (and the LoCoMo dev set if given)."""
+    import eval as easy_eval
+    import eval_hard
+
+    specs = ["hashing:v3", "hashing"]
+    out: dict[str, Any] = {}
+    log("recall: the shipped benchmark")
+    report = easy_eval.run(easy_eval.Dataset.load(), specs, vector=False, keyword=False)
+    out["benchmark"] = [
+        {k: r[k] for k in ("setting", "recall@5", "recall@10", "mrr", "p50_ms")} for r in report["results"]
+    ]
+    log(f"recall: the hard evaluation (every {every}. question)")
+    data = eval_hard.HardSet.load()
+    hard = eval_hard.run(data.slice(every) if every > 1 else data, specs, keyword=False, vector=False)
+    out["hard"] = [
+        {
+            "setting": r["setting"],
+            **{s: {k: r["by_split"][s][k] for k in ("recall@5", "recall@10", "mrr")} for s in eval_hard.SPLITS},
+        }
+        for r in hard["results"]
+    ]
+    if locomo is not None and locomo.is_file():
+        import eval_locomo
+
+        log("recall: the LoCoMo dev set")
+        report = eval_locomo.run(locomo, specs, keyword=False)
+        out["locomo_dev"] = [
+            {k: r[k] for k in ("setting", "recall@5", "recall@10", "hit@10", "mrr", "p50_ms")}
+            for r in report["results"]
+        ]
+    return out
+
+
 def machine() -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
@@ -229,12 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-memories", type=int, default=2000)
     parser.add_argument("--rebuild-memories", type=int, default=100_000)
     parser.add_argument("--onnx-rebuild-memories", type=int, default=2000)
-    parser.add_argument("--skip", default="", help="comma-separated: throughput,cold_start,rebuild")
+    parser.add_argument("--skip", default="", help="comma-separated: throughput,recall,cold_start,rebuild")
+    parser.add_argument("--locomo", type=Path, metavar="PATH", help="recall: also this LoCoMo dev set")
+    parser.add_argument("--hard-every", type=int, default=1, metavar="N", help="recall: every N-th hard question")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
         args.throughput_texts, args.onnx_texts = 300, 64
         args.cold_memories, args.rebuild_memories, args.onnx_rebuild_memories = 200, 2000, 100
+        args.hard_every = max(args.hard_every, 16)
     skip = set(filter(None, args.skip.split(",")))
     result: dict[str, Any] = {"machine": machine(), "started": datetime.now(UTC).isoformat(timespec="seconds")}
     specs = ["hashing"] + (["onnx:minilm"] if onnx_available() else [])
@@ -242,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         if "throughput" not in skip:
             result["throughput"] = throughput(args.throughput_texts, args.onnx_texts)
+        if "recall" not in skip:
+            result["recall"] = recall(args.locomo, args.hard_every)
         if "cold_start" not in skip:
             result["cold_start"] = cold_start(tmp, args.cold_memories, specs)
         if "rebuild" not in skip:

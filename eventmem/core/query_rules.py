@@ -4,6 +4,8 @@ every index backend (the in-process search and PostgreSQL's). Pure: no IO."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from itertools import repeat
 
 import msgspec
 import numpy as np
@@ -16,13 +18,18 @@ from eventmem.core.validation import check_count, check_length, check_number, re
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
+    "NEIGHBOUR_SHARE",
+    "NEIGHBOUR_SOURCES",
     "RRF_K",
+    "SITTING_SECONDS",
     "TIME_BOOST",
     "VECTOR_FLOOR",
     "Filters",
+    "fuse",
     "spread",
     "spreads",
     "unknown_words_floor",
+    "with_neighbours",
 ]
 
 RRF_K = 60
@@ -82,6 +89,95 @@ def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     cosines crowd in a narrow band weighs like the keyword side's normalised BM25."""
     best = float(scores.max(initial=0.0))
     return scores / best if best > 0 else scores
+
+
+NEIGHBOUR_SHARE = 0.25
+"""The share of a memory's score its neighbours get (see :func:`with_neighbours`): a quarter, so that a
+neighbour rises among the answers without passing a memory that matches the question as well."""
+NEIGHBOUR_SOURCES = 5
+"""Only the best few of a query's candidates lend their neighbours a share (the top of a page)."""
+SITTING_SECONDS = 600.0
+"""Two memories saved one after the other at most this far apart were saved in one sitting: each is
+context for the other (a reply and its question, the cause noted after the error, the next step)."""
+
+
+def fuse(
+    candidates: Sequence[int],
+    vector_hits: Mapping[int, float],
+    keyword_hits: Mapping[int, float],
+    *,
+    fusion: str,
+    weights: tuple[float, float],
+    spread_cosines: bool,
+    searched: int,
+    cosines: Mapping[int, float] | None = None,
+    use_vectors: bool = True,
+    use_keywords: bool = True,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The fused score of each of ``candidates`` (and its vector and keyword parts), from the vector
+    search's hits (``vector_hits``: slot -> cosine, best first or not) and the keyword search's
+    (``keyword_hits``: slot -> BM25, higher better), before the importance, recency and time nudges.
+
+    ``fusion``: ``linear`` (``weights`` = (vector, keyword) times the cosine, scaled to the query's
+    best when ``spread_cosines``, and BM25 scaled to the query's best) or ``rrf`` (reciprocal rank).
+    ``cosines``: the cosine of candidates the vector search did not reach (keyword hits, neighbours);
+    ``searched``: how many memories the query was asked among. Pure: the in-process search and a
+    database's use the same rules."""
+    vector_weight, keyword_weight = weights
+    count = len(candidates)
+    if fusion == "rrf":
+        vector_rank = {s: r for r, s in enumerate(sorted(vector_hits, key=lambda s: -vector_hits[s]))}
+        keyword_rank = {s: r for r, s in enumerate(sorted(keyword_hits, key=lambda s: -keyword_hits[s]))}
+        absent = math.inf  # 1 / inf = 0: a list that does not hold the slot adds nothing
+        by_vector = np.array([RRF_K + vector_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
+        by_keyword = np.array([RRF_K + keyword_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
+        scores = (vector_weight / by_vector + keyword_weight / by_keyword) * (RRF_K + 1)
+        vector_scores = np.array([vector_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
+        keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
+        return scores, vector_scores, keyword_scores
+    top_keyword = max(keyword_hits.values(), default=0.0)
+    cosine_of = {**(cosines or {}), **vector_hits}
+    found = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, count)
+    vector_scores = np.maximum(found, 0.0)
+    keyword_scores = np.fromiter(map(keyword_hits.get, candidates, repeat(0.0)), np.float64, count)
+    if top_keyword > 0:
+        keyword_scores = keyword_scores / top_keyword
+    else:
+        keyword_scores = np.zeros(count, dtype=np.float64)
+    matches = len(keyword_hits)
+    if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
+        # the query's words occur in only these few of many memories (an identifier, an error
+        # code, a ticket number): exact evidence that a vector of a made-up word cannot give
+        keyword_weight = max(keyword_weight, vector_weight)
+    total = (vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
+    fused = spread(vector_scores) if spread_cosines else vector_scores
+    scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (total or 1.0)
+    return scores, vector_scores, keyword_scores
+
+
+def with_neighbours(
+    scores: npt.NDArray[np.float64],
+    pairs: npt.NDArray[np.int64],
+    share: float = NEIGHBOUR_SHARE,
+    sources: int = NEIGHBOUR_SOURCES,
+) -> npt.NDArray[np.float64]:
+    """``scores`` plus, for each candidate, ``share`` of the best score among its neighbours (the
+    memories saved just before and after it in one sitting) that are among the ``sources`` best
+    scored: an answer rises with the question it follows, but never up to the memory that lends it
+    the share (a neighbour stays just below it: the memory that matches keeps its rank, and MRR with
+    it). ``pairs``: rows ``(i, j)`` of candidate indexes, ``j`` a neighbour of ``i``. Pure."""
+    if not len(pairs) or share == 0:
+        return scores
+    cut = np.partition(scores, len(scores) - sources)[len(scores) - sources] if len(scores) > sources else -np.inf
+    strong = pairs[scores[pairs[:, 1]] >= cut]
+    lender, borrower = scores[strong[:, 1]], scores[strong[:, 0]]
+    lent = share * np.maximum(lender, 0.0)
+    below = borrower < lender  # (a neighbour scored above its lender already may rise further)
+    lent[below] = np.minimum(lent[below], np.nextafter(lender[below], -np.inf) - borrower[below])
+    context = np.zeros(len(scores), dtype=np.float64)
+    np.maximum.at(context, strong[:, 0], np.maximum(lent, 0.0))
+    out: npt.NDArray[np.float64] = scores + context
+    return out
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):

@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["STOPWORDS", "stem", "tokens"]
+__all__ = ["STOPWORDS", "TOKEN_PATTERN", "stem", "tokens"]
 
 
 STOPWORDS: Final = frozenset(
@@ -21,6 +21,8 @@ STOPWORDS: Final = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
+TOKEN_PATTERN: Final = _TOKEN
+"""What a raw token is (a word, an identifier, a path), before :func:`tokens` splits it into parts."""
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_a-zA-Z]+")
 _SUFFIXES: Final = ("ing", "ed", "es", "s", "ly")
 

@@ -24,7 +24,7 @@ from eventmem.core.errors import UnsafePath
 from eventmem.journal.files import FileLock, atomic_write, open_append
 from eventmem.journal.project import sanitize
 
-__all__ = ["EmbeddingCache", "QueryVectors", "content_hash"]
+__all__ = ["EmbeddingCache", "QueryVectors", "content_hash", "recorded_model"]
 
 log = logging.getLogger("eventmem.embedders")
 
@@ -201,16 +201,22 @@ class QueryVectors:
         return len(self._vectors)
 
 
+def recorded_model(folder: Path) -> str:
+    """The model whose vectors every memory had when ``folder/model`` was last written ("" if none):
+    another model than the embedder's means that the project's vectors are being replaced."""
+    try:
+        return (folder / "model").read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
 def forget_other_models(folder: Path, model_id: str) -> bool:
     """Drop the embedding cache of the model recorded in ``folder/model`` if it is not ``model_id``,
     and record ``model_id``; whether it is recorded now. Called once every memory has its vector from
     the new model: a model that cannot be reached, or an override in one command, must not cost the
     cache of the model that works."""
     marker = folder / "model"
-    try:
-        previous = marker.read_text(encoding="utf-8").strip()
-    except OSError:
-        previous = ""
+    previous = recorded_model(folder)
     if previous == model_id:
         return True
     if previous:

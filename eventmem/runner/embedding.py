@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.embedders.embedcache import EmbeddingCache, QueryVectors
+from eventmem.embedders.embedcache import EmbeddingCache, QueryVectors, recorded_model
 from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.embedders.providers import ProviderError
 from eventmem.projectors.vectors import EmbedItem
@@ -66,6 +66,9 @@ class EmbeddingQueue:
         self.progress: Progress | None = None
         """Called with (embedded, to embed) as a large batch of texts is embedded."""
         self._ready = not isinstance(embedder, Loadable) or embedder.loaded
+        self._replacing = False
+        """The project's vectors are another model's (a new version of the built-in embedder): in the
+        background mode a large backlog goes to the worker, as a model's does (see :meth:`start`)."""
         self._pending: dict[int, tuple[str, bytes]] = {}
         """Slot -> (text, content hash) waiting for the worker."""
         self._inflight = 0
@@ -134,6 +137,7 @@ class EmbeddingQueue:
         """Switch to background embedding and start loading the model (returns at once)."""
         with self.lock:
             self.background = True
+            self._replacing = recorded_model(self.cache.path.parent) not in ("", self.embedder.model_id)
             if not self._ready:
                 self._ensure_worker()
 
@@ -164,7 +168,7 @@ class EmbeddingQueue:
 
     def submit(self, items: list[EmbedItem]) -> None:
         """Embed these texts now, or leave them to the worker (caller holds the lock)."""
-        if not self.background or not isinstance(self.embedder, Loadable):
+        if not self.background or not (isinstance(self.embedder, Loadable) or self._replacing):
             self._embed_inline(items)
             return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
@@ -259,6 +263,7 @@ class EmbeddingQueue:
                         self._worker = None
                         self._done.notify_all()
                         finished = done > 0 and not self._pending and not self._stop.is_set()
+                        self._replacing = self._replacing and not finished
                         break
                     generation = self._generation
                     batch = list(itertools.islice(self._pending.items(), EMBED_BATCH))

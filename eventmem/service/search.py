@@ -10,13 +10,11 @@ cosines scaled to the query's best) or by reciprocal rank, then nudged by import
 from __future__ import annotations
 
 import functools
-import math
 import re
 import time
 from collections.abc import Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -25,13 +23,14 @@ import numpy.typing as npt
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
     FEW_KEYWORD_MATCHES,
-    RRF_K,
+    SITTING_SECONDS,
     TIME_BOOST,
     VECTOR_FLOOR,
     Filters,
-    spread,
+    fuse,
     spreads,
     unknown_words_floor,
+    with_neighbours,
 )
 from eventmem.core.timewords import closeness
 from eventmem.core.words import STOPWORDS
@@ -101,6 +100,30 @@ class ScoredSlot:
     keyword_score: float
 
 
+def sitting_neighbours(
+    view: ReadView, candidates: list[int], mask: npt.NDArray[np.bool_]
+) -> tuple[list[int], npt.NDArray[np.int64]]:
+    """``candidates`` and the memories saved just before and just after each in the same sitting
+    (:data:`SITTING_SECONDS` apart at most) that ``mask`` allows (in slot order when there are any);
+    and the pairs of indexes into that list (a candidate, one of its neighbours) for
+    :func:`with_neighbours`."""
+    slots = np.asarray(candidates, dtype=np.int64)
+    sources = np.concatenate([slots, slots])
+    targets = np.concatenate([slots - 1, slots + 1])
+    inside = (targets >= 0) & (targets < len(mask))
+    sources, targets = sources[inside], targets[inside]
+    allowed = mask[targets]
+    sources, targets = sources[allowed], targets[allowed]
+    created = view.created_at(np.concatenate([sources, targets]))  # (one read for both ends)
+    close = np.abs(created[len(sources) :] - created[: len(sources)]) <= SITTING_SECONDS
+    if not close.any():
+        return candidates, np.zeros((0, 2), dtype=np.int64)
+    sources, targets = sources[close], targets[close]
+    every = np.unique(np.concatenate([slots, targets]))
+    pairs = np.stack([np.searchsorted(every, sources), np.searchsorted(every, targets)], axis=1)
+    return every.tolist(), pairs.astype(np.int64)
+
+
 def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
     """Positions that may be returned: live, not expired, not superseded, and passing the filters."""
 
@@ -166,40 +189,27 @@ def hybrid_search(
     if not candidates:
         return []
     now = time.time() if now is None else now
+    neighbours = np.zeros((0, 2), dtype=np.int64)
+    if config.fusion == "linear" and isinstance(view, ReadView):
+        # (reciprocal ranks are too close together to add a share of one; a database's positions are not slots)
+        candidates, neighbours = sitting_neighbours(view, candidates, mask)
     slots = np.asarray(candidates, dtype=np.int64)
-    vector_weight, keyword_weight = fusion_weights(config, view.embedder_id)
-    if config.fusion == "rrf":
-        vector_rank = {s: r for r, s in enumerate(sorted(vector_hits, key=lambda s: -vector_hits[s]))}
-        keyword_rank = {s: r for r, s in enumerate(sorted(keyword_hits, key=lambda s: -keyword_hits[s]))}
-        absent = math.inf  # 1 / inf = 0: a list that does not hold the slot adds nothing
-        by_vector = np.array([RRF_K + vector_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
-        by_keyword = np.array([RRF_K + keyword_rank.get(s, absent) + 1 for s in candidates], dtype=np.float64)
-        scores = (vector_weight / by_vector + keyword_weight / by_keyword) * (RRF_K + 1)
-        vector_scores = np.array([vector_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
-        keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
-    else:
-        top_keyword = max(keyword_hits.values(), default=0.0)
-        others: dict[int, float] = {}  # the cosine of keyword hits the vector search did not reach
-        if query_vector is not None:
-            others = view.vector_similarities([s for s in keyword_hits if s not in vector_hits], query_vector)
-        cosine_of = others | vector_hits  # (disjoint: others holds only slots the scan did not reach)
-        cosines = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, len(candidates))
-        vector_scores = np.maximum(cosines, 0.0)
-        keyword_scores = np.fromiter(map(keyword_hits.get, candidates, repeat(0.0)), np.float64, len(candidates))
-        if top_keyword > 0:
-            keyword_scores = keyword_scores / top_keyword
-        else:
-            keyword_scores = np.zeros(len(candidates), dtype=np.float64)
-        matches = len(keyword_hits)
-        if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= int(mask.sum()):
-            # the query's words occur in only these few of many memories (an identifier, an error
-            # code, a ticket number): exact evidence that a vector of a made-up word cannot give
-            keyword_weight = max(keyword_weight, vector_weight)
-        weights = (vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)
-        fused = spread(vector_scores) if spreads(view.embedder_id) else vector_scores
-        scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (
-            weights or 1.0
-        )
+    others: dict[int, float] = {}  # the cosine of candidates the vector search did not reach
+    if query_vector is not None and config.fusion != "rrf":
+        others = view.vector_similarities([s for s in candidates if s not in vector_hits], query_vector)
+    scores, vector_scores, keyword_scores = fuse(
+        candidates,
+        vector_hits,
+        keyword_hits,
+        fusion=config.fusion,
+        weights=fusion_weights(config, view.embedder_id),
+        spread_cosines=spreads(view.embedder_id),
+        searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,  # (counted when it tells)
+        cosines=others,
+        use_vectors=use_vectors,
+        use_keywords=use_keywords,
+    )
+    scores = with_neighbours(scores, neighbours)
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
