@@ -4,15 +4,18 @@ every index backend (the in-process search and PostgreSQL's). Pure: no IO."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS, SCOPES
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.validation import check_count, check_length, check_number, refusal, shown
+
+if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers initialize before it)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
