@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, reopen
 
 from eventmem.core.events import KINDS
@@ -35,7 +36,7 @@ MANIFESTS = {
 
 
 def run(project: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(eventmem_command(*args), cwd=project, capture_output=True, text=True, timeout=180)
+    result = eventmem(project, *args)  # (in process: see tests/cli_runner.py)
     assert result.returncode == code, (result.stdout, result.stderr)
     return result
 
