@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cli_runner import save
 from conftest import old_memory, reopen, tree, write_events
-from mcp_client import call, connect
+from mcp_client import call, connect, serve, server_env
 
 from eventmem.core.errors import UnsafePath
 from eventmem.core.ids import iso_to_epoch
@@ -98,7 +98,9 @@ async def test_accesses_are_not_written_through_a_usage_folder_swapped_for_a_lin
     before = tree(target)
     local = project / ".eventmem" / "local"
 
-    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
+    # (a server process: in process, the access written after the first calls' replies can race the swap)
+    async with serve(project, server_env(), tmp_path / "server.log") as session:
+        await session.initialize()
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         assert (local / "usage.jsonl").read_bytes().count(own["id"].encode()) >= 1  # (the first call's access)
