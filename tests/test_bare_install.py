@@ -215,3 +215,48 @@ def test_eventmem_version_answers_without_loading_a_command_or_numpy(project: Pa
     imported = {line.split("|")[-1].strip() for line in shown.stderr.splitlines() if line.startswith("import time:")}
     assert "eventmem.main" in imported
     assert not {"numpy", "eventmem.adapters.cli", "eventmem.service", "mcp"} & imported
+
+
+HEAVY_BEFORE_INITIALIZE = ("numpy", "faiss", "psycopg", "onnxruntime", "tokenizers")
+"""What ``eventmem serve`` must not import before its ``initialize`` answer (the HTTP stack comes with
+the MCP SDK itself; eventmem's own HTTP server is imported only by ``serve --http``)."""
+
+
+def test_the_stdio_server_answers_initialize_before_importing_numpy_faiss_or_an_extra(
+    project: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "importtime.txt"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    with report.open("w", encoding="utf-8") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "eventmem", "serve"],
+            cwd=project,
+            env=server_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write((json.dumps(initialize) + "\n").encode())
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())  # (the first line out is the answer: nothing else is asked)
+            before = report.stat().st_size  # what was imported until the answer was written
+            assert answer["id"] == 1 and "result" in answer, answer
+            proc.stdin.close()
+            assert proc.wait(timeout=120) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+    lines = report.read_text(encoding="utf-8")[:before].splitlines()
+    imported = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert "eventmem.adapters.mcp.server" in imported
+    assert not set(HEAVY_BEFORE_INITIALIZE) & imported, sorted(set(HEAVY_BEFORE_INITIALIZE) & imported)
+    assert not {"eventmem.service", "eventmem.runner.runner"} & imported

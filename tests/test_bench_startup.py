@@ -21,3 +21,5 @@ def test_bench_startup_quick_times_serve_and_the_cli_against_their_baselines(tmp
     assert "numpy" not in imports["version"]["heavy"]
     for heavy in ("psycopg", "onnxruntime", "tokenizers"):
         assert heavy not in imports["serve"]["heavy"] and heavy not in imports["stats"]["heavy"]
+    for heavy in ("numpy", "faiss"):  # (the service's modules load after the initialize answer)
+        assert heavy not in imports["serve"]["heavy"], imports["serve"]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cli_runner import eventmem, ok_json, only_segment, save
 from conftest import git
-from mcp_client import call, serve, server_env
+from mcp_client import call, connect
 
 from eventmem.core.codec import decode_line, encode_event
 from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
@@ -44,14 +44,13 @@ def shown(project: Path, memory_id: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("stamp", "event_id"), FAR_STAMPS)
 async def test_an_update_made_after_a_line_stamped_at_the_end_of_time_wins_everywhere(
-    project: Path, tmp_path: Path, stamp: str, event_id: str | None
+    project: Path, stamp: str, event_id: str | None
 ) -> None:
     memory_id = save(project, "The queue is Redis.", "--title", "old")["id"]
     hostile = MemoryUpdated(id=event_id or new_id(), ts=stamp, by="mallory", memory=memory_id, title="hostile")
     merge_segment(project, "mallory.main.jsonl", hostile)
     assert shown(project, memory_id)["title"] == "hostile"  # the far stamp wins over what was before it
-    async with serve(project, server_env(), tmp_path / "stderr.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         before = await call(session, "get_memory", memory_id=memory_id)
         assert before["memory"]["title"] == "hostile"
         updated = ok_json(project, "update", memory_id, "--title", "new")
@@ -123,15 +122,14 @@ def other_copy(original: MemorySaved, *, smaller: bool) -> MemorySaved:
 
 @pytest.mark.parametrize("copy_wins", [True, False])
 async def test_an_event_id_reused_with_other_content_gives_one_state_in_a_server_a_fresh_process_and_a_rebuild(
-    project: Path, tmp_path: Path, copy_wins: bool
+    project: Path, copy_wins: bool
 ) -> None:
     memory_id = save(project, "The queue is Redis.")["id"]
     original = decode_line(only_segment(project).read_bytes().splitlines()[0])
     assert isinstance(original, MemorySaved)
     copy = other_copy(original, smaller=copy_wins)
     expected = copy.content if copy_wins else original.content
-    async with serve(project, server_env(), tmp_path / "stderr.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         assert (await call(session, "get_memory", memory_id=memory_id))["memory"]["content"] == original.content
         merge_segment(project, "0.main.jsonl", copy)  # sorts before the original's segment
         running = await call(session, "get_memory", memory_id=memory_id)

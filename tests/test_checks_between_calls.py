@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cli_runner import save
 from conftest import old_memory, reopen, tree, write_events
-from mcp_client import call, serve, server_env
+from mcp_client import call, connect, serve, server_env
 
 from eventmem.core.errors import UnsafePath
 from eventmem.core.ids import iso_to_epoch
@@ -47,8 +47,7 @@ async def test_a_segment_swapped_for_a_link_between_two_calls_of_a_running_serve
     combined = tmp_path / "combined.jsonl"
     combined.write_bytes(segment.read_bytes() + outside.read_bytes())
 
-    async with serve(project, server_env(), tmp_path / "server.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         segment.unlink()
         segment.symlink_to(combined)
@@ -64,8 +63,7 @@ async def test_a_new_segment_that_is_a_link_appearing_between_two_calls_is_not_r
     secret, outside = secret_elsewhere(tmp_path)
     own = save(project, "The scheduler retries failed jobs three times.", "--title", "Retries")
 
-    async with serve(project, server_env(), tmp_path / "server.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         (project / ".eventmem" / "journal" / "teammate.main.jsonl").symlink_to(outside)
         answer = await call(session, "retrieve_context", query=SECRET_QUERY)
@@ -81,8 +79,7 @@ async def test_the_journal_folder_swapped_for_a_link_between_two_calls_is_not_re
     own = save(project, "The scheduler retries failed jobs three times.", "--title", "Retries")
     journal = project / ".eventmem" / "journal"
 
-    async with serve(project, server_env(), tmp_path / "server.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         os.rename(journal, tmp_path / "journal-moved-away")
         journal.symlink_to(outside.parent, target_is_directory=True)
@@ -101,6 +98,7 @@ async def test_accesses_are_not_written_through_a_usage_folder_swapped_for_a_lin
     before = tree(target)
     local = project / ".eventmem" / "local"
 
+    # (a server process: in process, the access written after the first calls' replies can race the swap)
     async with serve(project, server_env(), tmp_path / "server.log") as session:
         await session.initialize()
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
@@ -117,8 +115,7 @@ async def test_a_memory_saved_by_another_process_just_before_a_call_is_retrieved
     tmp_path: Path, project: Path
 ) -> None:
     first = save(project, "The scheduler retries failed jobs three times.", "--title", "Retries")
-    async with serve(project, server_env(), tmp_path / "server.log") as session:
-        await session.initialize()
+    async with connect(project) as session:  # (in process: the same server, without a process's start-up)
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [first["id"]]
         for n in range(3):
             other = save(project, f"Deploys are frozen on Fridays, rule {n}.", "--title", "Deploy freeze")

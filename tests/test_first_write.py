@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import eventmem_command, git
+from cli_runner import eventmem
+from conftest import git
 
 from eventmem.journal.project import RootChoice
 from eventmem.service import open_service
@@ -18,16 +17,12 @@ def test_reading_a_project_without_memory_creates_nothing(project: Path) -> None
     service.stats()
     service.close()
     for args in (["search", "anything"], ["stats"], ["doctor"], ["log"]):
-        subprocess.run(eventmem_command(*args, "--root", str(project)), capture_output=True, check=False)
+        eventmem(project.parent, *args, "--root", str(project))
     assert not (project / ".eventmem").exists()
 
 
 def test_after_the_first_save_git_sees_the_journal_and_its_gitignore_but_no_cache(project: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "eventmem", "save", "The first memory of this project", "--root", str(project)],
-        capture_output=True,
-        text=True,
-    )
+    result = eventmem(project.parent, "save", "The first memory of this project", "--root", str(project))
     assert result.returncode == 0, result.stderr
     assert (project / ".eventmem" / "cache").is_dir()  # derived state exists...
     untracked = git(project, "status", "--porcelain", "--untracked-files=all").split("\n")

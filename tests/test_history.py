@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli_runner import eventmem as run_eventmem
 from conftest import REPO, eventmem_command, git, reopen
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,7 +36,9 @@ def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.
 
 
 def eventmem(cwd: Path, *args: str) -> str:
-    return run(cwd, *eventmem_command(*args)).stdout
+    result = run_eventmem(cwd, *args)  # (in process: see tests/cli_runner.py)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def replay(cwd: Path, *args: str) -> str:

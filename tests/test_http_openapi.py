@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, ProcessGroup, journal_bytes
+from conftest import FAST_SHARE, REPO, THOROUGH, ProcessGroup, journal_bytes
 from http_server import http_server
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -24,8 +24,9 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 )
 
 DOCUMENT = REPO / "schema" / "openapi.json"
-EXAMPLES = 8
-"""Generated requests per operation: enough to reach every operation's refusals, fast enough for CI."""
+EXAMPLES = 8 if THOROUGH else max(2, 8 // FAST_SHARE)
+"""Generated requests per operation: enough to reach every operation's refusals, fast enough for CI
+(the default, fast hypothesis profile runs a quarter, as for every property test: see tests/conftest.py)."""
 
 
 def test_the_committed_openapi_document_is_what_the_models_generate() -> None:

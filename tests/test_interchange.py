@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import eventmem_command, reopen
+from cli_runner import eventmem
+from conftest import reopen
 
 from eventmem.core.events import KINDS
 from eventmem.interchange.mapping import body_and_metadata, memory_id_for
@@ -35,7 +36,7 @@ MANIFESTS = {
 
 
 def run(project: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(eventmem_command(*args), cwd=project, capture_output=True, text=True, timeout=180)
+    result = eventmem(project, *args)  # (in process: see tests/cli_runner.py)
     assert result.returncode == code, (result.stdout, result.stderr)
     return result
 
@@ -587,36 +588,24 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
     assert not (project / "link.json").is_symlink() and secret.read_text(encoding="utf-8") == "not to be touched\n"
 
 
+IMPORTED = 2000
+"""Memories in the large import: enough for three segments at the smallest segment size."""
+
+
 def test_an_import_larger_than_a_segment_goes_on_in_new_segments(project: Path, tmp_path: Path) -> None:
     store = tmp_path / "memory.jsonl"
     with store.open("w", encoding="utf-8") as out:
-        for n in range(3000):
+        for n in range(IMPORTED):
             observations = [
                 f"Service {n} keeps fact {k} about its deploy window and owner team {n % 17}." * 6 for k in range(2)
             ]
             entity = {"type": "entity", "name": f"service-{n}", "entityType": "service", "observations": observations}
             out.write(json.dumps(entity) + "\n")
-    env = {**os.environ, "EVENTMEM_MAX_SEGMENT_BYTES": "1048576"}  # (the floor: the import is about 4 MB)
-    result = subprocess.run(
-        eventmem_command("import", "server-memory", str(store), "--json"),
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    env = {**os.environ, "EVENTMEM_MAX_SEGMENT_BYTES": "1048576"}  # (the floor: the import is about 2.7 MB)
+    result = eventmem(project, "import", "server-memory", str(store), "--json", env=env)  # (in process)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["added"] == 3000
+    assert json.loads(result.stdout)["added"] == IMPORTED
     segments = list((project / ".eventmem" / "journal").glob("*.jsonl"))
     assert len(segments) >= 3 and all(path.stat().st_size <= 1048576 for path in segments)
-    stats = subprocess.run(
-        eventmem_command("--json", "stats"),
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert json.loads(stats.stdout)["memories"] == 3000
+    stats = eventmem(project, "--json", "stats", env=env)
+    assert json.loads(stats.stdout)["memories"] == IMPORTED

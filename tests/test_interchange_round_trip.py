@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import eventmem_command, reopen
+from cli_runner import eventmem
+from conftest import reopen
 
 from eventmem.core.query_rules import Filters
 from eventmem.service import Memory
@@ -20,7 +21,7 @@ PEERS = Path(__file__).resolve().parent / "fixtures" / "peers"
 
 
 def run(project: Path, *args: str) -> str:
-    result = subprocess.run(eventmem_command(*args), cwd=project, capture_output=True, text=True, timeout=180)
+    result = eventmem(project, *args)  # (in process: see tests/cli_runner.py)
     assert result.returncode == 0, (result.stdout, result.stderr)
     return result.stdout
 

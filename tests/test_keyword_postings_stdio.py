@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, wait_until, write_events
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
@@ -103,13 +104,7 @@ def test_an_invalid_postings_threshold_in_the_environment_is_reported_in_one_lin
     project: Path, value: str
 ) -> None:
     seed(project)
-    found = subprocess.run(
-        eventmem_command("search", "pool timeout", "--json"),
-        cwd=project,
-        env=server_env(EVENTMEM_POSTINGS_FROM=value),
-        capture_output=True,
-        text=True,
-    )
+    found = eventmem(project, "search", "pool timeout", "--json", env=server_env(EVENTMEM_POSTINGS_FROM=value))
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip()
     warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_POSTINGS_FROM" in line]

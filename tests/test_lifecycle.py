@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem
 from conftest import ago, global_dir, journal_events, old_memory, reopen, write_events
 from mcp import Client
 from mcp.types import Implementation
@@ -1037,36 +1038,18 @@ def test_the_archive_mechanism_can_archive_live_memories_for_other_policies(proj
 def test_eventmem_compact_on_the_command_line_reports_what_it_did(project: Path) -> None:
     seeded = seed_archive(project)
     earlier = to_iso(datetime.now(UTC) - timedelta(minutes=1))  # a time later than the clock needs --dry-run
-    result = subprocess.run(
-        [sys.executable, "-m", "eventmem", "compact", "--now", earlier, "--json", "--root", str(project)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = eventmem(project.parent, "compact", "--now", earlier, "--json", "--root", str(project))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["status"] == "success" and report["expired"] == []
     assert report["archived"][0]["memories"] == 2
-    human = subprocess.run(
-        [sys.executable, "-m", "eventmem", "compact", "--root", str(project)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    human = eventmem(project.parent, "compact", "--root", str(project))
     assert human.returncode == 0 and "nothing to archive" in human.stdout
     assert seeded["deleted"] not in seeded["segment"].read_text(encoding="utf-8").split('"type":"reacted"')[0]
 
 
 def _cli_json(project: Path, *args: str) -> Any:
-    result = subprocess.run(
-        [sys.executable, "-m", "eventmem", *args, "--json", "--root", str(project)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = eventmem(project.parent, *args, "--json", "--root", str(project))  # (in process: tests/cli_runner.py)
     assert result.returncode in (0, 1), result.stderr
     return json.loads(result.stdout)
 

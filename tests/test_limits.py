@@ -202,27 +202,24 @@ REQUIRING = sorted(name for name, schema in TOOL_SCHEMAS.items() if schema.get("
 TAKING = sorted(name for name, schema in TOOL_SCHEMAS.items() if schema.get("properties"))
 
 
-@pytest.mark.parametrize("tool", REQUIRING)
-async def test_a_call_missing_a_required_argument_says_so_in_one_line(project: Path, tool: str) -> None:
-    required = TOOL_SCHEMAS[tool]["required"]
-    async with connect_all(project) as client:
-        text = await call_error(client, tool)
-    _one_line(text, tool)
-    for name in required:
-        assert f"{name} is required" in text, text
-    assert not (project / ".eventmem" / "journal").exists()
+async def test_a_call_missing_a_required_argument_says_so_in_one_line(project: Path) -> None:
+    async with connect_all(project) as client:  # (one server for every tool: a refused call writes nothing)
+        for tool in REQUIRING:
+            text = await call_error(client, tool)
+            _one_line(text, tool)
+            for name in TOOL_SCHEMAS[tool]["required"]:
+                assert f"{name} is required" in text, text
+            assert not (project / ".eventmem" / "journal").exists(), tool
 
 
-@pytest.mark.parametrize("tool", TAKING)
-async def test_a_wrong_typed_argument_is_named_in_one_line_with_what_was_expected_and_given(
-    project: Path, tool: str
-) -> None:
-    parameter = sorted(TOOL_SCHEMAS[tool]["properties"])[0]
-    async with connect_all(project) as client:
-        text = await call_error(client, tool, **{parameter: {"not": "this"}})
-    _one_line(text, tool)
-    assert f"{parameter}: expected " in text and ", got a dict" in text, text
-    assert not (project / ".eventmem" / "journal").exists()
+async def test_a_wrong_typed_argument_is_named_in_one_line_with_what_was_expected_and_given(project: Path) -> None:
+    async with connect_all(project) as client:  # (one server for every tool: a refused call writes nothing)
+        for tool in TAKING:
+            parameter = sorted(TOOL_SCHEMAS[tool]["properties"])[0]
+            text = await call_error(client, tool, **{parameter: {"not": "this"}})
+            _one_line(text, tool)
+            assert f"{parameter}: expected " in text and ", got a dict" in text, text
+            assert not (project / ".eventmem" / "journal").exists(), tool
 
 
 async def test_a_wrong_typed_argument_over_stdio_is_one_line_saying_what_was_expected(
@@ -348,16 +345,13 @@ FIELD_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("memory_id", "delete_memory", {"memory_id": ID}, {"memory_id": MAX_ID + "m"}),
     ("content", "store_memory", {"content": "c" * 65_536}, {"content": "c" * (CONTENT_BYTES_CEILING + 1)}),
 ]
-FIELDS = sorted({case[0] for case in FIELD_CASES})
 
 
-@pytest.mark.parametrize("field", FIELDS)
 async def test_every_field_is_accepted_at_its_bound_and_refused_beyond_it_on_every_tool_taking_it(
-    project: Path, field: str
+    project: Path,
 ) -> None:
-    cases = [case for case in FIELD_CASES if case[0] == field]
-    async with connect_all(project) as client:
-        for _, tool, at_bound, beyond in cases:
+    async with connect_all(project) as client:  # (one server for every field: each case saves its own memories)
+        for field, tool, at_bound, beyond in FIELD_CASES:
             fresh = await call(client, "store_memory", content=f"A memory for {tool} {len(str(at_bound))}.")
             other = await call(client, "store_memory", content=f"Another memory for {tool} {len(str(beyond))}.")
             ids = iter([fresh["memory"]["id"], other["memory"]["id"]])
@@ -369,7 +363,7 @@ async def test_every_field_is_accepted_at_its_bound_and_refused_beyond_it_on_eve
             text = await call_error(client, tool, **args)
             _one_line(text, tool)
             (name,) = beyond
-            assert f"{name}" in text and "expected" in text, (tool, text)
+            assert f"{name}" in text and "expected" in text, (field, tool, text)
             assert len(text) < 300, text
             assert journal_files(project) == before, (tool, beyond)
 

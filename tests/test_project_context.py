@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_runner import eventmem
 from conftest import WAIT, eventmem_command, git, journal_events, reopen, wait_until
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -757,13 +758,7 @@ async def test_a_server_brings_the_ai_view_up_to_date_shortly_after_start(projec
 
 
 def import_pmp(project: Path, directory: str, *extra: str) -> dict[str, Any]:
-    result = subprocess.run(
-        eventmem_command("import", "pmp", directory, "--json", *extra),
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = eventmem(project, "import", "pmp", directory, "--json", *extra)  # (in process: tests/cli_runner.py)
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report

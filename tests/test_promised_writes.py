@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_runner import eventmem, ok_json
 from conftest import ago, old_memory, write_events
-from mcp_client import assert_clean_stderr, call, call_error, serve, server_env
+from mcp_client import call, call_error, connect
 
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import MemoryDeleted, MemorySaved
@@ -51,12 +51,15 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 # -- singleton types -----------------------------------------------------------------------------------
 
 
+def assert_no_traceback_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """The server (run in this process) logged no traceback, as a server's clean stderr shows."""
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+
+
 async def test_a_singleton_type_saved_through_every_path_updates_its_one_section_memory(
-    project: Path, tmp_path: Path
+    project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+    async with connect(project, tools="all") as session:  # (in process)
         await call(session, "update_current_task", task="Write the CSV export.")
         stored = await call(session, "store_memory", content="Write the JSON export.", type="current_task")
         assert stored["memory"]["id"] == "section:current-task" and stored["section"] == "currentTask"
@@ -86,7 +89,7 @@ async def test_a_singleton_type_saved_through_every_path_updates_its_one_section
     assert ok_json(project, "show", "section:architecture")["memory"]["content"] == "Layers: api, service, store."
     view = project / ".eventmem" / "cache" / "ai" / "current-task.md"
     assert view.read_text(encoding="utf-8") == "# Current task\n\nWrite the YAML export.\n"
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
 def test_a_singleton_save_after_the_section_was_deleted_brings_the_section_back(project: Path) -> None:
@@ -97,10 +100,8 @@ def test_a_singleton_save_after_the_section_was_deleted_brings_the_section_back(
     assert live_of_kind(project, "project") == ["section:project"]
 
 
-async def test_no_other_memory_may_take_on_a_singleton_type(project: Path, tmp_path: Path) -> None:
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+async def test_no_other_memory_may_take_on_a_singleton_type(project: Path) -> None:
+    async with connect(project, tools="all") as session:  # (in process)
         await call(session, "update_current_task", task="Write the CSV export.")
         note = (await call(session, "store_memory", content="Exports are streamed."))["memory"]["id"]
         changed = await call_error(session, "update_memory", memory_id=note, type="current_task")
@@ -114,13 +115,11 @@ async def test_no_other_memory_may_take_on_a_singleton_type(project: Path, tmp_p
 
 
 async def test_with_a_tracked_view_the_files_hold_the_new_task_and_decision_when_the_tools_answer(
-    project: Path, tmp_path: Path
+    project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     ai = project / ".ai"
-    env = server_env(EVENTMEM_TOOLS="all", EVENTMEM_RENDER_AI_DIR=".ai")
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, env, errlog) as session:
-        await session.initialize()
+    monkeypatch.setenv("EVENTMEM_RENDER_AI_DIR", ".ai")
+    async with connect(project, tools="all") as session:  # (in process)
         task = await call(session, "update_current_task", task="Stream the CSV rows.")
         assert (task["file"], task["fileWritten"]) == (".ai/current-task.md", True)
         assert (ai / "current-task.md").read_text(encoding="utf-8") == "# Current task\n\nStream the CSV rows.\n"
@@ -129,28 +128,25 @@ async def test_with_a_tracked_view_the_files_hold_the_new_task_and_decision_when
         assert "Use the csv module, not pandas." in (ai / "decisions.md").read_text(encoding="utf-8")
     # a fresh clone has the tracked files but not this clone's memo of what eventmem wrote
     (project / ".eventmem" / "cache" / "ai-view.json").unlink()
-    async with serve(project, env, errlog) as session:
-        await session.initialize()
+    async with connect(project, tools="all") as session:
         task = await call(session, "update_current_task", task="Document the CSV columns.")
         assert task["fileWritten"] is True
         assert (ai / "current-task.md").read_text(encoding="utf-8") == "# Current task\n\nDocument the CSV columns.\n"
         decision = await call(session, "add_decision", decision="Columns are documented in docs/export.md.")
         assert decision["fileWritten"] is True
         assert "Columns are documented in docs/export.md." in (ai / "decisions.md").read_text(encoding="utf-8")
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
 async def test_a_hand_edited_tracked_file_is_left_alone_and_the_answer_says_why_and_what_to_do(
-    project: Path, tmp_path: Path
+    project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ai = project / ".ai"
     ai.mkdir()
     (ai / "current-task.md").write_text("# Current task\n\nWritten by hand.\n", encoding="utf-8")
     (ai / "decisions.md").write_text("# Decisions\n\n## 2026-01-01 — By hand\n\nKept.\n", encoding="utf-8")
-    env = server_env(EVENTMEM_TOOLS="all", EVENTMEM_RENDER_AI_DIR=".ai")
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, env, errlog) as session:
-        await session.initialize()
+    monkeypatch.setenv("EVENTMEM_RENDER_AI_DIR", ".ai")
+    async with connect(project, tools="all") as session:  # (in process)
         task = await call(session, "update_current_task", task="Stream the CSV rows.")
         assert task["fileWritten"] is False
         assert task["fileNote"].startswith(".ai/current-task.md was left alone: it was edited by hand")
@@ -163,18 +159,16 @@ async def test_a_hand_edited_tracked_file_is_left_alone_and_the_answer_says_why_
 
 
 async def test_a_view_folder_outside_the_project_is_refused_before_anything_is_written(
-    project: Path, tmp_path: Path
+    project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    env = server_env(EVENTMEM_TOOLS="all", EVENTMEM_RENDER_AI_DIR="../outside")
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, env, errlog) as session:
-        await session.initialize()
+    monkeypatch.setenv("EVENTMEM_RENDER_AI_DIR", "../outside")
+    async with connect(project, tools="all") as session:  # (in process)
         for _ in range(2):  # the same answer before and after the journal exists
             refused = await call_error(session, "update_current_task", task="Stream the CSV rows.")
             assert "render_ai_dir must be a folder inside the project" in refused
     assert tree_bytes(project) == {}
     assert not (project.parent / "outside").exists()
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
 # -- compact --now -----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cli_runner import eventmem, ok_json, save, search_ids
 from conftest import ago, journal_files, old_memory, write_events
-from mcp_client import STDIO_CLIENT, assert_clean_stderr, call, call_error, serve, server_env
+from mcp_client import STDIO_CLIENT, call, call_error, connect
 
 from eventmem.core.events import MemoryDeleted, MemoryExpired
 from eventmem.core.ids import new_id
@@ -20,6 +20,11 @@ from eventmem.core.ids import new_id
 pytestmark = pytest.mark.anyio
 
 UNKNOWN = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
+
+
+def assert_no_traceback_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """The server (run in this process) logged no traceback, as a server's clean stderr shows."""
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
 
 
 def history_types(project: Path, memory_id: str) -> list[str]:
@@ -41,11 +46,9 @@ def id_taking_calls(memory_id: str, other: str) -> list[tuple[str, dict[str, Any
 
 
 async def test_a_deleted_memory_restored_through_the_tool_is_found_again_with_its_history_and_links(
-    project: Path, tmp_path: Path
+    project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+    async with connect(project, tools="all", client_info=STDIO_CLIENT) as session:  # (in process)
         cause = await call(session, "store_memory", content="The cache key omits the locale.", type="error")
         fix = await call(session, "store_memory", content="Add the locale to the cache key.", type="fix")
         a, b = cause["memory"]["id"], fix["memory"]["id"]
@@ -61,13 +64,11 @@ async def test_a_deleted_memory_restored_through_the_tool_is_found_again_with_it
         assert [(r["id"], r["relation"], r["strength"]) for r in related] == [(a, "solves", 0.6)]
     assert history_types(project, a) == ["saved", "linked", "deleted", "unlinked", "restored", "linked"]
     assert ok_json(project, "log", a)[4]["reason"] == "it was right after all"
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
-async def test_restoring_a_live_memory_changes_nothing_and_says_so(project: Path, tmp_path: Path) -> None:
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+async def test_restoring_a_live_memory_changes_nothing_and_says_so(project: Path) -> None:
+    async with connect(project, tools="all", client_info=STDIO_CLIENT) as session:  # (in process)
         memory_id = (await call(session, "store_memory", content="Deploys happen on Tuesdays."))["memory"]["id"]
         before = journal_files(project)
         out = await call(session, "restore_memory", memory_id=memory_id)
@@ -113,11 +114,9 @@ def test_an_expired_memory_is_restored_with_a_fresh_ttl(project: Path) -> None:
 
 
 async def test_every_id_taking_tool_says_when_by_whom_and_why_a_memory_was_deleted_and_how_to_restore_it(
-    project: Path, tmp_path: Path
+    project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+    async with connect(project, tools="all", client_info=STDIO_CLIENT) as session:  # (in process)
         gone = (await call(session, "store_memory", content="Staging lives on host s1."))["memory"]["id"]
         other = (await call(session, "store_memory", content="Production lives on host p1."))["memory"]["id"]
         await call(session, "delete_memory", memory_id=gone, reason="s1 was retired")
@@ -135,11 +134,11 @@ async def test_every_id_taking_tool_says_when_by_whom_and_why_a_memory_was_delet
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and "was deleted at " in result.stderr
         assert "(reason: s1 was retired)" in result.stderr and f"eventmem restore {gone}" in result.stderr
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
 async def test_every_id_taking_tool_says_when_a_memory_expired_and_how_to_restore_it(
-    project: Path, tmp_path: Path
+    project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     noticed = old_memory("Temporary: the feature flag is on.", days=2, ttl=3600)
     unnoticed = old_memory("Temporary: the mirror is down.", days=2, ttl=60)
@@ -150,9 +149,7 @@ async def test_every_id_taking_tool_says_when_a_memory_expired_and_how_to_restor
         project,
         [MemoryExpired(id=new_id(), ts=ago(days=1), by="eventmem", memory=noticed.memory, expires_at=expired_at)],
     )
-    errlog = tmp_path / "stderr.log"
-    async with serve(project, server_env(EVENTMEM_TOOLS="all"), errlog) as session:
-        await session.initialize()
+    async with connect(project, tools="all", client_info=STDIO_CLIENT) as session:  # (in process)
         for memory_id, ttl in ((noticed.memory, 3600), (unnoticed.memory, 60)):
             for tool, arguments in id_taking_calls(memory_id, live.memory):
                 message = await call_error(session, tool, **arguments)
@@ -163,7 +160,7 @@ async def test_every_id_taking_tool_says_when_a_memory_expired_and_how_to_restor
         assert f"expired at {expired_at} (its TTL of 3600 seconds ran out; recorded by eventmem)" in noticed_message
     shown = eventmem(project, "show", unnoticed.memory)
     assert shown.returncode == 2 and f"eventmem restore {unnoticed.memory}" in shown.stderr
-    assert_clean_stderr(errlog)
+    assert_no_traceback_logged(caplog)
 
 
 def test_a_long_many_line_reason_in_a_merged_journal_is_explained_on_one_line(project: Path) -> None:

@@ -17,14 +17,16 @@ call adds at most a quarter of the limit to a section (a larger addition is refu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.context.pmp_import import PmpImport
 from eventmem.context.reading import BY_KEY
 from eventmem.context.render import is_placeholder, render_section, summarize_section
 from eventmem.context.suggestions import ContextSuggestions
 from eventmem.core.sections import SECTIONS, Entry
-from eventmem.service import MemoryService
+
+if TYPE_CHECKING:  # (the service's modules load after a server answers initialize)
+    from eventmem.service import MemoryService
 
 __all__ = ["ProjectContext", "write_section"]
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from eventmem.core.events import KINDS
 from eventmem.core.records import MemoryRecord
-from eventmem.runner.readview import ReadView
 
 if TYPE_CHECKING:
+    from eventmem.runner.readview import ReadView
     from eventmem.service import MemoryService
 
 __all__ = ["live_ids", "live_records", "render_summary"]

@@ -12,13 +12,13 @@ measured with a byte scan before anything decodes it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
-import numpy as np
 
 from eventmem.core.events import EVENT_TYPES, AnyEvent, Event, EventId, Timestamp
 from eventmem.core.limits import CONTENT_BYTES_CEILING, MAX_LINE_BYTES, MAX_NESTING
@@ -91,17 +91,28 @@ _STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 #: Only these byte pairs open a third level (an object as a value, an array in an array); a line
 #: without any is at most two deep. Strings can hold them too: then the exact count decides.
 _MAY_NEST: Final = re.compile(rb":[ \t\r\n]*\{|[\[,][ \t\r\n]*[\[{]")
-_OPENERS: Final = np.zeros(256, np.int8)
-_OPENERS[[ord("{"), ord("[")]] = 1
-_OPENERS[[ord("}"), ord("]")]] = -1
+
+
+@functools.cache
+def _openers() -> Any:
+    """Each byte's step in depth: +1 for ``{`` and ``[``, -1 for ``}`` and ``]`` (numpy is imported
+    here, when a line is first measured: a server answers initialize before it)."""
+    import numpy as np
+
+    table = np.zeros(256, np.int8)
+    table[[ord("{"), ord("[")]] = 1
+    table[[ord("}"), ord("]")]] = -1
+    return table
 
 
 def nesting_depth(line: bytes) -> int:
     """How deep the JSON of ``line`` nests, counted on its bytes outside strings (no recursion)."""
     if not _MAY_NEST.search(line):
         return min(2, line.count(b"{") + line.count(b"["))  # (at most two, and an upper bound)
+    import numpy as np
+
     bare = _STRING.sub(b"", line)
-    steps = _OPENERS[np.frombuffer(bare, np.uint8)]
+    steps = _openers()[np.frombuffer(bare, np.uint8)]
     return int(np.cumsum(steps, dtype=np.int64).max(initial=0))
 
 
@@ -111,6 +122,8 @@ def _too_deep(buffer: bytes) -> bool:
     Outside strings an opening bracket follows ``:``, ``,``, ``[``, whitespace or the line's
     start; a third level needs one after ``[``, ``,``, whitespace, or an object after ``:``. Only
     the lines holding such a pair (in a string or not) are measured exactly."""
+    import numpy as np
+
     codes = np.frombuffer(buffer, np.uint8)
     openers = np.flatnonzero((codes[1:] | 32) == ord("{")) + 1  # "[" is "{" without bit 5
     before = codes[openers - 1]

@@ -11,9 +11,11 @@ import os
 import threading
 import time
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # (numpy is imported by isos_to_epochs: a server answers initialize before it)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ULID_PREFIX_MIN",
@@ -106,23 +108,23 @@ def iso_to_epoch(text: str) -> float:
     return parse_iso(text).timestamp()
 
 
-_DIGITS = np.array([i for i in range(26) if i not in (4, 7, 10, 13, 16, 19)])
-_SEPARATORS = np.array([ord(c) for c in "--T::."], np.uint32)
-_MONTH_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
-
-
 def isos_to_epochs(texts: list[str]) -> npt.NDArray[np.float64]:
     """:func:`iso_to_epoch` of many times at once, with the same results to the last bit.
 
     The journal's fixed-width form is read with numpy (digits, then days from the civil date);
     any other text goes through :func:`iso_to_epoch` on its own, and raises as it does."""
+    import numpy as np
+
+    digit_columns = np.array([i for i in range(26) if i not in (4, 7, 10, 13, 16, 19)])
+    separators = np.array([ord(c) for c in "--T::."], np.uint32)
+    month_lengths = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
     count = len(texts)
     form = [len(t) == 27 and t[26] == "Z" for t in texts]
     chars = np.array([t[:26] if ok else "0000-00-00T00:00:00.000000" for t, ok in zip(texts, form, strict=True)])
     codes = chars.astype("U26").view(np.uint32).reshape(count, 26).astype(np.int64)
-    digits = codes[:, _DIGITS] - ord("0")
+    digits = codes[:, digit_columns] - ord("0")
     good = np.array(form, bool) & ((digits >= 0) & (digits <= 9)).all(axis=1)
-    good &= (codes[:, [4, 7, 10, 13, 16, 19]] == _SEPARATORS).all(axis=1)
+    good &= (codes[:, [4, 7, 10, 13, 16, 19]] == separators).all(axis=1)
     digits = np.where(good[:, None], digits, 0)
 
     def number(first: int, width: int) -> npt.NDArray[np.int64]:
@@ -135,7 +137,7 @@ def isos_to_epochs(texts: list[str]) -> npt.NDArray[np.float64]:
     hour, minute, second, micro = number(8, 2), number(10, 2), number(12, 2), number(14, 6)
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     valid_month = (month >= 1) & (month <= 12)
-    month_days = _MONTH_DAYS[np.where(valid_month, month, 0)] + (leap & (month == 2))
+    month_days = month_lengths[np.where(valid_month, month, 0)] + (leap & (month == 2))
     good &= (year >= 1) & valid_month & (day >= 1) & (day <= month_days)
     # days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)
     shifted = year - (month <= 2)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from itertools import repeat
+from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from eventmem.core.errors import InvalidInput
 from eventmem.core.events import KINDS, SCOPES
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.validation import check_count, check_length, check_number, refusal, shown
+
+if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers initialize before it)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
@@ -123,6 +126,8 @@ def fuse(
     ``cosines``: the cosine of candidates the vector search did not reach (keyword hits, neighbours);
     ``searched``: how many memories the query was asked among. Pure: the in-process search and a
     database's use the same rules."""
+    import numpy as np  # (here: a server answers initialize before numpy is imported)
+
     vector_weight, keyword_weight = weights
     count = len(candidates)
     if fusion == "rrf":
@@ -166,6 +171,7 @@ def with_neighbours(
     scored: an answer rises with the question it follows, but never up to the memory that lends it
     the share (a neighbour stays just below it: the memory that matches keeps its rank, and MRR with
     it). ``pairs``: rows ``(i, j)`` of candidate indexes, ``j`` a neighbour of ``i``. Pure."""
+    import numpy as np
     if not len(pairs) or share == 0:
         return scores
     cut = np.partition(scores, len(scores) - sources)[len(scores) - sources] if len(scores) > sources else -np.inf

@@ -12,10 +12,11 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # (numpy is imported where closeness() runs: a server answers initialize before it)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Span", "closeness", "spans"]
 
@@ -166,6 +167,8 @@ def closeness(text: str, times: npt.NDArray[np.float64], now: float) -> npt.NDAr
     found = spans(text, now)
     if not found:
         return None
+    import numpy as np
+
     best = np.zeros(len(times), dtype=np.float64)
     for span in found:
         width = max(span.end - span.start, DAY) if math.isfinite(span.end - span.start) else 7 * DAY

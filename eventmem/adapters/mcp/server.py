@@ -23,7 +23,7 @@ import anyio
 import mcp.types as mcp_types
 import msgspec
 from mcp.server import MCPServer
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
@@ -211,7 +211,7 @@ def waiting_notice(root: RootChoice) -> str:
 def open_in_background(root: RootChoice) -> MemoryService:
     """The default opener: :func:`~eventmem.service.open_service` with vectors in the background, the
     service's modules (numpy, FAISS, the projectors) imported only now, in the lifespan's loader,
-    after ``initialize`` could be answered."""
+    after ``initialize`` is answered (see ``build_server``'s ``after_handshake``)."""
     from eventmem.context.project_context import write_section
     from eventmem.service import open_service
 
@@ -229,7 +229,7 @@ def serve_stdio(
     running = Running()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: running.terminate())
     try:
-        build_server(root, tools=tools, running=running, opener=opener).run("stdio")
+        build_server(root, tools=tools, running=running, opener=opener, after_handshake=True).run("stdio")
     except KeyboardInterrupt:
         pass
 
@@ -240,13 +240,24 @@ def build_server(
     opener: Callable[[RootChoice], MemoryService] | None = None,
     tools: str | None = None,
     running: Running | None = None,
+    after_handshake: bool = False,
 ) -> MCPServer[App]:
     """An MCP server for the project at ``root``. ``opener`` opens the service (tests inject one);
     ``tools`` chooses the tool families (default: :func:`configured_tools`); ``running`` is the
     registry its lifespan enters its app in (default: a new one; the caller passes its own to reach
-    the open memory from outside a request, as the SIGTERM handler does)."""
+    the open memory from outside a request, as the SIGTERM handler does). With ``after_handshake``
+    (one client, over stdio) the service is opened once a message after ``initialize`` arrives (its
+    answer is out by then), so that nothing heavy competes with the first answer."""
 
     running = Running() if running is None else running
+    handshake = threading.Event()
+    if not after_handshake:
+        handshake.set()
+
+    async def open_after_handshake(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "initialize":
+            handshake.set()
+        return await call_next(ctx)
 
     async def push_changes(app: App, paths: set[str] | None) -> None:
         """Catch up with the journal and tell subscribed clients which resources changed.
@@ -295,9 +306,17 @@ def build_server(
         # a slow embedding model loads in the background: tools answer with keywords meanwhile
         app = App(root=root, opener=opener or open_in_background)
         running.apps.append(app)
-        loader = threading.Thread(target=app.load, name="eventmem-open", daemon=True)
-        loader.start()
         stop = anyio.Event()
+
+        def load() -> None:
+            handshake.wait()
+            if stop.is_set():  # (the client left before it asked anything)
+                app.ready.set()
+            else:
+                app.load()
+
+        loader = threading.Thread(target=load, name="eventmem-open", daemon=True)
+        loader.start()
 
         async def watch() -> None:
             await anyio.to_thread.run_sync(app.ready.wait)
@@ -325,6 +344,7 @@ def build_server(
                     yield app
                 finally:
                     stop.set()
+                    handshake.set()  # (a loader still waiting for the handshake gives up: see load())
                     tasks.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(loader.join)
@@ -345,6 +365,7 @@ def build_server(
         log_level="WARNING",
         subscriptions=bus,
     )
+    server.middleware.append(open_after_handshake)
     server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
     register_tools(server, chosen)
