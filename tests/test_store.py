@@ -10,6 +10,8 @@ import dataclasses
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -198,6 +200,41 @@ def test_accesses_counted_after_the_reply_are_seen_by_the_next_call_and_kept_at_
     other = reopen(project)
     try:
         assert other.get(saved.id).access_count == 2
+    finally:
+        other.close()
+
+
+PROMOTION_THEN_SAVE = """
+import sys
+from pathlib import Path
+from eventmem.journal.config import Config
+from eventmem.journal.project import RootChoice
+from eventmem.service import open_service
+
+svc = open_service(RootChoice(Path(sys.argv[1]), "test"), background_vectors=True)
+svc.project.deferral.delay = 60.0  # the after-reply thread waits: the save below finds the promotion pending
+short = svc.save("The connection pool holds twenty database connections.", ttl_seconds=3600)
+for _ in range(Config().promote_accesses):
+    svc.recall("database connection pool", access=True)
+assert svc.project.deferral.pending()
+saved = svc.save("Deploys go out on Tuesdays.")
+assert svc.get(short.id).ttl_seconds is None, "promoted: long-term now"
+print(saved.id)
+svc.close()
+"""
+
+
+def test_a_save_while_a_deferred_promotion_waits_writes_both_and_never_deadlocks(project: Path) -> None:
+    """The promotion an access earns is deferred until after the reply; the next save runs it under the
+    journal lock it already holds (taking that lock again in the same thread must not wait for itself).
+    In a process of its own, so that a deadlock fails the test instead of hanging the suite."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROMOTION_THEN_SAVE, str(project)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    other = reopen(project)
+    try:
+        assert other.get(done.stdout.strip()).content == "Deploys go out on Tuesdays."
     finally:
         other.close()
 

@@ -21,10 +21,7 @@ if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
-    "NEIGHBOUR_SHARE",
-    "NEIGHBOUR_SOURCES",
     "RRF_K",
-    "SITTING_SECONDS",
     "TIME_BOOST",
     "VECTOR_FLOOR",
     "Filters",
@@ -32,7 +29,6 @@ __all__ = [
     "spread",
     "spreads",
     "unknown_words_floor",
-    "with_neighbours",
 ]
 
 RRF_K = 60
@@ -94,16 +90,6 @@ def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return scores / best if best > 0 else scores
 
 
-NEIGHBOUR_SHARE = 0.25
-"""The share of a memory's score its neighbours get (see :func:`with_neighbours`): a quarter, so that a
-neighbour rises among the answers without passing a memory that matches the question as well."""
-NEIGHBOUR_SOURCES = 5
-"""Only the best few of a query's candidates lend their neighbours a share (the top of a page)."""
-SITTING_SECONDS = 600.0
-"""Two memories saved one after the other at most this far apart were saved in one sitting: each is
-context for the other (a reply and its question, the cause noted after the error, the next step)."""
-
-
 def fuse(
     candidates: Sequence[int],
     vector_hits: Mapping[int, float],
@@ -123,7 +109,7 @@ def fuse(
 
     ``fusion``: ``linear`` (``weights`` = (vector, keyword) times the cosine, scaled to the query's
     best when ``spread_cosines``, and BM25 scaled to the query's best) or ``rrf`` (reciprocal rank).
-    ``cosines``: the cosine of candidates the vector search did not reach (keyword hits, neighbours);
+    ``cosines``: the cosine of candidates the vector search did not reach (keyword hits);
     ``searched``: how many memories the query was asked among. Pure: the in-process search and a
     database's use the same rules."""
     import numpy as np  # (here: a server answers initialize before numpy is imported)
@@ -158,32 +144,6 @@ def fuse(
     fused = spread(vector_scores) if spread_cosines else vector_scores
     scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (total or 1.0)
     return scores, vector_scores, keyword_scores
-
-
-def with_neighbours(
-    scores: npt.NDArray[np.float64],
-    pairs: npt.NDArray[np.int64],
-    share: float = NEIGHBOUR_SHARE,
-    sources: int = NEIGHBOUR_SOURCES,
-) -> npt.NDArray[np.float64]:
-    """``scores`` plus, for each candidate, ``share`` of the best score among its neighbours (the
-    memories saved just before and after it in one sitting) that are among the ``sources`` best
-    scored: an answer rises with the question it follows, but never up to the memory that lends it
-    the share (a neighbour stays just below it: the memory that matches keeps its rank, and MRR with
-    it). ``pairs``: rows ``(i, j)`` of candidate indexes, ``j`` a neighbour of ``i``. Pure."""
-    import numpy as np
-    if not len(pairs) or share == 0:
-        return scores
-    cut = np.partition(scores, len(scores) - sources)[len(scores) - sources] if len(scores) > sources else -np.inf
-    strong = pairs[scores[pairs[:, 1]] >= cut]
-    lender, borrower = scores[strong[:, 1]], scores[strong[:, 0]]
-    lent = share * np.maximum(lender, 0.0)
-    below = borrower < lender  # (a neighbour scored above its lender already may rise further)
-    lent[below] = np.minimum(lent[below], np.nextafter(lender[below], -np.inf) - borrower[below])
-    context = np.zeros(len(scores), dtype=np.float64)
-    np.maximum.at(context, strong[:, 0], np.maximum(lent, 0.0))
-    out: npt.NDArray[np.float64] = scores + context
-    return out
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):

@@ -287,7 +287,14 @@ class FileLock:
     ``flock`` belongs to the open file description, so other opens of other files in this process
     never drop it (POSIX ``lockf`` locks do). The kernel releases it when the process dies, so a
     killed writer leaves no stale lock behind.
+
+    A thread that holds it may take it again (work the holder runs, such as a promotion deferred until
+    after a reply, may append too): a second ``flock`` on another open of the file would wait for the
+    first forever. Other threads and processes still wait.
     """
+
+    _held = threading.local()
+    """Per thread: the lock files it holds, and how many times."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -295,6 +302,27 @@ class FileLock:
     @contextlib.contextmanager
     def hold(self, *, blocking: bool = True) -> Iterator[bool]:
         """Hold the lock for the block; with ``blocking=False`` yields ``False`` when it is taken."""
+        held: dict[str, int] = self._held.__dict__.setdefault("paths", {})
+        key = os.path.abspath(self.path)
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield True
+            finally:
+                held[key] -= 1
+            return
+        with self._flock(blocking=blocking) as locked:
+            if not locked:
+                yield False
+                return
+            held[key] = 1
+            try:
+                yield True
+            finally:
+                del held[key]
+
+    @contextlib.contextmanager
+    def _flock(self, *, blocking: bool) -> Iterator[bool]:
         make_dirs(self.path.parent)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | _NOFOLLOW, 0o644)

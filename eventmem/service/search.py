@@ -23,14 +23,12 @@ import numpy.typing as npt
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
     FEW_KEYWORD_MATCHES,
-    SITTING_SECONDS,
     TIME_BOOST,
     VECTOR_FLOOR,
     Filters,
     fuse,
     spreads,
     unknown_words_floor,
-    with_neighbours,
 )
 from eventmem.core.timewords import closeness
 from eventmem.core.words import STOPWORDS
@@ -100,30 +98,6 @@ class ScoredSlot:
     keyword_score: float
 
 
-def sitting_neighbours(
-    view: ReadView, candidates: list[int], mask: npt.NDArray[np.bool_]
-) -> tuple[list[int], npt.NDArray[np.int64]]:
-    """``candidates`` and the memories saved just before and just after each in the same sitting
-    (:data:`SITTING_SECONDS` apart at most) that ``mask`` allows (in slot order when there are any);
-    and the pairs of indexes into that list (a candidate, one of its neighbours) for
-    :func:`with_neighbours`."""
-    slots = np.asarray(candidates, dtype=np.int64)
-    sources = np.concatenate([slots, slots])
-    targets = np.concatenate([slots - 1, slots + 1])
-    inside = (targets >= 0) & (targets < len(mask))
-    sources, targets = sources[inside], targets[inside]
-    allowed = mask[targets]
-    sources, targets = sources[allowed], targets[allowed]
-    created = view.created_at(np.concatenate([sources, targets]))  # (one read for both ends)
-    close = np.abs(created[len(sources) :] - created[: len(sources)]) <= SITTING_SECONDS
-    if not close.any():
-        return candidates, np.zeros((0, 2), dtype=np.int64)
-    sources, targets = sources[close], targets[close]
-    every = np.unique(np.concatenate([slots, targets]))
-    pairs = np.stack([np.searchsorted(every, sources), np.searchsorted(every, targets)], axis=1)
-    return every.tolist(), pairs.astype(np.int64)
-
-
 def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
     """Positions that may be returned: live, not expired, not superseded, and passing the filters."""
 
@@ -189,11 +163,6 @@ def hybrid_search(
     if not candidates:
         return []
     now = time.time() if now is None else now
-    neighbours = np.zeros((0, 2), dtype=np.int64)
-    if config.fusion == "linear" and use_vectors and use_keywords and isinstance(view, ReadView):
-        # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are too close
-        # together to add a share of one; a database's positions are not slots)
-        candidates, neighbours = sitting_neighbours(view, candidates, mask)
     slots = np.asarray(candidates, dtype=np.int64)
     others: dict[int, float] = {}  # the cosine of candidates the vector search did not reach
     if query_vector is not None and config.fusion != "rrf":
@@ -210,7 +179,6 @@ def hybrid_search(
         use_vectors=use_vectors,
         use_keywords=use_keywords,
     )
-    scores = with_neighbours(scores, neighbours)
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
