@@ -259,6 +259,32 @@ def test_the_server_writes_nothing_but_json_rpc_to_stdout(
     assert_clean_stderr(errlog)
 
 
+def test_a_client_that_writes_its_requests_and_closes_stdin_gets_every_answer(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """As a script piping into ``eventmem serve`` does: the request is still being answered (the
+    memory is still opening) when stdin ends, and it is answered before the server exits; one such
+    server saves, the next recalls."""
+
+    def piped(call: dict[str, Any], errlog: Path) -> dict[str, Any]:
+        proc, lines = start_raw(processes, project, errlog)
+        seen: list[bytes] = []
+        initialize(proc, lines, seen)
+        send(proc, call)
+        assert close_and_wait(proc) == 0
+        drain(lines, seen)
+        (answer,) = [message for message in map(json.loads, seen) if message.get("id") == call["id"]]
+        assert_clean_stderr(errlog)
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    saved = piped(tool_call(2, "save_context", {"context_text": "We deploy with blue-green releases."}), tmp_path / "1")
+    assert saved["isError"] is False
+    assert [e["type"] for e in journal_events(project)] == ["saved"]
+    found = piped(tool_call(2, "retrieve_context", {"query": "how do we deploy"}), tmp_path / "2")
+    assert found["isError"] is False and "blue-green" in json.dumps(found)
+
+
 def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:

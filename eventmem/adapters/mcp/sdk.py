@@ -5,14 +5,19 @@ subscriptions=...)``, ``tool()``, ``resource()``, ``prompt()``, ``middleware``, 
 
 from __future__ import annotations
 
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
+import anyio
 import mcp.types as mcp_types
 from mcp.server import MCPServer
 from mcp.server.extension import RequestHandler
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.stdio import stdio_server
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
 
-__all__ = ["registered_tool", "serve_resource_subscriptions"]
+__all__ = ["registered_tool", "run_stdio_answering_every_request", "serve_resource_subscriptions"]
 
 
 def registered_tool(server: MCPServer[Any], name: str) -> Tool | None:
@@ -33,3 +38,118 @@ def serve_resource_subscriptions(
     lowlevel = server._lowlevel_server
     lowlevel.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe)
+
+
+def run_stdio_answering_every_request(server: MCPServer[Any]) -> None:
+    """``server.run("stdio")``, except that the end of stdin does not drop the requests still being
+    answered: a client may write its requests and close its end (a script piping into ``eventmem
+    serve``, a hook), and each request it sent is answered before the session ends.
+
+    Missing: the SDK cancels every handler in flight once the read stream ends; the wrapped streams
+    below hold that end back until each request read has had its answer written (or the client
+    cancelled it)."""
+    lowlevel = server._lowlevel_server
+
+    async def serve() -> None:
+        unanswered = _Unanswered()
+        async with stdio_server() as (read, write):
+            await lowlevel.run(
+                _ReadUntilAnswered(read, unanswered),
+                _WriteNotingAnswers(write, unanswered),
+                lowlevel.create_initialization_options(),
+            )
+
+    anyio.run(serve)
+
+
+class _Unanswered:
+    """The ids of the requests read and not yet answered (nor cancelled by the client)."""
+
+    def __init__(self) -> None:
+        self.ids: set[str | int] = set()
+        self._changed = anyio.Event()
+
+    def read(self, message: object) -> None:
+        method, request_id = getattr(message, "method", None), getattr(message, "id", None)
+        if method is not None and request_id is not None:
+            self.ids.add(request_id)
+        elif method == "notifications/cancelled":
+            params = getattr(message, "params", None) or {}
+            self.settle(params.get("requestId") if isinstance(params, dict) else None)
+
+    def settle(self, request_id: object) -> None:
+        if request_id in self.ids:
+            self.ids.discard(request_id)
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def none_left(self) -> None:
+        while self.ids:
+            await self._changed.wait()
+
+
+class _ReadUntilAnswered:
+    """A read stream whose end waits until every request read from it was answered."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], unanswered: _Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    @property
+    def last_context(self) -> Any:  # (the dispatcher reads the sender's context where a stream has one)
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._inner.receive()
+        except anyio.EndOfStream:
+            await self._unanswered.none_left()
+            raise
+        if isinstance(item, SessionMessage):
+            self._unanswered.read(item.message)
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _WriteNotingAnswers:
+    """A write stream that marks a request answered once its response or error is written."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], unanswered: _Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        message = item.message
+        if getattr(message, "method", None) is None:  # (a response or an error, not a request of ours)
+            self._unanswered.settle(getattr(message, "id", None))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

@@ -30,7 +30,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from eventmem import __version__
 from eventmem.adapters.mcp.app import App, ArgumentErrors, Running, app_of
-from eventmem.adapters.mcp.sdk import serve_resource_subscriptions
+from eventmem.adapters.mcp.sdk import run_stdio_answering_every_request, serve_resource_subscriptions
 from eventmem.adapters.mcp.toolsets import context as context_tools
 from eventmem.adapters.mcp.toolsets import memory as memory_tools
 from eventmem.adapters.mcp.toolsets import project_context as project_context_tools
@@ -229,7 +229,9 @@ def serve_stdio(
     running = Running()
     signal.signal(signal.SIGTERM, lambda _signum, _frame: running.terminate())
     try:
-        build_server(root, tools=tools, running=running, opener=opener, after_handshake=True).run("stdio")
+        run_stdio_answering_every_request(
+            build_server(root, tools=tools, running=running, opener=opener, after_handshake=True)
+        )
     except KeyboardInterrupt:
         pass
 
