@@ -138,10 +138,12 @@ class _WriteNotingAnswers:
         self._unanswered = unanswered
 
     async def send(self, item: SessionMessage, /) -> None:
-        await self._inner.send(item)
-        message = item.message
-        if getattr(message, "method", None) is None:  # (a response or an error, not a request of ours)
-            self._unanswered.settle(getattr(message, "id", None))
+        try:
+            await self._inner.send(item)
+        finally:  # (written, or stdout is gone: either way nothing more will come of that request)
+            message = item.message
+            if getattr(message, "method", None) is None:  # (a response or an error, not a request of ours)
+                self._unanswered.settle(getattr(message, "id", None))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
