@@ -81,6 +81,12 @@ def texts(count: int, seed: int = 0) -> list[str]:
     return out
 
 
+def long_repetitive_texts(count: int) -> list[str]:
+    """Notes of about 8 KB that repeat words of their own (a log pasted in, a generated listing): each
+    word new to the embedder's table, and met many times in its text."""
+    return [f"Note {i}: " + " ".join(f"step{i}x{j % 40} value{i}y{j % 25}" for j in range(500)) for i in range(count)]
+
+
 def measure(embedder: Embedder, sample: list[str], batch: int = 64, *, fresh_words: bool = False) -> dict[str, Any]:
     """Texts per second; ``fresh_words``: every text gets words no text before it had (a cold table)."""
     if fresh_words:
@@ -112,6 +118,10 @@ def throughput(count: int, onnx_count: int) -> dict[str, Any]:
         out[label] = measure(embedder, sample)
     log("throughput hashing v4 on words it has not seen")
     out["hashing (v4, default), cold words"] = measure(HashingEmbedder(), texts(count, seed=3), fresh_words=True)
+    log("throughput hashing v4 on long notes that repeat words it has not seen")
+    out["hashing (v4, default), long notes of repeated new words"] = measure(
+        HashingEmbedder(), long_repetitive_texts(max(1, count // 50)), batch=8
+    )
     if not onnx_available():
         out["onnx:minilm"] = "not installed (pip install 'eventmem[onnx]')"
         return out

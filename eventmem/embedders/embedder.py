@@ -445,8 +445,8 @@ class _WordTable:
         """The rows of the text's raw tokens that are not stop words, in order (new ones added)."""
         raws = _RUN.findall(text)  # (a raw token is its run without the ends the token pattern leaves out)
         out = list(map(self.row_of.get, raws))
-        if None in out:
-            out = [self._new(raw) if row is None else row for raw, row in zip(raws, out, strict=True)]
+        if None in out:  # (a word new to the table may come several times in the text: one row for it)
+            out = [self._row(raw) if row is None else row for raw, row in zip(raws, out, strict=True)]
         if 0 in out:
             out = [row for row in out if row]
         return out  # type: ignore[return-value]
@@ -456,8 +456,12 @@ class _WordTable:
         pairs = list(itertools.pairwise(rows))
         out = list(map(self.pair_code.get, pairs))
         if None in out:
-            out = [self._new_pair(pair) if code is None else code for pair, code in zip(pairs, out, strict=True)]
+            out = [self._pair(pair) if code is None else code for pair, code in zip(pairs, out, strict=True)]
         return out  # type: ignore[return-value]
+
+    def _pair(self, pair: tuple[int, int]) -> int:
+        code = self.pair_code.get(pair)
+        return self._new_pair(pair) if code is None else code
 
     def _new_pair(self, pair: tuple[int, int]) -> int:
         code = _feature_code(f"b:{self.last_word[pair[0]]} {self.first_word[pair[1]]}")
@@ -475,6 +479,10 @@ class _WordTable:
             self.piece.read(),
             self.vectors,
         )
+
+    def _row(self, run: str) -> int:
+        row = self.row_of.get(run)
+        return self._new(run) if row is None else row
 
     def _new(self, run: str) -> int:
         raw = run.strip("._-/")
