@@ -90,6 +90,7 @@ async def served_answers(project: Path, errlog: Path, ann_from: str, *, delete: 
     return found
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_and_like_a_rebuild(
     project: Path, tmp_path: Path
 ) -> None:
@@ -111,6 +112,7 @@ async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_
     assert same(await served_answers(project, tmp_path / "exact-after.log", "1000000"), after_delete)
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 async def test_a_restarted_server_reads_its_approximate_index_from_the_snapshot_and_answers_alike(
     project: Path, tmp_path: Path
 ) -> None:
