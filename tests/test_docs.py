@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_runner import eventmem
-from conftest import ProcessGroup
-from http_server import http_server
+from http_server import http_server_in_process
 from mcp_client import serve, server_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,7 +159,7 @@ def test_every_link_between_the_pages_leads_to_a_page_and_a_heading_that_exist()
     assert broken == []
 
 
-def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(processes: ProcessGroup, project: Path) -> None:
+def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(project: Path) -> None:
     page = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
     rows = {
         key
@@ -168,7 +167,7 @@ def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(processe
         if line.startswith("| `")
         for key in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
     }
-    with http_server(processes, project) as base:
+    with http_server_in_process(project) as base:
         reported = httpx.get(f"{base}/api/v1/projects/project/settings").json()["settings"]
     keys = {setting["key"] for setting in reported}
     assert len(keys) > 15

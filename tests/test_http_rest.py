@@ -1,4 +1,5 @@
-"""The REST API of ``eventmem serve --http``, driven over real HTTP against a real server process."""
+"""The REST API of ``eventmem serve --http``, driven over real HTTP against the real server, run in this
+process (tests/test_http_security.py and tests/test_http_mcp.py start it as a process)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ProcessGroup, git, journal_bytes
-from http_server import http_server
+from conftest import git, journal_bytes
+from http_server import http_server_in_process
 
 
 @pytest.fixture
-def api(processes: ProcessGroup, project: Path) -> Iterator[httpx.Client]:
+def api(project: Path) -> Iterator[httpx.Client]:
     json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
     with (
-        http_server(processes, project) as base,
+        http_server_in_process(project) as base,
         httpx.Client(base_url=f"{base}/api/v1/projects/project", headers=json_type) as client,
     ):
         yield client
@@ -237,12 +238,10 @@ def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.C
     assert api.get(f"/memories/{memory['id']}").json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
 
 
-def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(
-    processes: ProcessGroup, project: Path
-) -> None:
+def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(project: Path) -> None:
     """The paths an agent without MCP is told (POST /api/v1/memories ...) need no /projects/NAME/."""
     json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
+    with http_server_in_process(project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
         made = api.post("/memories", json={"content": "The billing service retries three times.", "type": "fix"})
         assert made.status_code == 201, made.text
         first = made.json()["memory"]
@@ -271,20 +270,18 @@ def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_ser
         assert named.status_code == 200 and named.json()["title"] == "Billing retries"
 
 
-def test_with_several_projects_the_unprefixed_routes_are_the_default_projects_or_refused(
-    processes: ProcessGroup, tmp_path: Path
-) -> None:
+def test_with_several_projects_the_unprefixed_routes_are_the_default_projects_or_refused(tmp_path: Path) -> None:
     roots = {}
     for name in ("alpha", "beta"):
         roots[name] = tmp_path / name
         roots[name].mkdir()
         git(roots[name], "init", "-q", "-b", "main")
     options = [arg for name, root in roots.items() for arg in ("--project", f"{name}={root}")]
-    with http_server(processes, tmp_path, *options) as base:
+    with http_server_in_process(tmp_path, *options) as base:
         refused = httpx.post(f"{base}/api/v1/memories", json={"content": "Which project?"})
         assert refused.status_code == 400 and "--default-project" in refused.json()["detail"]
         assert "alpha, beta" in refused.json()["detail"]
-    with http_server(processes, tmp_path, *options, "--default-project", "beta") as base:
+    with http_server_in_process(tmp_path, *options, "--default-project", "beta") as base:
         made = httpx.post(f"{base}/api/v1/memories", json={"content": "A fact of beta."})
         assert made.status_code == 201, made.text
         memory_id = made.json()["memory"]["id"]
