@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, wait_until, write_events
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
@@ -132,9 +133,7 @@ def test_an_invalid_ann_threshold_in_the_environment_is_reported_in_one_line_and
 ) -> None:
     seed(project)
     env = server_env(EVENTMEM_ANN_FROM=value)
-    found = subprocess.run(
-        eventmem_command("search", "pool timeout", "--json"), cwd=project, env=env, capture_output=True, text=True
-    )
+    found = eventmem(project, "search", "pool timeout", "--json", env=env)
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip()
     warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_ANN_FROM" in line]
