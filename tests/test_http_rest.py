@@ -220,6 +220,30 @@ def test_a_memorys_history_names_the_commit_of_each_line(api: httpx.Client, proj
     assert [(line["type"], line["commit"]) for line in history] == [("saved", head), ("updated", "")]
 
 
+def test_a_memorys_history_tells_its_events_in_the_order_they_happened_and_names_each_links_other_end(
+    api: httpx.Client,
+) -> None:
+    """A strength update and the unlinks carry ``prev``; they are told when they happened, before a
+    supersede made later (the REST history once put them after it)."""
+    first = save(api, "Sessions are kept in Redis.", title="Session store")
+    other = save(api, "Redis runs as a managed service.")
+    link = {"source_id": first["id"], "target_id": other["id"], "relation": "depends_on"}
+    assert api.post("/relationships", json={**link, "strength": 0.5}).status_code == 201
+    assert api.put(f"/memories/{first['id']}", json={"title": "Session store: Redis"}).status_code == 200
+    assert api.post("/relationships", json={**link, "strength": 0.8}).status_code in (200, 201)
+    assert api.delete(f"/memories/{other['id']}", params={"reason": "we left it"}).status_code == 200
+    supersede = api.post(f"/memories/{first['id']}/supersede", json={"content": "Sessions are kept in PostgreSQL."})
+    assert supersede.status_code in (200, 201), supersede.text
+
+    history = api.get(f"/memories/{first['id']}/history").json()["history"]
+    assert [line["type"] for line in history] == ["saved", "linked", "updated", "linked", "unlinked", "linked"]
+    assert [line["ts"] for line in history] == sorted(line["ts"] for line in history)
+    assert "supersedes" in history[-1]["note"] and history[-1]["other"]["id"] == supersede.json()["memory"]["id"]
+    assert [line["other"]["id"] for line in history[1:5] if line["type"] != "updated"] == [other["id"]] * 3
+    assert history[4]["other"]["status"] == "deleted" and "other" not in history[0]
+    assert "(strength 0.5 → 0.8)" in history[3]["note"]
+
+
 def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Client) -> None:
     memory = save(api, "Prefer small pull requests everywhere.", scope="global")
     api.put(f"/memories/{memory['id']}", json={"importance": 0.7})
