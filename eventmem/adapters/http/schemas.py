@@ -168,7 +168,7 @@ OldName = msgspec.Meta(extra_json_schema={"deprecated": True})
 
 
 class LinkRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A link from ``source_id`` to ``target_id`` (both required), named as the ``link_memories`` tool
+    """A link from ``source_id`` to ``target_id`` (both required), named as the ``create_relationship`` tool
     names them; ``source`` and ``target`` are their old names, accepted for one release."""
 
     source_id: MemoryId = ""
