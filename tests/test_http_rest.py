@@ -259,6 +259,13 @@ def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.C
     refused = api.put(f"/memories/{memory['id']}", json={"metadata": {"note": "x" * 4097}})
     assert refused.status_code in (400, 422) and "metadata" in refused.text
     assert api.get(f"/memories/{memory['id']}").json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
+    for refused in (  # a key that is no name: which one, and why, as the tools say it
+        api.post("/memories", json={"content": "Keys are names.", "metadata": {"owner": "ops", "bad key": "x"}}),
+        api.put(f"/memories/{memory['id']}", json={"metadata": {"bad key": "x"}}),
+    ):
+        detail = refused.json()["detail"]
+        assert refused.status_code == 400 and "metadata key" in detail and "'bad key'" in detail, detail
+        assert "letters, digits and _.-" in detail and "regex" not in detail, detail
 
 
 def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(
