@@ -335,6 +335,16 @@ def test_a_link_is_named_as_the_tool_names_it_and_the_old_rest_names_still_work(
     assert clash.status_code == 400 and "source_id" in clash.json()["detail"]
 
 
+def test_a_search_and_a_recall_answer_their_memories_as_results_as_the_tools_do_and_hits_still(
+    api: httpx.Client,
+) -> None:
+    memory = save(api, "Invoices are numbered per customer and year.", title="Invoice numbers")
+    for route in ("/memories/search", "/memories/recall"):
+        answer = api.post(route, json={"query": "invoice numbering"}).json()
+        assert [hit["id"] for hit in answer["results"]] == [memory["id"]], answer
+        assert answer["hits"] == answer["results"]  # (the old name, for one release)
+
+
 def test_every_write_answers_with_the_memory_in_one_envelope(api: httpx.Client) -> None:
     memory = save(api, "Envelope test memory.")
     path = f"/memories/{memory['id']}"

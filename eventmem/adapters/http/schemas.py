@@ -159,12 +159,16 @@ class RecallRequest(Filters, kw_only=True, forbid_unknown_fields=True):
     """Only memories of this project (by name); ``*``: of every project the memory reaches."""
 
 
-class HitList(msgspec.Struct, kw_only=True):
-    hits: list[Hit]
-    warnings: list[str] = []
-
-
 OldName = msgspec.Meta(extra_json_schema={"deprecated": True})
+
+
+class HitList(msgspec.Struct, kw_only=True):
+    """The memories found, as ``results``, the name the tools (``recall_memories``, ``search_memories``)
+    and ``eventmem --json search`` give them; ``hits`` is their old REST name, kept for one release."""
+
+    results: list[Hit]
+    warnings: list[str] = []
+    hits: Annotated[list[Hit], OldName] = []
 
 
 class LinkRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -208,8 +208,8 @@ const views = {
     el.append(h("h2", { text: "Search" }), form);
     if (!s.query) return;
     const { data } = await api(projectPath() + "/memories/search", { method: "POST", body: { query: s.query, mode: s.mode, limit: 25 } });
-    el.append(h("p", { class: "note", role: "status", text: `${data.hits.length} results` }), ...data.warnings.map((w) => h("p", { class: "note", text: w })),
-      h("ol", { class: "results" }, data.hits.map((hit) => h("li", { "data-id": hit.id }, memoryLink(hit.id, hit.title || hit.summary),
+    el.append(h("p", { class: "note", role: "status", text: `${data.results.length} results` }), ...data.warnings.map((w) => h("p", { class: "note", text: w })),
+      h("ol", { class: "results" }, data.results.map((hit) => h("li", { "data-id": hit.id }, memoryLink(hit.id, hit.title || hit.summary),
         " ", tags(hit.tags), h("div", { class: "why", text: `score ${hit.score} — keyword ${hit.keyword_score}, vector ${hit.vector_score}` })))));
   },
 
