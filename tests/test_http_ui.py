@@ -449,6 +449,14 @@ def test_a_memorys_history_names_the_memories_its_links_joined_and_a_strength_ch
     assert rows.nth(3).locator("a").get_attribute("class") == "gone"
 
 
+def test_a_memory_opens_by_a_unique_prefix_of_its_id_in_any_case(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = seed(api)
+    page = tab.open(f"#/memory/{made['deploy']['id'][:20].lower()}", "detail")  # (ten random characters in it)
+    assert page.locator("main h2").inner_text() == "Blue-green deploys"
+    assert made["deploy"]["id"] in page.locator("main dl.fields").inner_text()
+
+
 def test_a_memory_id_that_names_nothing_sends_a_person_to_the_search_page(site: tuple[Page, str]) -> None:
     tab, _ = site
     page = tab.open("#/memory/01M8TRZZZZZZZZZZZZZZZZZZZZ", "detail")
