@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import httpx
+import pytest
 from cli_runner import eventmem
 from conftest import ProcessGroup, eventmem_command, journal_bytes
 from http_server import WAIT, http_server, http_server_in_process
@@ -246,3 +251,42 @@ def test_slow_clients_are_disconnected_and_the_server_still_answers(processes: P
             for connection in slow:
                 connection.close()
         assert httpx.get(f"{base}/api/v1/projects").status_code == 200
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_a_real_browser_page_on_another_port_cannot_write_read_or_subscribe(
+    processes: ProcessGroup, project: Path
+) -> None:
+    """A real Chromium on a page served from another port tries a no-cors text/plain POST, a CORS
+    JSON POST, a read, a beacon, a no-cors MCP call, the event stream and a text/plain form: the
+    journal does not change, and nothing is read or subscribed to."""
+    from playwright.sync_api import sync_playwright
+
+    page_files = Path(__file__).resolve().parent / "fixtures" / "hostile_page"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(page_files))
+    hostile = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=hostile.serve_forever, daemon=True).start()
+    try:
+        with http_server(processes, project) as base, sync_playwright() as driver:
+            before = seeded(base, project)
+            browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                for host in ("127.0.0.1", "localhost"):
+                    page = browser.new_page()
+                    page.goto(f"http://{host}:{hostile.server_address[1]}/index.html#{base}")
+                    page.wait_for_function("window.results && window.results.done", timeout=WAIT * 1000)
+                    results = page.evaluate("window.results")
+                    page.close()
+                    assert results["cors_json"].startswith("failed") and results["read"].startswith("failed"), results
+                    assert results["stream"] == "error", results
+                    assert results["no_cors_text"] == results["mcp"] == "opaque", results  # (sent; the answer unseen)
+            finally:
+                browser.close()
+            assert journal_bytes(project) == before
+    finally:
+        hostile.shutdown()
+        hostile.server_close()

@@ -561,7 +561,9 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
     secret = tmp_path / "outside.txt"
     secret.write_text("not to be touched\n", encoding="utf-8")
     (project / "link.json").symlink_to(secret)
-    for where in (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x"):
+    private = (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x")
+    # (on a case-insensitive file system, macOS's or Windows', these are .git/ and .eventmem/ too)
+    for where in (*private, ".GIT/hooks/pre-commit", ".Git./config", ".EventMem/export.json"):
         refused = run(project, "export", "json", where, code=2)
         assert "never writes inside" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
     for where in ("README.md", "link.json"):
@@ -581,6 +583,7 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
         and secret.read_text(encoding="utf-8") == "not to be touched\n"
     )
     assert sorted(p.name for p in project.iterdir() if p.name.startswith(".eventmem-export")) == []
+    assert not any((project / name).exists() for name in (".GIT", ".Git.", ".EventMem"))
 
     run(project, "export", "json", "README.md", "--force")
     run(project, "export", "json", "link.json", "--force")  # the link is replaced, its target kept

@@ -285,6 +285,29 @@ def test_a_client_that_writes_its_requests_and_closes_stdin_gets_every_answer(
     assert found["isError"] is False and "blue-green" in json.dumps(found)
 
 
+def test_a_request_the_sdk_cannot_read_is_answered_with_its_id_and_nothing_is_written(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """A lone surrogate escape is JSON to many writers but not Unicode text: the request is refused in
+    one line with its id (it was dropped unanswered, the client left waiting), and the next one works."""
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(tool_call(2, "store_memory", {"content": "lone \ud800 half"})).encode() + b"\n")
+    proc.stdin.write(b'{"id": 3, "method": "tools/call", "params": {}}\n')  # (no "jsonrpc": "2.0")
+    proc.stdin.flush()
+    refused = receive(lines, seen, 2)["error"]
+    assert refused["code"] == -32600 and "lone surrogate" in refused["message"], refused
+    assert "JSON-RPC 2.0" in receive(lines, seen, 3)["error"]["message"]
+    assert not (project / ".eventmem" / "journal").exists() or journal_events(project) == []
+    send(proc, tool_call(4, "store_memory", {"content": "The next request is read as ever."}))
+    assert receive(lines, seen, 4)["result"]["isError"] is False
+    assert close_and_wait(proc) == 0
+    assert_clean_stderr(errlog)
+
+
 def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:

@@ -84,6 +84,21 @@ def test_import_markdown_of_a_jsonl_file_is_refused_and_writes_nothing(project: 
     assert not (project / ".eventmem" / "journal").exists() or not journal_bytes(project)
 
 
+@pytest.mark.parametrize("name", ["memory.jsonl", "dump.json", "memory.db"])
+def test_import_instructions_of_a_data_file_is_refused_and_writes_nothing(
+    project: Path, tmp_path: Path, name: str
+) -> None:
+    data = tmp_path / name
+    data.write_text('{"type": "entity", "name": "Alice", "entityType": "person", "observations": []}\n')
+    refused = eventmem(project, "import", "instructions", str(data))
+    assert refused.returncode == 2 and "is not an instruction file" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert not (project / ".eventmem" / "journal").exists() or not journal_bytes(project)
+    rules = tmp_path / ".cursorrules"  # (plain text without a suffix is one)
+    rules.write_text("Use tabs in Makefiles.\n")
+    assert eventmem(project, "import", "instructions", str(rules)).returncode == 0
+
+
 # -- tool arguments --------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ Usage::
     python tools/bench_interchange.py --quick         # 200
     python tools/bench_interchange.py --out bench-interchange.json
     python tools/bench_interchange.py --large 200000  # one 200k-line import, rolled over vs one segment
+    python tools/bench_interchange.py --large 200000 --rolled-only  # the rolled-over import alone
 """
 
 from __future__ import annotations
@@ -213,28 +214,35 @@ def measured_import(project: Path, store: Path, env: dict[str, str]) -> dict[str
     }
 
 
-def large_import(lines: int, env: dict[str, str], tmp: Path, segment_mb: int = 0) -> dict[str, Any]:
+def large_import(
+    lines: int, env: dict[str, str], tmp: Path, segment_mb: int = 0, rolled_only: bool = False
+) -> dict[str, Any]:
     entities = lines // 2
     memories = Corpus(11).memories(entities)
     store = server_memory(memories, tmp)
     runs: dict[str, Any] = {}
     rolled_limit = str(segment_mb * 1_048_576) if segment_mb else ""
-    for label, limit in (("one_segment", "1073741824"), ("rolled_over", rolled_limit)):
+    plan = (("one_segment", "1073741824"), ("rolled_over", rolled_limit))
+    for label, limit in plan[1:] if rolled_only else plan:
         project = tmp / label / "project"
         project.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(project)], check=True)
         run_env = dict(env, EVENTMEM_MAX_SEGMENT_BYTES=limit) if limit else env
         runs[label] = measured_import(project, store, run_env)
         log(f"large import ({label}): {runs[label]}")
-    rolled, single = runs["rolled_over"], runs["one_segment"]
-    return {
+    result: dict[str, Any] = {
         "lines": len(store.read_text(encoding="utf-8").splitlines()),
         "store_mb": round(store.stat().st_size / 1_048_576, 1),
         "max_segment_bytes": f"{segment_mb} MiB" if segment_mb else "default (64 MiB)",
         **runs,
-        "time_ratio_rolled_over_to_one_segment": round(rolled["seconds"] / single["seconds"], 3),
-        "memory_ratio_rolled_over_to_one_segment": round(rolled["peak_rss_mb"] / single["peak_rss_mb"], 3),
     }
+    if rolled_only:
+        result["baseline"] = "not run (--rolled-only): the one-segment import would double the time"
+        return result
+    rolled, single = runs["rolled_over"], runs["one_segment"]
+    result["time_ratio_rolled_over_to_one_segment"] = round(rolled["seconds"] / single["seconds"], 3)
+    result["memory_ratio_rolled_over_to_one_segment"] = round(rolled["peak_rss_mb"] / single["peak_rss_mb"], 3)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,12 +257,17 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="--large: max_segment_bytes of the rolled-over run, in MiB (default 64)",
     )
+    parser.add_argument(
+        "--rolled-only",
+        action="store_true",
+        help="--large: only the rolled-over import (no one-segment baseline, so no ratios)",
+    )
     args = parser.parse_args(argv)
     if args.large:
         with tempfile.TemporaryDirectory(prefix="eventmem-bench-interchange-") as tmp:
             env = dict(os.environ, EVENTMEM_GLOBAL_DIR=str(Path(tmp) / "global"))
             env.pop("EVENTMEM_MAX_SEGMENT_BYTES", None)
-            large = large_import(args.large, env, Path(tmp), args.segment_mb)
+            large = large_import(args.large, env, Path(tmp), args.segment_mb, args.rolled_only)
         text = json.dumps(
             {
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),
