@@ -314,12 +314,8 @@ class HashingEmbedder:
             if self._words is None or self._words.full():
                 self._words = _WordTable(self, hashed_dim)
             words = self._words
-            per_text = [words.rows(text) for text in texts]
-            per_pair = [words.pairs(rows) for rows in per_text]
+            per_text = words.rows(texts)
             table = words.view()
-        pair_lengths = np.fromiter(map(len, per_pair), np.int64, count)
-        pair_codes = np.fromiter(itertools.chain.from_iterable(per_pair), np.int64, int(pair_lengths.sum()))
-        pair_owner = np.repeat(np.arange(count, dtype=np.int64), pair_lengths)
         lengths = np.fromiter(map(len, per_text), np.int64, count)
         rows = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
         owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
@@ -329,14 +325,17 @@ class HashingEmbedder:
             spread_rows = _expand(table.feature_start[rows], size)
             # as version 3, a feature weighs by the logarithm of its count in the text (features of one
             # kind and sign that share a dimension are counted together): one bin per text, dimension
-            # and kind, the table holding each feature's dimension and kind as ``part``
+            # and kind, the table holding each feature's dimension and kind as ``part`` (the counts are
+            # whole numbers, so their float64 sums do not depend on the order they are added in)
             bins = count * hashed_dim * 4
             slot = np.repeat(owner * (hashed_dim * 4), size) + table.part[spread_rows]
             totals = np.bincount(slot, table.counted[spread_rows], minlength=bins)
-            if len(pair_codes):
-                hashes = pair_codes >> 1
-                pair_part = ((hashes % hashed_dim) << 2) | (pair_codes & 1) | ((hashes >> 30) & 2)
-                totals += np.bincount(pair_owner * (hashed_dim * 4) + pair_part, minlength=bins)
+            # the word pairs across consecutive tokens of a text (``b:last first``), hashed in numpy
+            same = owner[1:] == owner[:-1]
+            if same.any():
+                hashes = words.pair_crcs(table, rows[:-1][same], rows[1:][same])
+                pair_part = ((hashes % hashed_dim) << 2) | 1 | ((hashes >> 30) & 2)
+                totals += np.bincount(owner[1:][same] * (hashed_dim * 4) + pair_part, minlength=bins)
             hashed = np.log1p(totals.reshape(-1, 4)) @ _FACTORS64
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
@@ -378,17 +377,23 @@ def _expand(start: npt.NDArray[np.int64], size: npt.NDArray[np.int64]) -> npt.ND
 
 
 class _Grown:
-    """A numpy array that grows: values are appended to a list and moved into the array, which grows by
+    """A numpy array that grows: chunks are appended to a list and moved into the array, which grows by
     doubling, when it is read (a view taken earlier keeps what it held)."""
 
     def __init__(self, dtype: type[np.generic]) -> None:
         self.data: npt.NDArray[Any] = np.zeros(1024, dtype=dtype)
         self.stored = 0
-        self.pending: list[Any] = []
+        self.pending: list[npt.NDArray[Any]] = []
+        self.pending_size = 0
 
     @property
     def size(self) -> int:
-        return self.stored + len(self.pending)
+        return self.stored + self.pending_size
+
+    def extend(self, values: npt.ArrayLike) -> None:
+        chunk = np.asarray(values, dtype=self.data.dtype)
+        self.pending.append(chunk)
+        self.pending_size += len(chunk)
 
     def read(self) -> npt.NDArray[Any]:
         if self.pending:
@@ -397,8 +402,8 @@ class _Grown:
                 grown = np.zeros(max(end, 2 * len(self.data)), dtype=self.data.dtype)
                 grown[: self.stored] = self.data[: self.stored]
                 self.data = grown
-            self.data[self.stored : end] = self.pending
-            self.stored, self.pending = end, []
+            self.data[self.stored : end] = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+            self.stored, self.pending, self.pending_size = end, [], 0
         return self.data[: self.stored]
 
 
@@ -411,13 +416,67 @@ class _TableView(NamedTuple):
     piece_count: npt.NDArray[np.int64]
     piece: npt.NDArray[np.int64]
     vectors: npt.NDArray[np.float32]
+    last_crc: npt.NDArray[np.int64]
+    first_crc: npt.NDArray[np.int64]
+    first_length: npt.NDArray[np.int64]
+
+
+def _crc_table() -> npt.NDArray[np.int64]:
+    """CRC-32's table of one byte (zlib's polynomial, reflected)."""
+    out = np.zeros(256, np.int64)
+    for value in range(256):
+        crc = value
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xEDB88320 if crc & 1 else 0)
+        out[value] = crc
+    return out
+
+
+_CRC_BYTE: Final = _crc_table()
+_SHIFT_MAX: Final = 64
+"""Word pairs whose second part (a space and the word, UTF-8) is longer than this are hashed in Python."""
+
+
+@lru_cache(maxsize=1)
+def _shift_tables() -> npt.NDArray[np.int64]:
+    """``T[n, j, v]``: how the byte ``v`` at place ``j`` of a CRC-32 is carried over ``n`` more bytes.
+
+    CRC-32 is linear: ``crc32(a + b) == shift(crc32(a), len(b)) ^ crc32(b)`` where ``shift(c, n)`` is
+    ``T[n, 0, c & 255] ^ T[n, 1, c >> 8 & 255] ^ T[n, 2, c >> 16 & 255] ^ T[n, 3, c >> 24]`` (zlib's
+    ``crc32_combine``), so a word pair's code comes from its two words' codes in numpy."""
+    basis = np.array(
+        [[zlib.crc32(bytes(n), 1 << bit) ^ zlib.crc32(bytes(n)) for bit in range(32)] for n in range(_SHIFT_MAX + 1)],
+        np.int64,
+    ).reshape(_SHIFT_MAX + 1, 4, 1, 8)
+    bits = (np.arange(256, dtype=np.int64)[:, None] >> np.arange(8, dtype=np.int64)) & 1
+    out: npt.NDArray[np.int64] = np.bitwise_xor.reduce(np.where(bits == 1, basis, 0), axis=-1)
+    return out
+
+
+def _ascii_ngram_codes(words: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The CRC-32 of every 3- and 4-gram of ``<word>`` of each (ASCII) word, in numpy, and the index of
+    the word each belongs to (the same codes as :func:`_feature_code` of :func:`_char_ngrams`, halved)."""
+    marked = np.frombuffer("".join(f"<{word}>" for word in words).encode("ascii"), np.uint8).astype(np.int64)
+    length = np.fromiter(map(len, words), np.int64, len(words)) + 2
+    offset = np.cumsum(length) - length
+    codes, owners = [], []
+    for n in (3, 4):
+        grams = length - n + 1
+        start = _expand(offset, grams)
+        crc = np.full(len(start), 0xFFFFFFFF, np.int64)
+        for k in range(n):
+            crc = _CRC_BYTE[(crc ^ marked[start + k]) & 0xFF] ^ (crc >> 8)
+        codes.append(crc ^ 0xFFFFFFFF)
+        owners.append(np.repeat(np.arange(len(words), dtype=np.int64), grams))
+    return np.concatenate(codes), np.concatenate(owners)
 
 
 class _WordTable:
-    """Every distinct raw token met so far: its hashed features (dimension and kind, count in the token), the words
+    """Every distinct raw token met so far: its hashed features (dimension and kind, count in the token), the codes
     of its first and last word (for word pairs across tokens), and its content word pieces; row 0
-    is the empty row of a stop word. Bounded: a full table is replaced by an empty one (a row is a
-    pure function of its token, so the vectors do not change)."""
+    is the empty row of a stop word. The new tokens of a call are added together, their words' features
+    computed once per word (character n-grams hashed in numpy). Bounded: a full table is replaced by an
+    empty one (a row is a pure function of its token, so the vectors do not change)."""
 
     MAX_ROWS: Final = 200_000
 
@@ -425,9 +484,8 @@ class _WordTable:
         self.embedder = embedder
         self.hashed_dim = hashed_dim
         self.row_of: dict[str, int] = {}
-        self.pair_code: dict[tuple[int, int], int] = {}
+        self.rows_added = 1
         self.first_word: list[str] = [""]
-        self.last_word: list[str] = [""]
         self.pieces: WordPiece | None = None
         self.vectors: npt.NDArray[np.float32] = np.zeros((1, 0), np.float32)
         if embedder._static_dim:
@@ -436,37 +494,60 @@ class _WordTable:
         self.feature_start, self.feature_count = _Grown(np.int64), _Grown(np.int64)
         self.part, self.count = _Grown(np.int64), _Grown(np.float64)
         self.piece_start, self.piece_count, self.piece = _Grown(np.int64), _Grown(np.int64), _Grown(np.int64)
-        self._add_row([], [], [])
+        self.last_crc, self.first_crc, self.first_length = _Grown(np.int64), _Grown(np.int64), _Grown(np.int64)
+        # the features of each word met (its ``w:`` feature and its character n-grams), by word
+        self.word_index: dict[str, int] = {}
+        self.word_start, self.word_count = _Grown(np.int64), _Grown(np.int64)
+        self.word_part, self.word_counted = _Grown(np.int64), _Grown(np.float64)
+        for grown, value in (
+            (self.feature_start, 0),
+            (self.feature_count, 0),
+            (self.piece_start, 0),
+            (self.piece_count, 0),
+            (self.last_crc, zlib.crc32(b"b:")),
+            (self.first_crc, zlib.crc32(b" ")),
+            (self.first_length, 1),
+        ):
+            grown.extend([value])
 
     def full(self) -> bool:
         return len(self.row_of) >= self.MAX_ROWS
 
-    def rows(self, text: str) -> list[int]:
-        """The rows of the text's raw tokens that are not stop words, in order (new ones added)."""
-        raws = _RUN.findall(text)  # (a raw token is its run without the ends the token pattern leaves out)
-        out = list(map(self.row_of.get, raws))
-        if None in out:  # (a word new to the table may come several times in the text: one row for it)
-            out = [self._row(raw) if row is None else row for raw, row in zip(raws, out, strict=True)]
-        if 0 in out:
-            out = [row for row in out if row]
-        return out  # type: ignore[return-value]
+    def rows(self, texts: list[str]) -> list[list[int]]:
+        """The rows of each text's raw tokens that are not stop words, in order (new ones added)."""
+        # (a raw token is its run without the ends the token pattern leaves out)
+        runs = [_RUN.findall(text) for text in texts]
+        get = self.row_of.get
+        out: list[list[int | None]] = [list(map(get, text_runs)) for text_runs in runs]
+        new = [i for i, text_rows in enumerate(out) if None in text_rows]
+        if new:  # (a token new to the table may come several times in the batch: one row for it)
+            self._add(
+                list(dict.fromkeys(run for i in new for run, row in zip(runs[i], out[i], strict=True) if row is None))
+            )
+            for i in new:
+                out[i] = list(map(get, runs[i]))
+        return [[row for row in text_rows if row] if 0 in text_rows else text_rows for text_rows in out]  # type: ignore[misc]
 
-    def pairs(self, rows: list[int]) -> list[int]:
-        """The feature codes of the word pairs across the text's consecutive tokens (``b:last first``)."""
-        pairs = list(itertools.pairwise(rows))
-        out = list(map(self.pair_code.get, pairs))
-        if None in out:
-            out = [self._pair(pair) if code is None else code for pair, code in zip(pairs, out, strict=True)]
-        return out  # type: ignore[return-value]
-
-    def _pair(self, pair: tuple[int, int]) -> int:
-        code = self.pair_code.get(pair)
-        return self._new_pair(pair) if code is None else code
-
-    def _new_pair(self, pair: tuple[int, int]) -> int:
-        code = _feature_code(f"b:{self.last_word[pair[0]]} {self.first_word[pair[1]]}")
-        self.pair_code[pair] = code
-        return code
+    def pair_crcs(
+        self, view: _TableView, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """The CRC-32 of ``b:{last word of left} {first word of right}`` for each pair of rows."""
+        crc = view.last_crc[left]
+        length = view.first_length[right]
+        long = length > _SHIFT_MAX
+        shift, n = _shift_tables(), np.minimum(length, _SHIFT_MAX)
+        out: npt.NDArray[np.int64] = (
+            shift[n, 0, crc & 0xFF]
+            ^ shift[n, 1, (crc >> 8) & 0xFF]
+            ^ shift[n, 2, (crc >> 16) & 0xFF]
+            ^ shift[n, 3, crc >> 24]
+            ^ view.first_crc[right]
+        )
+        if long.any():
+            first = self.first_word
+            for i in np.flatnonzero(long).tolist():
+                out[i] = zlib.crc32(f" {first[int(right[i])]}".encode(), int(crc[i]))
+        return out
 
     def view(self) -> _TableView:
         return _TableView(
@@ -478,47 +559,106 @@ class _WordTable:
             self.piece_count.read(),
             self.piece.read(),
             self.vectors,
+            self.last_crc.read(),
+            self.first_crc.read(),
+            self.first_length.read(),
         )
 
-    def _row(self, run: str) -> int:
-        row = self.row_of.get(run)
-        return self._new(run) if row is None else row
+    def _add(self, runs: list[str]) -> None:
+        """Rows for the runs (each new to the table): their words and pieces here, their features in numpy."""
+        row_words: list[list[str]] = []
+        row_pieces: list[list[int]] = []
+        row_of, content_ids = self.row_of, (self.pieces.content_ids if self.pieces is not None else None)
+        for run in runs:
+            raw = run.strip("._-/")
+            if raw != run:
+                known = row_of.get(raw)
+                if known is not None:
+                    row_of[run] = known
+                    continue
+            words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
+            pieces = content_ids(raw) if content_ids is not None else []
+            if not words and not pieces:
+                row_of[run] = 0
+                continue
+            row_of[run] = self.rows_added + len(row_words)
+            row_words.append(words)
+            row_pieces.append(pieces)
+        if row_words:
+            self._add_rows(row_words, row_pieces)
 
-    def _new(self, run: str) -> int:
-        raw = run.strip("._-/")
-        if raw != run and raw in self.row_of:
-            self.row_of[run] = self.row_of[raw]
-            return self.row_of[run]
-        words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
-        pieces = self.pieces.content_ids(raw) if self.pieces is not None else []
-        if not words and not pieces:
-            self.row_of[run] = 0
-            return 0
-        feats: dict[str, int] = {}
-        for word in words:
-            key = "w:" + word
-            feats[key] = feats.get(key, 0) + 2
-            if len(word) > 3:
-                for gram in _char_ngrams(word):
-                    feats[gram] = feats.get(gram, 0) + 1
-        for first_word, second_word in itertools.pairwise(words):
-            key = f"b:{first_word} {second_word}"
-            feats[key] = feats.get(key, 0) + 1
-        codes = [_feature_code(feature) for feature in feats]
-        row = self._add_row(codes, [float(c) for c in feats.values()], pieces)
-        self.first_word.append(words[0] if words else "")
-        self.last_word.append(words[-1] if words else "")
-        self.row_of[run] = row
-        return row
+    def _add_rows(self, row_words: list[list[str]], row_pieces: list[list[int]]) -> None:
+        added = len(row_words)
+        index = self.word_index
+        unknown = [word for word in dict.fromkeys(itertools.chain.from_iterable(row_words)) if word not in index]
+        if unknown:
+            self._add_words(unknown)
+        # a row's features: those of each of its words (as often as the word comes), and its word pairs
+        word_lengths = np.fromiter(map(len, row_words), np.int64, added)
+        word_ids = np.fromiter(
+            (index[word] for words in row_words for word in words), np.int64, int(word_lengths.sum())
+        )
+        word_start, word_count = self.word_start.read(), self.word_count.read()
+        size = word_count[word_ids]
+        spread = _expand(word_start[word_ids], size)
+        owners = [np.repeat(np.repeat(np.arange(added, dtype=np.int64), word_lengths), size)]
+        parts = [self.word_part.read()[spread]]
+        counts = [self.word_counted.read()[spread]]
+        inner = [(row, f"b:{a} {b}") for row, words in enumerate(row_words) for a, b in itertools.pairwise(words)]
+        if inner:
+            owners.append(np.fromiter((row for row, _ in inner), np.int64, len(inner)))
+            parts.append(self._parts(np.fromiter((_feature_code(pair) for _, pair in inner), np.int64, len(inner))))
+            counts.append(np.ones(len(inner), np.float64))
+        owner = np.concatenate(owners)
+        order = np.argsort(owner, kind="stable")
+        sizes = np.bincount(owner, minlength=added)
+        self.feature_start.extend(self.part.size + np.cumsum(sizes) - sizes)
+        self.feature_count.extend(sizes)
+        self.part.extend(np.concatenate(parts)[order])
+        self.count.extend(np.concatenate(counts)[order])
+        piece_sizes = np.fromiter(map(len, row_pieces), np.int64, added)
+        self.piece_start.extend(self.piece.size + np.cumsum(piece_sizes) - piece_sizes)
+        self.piece_count.extend(piece_sizes)
+        self.piece.extend(np.fromiter(itertools.chain.from_iterable(row_pieces), np.int64, int(piece_sizes.sum())))
+        firsts = [f" {words[0]}".encode() if words else b" " for words in row_words]
+        self.first_word += [words[0] if words else "" for words in row_words]
+        self.first_crc.extend([zlib.crc32(first) for first in firsts])
+        self.first_length.extend(list(map(len, firsts)))
+        self.last_crc.extend([zlib.crc32(f"b:{words[-1]}".encode() if words else b"b:") for words in row_words])
+        self.rows_added += added
 
-    def _add_row(self, codes: list[int], counts: list[float], pieces: list[int]) -> int:
-        row = self.feature_start.size
-        self.feature_start.pending.append(self.part.size)
-        self.feature_count.pending.append(len(codes))
-        dim = self.hashed_dim
-        self.part.pending += [(((c >> 1) % dim) << 2) | (c & 1) | (((c >> 1) >> 30) & 2) for c in codes]
-        self.count.pending += counts
-        self.piece_start.pending.append(self.piece.size)
-        self.piece_count.pending.append(len(pieces))
-        self.piece.pending += pieces
-        return row
+    def _add_words(self, words: list[str]) -> None:
+        """Each word's features: ``w:word`` (counted twice) and, for a word of more than three characters,
+        the 3- and 4-grams of ``<word>`` (once each)."""
+        first = len(self.word_index)
+        count = len(words)
+        owners = [np.arange(count, dtype=np.int64)]
+        codes = [np.fromiter((zlib.crc32(f"w:{word}".encode()) * 2 + 1 for word in words), np.int64, count)]
+        counts = [np.full(count, 2.0)]
+        long = [i for i, word in enumerate(words) if len(word) > 3]
+        plain = [i for i in long if words[i].isascii()]
+        if plain:
+            hashes, at = _ascii_ngram_codes([words[i] for i in plain])
+            owners.append(np.asarray(plain, np.int64)[at])
+            codes.append(hashes * 2)  # (a gram of a word never has ":" second: words are made of [\w.\-/])
+            counts.append(np.ones(len(hashes)))
+        for i in long:
+            if not words[i].isascii():
+                grams = _char_ngrams(words[i])
+                owners.append(np.full(len(grams), i, np.int64))
+                codes.append(np.fromiter(map(_feature_code, grams), np.int64, len(grams)))
+                counts.append(np.ones(len(grams)))
+        owner = np.concatenate(owners)
+        order = np.argsort(owner, kind="stable")
+        sizes = np.bincount(owner, minlength=count)
+        self.word_start.extend(self.word_part.size + np.cumsum(sizes) - sizes)
+        self.word_count.extend(sizes)
+        self.word_part.extend(self._parts(np.concatenate(codes)[order]))
+        self.word_counted.extend(np.concatenate(counts)[order])
+        self.word_index.update(zip(words, range(first, first + count), strict=True))
+
+    def _parts(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """A feature code's dimension and kind (see :data:`_FACTORS`): ``dimension << 2 | kind``."""
+        hashes = codes >> 1
+        out: npt.NDArray[np.int64] = ((hashes % self.hashed_dim) << 2) | (codes & 1) | ((hashes >> 30) & 2)
+        return out
