@@ -103,7 +103,9 @@ class WordPiece:
         self.prefix: str = model.get("continuing_subword_prefix", "##")
         self.max_chars: int = model.get("max_input_chars_per_word", 100)
         self.unknown = self.vocab.get(model.get("unk_token", "[UNK]"), 100)
+        self.longest = max(map(len, self.vocab), default=1)  # (no piece is longer: none is tried)
         self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
+        self.content_word_ids = lru_cache(maxsize=65536)(self._content_word_ids)
 
     @staticmethod
     def words(text: str) -> list[str]:
@@ -137,7 +139,7 @@ class WordPiece:
         ids: list[int] = []
         start = 0
         while start < len(word):
-            end = len(word)
+            end = min(len(word), start + self.longest)
             found = None
             while start < end:
                 piece = word[start:end] if start == 0 else self.prefix + word[start:end]
@@ -156,12 +158,12 @@ class WordPiece:
 
     def content_ids(self, text: str) -> list[int]:
         """The word pieces of the text's words that are neither stop words nor punctuation."""
-        return [
-            i
-            for word in self.words(text)
-            if word not in STOPWORDS and any(c.isalnum() for c in word)
-            for i in self.word_ids(word)
-        ]
+        return [i for word in self.words(text) for i in self.content_word_ids(word)]
+
+    def _content_word_ids(self, word: str) -> tuple[int, ...]:
+        if word in STOPWORDS or not any(c.isalnum() for c in word):
+            return ()
+        return self.word_ids(word)
 
 
 # For ASCII text BERT's basic tokenization is: drop control characters, split on white space, and
@@ -319,6 +321,8 @@ class HashingEmbedder:
         lengths = np.fromiter(map(len, per_text), np.int64, count)
         rows = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
         owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
+        content = rows != 0  # (row 0: a stop word, left out, also from the word pairs)
+        rows, owner = rows[content], owner[content]
         hashed = np.zeros(count * hashed_dim, dtype=np.float64)
         if len(rows):
             size = table.feature_count[rows]
@@ -336,7 +340,7 @@ class HashingEmbedder:
                 hashes = words.pair_crcs(table, rows[:-1][same], rows[1:][same])
                 pair_part = ((hashes % hashed_dim) << 2) | 1 | ((hashes >> 30) & 2)
                 totals += np.bincount(owner[1:][same] * (hashed_dim * 4) + pair_part, minlength=bins)
-            hashed = np.log1p(totals.reshape(-1, 4)) @ _FACTORS64
+            hashed = _log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
@@ -360,6 +364,23 @@ class HashingEmbedder:
 
 
 _FACTORS64: Final = _FACTORS.astype(np.float64)
+_LOG1P_TABLE: Final = 1 << 16
+
+
+@lru_cache(maxsize=1)
+def _log1p_table() -> npt.NDArray[np.float64]:
+    return np.log1p(np.arange(_LOG1P_TABLE, dtype=np.float64))
+
+
+def _log1p_of_counts(totals: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``np.log1p(totals)`` of whole numbers, looked up (the same values, a third of the time)."""
+    if not len(totals) or totals.max() >= _LOG1P_TABLE:
+        out: npt.NDArray[np.float64] = np.log1p(totals)
+        return out
+    looked: npt.NDArray[np.float64] = _log1p_table()[totals.astype(np.int64)]
+    return looked
+
+
 _RUN: Final = re.compile(r"[\w.\-/]+")
 """A run of the characters a raw token is made of; the token (:data:`eventmem.core.words.TOKEN_PATTERN`) is the run
 without its leading and trailing ``._-/`` (one token per run, none if nothing is left)."""
@@ -439,7 +460,7 @@ _SHIFT_MAX: Final = 64
 
 @lru_cache(maxsize=1)
 def _shift_tables() -> npt.NDArray[np.int64]:
-    """``T[n, j, v]``: how the byte ``v`` at place ``j`` of a CRC-32 is carried over ``n`` more bytes.
+    """``T[n, j, v]`` (flattened): how the byte ``v`` at place ``j`` of a CRC-32 is carried over ``n`` more bytes.
 
     CRC-32 is linear: ``crc32(a + b) == shift(crc32(a), len(b)) ^ crc32(b)`` where ``shift(c, n)`` is
     ``T[n, 0, c & 255] ^ T[n, 1, c >> 8 & 255] ^ T[n, 2, c >> 16 & 255] ^ T[n, 3, c >> 24]`` (zlib's
@@ -449,7 +470,7 @@ def _shift_tables() -> npt.NDArray[np.int64]:
         np.int64,
     ).reshape(_SHIFT_MAX + 1, 4, 1, 8)
     bits = (np.arange(256, dtype=np.int64)[:, None] >> np.arange(8, dtype=np.int64)) & 1
-    out: npt.NDArray[np.int64] = np.bitwise_xor.reduce(np.where(bits == 1, basis, 0), axis=-1)
+    out: npt.NDArray[np.int64] = np.bitwise_xor.reduce(np.where(bits == 1, basis, 0), axis=-1).ravel()
     return out
 
 
@@ -514,7 +535,7 @@ class _WordTable:
         return len(self.row_of) >= self.MAX_ROWS
 
     def rows(self, texts: list[str]) -> list[list[int]]:
-        """The rows of each text's raw tokens that are not stop words, in order (new ones added)."""
+        """The rows of each text's raw tokens, in order (new ones added; 0 for a stop word)."""
         # (a raw token is its run without the ends the token pattern leaves out)
         runs = [_RUN.findall(text) for text in texts]
         get = self.row_of.get
@@ -526,7 +547,7 @@ class _WordTable:
             )
             for i in new:
                 out[i] = list(map(get, runs[i]))
-        return [[row for row in text_rows if row] if 0 in text_rows else text_rows for text_rows in out]  # type: ignore[misc]
+        return out  # type: ignore[return-value]
 
     def pair_crcs(
         self, view: _TableView, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
@@ -535,12 +556,12 @@ class _WordTable:
         crc = view.last_crc[left]
         length = view.first_length[right]
         long = length > _SHIFT_MAX
-        shift, n = _shift_tables(), np.minimum(length, _SHIFT_MAX)
+        shift, at = _shift_tables(), np.minimum(length, _SHIFT_MAX) << 10  # (each length's table: 4 x 256)
         out: npt.NDArray[np.int64] = (
-            shift[n, 0, crc & 0xFF]
-            ^ shift[n, 1, (crc >> 8) & 0xFF]
-            ^ shift[n, 2, (crc >> 16) & 0xFF]
-            ^ shift[n, 3, crc >> 24]
+            shift[at | (crc & 0xFF)]
+            ^ shift[at | 256 | ((crc >> 8) & 0xFF)]
+            ^ shift[at | 512 | ((crc >> 16) & 0xFF)]
+            ^ shift[at | 768 | (crc >> 24)]
             ^ view.first_crc[right]
         )
         if long.any():
