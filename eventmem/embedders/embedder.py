@@ -333,7 +333,7 @@ class HashingEmbedder:
             # whole numbers, so their float64 sums do not depend on the order they are added in)
             bins = count * hashed_dim * 4
             slot = np.repeat(owner * (hashed_dim * 4), size) + table.part[spread_rows]
-            totals: npt.NDArray[np.float64] = np.bincount(slot, table.counted[spread_rows], minlength=bins)
+            totals = np.bincount(slot, table.counted[spread_rows], minlength=bins).astype(np.float64, copy=False)
             # the word pairs across consecutive tokens of a text (``b:last first``), hashed in numpy
             same = owner[1:] == owner[:-1]
             if same.any():
