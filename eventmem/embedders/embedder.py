@@ -103,7 +103,16 @@ class WordPiece:
         self.prefix: str = model.get("continuing_subword_prefix", "##")
         self.max_chars: int = model.get("max_input_chars_per_word", 100)
         self.unknown = self.vocab.get(model.get("unk_token", "[UNK]"), 100)
-        self.longest = max(map(len, self.vocab), default=1)  # (no piece is longer: none is tried)
+        # the longest piece that begins with each three characters, for a word's first piece and for the
+        # pieces that continue it (the greedy match below tries no longer one: the same pieces, sooner)
+        self.longest_first: dict[str, int] = {}
+        self.longest_next: dict[str, int] = {}
+        for key in self.vocab:
+            if len(key) >= 3:
+                self.longest_first[key[:3]] = max(self.longest_first.get(key[:3], 0), len(key))
+            within = key[len(self.prefix) :]
+            if key.startswith(self.prefix) and len(within) >= 3:
+                self.longest_next[within[:3]] = max(self.longest_next.get(within[:3], 0), len(within))
         self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
         self.content_word_ids = lru_cache(maxsize=65536)(self._content_word_ids)
 
@@ -139,7 +148,9 @@ class WordPiece:
         ids: list[int] = []
         start = 0
         while start < len(word):
-            end = min(len(word), start + self.longest)
+            end = min(
+                len(word), start + (self.longest_next if start else self.longest_first).get(word[start : start + 3], 2)
+            )
             found = None
             while start < end:
                 piece = word[start:end] if start == 0 else self.prefix + word[start:end]
