@@ -600,7 +600,9 @@ class _WordTable:
         """Rows for the runs (each new to the table): their words and pieces here, their features in numpy."""
         row_words: list[list[str]] = []
         row_pieces: list[list[int]] = []
-        row_of, content_ids = self.row_of, (self.pieces.content_ids if self.pieces is not None else None)
+        row_of = self.row_of
+        content_ids = self.pieces.content_ids if self.pieces is not None else None
+        word_ids = self.pieces.content_word_ids if self.pieces is not None else None
         for run in runs:
             raw = run.strip("._-/")
             if raw != run:
@@ -608,8 +610,16 @@ class _WordTable:
                 if known is not None:
                     row_of[run] = known
                     continue
-            words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
-            pieces = content_ids(raw) if content_ids is not None else []
+            if raw.isascii() and raw.isalnum():  # (most tokens: what tokens() and WordPiece.words() make of them)
+                lower = raw.lower()
+                if raw.isdigit() or (raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower())):
+                    words = [] if lower in STOPWORDS else [stem(lower)]  # (one part: no camelCase, no digits)
+                else:
+                    words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
+                pieces = list(word_ids(lower)) if word_ids is not None else []  # (one BERT word)
+            else:
+                words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
+                pieces = content_ids(raw) if content_ids is not None else []
             if not words and not pieces:
                 row_of[run] = 0
                 continue
