@@ -105,6 +105,8 @@ class WordPiece:
         self.unknown = self.vocab.get(model.get("unk_token", "[UNK]"), 100)
         # the longest piece that begins with each three characters, for a word's first piece and for the
         # pieces that continue it (the greedy match below tries no longer one: the same pieces, sooner)
+        self.following = {key[len(self.prefix) :]: i for key, i in self.vocab.items() if key.startswith(self.prefix)}
+        """The pieces that continue a word, without their prefix."""
         self.longest_first: dict[str, int] = {}
         self.longest_next: dict[str, int] = {}
         for key in self.vocab:
@@ -146,15 +148,15 @@ class WordPiece:
         if len(word) > self.max_chars:
             return (self.unknown,)
         ids: list[int] = []
-        start = 0
-        while start < len(word):
-            end = min(
-                len(word), start + (self.longest_next if start else self.longest_first).get(word[start : start + 3], 2)
-            )
+        first, following = self.vocab.get, self.following.get
+        start, size = 0, len(word)
+        while start < size:
+            bound = (self.longest_next if start else self.longest_first).get(word[start : start + 3], 2)
+            lookup = following if start else first
+            end = min(size, start + bound)
             found = None
             while start < end:
-                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
-                found = self.vocab.get(piece)
+                found = lookup(word[start:end])
                 if found is not None:
                     break
                 end -= 1
