@@ -399,6 +399,15 @@ _RUN: Final = re.compile(r"[\w.\-/]+")
 without its leading and trailing ``._-/`` (one token per run, none if nothing is left)."""
 
 
+_RUN_BYTES: Final = bytes(c if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_.-/") else 32 for c in range(256))
+"""Each byte of an ASCII text a run is made of kept, every other one a space."""
+
+
+def _ascii_runs(text: str) -> list[str]:
+    """``_RUN.findall(text)`` of an ASCII text, a third of the time (the runs split at what is not in one)."""
+    return text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split()
+
+
 def _expand(start: npt.NDArray[np.int64], size: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The indexes ``start[i] .. start[i] + size[i] - 1`` of every ``i``, in order (CSR rows, flattened)."""
     total = int(size.sum())
@@ -550,7 +559,7 @@ class _WordTable:
     def rows(self, texts: list[str]) -> list[list[int]]:
         """The rows of each text's raw tokens, in order (new ones added; 0 for a stop word)."""
         # (a raw token is its run without the ends the token pattern leaves out)
-        runs = [_RUN.findall(text) for text in texts]
+        runs = [_ascii_runs(text) if text.isascii() else _RUN.findall(text) for text in texts]
         get = self.row_of.get
         out: list[list[int | None]] = [list(map(get, text_runs)) for text_runs in runs]
         new = [i for i, text_rows in enumerate(out) if None in text_rows]
