@@ -29,6 +29,8 @@ _SUFFIXES: Final = ("ing", "ed", "es", "s", "ly")
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
+    if not word.endswith(_SUFFIXES):  # (most words: one call instead of one per suffix)
+        return word
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
