@@ -426,17 +426,20 @@ class _Grown:
     def __init__(self, dtype: type[np.generic]) -> None:
         self.data: npt.NDArray[Any] = np.zeros(1024, dtype=dtype)
         self.stored = 0
-        self.pending: list[npt.NDArray[Any]] = []
+        self.pending: list[npt.NDArray[Any] | list[Any]] = []
         self.pending_size = 0
 
     @property
     def size(self) -> int:
         return self.stored + self.pending_size
 
-    def extend(self, values: npt.ArrayLike) -> None:
-        chunk = np.asarray(values, dtype=self.data.dtype)
-        self.pending.append(chunk)
-        self.pending_size += len(chunk)
+    def extend(self, values: npt.NDArray[Any] | list[Any]) -> None:
+        """Append an array or a list (a few values: a list is cheaper than an array)."""
+        if isinstance(values, list) and self.pending and isinstance(self.pending[-1], list):
+            self.pending[-1] += values
+        else:
+            self.pending.append(values)
+        self.pending_size += len(values)
 
     def read(self) -> npt.NDArray[Any]:
         if self.pending:
@@ -445,7 +448,10 @@ class _Grown:
                 grown = np.zeros(max(end, 2 * len(self.data)), dtype=self.data.dtype)
                 grown[: self.stored] = self.data[: self.stored]
                 self.data = grown
-            self.data[self.stored : end] = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+            if len(self.pending) == 1:
+                self.data[self.stored : end] = self.pending[0]
+            else:
+                self.data[self.stored : end] = np.concatenate([np.asarray(c, self.data.dtype) for c in self.pending])
             self.stored, self.pending, self.pending_size = end, [], 0
         return self.data[: self.stored]
 
@@ -476,6 +482,8 @@ def _crc_table() -> npt.NDArray[np.int64]:
 
 
 _CRC_BYTE: Final = _crc_table()
+_FEW_ROWS: Final = 8
+"""Up to this many new rows in a call are made one by one in Python, more together in numpy."""
 _SHIFT_MAX: Final = 64
 """Word pairs whose second part (a space and the word, UTF-8) is longer than this are hashed in Python."""
 
@@ -637,8 +645,40 @@ class _WordTable:
             row_of[run] = self.rows_added + len(row_words)
             row_words.append(words)
             row_pieces.append(pieces)
-        if row_words:
+        if len(row_words) > _FEW_ROWS:
             self._add_rows(row_words, row_pieces)
+        elif row_words:
+            for words, pieces in zip(row_words, row_pieces, strict=True):
+                self._add_row(words, pieces)
+
+    def _add_row(self, words: list[str], pieces: list[int]) -> None:
+        """One row in Python (cheaper than numpy for a few: a question's new words); the same row as
+        :meth:`_add_rows` makes, with each feature's counts summed."""
+        feats: dict[str, int] = {}
+        for word in words:
+            key = "w:" + word
+            feats[key] = feats.get(key, 0) + 2
+            if len(word) > 3:
+                for gram in _char_ngrams(word):
+                    feats[gram] = feats.get(gram, 0) + 1
+        for first_word, second_word in itertools.pairwise(words):
+            key = f"b:{first_word} {second_word}"
+            feats[key] = feats.get(key, 0) + 1
+        dim = self.hashed_dim
+        codes = [_feature_code(feature) for feature in feats]
+        self.feature_start.extend([self.part.size])
+        self.feature_count.extend([len(codes)])
+        self.part.extend([(((c >> 1) % dim) << 2) | (c & 1) | ((c >> 31) & 2) for c in codes])
+        self.count.extend([float(c) for c in feats.values()])
+        self.piece_start.extend([self.piece.size])
+        self.piece_count.extend([len(pieces)])
+        self.piece.extend(pieces)
+        first = f" {words[0]}".encode() if words else b" "
+        self.first_word.append(words[0] if words else "")
+        self.first_crc.extend([zlib.crc32(first)])
+        self.first_length.extend([len(first)])
+        self.last_crc.extend([zlib.crc32(f"b:{words[-1]}".encode() if words else b"b:")])
+        self.rows_added += 1
 
     def _add_rows(self, row_words: list[list[str]], row_pieces: list[list[int]]) -> None:
         added = len(row_words)
