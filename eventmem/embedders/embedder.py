@@ -174,7 +174,7 @@ class WordPiece:
         return [i for word in self.words(text) for i in self.content_word_ids(word)]
 
     def _content_word_ids(self, word: str) -> tuple[int, ...]:
-        if word in STOPWORDS or not any(c.isalnum() for c in word):
+        if word in STOPWORDS or not (word.isalnum() or any(c.isalnum() for c in word)):
             return ()
         return self.word_ids(word)
 

@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from eventmem.core.words import STOPWORDS, stem, tokens
+from eventmem.core.words import STOPWORDS, raw_token_words, stem
 
 __all__ = ["Pieces", "TableView", "WordTable", "char_ngrams", "expand", "feature_code"]
 
@@ -280,10 +280,10 @@ class WordTable:
                 if raw.isdigit() or (raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower())):
                     words = [] if lower in STOPWORDS else [stem(lower)]  # (one part: no camelCase, no digits)
                 else:
-                    words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
+                    words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS]
                 pieces = list(word_ids(lower)) if word_ids is not None else []  # (one BERT word)
-            else:
-                words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
+            else:  # (a run without its ends is one raw token, or nothing)
+                words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS] if raw else []
                 pieces = content_ids(raw) if content_ids is not None else []
             if not words and not pieces:
                 row_of[run] = 0
