@@ -132,6 +132,8 @@ def _crc_table() -> npt.NDArray[np.int64]:
 
 
 _CRC_BYTE: Final = _crc_table()
+_SPACE_CRC: Final = zlib.crc32(b" ")
+_PAIR_CRC: Final = zlib.crc32(b"b:")
 _FEW_ROWS: Final = 8
 """Up to this many new rows in a call are made one by one in Python, more together in numpy."""
 _SHIFT_MAX: Final = 64
@@ -172,6 +174,30 @@ def _ascii_ngram_codes(words: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDA
     return np.concatenate(codes), np.concatenate(owners)
 
 
+def _joined_crcs(
+    crc: npt.NDArray[np.int64],
+    then_crc: npt.NDArray[np.int64],
+    then_length: npt.NDArray[np.int64],
+    words: list[str],
+    then: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """The CRC-32 of ``a + b`` from ``crc32(a)``, ``crc32(b)`` and ``len(b)`` for each pair (see
+    :func:`_shift_tables`); where ``b`` is longer than the tables, from `` {words[then]}`` in zlib."""
+    shift, at = _shift_tables(), np.minimum(then_length, _SHIFT_MAX) << 10  # (each length's table: 4 x 256)
+    out: npt.NDArray[np.int64] = (
+        shift[at | (crc & 0xFF)]
+        ^ shift[at | 256 | ((crc >> 8) & 0xFF)]
+        ^ shift[at | 512 | ((crc >> 16) & 0xFF)]
+        ^ shift[at | 768 | (crc >> 24)]
+        ^ then_crc
+    )
+    long = then_length > _SHIFT_MAX
+    if long.any():
+        for i in np.flatnonzero(long).tolist():
+            out[i] = zlib.crc32(f" {words[int(then[i])]}".encode(), int(crc[i]))
+    return out
+
+
 class WordTable:
     """Every distinct raw token met so far: its hashed features (dimension and kind, count in the token), the codes
     of its first and last word (for word pairs across tokens), and its content word pieces; row 0
@@ -196,6 +222,10 @@ class WordTable:
         self.word_index: dict[str, int] = {}
         self.word_start, self.word_count = _Grown(np.int64), _Grown(np.int64)
         self.word_part, self.word_counted = _Grown(np.int64), _Grown(np.float64)
+        # and the CRCs a word pair is hashed from: of ``b:word`` (the pair's first word) and of `` word``
+        self.words: list[str] = []
+        self.word_last_crc, self.word_first_crc = _Grown(np.int64), _Grown(np.int64)
+        self.word_first_length = _Grown(np.int64)
         for grown, value in (
             (self.feature_start, 0),
             (self.feature_count, 0),
@@ -229,22 +259,9 @@ class WordTable:
         self, view: TableView, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
         """The CRC-32 of ``b:{last word of left} {first word of right}`` for each pair of rows."""
-        crc = view.last_crc[left]
-        length = view.first_length[right]
-        long = length > _SHIFT_MAX
-        shift, at = _shift_tables(), np.minimum(length, _SHIFT_MAX) << 10  # (each length's table: 4 x 256)
-        out: npt.NDArray[np.int64] = (
-            shift[at | (crc & 0xFF)]
-            ^ shift[at | 256 | ((crc >> 8) & 0xFF)]
-            ^ shift[at | 512 | ((crc >> 16) & 0xFF)]
-            ^ shift[at | 768 | (crc >> 24)]
-            ^ view.first_crc[right]
+        return _joined_crcs(
+            view.last_crc[left], view.first_crc[right], view.first_length[right], self.first_word, right
         )
-        if long.any():
-            first = self.first_word
-            for i in np.flatnonzero(long).tolist():
-                out[i] = zlib.crc32(f" {first[int(right[i])]}".encode(), int(crc[i]))
-        return out
 
     def view(self) -> TableView:
         return TableView(
@@ -343,11 +360,16 @@ class WordTable:
         owners = [np.repeat(np.repeat(np.arange(added, dtype=np.int64), word_lengths), size)]
         parts = [self.word_part.read()[spread]]
         counts = [self.word_counted.read()[spread]]
-        inner = [(row, f"b:{a} {b}") for row, words in enumerate(row_words) for a, b in itertools.pairwise(words)]
-        if inner:
-            owners.append(np.fromiter((row for row, _ in inner), np.int64, len(inner)))
-            parts.append(self._parts(np.fromiter((feature_code(pair) for _, pair in inner), np.int64, len(inner))))
-            counts.append(np.ones(len(inner), np.float64))
+        word_owner = np.repeat(np.arange(added, dtype=np.int64), word_lengths)
+        last_crc, first_crc = self.word_last_crc.read(), self.word_first_crc.read()
+        first_length = self.word_first_length.read()
+        inner = word_owner[1:] == word_owner[:-1]  # (the word pairs within a token: ``b:a b``)
+        if inner.any():
+            left, right = word_ids[:-1][inner], word_ids[1:][inner]
+            crcs = _joined_crcs(last_crc[left], first_crc[right], first_length[right], self.words, right)
+            owners.append(word_owner[1:][inner])
+            parts.append(self._parts(crcs * 2 + 1))
+            counts.append(np.ones(len(crcs), np.float64))
         owner = np.concatenate(owners)
         order = np.argsort(owner, kind="stable")
         sizes = np.bincount(owner, minlength=added)
@@ -359,11 +381,19 @@ class WordTable:
         self.piece_start.extend(self.piece.size + np.cumsum(piece_sizes) - piece_sizes)
         self.piece_count.extend(piece_sizes)
         self.piece.extend(np.fromiter(itertools.chain.from_iterable(row_pieces), np.int64, int(piece_sizes.sum())))
-        firsts = [f" {words[0]}".encode() if words else b" " for words in row_words]
         self.first_word += [words[0] if words else "" for words in row_words]
-        self.first_crc.extend([zlib.crc32(first) for first in firsts])
-        self.first_length.extend(list(map(len, firsts)))
-        self.last_crc.extend([zlib.crc32(f"b:{words[-1]}".encode() if words else b"b:") for words in row_words])
+        has = word_lengths > 0
+        at = (np.cumsum(word_lengths) - word_lengths)[has]
+        first, last = word_ids[at], word_ids[at + word_lengths[has] - 1]
+        row_first_crc = np.full(added, _SPACE_CRC, np.int64)
+        row_first_crc[has] = first_crc[first]
+        row_first_length = np.ones(added, np.int64)
+        row_first_length[has] = first_length[first]
+        row_last_crc = np.full(added, _PAIR_CRC, np.int64)
+        row_last_crc[has] = last_crc[last]
+        self.first_crc.extend(row_first_crc)
+        self.first_length.extend(row_first_length)
+        self.last_crc.extend(row_last_crc)
         self.rows_added += added
 
     def _add_words(self, words: list[str]) -> None:
@@ -395,6 +425,11 @@ class WordTable:
         self.word_part.extend(self._parts(np.concatenate(codes)[order]))
         self.word_counted.extend(np.concatenate(counts)[order])
         self.word_index.update(zip(words, range(first, first + count), strict=True))
+        self.words += words
+        self.word_last_crc.extend([zlib.crc32(f"b:{word}".encode()) for word in words])
+        spaced = [f" {word}".encode() for word in words]
+        self.word_first_crc.extend([zlib.crc32(word) for word in spaced])
+        self.word_first_length.extend(list(map(len, spaced)))
 
     def _parts(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """A feature code's dimension and kind (1 for a word or word-pair feature, plus 2 for a hash with its
