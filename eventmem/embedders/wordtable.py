@@ -158,7 +158,7 @@ def _shift_tables() -> npt.NDArray[np.int64]:
 
 def _ascii_ngram_codes(words: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The CRC-32 of every 3- and 4-gram of ``<word>`` of each (ASCII) word, in numpy, and the index of
-    the word each belongs to (the same codes as :func:`_feature_code` of :func:`_char_ngrams`, halved)."""
+    the word each belongs to (the same codes as :func:`feature_code` of :func:`char_ngrams`, halved)."""
     marked = np.frombuffer("".join(f"<{word}>" for word in words).encode("ascii"), np.uint8).astype(np.int64)
     length = np.fromiter(map(len, words), np.int64, len(words)) + 2
     offset = np.cumsum(length) - length
