@@ -85,10 +85,12 @@ class _Grown:
 
     def extend(self, values: npt.NDArray[Any] | list[Any]) -> None:
         """Append an array or a list (a few values: a list is cheaper than an array)."""
-        if isinstance(values, list) and self.pending and isinstance(self.pending[-1], list):
+        if not isinstance(values, list):
+            self.pending.append(values)
+        elif self.pending and isinstance(self.pending[-1], list):
             self.pending[-1] += values
         else:
-            self.pending.append(values)
+            self.pending.append(list(values))  # (a copy of its own: later lists are added to it)
         self.pending_size += len(values)
 
     def read(self) -> npt.NDArray[Any]:
