@@ -89,6 +89,22 @@ _EVENT_COLUMNS = "project, id, type, ts, line"
 _INSERT_EVENT = (
     f"INSERT INTO eventmem_events ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (project, id) DO NOTHING"
 )
+_POSTINGS_SELECT = (
+    "INSERT INTO eventmem_postings (project, stem, id, freq, tokens) SELECT m.project, s.stem, m.id, s.freq, m.tokens "
+    "FROM eventmem_memories m CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) WHERE m.project = %s"
+)
+_POSTINGS_OF_PROJECT = _POSTINGS_SELECT
+"""Every memory's keyword postings from its row (schema 4), made by the server: no posting crosses the wire."""
+_POSTINGS_OF = _POSTINGS_SELECT + " AND m.id = ANY(%s)"
+_DROP_POSTINGS_OF = (
+    "DELETE FROM eventmem_postings e USING eventmem_memories m CROSS JOIN LATERAL unnest(m.stems) AS s(stem) "
+    "WHERE m.project = %s AND m.id = ANY(%s) AND e.project = m.project AND e.stem = s.stem AND e.id = m.id"
+)
+"""Remove these memories' postings, named by the stems their rows hold (before the rows change)."""
+_POSTINGS_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS eventmem_postings_key ON eventmem_postings (project, stem, id) "
+    "INCLUDE (freq, tokens)"  # (as schema 4 makes it)
+)
 _UPSERT_POSITION = (
     "INSERT INTO eventmem_positions (project, segment, byte_offset, digest) VALUES (%s, %s, %s, %s) "
     "ON CONFLICT (project, segment) DO UPDATE SET byte_offset = excluded.byte_offset, digest = excluded.digest"
@@ -157,26 +173,31 @@ class PostgresProjector:
     def load(self, batch: Batch) -> None:
         with self.conn.transaction():
             self._claim()
-            for table in ("eventmem_memories", "eventmem_links", "eventmem_events", "eventmem_words"):
+            for table in (
+                "eventmem_memories",
+                "eventmem_links",
+                "eventmem_events",
+                "eventmem_words",
+                "eventmem_postings",
+            ):
                 self.conn.execute(f"DELETE FROM {table} WHERE project = %s", [self.project])
             # building the HNSW index once costs less than inserting into it row by row (measured:
             # 3,000 rows took 9 s inserted one by one), when this load brings most of its rows
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and self._rows_of_others() <= len(batch.upserts)
-            if rebuild:  # (the keywords' GIN index too: built at once, not a posting list at a time)
+            if rebuild:  # (the keyword postings' index too: built at once, not a posting at a time)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
-                self.conn.execute("DROP INDEX IF EXISTS eventmem_memories_stems")
+                self.conn.execute("DROP INDEX IF EXISTS eventmem_postings_key")
             words, tokens = self._copy_memories(batch.upserts)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
+            self.conn.execute(_POSTINGS_OF_PROJECT, [self.project])
             self._write(Batch((), (), batch.links), [])
             self._copy_events(batch.events)
             if rebuild:
                 self.conn.execute(f"SET LOCAL maintenance_work_mem = '{self._index_memory_mb()}MB'")
                 self._create_vector_index()
-                self.conn.execute(
-                    "CREATE INDEX IF NOT EXISTS eventmem_memories_stems ON eventmem_memories USING gin (stems) "
-                    "WITH (fastupdate = off)"  # (see schema 3)
-                )
+                self.conn.execute(_POSTINGS_INDEX)
             self.conn.execute("ANALYZE eventmem_memories")  # (the planner then knows the HNSW index pays)
+            self.conn.execute("ANALYZE eventmem_postings")
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
                 _UPSERT_POSITION,
@@ -393,6 +414,7 @@ class PostgresProjector:
                 memories += 1
                 tokens += row.tokens
             self._add_words(words, memories, tokens)
+            cursor.execute(_DROP_POSTINGS_OF, [self.project, changed])
         else:
             found = []
         if batch.removals:
@@ -405,6 +427,7 @@ class PostgresProjector:
                 _UPSERT_MEMORY,
                 [self._memory_row(p, v, k) for p, v, k in zip(batch.upserts, vectors, found, strict=True)],
             )
+            cursor.execute(_POSTINGS_OF, [self.project, [p.record.id for p in batch.upserts]])
         dead = [link.id for link in batch.links if not link.alive]
         if dead:
             cursor.execute("DELETE FROM eventmem_links WHERE project = %s AND id = ANY(%s)", [self.project, dead])
