@@ -108,13 +108,9 @@ def plans(conn: Any, embedder: Any, text: str, filters: Filters, memories: int) 
     with conn.transaction():
         stats = keywords.statistics(conn, "bench", text, counted=(where, params, queries.EXACT_UP_TO + 1))
         vector = embedder.embed([text])[0]
-        exact = stats.searched <= queries.EXACT_UP_TO
-        try:  # (the HNSW depth for the project's size, as a recall asks; a revision before: without)
-            setting, vsql, vvalues = queries.vector_query(
-                ["bench"], vector, 50, filters, now, exact=exact, rows=stats.memories
-            )
-        except TypeError:
-            setting, vsql, vvalues = queries.vector_query(["bench"], vector, 50, filters, now, exact=exact)
+        setting, vsql, vvalues = queries.vector_query(
+            ["bench"], vector, 50, filters, now, exact=stats.searched <= queries.EXACT_UP_TO
+        )
         ranking = keywords.ranking(
             conn,
             "bench",

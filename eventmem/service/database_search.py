@@ -79,14 +79,7 @@ class DatabaseView:
         pipeline: their answers are read by :meth:`collect`)."""
         if self.vector is not None and self.stats.memories:
             setting, sql, values = queries.vector_query(
-                [self.project],
-                self.vector,
-                depth,
-                self.filters,
-                self.now,
-                exact=self._exact(),
-                project=self.narrowed,
-                rows=self.stats.memories,
+                [self.project], self.vector, depth, self.filters, self.now, exact=self._exact(), project=self.narrowed
             )
             if setting:
                 self.conn.execute(setting)

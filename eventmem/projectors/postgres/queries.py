@@ -55,12 +55,6 @@ EF_SEARCH_MIN = 400
 0.72 at 200 (22 ms), 0.81 at 400 (43 ms), 0.90 at 800 (60 ms)."""
 EF_SEARCH_PER_HIT = 16
 """A hybrid search's depth of 50 candidates searches with 800: recall of its top 50 is the fusion's."""
-EF_SEARCH_PER_HIT_SMALL = 8
-"""Per hit asked in a project of at most :data:`EF_SEARCH_SMALL_UP_TO` memories: a hybrid search's 50
-candidates with 400. Measured at 20,000 memories (hashing vectors, ``tools/bench_postgres.py`` and 40
-queries on one database): recall of the top 50 against exact 0.975 at 400 (32 ms), 0.99 at 800 (51 ms);
-the hybrid top 10 shared with in-process changed by less than a point."""
-EF_SEARCH_SMALL_UP_TO = 50_000
 EF_SEARCH_MAX = 1000
 """pgvector's own bound of ``hnsw.ef_search``."""
 
@@ -197,11 +191,9 @@ def _vector(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, vector.astype("float64").tolist())) + "]"
 
 
-def ef_search(k: int, rows: int | None = None) -> int:
-    """``hnsw.ef_search`` for a search of the ``k`` nearest among ``rows`` memories (``None``: many)."""
-    small = rows is not None and rows <= EF_SEARCH_SMALL_UP_TO
-    per_hit = EF_SEARCH_PER_HIT_SMALL if small else EF_SEARCH_PER_HIT
-    return min(max(EF_SEARCH_MIN, per_hit * k), EF_SEARCH_MAX)
+def ef_search(k: int) -> int:
+    """``hnsw.ef_search`` for a search of the ``k`` nearest."""
+    return min(max(EF_SEARCH_MIN, EF_SEARCH_PER_HIT * k), EF_SEARCH_MAX)
 
 
 Row = tuple[Key, float, float, float, float]
@@ -259,11 +251,9 @@ def vector_query(
     *,
     exact: bool,
     project: str | None = None,
-    rows: int | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
-    parameters, none when exact) and the query with its parameters; ``rows``: the memories of the
-    projects searched, if known (:func:`ef_search`)."""
+    parameters, none when exact) and the query with its parameters."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector)
@@ -280,7 +270,7 @@ def vector_query(
     setting = (
         ""
         if exact
-        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k, rows))}', true), "
+        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k))}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
     return setting, sql, [literal, *params, literal, k]
