@@ -87,8 +87,9 @@ _INCOMING = (
     "CREATE TEMPORARY TABLE IF NOT EXISTS eventmem_incoming_events "
     "(LIKE eventmem_events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
 )
-"""A batch's rows are copied here first (binary ``COPY``), then upserted by one statement each: a
-statement a row cost about 20 ms a memory at 2,000 memories (measured: 1,000 saves in 25 s)."""
+"""A batch's rows are copied here first (binary ``COPY``), then upserted by one statement each
+instead of a statement a row. (Measured: it is not where an incremental sync's time goes; the HNSW
+inserts are, 500 saves onto 2,500 memories upserted by the one statement in 16.5 s.)"""
 _UPSERT_MEMORY = (
     f"INSERT INTO eventmem_memories ({_MEMORY_COLUMNS}) SELECT {_MEMORY_COLUMNS} FROM eventmem_incoming_memories "
     "ON CONFLICT (project, id) DO UPDATE SET "
