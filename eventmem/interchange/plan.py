@@ -154,6 +154,7 @@ def plan_batches(
 ) -> Iterator[list[AnyEvent]]:
     """The events that bring ``bundle`` into a journal, ``size`` items (or relations) at a time, their
     account kept in ``plan``; ``state_of`` gives the fold to compare with, asked again for each batch.
+    The bundle's items and relations are taken out of it as they are planned (it ends empty).
 
     The events are those of one plan of the whole bundle and in its order (every memory's event,
     then every link's): a batch is planned against the fold before this import or with the earlier
@@ -163,12 +164,13 @@ def plan_batches(
     ts = now_iso()
     seen: set[str] = set()
     live: set[str] = set()
-    items = bundle.items
-    for start in range(0, len(items), size):
+    while bundle.items:
+        items = bundle.items[:size]
+        del bundle.items[:size]  # (let go once planned: the fold grows as the bundle shrinks)
         events = _plan_items(
             state_of(),
             bundle.format,
-            items[start : start + size],
+            items,
             seen,
             live,
             plan,
@@ -182,9 +184,10 @@ def plan_batches(
         if events:
             yield events
     done: set[str] = set()
-    relations = bundle.relations
-    for start in range(0, len(relations), size):
-        events = _plan_links(state_of(), bundle.format, relations[start : start + size], live, done, plan, ts)
+    while bundle.relations:
+        relations = bundle.relations[:size]
+        del bundle.relations[:size]
+        events = _plan_links(state_of(), bundle.format, relations, live, done, plan, ts)
         plan.events += len(events)
         if events:
             yield events
