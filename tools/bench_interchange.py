@@ -250,6 +250,7 @@ def large_import(
         project.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(project)], check=True)
         run_env = dict(env, EVENTMEM_MAX_SEGMENT_BYTES=limit) if limit else dict(env)
+        run_env["EVENTMEM_GLOBAL_DIR"] = str(tmp / label / "global")  # (each embeds its texts: no shared cache)
         if tree is not None:  # (before the installed eventmem on the path)
             run_env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
         runs[label] = measured_import(project, store, run_env)
@@ -260,7 +261,8 @@ def large_import(
         log(f"large import ({label}): {runs[label]}")
     if rebuild_floor:
         project = tmp / "rolled_over" / "project"
-        seconds, peak, _ = measured([sys.executable, "-m", "eventmem", "rebuild"], project, env)
+        rebuild_env = dict(env, EVENTMEM_GLOBAL_DIR=str(tmp / "rebuild" / "global"))  # (it embeds every text)
+        seconds, peak, _ = measured([sys.executable, "-m", "eventmem", "rebuild"], project, rebuild_env)
         runs["rebuild_of_the_import"] = {"seconds": round(seconds, 2), "peak_rss_mb": round(peak, 1)}
         log(f"rebuild of the imported project: {runs['rebuild_of_the_import']}")
     result: dict[str, Any] = {
