@@ -308,6 +308,25 @@ def test_a_request_the_sdk_cannot_read_is_answered_with_its_id_and_nothing_is_wr
     assert_clean_stderr(errlog)
 
 
+def test_a_line_nested_deeper_than_any_reader_goes_is_dropped_and_the_server_answers_on(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """A hostile client's line of 200,000 nested brackets, bare or as a request's params, ends nothing:
+    no id can be read from it, and the next request is answered."""
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    assert proc.stdin is not None
+    deep = b"[" * 200_000
+    proc.stdin.write(deep + b"\n")
+    proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ' + deep + b"]" * 200_000 + b"}\n")
+    proc.stdin.flush()
+    send(proc, tool_call(3, "store_memory", {"content": "Saved after the hostile lines."}))
+    assert receive(lines, seen, 3)["result"]["isError"] is False
+    assert close_and_wait(proc) == 0
+
+
 def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:

@@ -176,7 +176,7 @@ def _refusal_of(error: Exception) -> SessionMessage | None:
     if isinstance(given, str | bytes):  # (a line the SDK could not parse)
         try:
             data = json.loads(given)
-        except ValueError:
+        except (ValueError, RecursionError):  # (not JSON, or nested deeper than the reader goes)
             return None
     else:  # (parsed, and not a message: the object itself)
         data = given
