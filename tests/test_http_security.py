@@ -218,11 +218,24 @@ def test_a_change_not_sent_as_json_is_refused(project: Path) -> None:
             headers = {"Content-Type": kind} if kind else {}
             assert_problem(httpx.post(memories, content=body, headers=headers), 415)
             assert_problem(httpx.put(f"{memories}/x", content=b'{"title": "x"}', headers=headers), 415)
-            assert_problem(httpx.delete(f"{memories}/x", headers=headers), 415)
+            if kind:
+                assert_problem(httpx.delete(f"{memories}/x", headers=headers), 415)
             assert_problem(httpx.post(f"{memories}/search", content=b"{}", headers=headers), 415)
         assert journal_bytes(project) == before
+        assert_problem(httpx.request("DELETE", f"{memories}/x", content=b"{}"), 415)  # a body says its type
         typed = {"Content-Type": "application/json; charset=utf-8"}
-        assert httpx.post(memories, content=body, headers=typed).status_code == 201
+        saved = httpx.post(memories, content=body, headers=typed)
+        assert saved.status_code == 201
+
+
+def test_a_delete_without_a_body_needs_no_content_type(project: Path) -> None:
+    with http_server_in_process(project) as base:
+        memories = f"{base}/api/v1/projects/project/memories"
+        saved = httpx.post(memories, json={"content": "A note to remove with curl -X DELETE."})
+        memory_id = saved.json()["memory"]["id"]
+        deleted = httpx.delete(f"{memories}/{memory_id}")
+        assert deleted.status_code == 200 and deleted.json()["memory"]["id"] == memory_id
+        assert httpx.get(f"{memories}/{memory_id}").status_code == 410
 
 
 def test_slow_clients_are_disconnected_and_the_server_still_answers(processes: ProcessGroup, project: Path) -> None:

@@ -228,7 +228,11 @@ class Guard:
                     send, 401, "Unauthorized", "a valid bearer token is required", [(b"www-authenticate", b"Bearer")]
                 )
                 return
-        if method in CHANGING_METHODS and path.startswith(REST_PREFIX) and not _is_json(headers):
+        if (
+            method in CHANGING_METHODS
+            and path.startswith(REST_PREFIX)
+            and not _typed_or_bodyless_delete(method, headers)
+        ):
             await send_problem(
                 send, 415, "Unsupported Media Type", f"a {method} request must have Content-Type: application/json"
             )
@@ -263,6 +267,16 @@ def _origin_key(origin: str) -> tuple[str, str, int] | None:
 def _is_json(headers: dict[str, str]) -> bool:
     media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     return media == "application/json"
+
+
+def _typed_or_bodyless_delete(method: str, headers: dict[str, str]) -> bool:
+    """A change says it is JSON, or is a DELETE with no body and no type (``curl -X DELETE``). A
+    browser sends a DELETE to another origin only after a preflight, which this server refuses to
+    foreign origins, so such a request cannot come from another site's page."""
+    if _is_json(headers):
+        return True
+    bodyless = headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
+    return method == "DELETE" and bodyless and "content-type" not in headers
 
 
 class BodyTooLarge(Exception):
