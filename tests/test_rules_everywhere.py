@@ -176,6 +176,9 @@ def test_the_command_line_takes_an_id_in_any_case_or_a_unique_prefix(project: Pa
         assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
     short = eventmem(project, "show", first["id"][:5])
     assert short.returncode == 2 and "eventmem search" in short.stderr and "recall_memories" not in short.stderr
+    assert "at least 6 characters" in short.stderr
+    unknown = eventmem(project, "show", "ZZZZZZZZ")
+    assert unknown.returncode == 2 and "at least 6" not in unknown.stderr
 
 
 async def test_the_tools_take_an_id_in_any_case(project: Path) -> None:

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from eventmem.core.ids import ULID_PREFIX_MIN, too_short_for_a_prefix
+
 __all__ = [
     "EventmemError",
     "InvalidInput",
@@ -68,6 +70,8 @@ class UnknownMemory(InvalidInput, KeyError):
             "cli": "use `eventmem search WORDS` to find the right id",
             "http": "search with POST /api/v1/memories/search to find the right id",
         }.get(surface, "use retrieve_context or recall_memories to find the right id")
+        if surface == "cli" and too_short_for_a_prefix(self.memory_id):
+            how = f"an id prefix needs at least {ULID_PREFIX_MIN} characters, as in `eventmem show 01HX3K`; {how}"
         return f"no memory with id {self.memory_id!r}; {how}"
 
 

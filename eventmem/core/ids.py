@@ -57,6 +57,11 @@ def canonical_id(text: str) -> str:
     return text
 
 
+def too_short_for_a_prefix(text: str) -> bool:
+    """Whether ``text`` could start a ULID but is too short to stand for one (1 to 5 characters)."""
+    return 0 < len(text) < ULID_PREFIX_MIN and _ULID_CHARS.issuperset(text.upper())
+
+
 def looks_like_prefix(text: str) -> bool:
     """Whether ``text`` could be the start of a ULID long enough to stand for it (6 to 25 characters)."""
     return ULID_PREFIX_MIN <= len(text) < 26 and _ULID_CHARS.issuperset(text.upper())
