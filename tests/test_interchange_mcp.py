@@ -128,7 +128,16 @@ async def test_export_memories_writes_only_new_files_under_the_export_folder(pro
             for where in (".git/config", ".git/hooks/pre-commit", "README.md", "exports/../README.md", "/etc/x")
         }
         first = await call_tool(client, "export_memories", {"format": "json", "path": "exports/memory.json"})
-        again = await call_error(client, "export_memories", format="server-memory", path="exports/memory.json")
+        again = await call_error(client, "export_memories", format="json", path="exports/memory.json")
+        misnamed = {
+            where: await call_error(client, "export_memories", format=kind, path=where)
+            for kind, where in (
+                ("json", "exports/.envrc"),
+                ("json", "exports/conftest.py"),
+                ("server-memory", "exports/ci.yml"),
+                ("server-memory", "exports/memory.json"),
+            )
+        }
         notes = await call_tool(client, "export_memories", {"format": "markdown", "path": "exports/notes"})
         notes_again = await call_error(client, "export_memories", format="markdown", path="exports/notes")
         (project / "exports").rename(project / "exports-old")
@@ -143,5 +152,8 @@ async def test_export_memories_writes_only_new_files_under_the_export_folder(pro
     for refused in (again, notes_again):  # (no CLI flag named: the tool has none)
         assert "exists and export_memories never replaces anything" in refused and "--force" not in refused, refused
     assert "exports/memory.json exists" in again and "exports/notes exists" in notes_again
+    for where, error in misnamed.items():
+        assert "export is a .json" in error or "export is a .jsonl" in error, (where, error)
+    assert sorted(path.name for path in (project / "exports-old").iterdir()) == ["memory.json", "notes"]
     assert json.loads((project / "exports-old" / "memory.json").read_text(encoding="utf-8"))["memories"]
     assert "is a symbolic link" in linked and list((tmp_path / "elsewhere").iterdir()) == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -40,6 +40,11 @@ def confined(root: Path, given: str, *, folder: bool | None = None, create: bool
         raise UnsafePath(f"{given}: the memory's own folder is not a store to import from or export to")
     is_folder = folder if folder is not None else path.is_dir() and not path.is_symlink()
     return check_inside(root, path, kind="folder" if is_folder else "file", create=create)
+
+
+FILE_SUFFIXES: Final = {"json": ".json", "server-memory": ".jsonl"}
+"""The name a file export of each format must end with: a model that was talked into it cannot write
+a file another tool runs or reads as its own (a shell profile, a CI workflow, a test configuration)."""
 
 
 def export_place(root: Path, export_dir: str, given: str, *, folder: bool) -> Path:
@@ -124,7 +129,10 @@ def register(server: MCPServer[App]) -> None:
         path: Annotated[
             str,
             Field(
-                description="The new file (a folder for markdown and ai), such as exports/memory.json.",
+                description=(
+                    "The new file (.json for json, .jsonl for server-memory; a folder for markdown and ai), "
+                    "such as exports/memory.json."
+                ),
                 max_length=PATH_CHARS,
             ),
         ],
@@ -135,6 +143,12 @@ def register(server: MCPServer[App]) -> None:
             name = canonical(format, EXPORTS)
             folder = name in ("markdown", "ai")
             where = export_place(service.root.root, service.config.export_dir, path, folder=folder)
+            suffix = FILE_SUFFIXES.get(name, "")
+            if suffix and where.suffix.lower() != suffix:  # (never a .envrc, a workflow, a conftest.py)
+                raise InvalidInput(
+                    f"{path}: a {name} export is a {suffix} file, such as "
+                    f"{os.path.relpath(where.with_name('memory' + suffix), service.root.root)}"
+                )
             if os.path.lexists(where) and not (folder and where.is_dir() and not any(where.iterdir())):
                 shown = os.path.relpath(where, service.root.root)
                 raise InvalidInput(
