@@ -57,6 +57,9 @@ class DatabaseView:
         self.stats = stats
         self.vector = vector
         """The query's vector, made before the searches (the keyword search then brings the cosines)."""
+        self.searched = stats.searched
+        """The memories passing the filters, counted up to a bound: by the statistics' query without a
+        vector, else by the vector list's (:meth:`collect`)."""
         self._keys: list[Key] = []
         self._positions: dict[Key, int] = {}
         self._lock = threading.Lock()  # (the keyword search may run in hybrid_search's worker thread)
@@ -72,14 +75,20 @@ class DatabaseView:
         return queries.visible_where([self.project], self.filters, self.now, self.narrowed)
 
     def _exact(self) -> bool:
-        return self.stats.searched <= queries.EXACT_UP_TO
+        return self.searched <= queries.EXACT_UP_TO
 
     def ask(self, text: str, depth: int) -> None:
         """Send the queries of the lists :func:`hybrid_search` asks for ``text`` at ``depth`` (in a
         pipeline: their answers are read by :meth:`collect`)."""
         if self.vector is not None and self.stats.memories:
-            setting, sql, values = queries.vector_query(
-                [self.project], self.vector, depth, self.filters, self.now, exact=self._exact(), project=self.narrowed
+            setting, sql, values = queries.counted_vector_query(
+                [self.project],
+                self.vector,
+                depth,
+                self.filters,
+                self.now,
+                held=self.stats.memories,
+                project=self.narrowed,
             )
             if setting:
                 self.conn.execute(setting)
@@ -95,7 +104,12 @@ class DatabaseView:
 
     def collect(self) -> None:
         for key, cursor in self._asked.items():
-            self._answers[key] = cursor.fetchall()
+            found = cursor.fetchall()
+            if key[0] == "vectors":
+                rows, self.searched = queries.counted_rows_of(found, self.stats.memories)
+                self._answers[key] = rows
+            else:
+                self._answers[key] = found
         self._asked = {}
 
     def _keyword_query(self, text: str, limit: int, beside: bool) -> tuple[str, list[object]] | None:
@@ -138,7 +152,7 @@ class DatabaseView:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         found = self._answers.get(("vectors", limit)) if vector is self.vector else None
         if found is not None:
-            rows = queries.vector_rows_of(found)
+            rows = found
         else:
             rows = queries.vector_rows(
                 self.conn,
@@ -195,6 +209,9 @@ class DatabaseView:
         return self._keys[position][1]
 
 
+BOUND = queries.EXACT_UP_TO + 1
+"""The filtered memories are counted up to this many (the fusion asks whether there are more than 20
+times a few keyword hits)."""
 DEPTH = 50
 """The depth hybrid_search asks of each list for a limit of up to 12 (``max(limit * 4, 50)``): the lists
 fetched ahead (another depth is fetched when asked)."""
@@ -222,14 +239,17 @@ def hybrid(
     vector = embedder.embed([text])[0] if use_vectors else None
     found: list[Scored] = []
     with queries.reading(conn):
+        # the memories a filter passes are counted by the vector list's statement when there is one
+        # (it reads them anyway), else here
         bounds = [
-            (one, (*queries.visible_where([one], filters, now, project), queries.EXACT_UP_TO + 1)) for one in projects
+            (one, None if vector is not None else (*queries.visible_where([one], filters, now, project), BOUND))
+            for one in projects
         ]
         stats = keywords.statistics_of(conn, bounds, text)
         views = [
             DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)
             for one in projects
-            if stats[one].searched
+            if (stats[one].memories if vector is not None else stats[one].searched)
         ]
         with conn.pipeline():
             for view in views:
@@ -239,7 +259,7 @@ def hybrid(
         for view in views:
             # hybrid_search reads a mask of the searched memories only for whether it holds any and how
             # many (counted up to a bound): the filters are applied in SQL
-            mask = np.ones(view.stats.searched, bool)
+            mask = np.ones(view.searched, bool)
             scored = hybrid_search(
                 view,
                 text,

@@ -34,6 +34,8 @@ __all__ = [
     "columns",
     "cosines",
     "count",
+    "counted_rows_of",
+    "counted_vector_query",
     "keyword_hits",
     "matching",
     "reading",
@@ -274,6 +276,82 @@ def vector_query(
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
     return setting, sql, [literal, *params, literal, k]
+
+
+def narrows(filters: Filters, project: str | None = None) -> bool:
+    """Whether ``filters`` (or ``project``) pass fewer memories than every visible one."""
+    return bool(
+        project is not None
+        or filters.kinds
+        or filters.tags
+        or filters.scope in ("project", "global")
+        or any(
+            value is not None
+            for value in (
+                filters.min_importance,
+                filters.max_importance,
+                filters.created_after,
+                filters.created_before,
+                filters.updated_after,
+                filters.updated_before,
+            )
+        )
+    )
+
+
+def counted_vector_query(
+    projects: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    k: int,
+    filters: Filters,
+    now: float | None,
+    *,
+    held: int,
+    project: str | None = None,
+) -> tuple[str, str, list[object]]:
+    """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
+    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row, for a
+    project holding ``held`` memories: one statement, where a count then a search read every filtered
+    row twice (measured at 20,000 memories and a tag held by 8%: the count 6-14 ms, as long as the
+    exact scan). Exact when ``held`` is at most :data:`EXACT_UP_TO` (every row read once, the count a
+    window over them); HNSW when nothing but visibility narrows a larger project (no count: the rows
+    show none, read them as ``held``); otherwise the filtered rows' distances are kept while they
+    are counted, and the top ``k`` taken from them if they are few enough, else from HNSW. Rows:
+    (project, id, cosine, importance, updated_at, created_at, count or NULL); a row of no vector
+    (cosine NULL) only counts."""
+    dim = int(vector.shape[0])
+    where, params = visible_where(projects, filters, now, project)
+    literal = _vector(vector)
+    distance = f"m.embedding <=> %s::vector({dim})"
+    columns = "m.importance, m.updated_at, m.created_at"
+    if held <= EXACT_UP_TO:
+        sql = (
+            f"SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER () FROM eventmem_memories m "
+            f"WHERE {where} ORDER BY {distance} LIMIT %s"
+        )
+        return "", sql, [literal, *params, literal, k]
+    setting, hnsw, values = vector_query(projects, vector, k, filters, now, exact=False, project=project)
+    if not narrows(filters, project):
+        return setting, f"SELECT *, NULL::bigint FROM ({hnsw}) h", values
+    sql = (
+        f"WITH f AS MATERIALIZED (SELECT m.project, m.id, {distance} AS d, {columns} FROM eventmem_memories m "
+        f"WHERE {where} LIMIT {EXACT_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
+        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n) FROM f "
+        f"WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
+        f"UNION ALL (SELECT h.*, (SELECT n FROM n) FROM ({hnsw}) h WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
+    )
+    return setting, sql, [literal, *params, k, *values]
+
+
+def counted_rows_of(found: Sequence[Sequence[Any]], held: int) -> tuple[list[Row], int]:
+    """:func:`counted_vector_query`'s rows as :func:`vector_rows_of`'s, and the memories counted (``held``
+    when not counted, or when no row came from a project holding more than :data:`EXACT_UP_TO`:
+    the keyword search then tells)."""
+    if not found:
+        searched = 0 if held <= EXACT_UP_TO else held
+    else:
+        searched = held if found[0][6] is None else int(found[0][6])
+    return vector_rows_of([row[:6] for row in found if row[2] is not None]), searched
 
 
 def vector_rows_of(found: Sequence[Sequence[Any]]) -> list[Row]:
