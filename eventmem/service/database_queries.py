@@ -283,21 +283,25 @@ class DatabaseQueries(Part, Reads):
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
                 self._search_notes.notes = [view.vector_note()]
-        with queries.reading(conn):  # (one transaction: the search and the records it found)
-            scored = database_search.hybrid(
-                conn,
-                among,
-                self.project.embedder,
-                text,
-                limit,
-                filters,
-                config=self.config,
-                use_vectors=vectors,
-                use_keywords=mode != "vector" or not vectors,
-                now=time.time() if now is None else now,
-                project=narrowed,
-            )
-            found = reads.records(conn, [(s.project, s.id) for s in scored])
+        # one transaction: the search and the records it found; in a pipeline, so that its BEGIN goes
+        # with the first statements and its COMMIT with the records' (each would be a round trip)
+        with conn.pipeline():
+            with queries.reading(conn):
+                scored = database_search.hybrid(
+                    conn,
+                    among,
+                    self.project.embedder,
+                    text,
+                    limit,
+                    filters,
+                    config=self.config,
+                    use_vectors=vectors,
+                    use_keywords=mode != "vector" or not vectors,
+                    now=time.time() if now is None else now,
+                    project=narrowed,
+                )
+                asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
+        found = reads.records_of(asked.fetchall()) if asked is not None else {}
         return [
             (
                 hit_of(

@@ -57,6 +57,8 @@ class DatabaseView:
         self.stats = stats
         self.vector = vector
         """The query's vector, made before the searches (the keyword search then brings the cosines)."""
+        self.literal = None if vector is None else queries.vector_literal(vector)
+        """The vector as a pgvector literal, made once for the statements that send it."""
         self.searched = stats.searched
         """The memories passing the filters, counted up to a bound: by the statistics' query without a
         vector, else by the vector list's (:meth:`collect`)."""
@@ -89,6 +91,7 @@ class DatabaseView:
                 self.now,
                 held=self.stats.memories,
                 project=self.narrowed,
+                literal=self.literal,
             )
             if setting:
                 self.conn.execute(setting)
@@ -114,7 +117,9 @@ class DatabaseView:
 
     def _keyword_query(self, text: str, limit: int, beside: bool) -> tuple[str, list[object]] | None:
         where, params = self._where()
-        literal = None if self.vector is None else queries.vector_literal(self.vector)
+        if self.literal is None and self.vector is not None:
+            self.literal = queries.vector_literal(self.vector)
+        literal = self.literal
         return keywords.ranking(
             self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
         )

@@ -376,7 +376,11 @@ def ranking(
     if not single and not phrase_ids:
         return None
     stems = [stem for _, stem in single]
-    cosine = "NULL::float8" if vector is None else "1 - (m.embedding <=> %s::vector)"
+    cosine = (
+        "NULL::float8"
+        if vector is None
+        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
+    )
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
@@ -396,14 +400,15 @@ parts AS (
 s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
 SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
 FROM s CROSS JOIN LATERAL (
-    SELECT m.importance, m.updated_at, m.created_at, m.embedding FROM eventmem_memories m
+    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
     WHERE m.project = %s AND m.id = s.id AND ({where})
 ) m
 ORDER BY s.score DESC, s.id LIMIT %s
 """
-    # (the holders are ranked from their postings alone, and their rows read best first, one at a time
-    # through the primary key, until ``k`` pass the filters: the sorted CTE keeps its order through the
-    # nested loop, so the limit stops it; a row a filter turns away costs one index probe)
+    # (the holders are ranked from their postings alone, and asked best first, one at a time through
+    # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
+    # the sorted CTE keeps its order through the nested loop, so the limit stops it; a holder a filter
+    # turns away costs one index probe; the cosine reads the rows kept, after the limit)
     values: list[object] = [
         stems,
         [place for place, _ in single],
@@ -417,7 +422,7 @@ ORDER BY s.score DESC, s.id LIMIT %s
         phrase_ids,
         phrase_places,
         phrase_parts,
-        *([] if vector is None else [vector]),
+        *([] if vector is None else [vector, project]),
         project,
         *params,
         k,

@@ -253,12 +253,13 @@ def vector_query(
     *,
     exact: bool,
     project: str | None = None,
+    literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
     parameters, none when exact) and the query with its parameters."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
-    literal = _vector(vector)
+    literal = _vector(vector) if literal is None else literal
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
     sql = (
@@ -308,6 +309,7 @@ def counted_vector_query(
     *,
     held: int,
     project: str | None = None,
+    literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
     memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row, for a
@@ -318,10 +320,10 @@ def counted_vector_query(
     show none, read them as ``held``); otherwise the filtered rows' distances are kept while they
     are counted, and the top ``k`` taken from them if they are few enough, else from HNSW. Rows:
     (project, id, cosine, importance, updated_at, created_at, count or NULL); a row of no vector
-    (cosine NULL) only counts."""
+    (cosine NULL) only counts. ``literal``: ``vector`` as :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
-    literal = _vector(vector)
+    literal = _vector(vector) if literal is None else literal
     distance = f"m.embedding <=> %s::vector({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
     if held <= EXACT_UP_TO:
@@ -330,7 +332,9 @@ def counted_vector_query(
             f"WHERE {where} ORDER BY {distance} LIMIT %s"
         )
         return "", sql, [literal, *params, literal, k]
-    setting, hnsw, values = vector_query(projects, vector, k, filters, now, exact=False, project=project)
+    setting, hnsw, values = vector_query(
+        projects, vector, k, filters, now, exact=False, project=project, literal=literal
+    )
     if not narrows(filters, project):
         return setting, f"SELECT *, NULL::bigint FROM ({hnsw}) h", values
     sql = (
