@@ -283,24 +283,24 @@ class DatabaseQueries(Part, Reads):
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
                 self._search_notes.notes = [view.vector_note()]
-        # one transaction: the search and the records it found; in a pipeline, so that its BEGIN goes
-        # with the first statements and its COMMIT with the records' (each would be a round trip)
-        with conn.pipeline():
-            with queries.reading(conn):
-                scored = database_search.hybrid(
-                    conn,
-                    among,
-                    self.project.embedder,
-                    text,
-                    limit,
-                    filters,
-                    config=self.config,
-                    use_vectors=vectors,
-                    use_keywords=mode != "vector" or not vectors,
-                    now=time.time() if now is None else now,
-                    project=narrowed,
-                )
-                asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
+        # one transaction: the search and the records it found, in a pipeline whose BEGIN goes with
+        # the first statements and COMMIT with the records' (each would be a round trip of its own)
+        with queries.one_read(conn) as read:
+            scored = database_search.hybrid(
+                conn,
+                among,
+                self.project.embedder,
+                text,
+                limit,
+                filters,
+                config=self.config,
+                use_vectors=vectors,
+                use_keywords=mode != "vector" or not vectors,
+                now=time.time() if now is None else now,
+                project=narrowed,
+            )
+            asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
+            read.commit()
         found = reads.records_of(asked.fetchall()) if asked is not None else {}
         return [
             (

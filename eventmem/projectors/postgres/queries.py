@@ -11,8 +11,8 @@ the in-process one itself, over these lists (:mod:`eventmem.service.database_sea
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,50 @@ def reading(conn: Any) -> AbstractContextManager[Any]:
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         return nullcontext()
     return conn.transaction()  # type: ignore[no-any-return]
+
+
+class OneRead:
+    """What :func:`one_read` yields: :meth:`commit` sends the transaction's ``COMMIT`` in the pipeline,
+    with what was sent before it (read the answers after the block)."""
+
+    def __init__(self, conn: Any, own: bool) -> None:
+        self.conn = conn
+        self.open = own
+        """The transaction is this read's own, and its ``COMMIT`` not sent yet."""
+
+    def commit(self) -> None:
+        if self.open:
+            self.conn.execute("COMMIT")
+            self.open = False
+
+
+@contextmanager
+def one_read(conn: Any) -> Iterator[OneRead]:
+    """A read transaction in a pipeline whose ``BEGIN`` goes with the block's first statements and
+    whose ``COMMIT`` with its last (:meth:`OneRead.commit`, else at the end of the block): psycopg
+    waits for the answer to a ``BEGIN`` of its own and to each ``COMMIT``, a round trip each. Inside
+    a transaction already, only the pipeline."""
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        with conn.pipeline():
+            yield OneRead(conn, False)
+        return
+    conn.autocommit = True  # (the statements below are the transaction's own)
+    read = OneRead(conn, True)
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield read
+            read.commit()
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # (a broken connection: its caller closes it)
+                pass
+        raise
+    finally:
+        if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+            conn.autocommit = False
 
 
 def visible_where(
