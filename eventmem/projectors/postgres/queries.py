@@ -351,54 +351,57 @@ def counted_vector_query(
     filters: Filters,
     now: float | None,
     *,
-    held: int,
     project: str | None = None,
     literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
-    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row, for a
-    project holding ``held`` memories: one statement, where a count then a search read every filtered
-    row twice (measured at 20,000 memories and a tag held by 8%: the count 6-14 ms, as long as the
-    exact scan). Exact when ``held`` is at most :data:`EXACT_UP_TO` (every row read once, the count a
-    window over them); HNSW when nothing but visibility narrows a larger project (no count: the rows
-    show none, read them as ``held``); otherwise the filtered rows' distances are kept while they
-    are counted, and the top ``k`` taken from them if they are few enough, else from HNSW. Rows:
-    (project, id, cosine, importance, updated_at, created_at, count or NULL); a row of no vector
-    (cosine NULL) only counts. ``literal``: ``vector`` as :func:`vector_literal` makes it, if made."""
+    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row: one
+    statement, where a count then a search read every filtered row twice (measured at 20,000
+    memories and a tag held by 8%: the count 6-14 ms, as long as the exact scan), and none read
+    before it. When nothing but visibility narrows the search: exact if the projects hold at most
+    :data:`EXACT_UP_TO` memories (every row read once, the count a window over them), else HNSW (no
+    count: the rows carry the memories held instead). Otherwise the filtered rows' distances are kept
+    while they are counted, and the top ``k`` taken from them if they are few enough, else from HNSW.
+    Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL, memories held or
+    NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
+    :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
     distance = f"m.embedding <=> %s::vector({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
-    if held <= EXACT_UP_TO:
-        sql = (
-            f"SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER () FROM eventmem_memories m "
-            f"WHERE {where} ORDER BY {distance} LIMIT %s"
-        )
-        return "", sql, [literal, *params, literal, k]
     setting, hnsw, values = vector_query(
         projects, vector, k, filters, now, exact=False, project=project, literal=literal
     )
     if not narrows(filters, project):
-        return setting, f"SELECT *, NULL::bigint FROM ({hnsw}) h", values
+        held = "(SELECT held FROM h)"
+        sql = (
+            "WITH h AS (SELECT coalesce(sum(p.memories), 0) AS held FROM eventmem_projects p "
+            "WHERE p.project = ANY(%s)) "
+            f"(SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER (), {held} FROM eventmem_memories m "
+            f"WHERE {where} AND {held} <= {EXACT_UP_TO} ORDER BY {distance} LIMIT %s) "
+            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
+        )
+        return setting, sql, [list(projects), literal, *params, literal, k, *values]
     sql = (
         f"WITH f AS MATERIALIZED (SELECT m.project, m.id, {distance} AS d, {columns} FROM eventmem_memories m "
         f"WHERE {where} LIMIT {EXACT_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
-        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n) FROM f "
-        f"WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
-        f"UNION ALL (SELECT h.*, (SELECT n FROM n) FROM ({hnsw}) h WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
+        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n), NULL::bigint "
+        f"FROM f WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
+        f"UNION ALL (SELECT x.*, (SELECT n FROM n), NULL::bigint FROM ({hnsw}) x "
+        f"WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
     )
     return setting, sql, [literal, *params, k, *values]
 
 
-def counted_rows_of(found: Sequence[Sequence[Any]], held: int) -> tuple[list[Row], int]:
-    """:func:`counted_vector_query`'s rows as :func:`vector_rows_of`'s, and the memories counted (``held``
-    when not counted, or when no row came from a project holding more than :data:`EXACT_UP_TO`:
-    the keyword search then tells)."""
+def counted_rows_of(found: Sequence[Sequence[Any]]) -> tuple[list[Row], int]:
+    """:func:`counted_vector_query`'s rows as :func:`vector_rows_of`'s, and the memories counted (the
+    memories held when not counted; when no row came, :data:`EXACT_UP_TO` + 1: the keyword list
+    then tells whether any passes)."""
     if not found:
-        searched = 0 if held <= EXACT_UP_TO else held
+        searched = EXACT_UP_TO + 1
     else:
-        searched = held if found[0][6] is None else int(found[0][6])
+        searched = int(found[0][6]) if found[0][6] is not None else int(found[0][7])
     return vector_rows_of([row[:6] for row in found if row[2] is not None]), searched
 
 
