@@ -96,8 +96,8 @@ def overlap(a: list[str], b: list[str]) -> float:
 
 def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list[tuple[str, Any]], int]:
     """The statements one recall of the served service sends (SQL, parameters, in order) and its
-    round trips to the server: the times the client, having sent, reads the server's answer, from
-    libpq's trace of the connection."""
+    round trips to the server: the times the client asks for the answers sent so far (a Sync or a
+    Flush, or a simple query) and reads them, from libpq's trace of the connection."""
     conn = served.database.runner.conn
     sent: list[tuple[str, Any]] = []
     execute = conn.execute
@@ -116,13 +116,19 @@ def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list
             conn.pgconn.untrace()
             del conn.execute
         trace.seek(0)
-        previous = ""
+        asked = False
         for line in trace:  # (timestamp, F from the client or B from the server, length, message)
             parts = line.split("\t")
             if len(parts) < 4:
                 continue
-            trips += parts[1] == "B" and previous == "F"  # (the client sent, then read an answer)
-            previous = parts[1]
+            # (a round trip: the client asked for the answers, a Sync or a Flush, then read them; a
+            # pipeline also reads answers that came while it sends, without waiting for them)
+            if parts[1] == "F":
+                message = parts[3].strip().split(" ")[0]
+                asked = message in ("Sync", "Flush", "Query") or (asked and message == "Flush")
+            elif asked:
+                trips += 1
+                asked = False
     return sent, trips
 
 
