@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,9 @@ def overlap(a: list[str], b: list[str]) -> float:
     return len(set(a) & set(b)) / max(len(a), len(b), 1)
 
 
+VECTOR_LITERAL = re.compile(r"'\[[-0-9.,e]+\]'")
+
+
 def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list[tuple[str, Any]], int]:
     """The statements one recall of the served service sends (SQL, parameters, in order) and its
     round trips to the server: the times the client asks for the answers sent so far (a Sync or a
@@ -147,7 +151,8 @@ def explained_recall(uri: str, sent: list[tuple[str, Any]]) -> list[dict[str, An
                 out.append({"statement": sql.strip()})
                 continue
             rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()
-            out.append({"statement": " ".join(sql.split())[:300], "plan": [str(r[0]) for r in rows]})
+            plan = [VECTOR_LITERAL.sub("'[...]'", str(r[0])) for r in rows]  # (the query's 384 numbers)
+            out.append({"statement": " ".join(sql.split())[:300], "plan": plan})
     return out
 
 
