@@ -21,8 +21,8 @@ from eventmem.core.events import MemorySaved, MemoryUpdated
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch
+from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres import projector as projector_module
-from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
@@ -314,3 +314,68 @@ def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
         conn.execute(queries.SORTING_BACK)
         assert conn.execute("SHOW enable_sort").fetchone() == ("on",)
     assert "eventmem_memories_hnsw" in plan, plan
+
+
+def test_the_keyword_list_whose_words_sql_chooses_ranks_as_the_one_whose_words_python_chooses(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(a recall from ``serve --store`` sends its keyword list without reading the statistics first:
+    the words are chosen in SQL, rarest first within the postings budget, as in-process)"""
+    for n in range(300):  # ("common" held by 300 memories: past the budget beside vectors, 250)
+        extra = " rare" if n % 50 == 0 else ""
+        kind = "decision" if n % 3 == 0 else "general"
+        service.save(f"common note {n} about caching{extra}", title=f"note {n % 7}", kind=kind, tags=[f"t{n % 4}"])
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    texts = [
+        "common caching rare",
+        "rare common",
+        "the common note about caching",
+        "the of and",
+        "ruff lint ruff",
+        "line_length ruff",
+        "Über naïve café common",
+        "no such word here",
+        "note 3",
+    ]
+    for filters in (Filters(), Filters(tags=("t1",)), Filters(kinds=("decision",))):
+        where, params = queries.visible_where(["p"], filters, NOW)
+        for text in texts:
+            for beside in (False, True):
+                expected = keywords.ranked(conn, "p", text, 50, where, params, beside_vectors=beside)
+                query = keywords.ranking_at_once("p", text, 50, where, params, beside_vectors=beside)
+                assert query is not None, text
+                assert keywords.rows_of(conn.execute(*query).fetchall()) == expected, (text, filters, beside)
+    assert keywords.ranking_at_once("p", "parse_config_file", 50, "true", []) is None  # (a phrase of three)
+
+
+@pytest.mark.parametrize("bound", [2, 2_000], ids=["past the exact bound: HNSW", "within it: exact"])
+def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_exact_scan(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    bound: int,
+) -> None:
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    monkeypatch.setattr(queries, "EXACT_UP_TO", bound)
+    vector = HashingEmbedder().embed(["ruff lint migrations"])[0]
+    for filters in (Filters(), Filters(tags=("tooling",)), Filters(kinds=("decision", "general", "problem"))):
+        exact = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True)
+        passing = queries.count(conn, ("p",), filters, NOW)
+        with conn.transaction():
+            setting, sql, values = queries.counted_vector_query(("p",), vector, 10, filters, NOW)
+            conn.execute(setting)
+            rows, searched = queries.counted_rows_of(conn.execute(sql, values).fetchall())
+            conn.execute(queries.SORTING_BACK)
+        assert [(key, pytest.approx(c)) for key, c, *_ in rows] == exact, filters
+        held = conn.execute("SELECT memories FROM eventmem_projects WHERE project = 'p'").fetchone()[0]
+        conn.rollback()
+        if queries.narrows(filters) or held <= bound:
+            assert searched == min(passing, bound + 1), filters
+        else:  # (HNSW over the whole project: not counted, the memories it holds instead)
+            assert searched == held, filters

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -80,57 +81,85 @@ INCREMENTAL = 1000
 """Saves appended after the first sync, taken by an incremental sync."""
 FILTER = Filters(tags=("database",))
 """The filtered recalls ask for memories carrying this tag (about 8% of the corpus)."""
+FILTERS: dict[str, Filters | None] = {
+    "unfiltered": None,
+    "filtered": FILTER,
+    "type": Filters(kinds=("decision",)),
+    "scope": Filters(scope="project"),
+}
+"""The recalls compared: without a filter, with a tag (``filtered``), a type and a scope, as
+``recall_memories`` takes them."""
 
 
 def overlap(a: list[str], b: list[str]) -> float:
     return len(set(a) & set(b)) / max(len(a), len(b), 1)
 
 
-def explained(conn: Any, sql: str, values: list[Any], setting: str = "") -> list[str]:
-    """``EXPLAIN (ANALYZE, BUFFERS)`` of a query, in a transaction rolled back."""
-    with conn.transaction():
-        if setting:
-            conn.execute(setting)
-        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, values).fetchall()
-    return [str(r[0]) for r in rows]
+VECTOR_LITERAL = re.compile(r"'\[[-0-9.,e]+\]'")
 
 
-def plans(conn: Any, embedder: Any, text: str, filters: Filters, memories: int) -> dict[str, list[str]]:
-    """The plans of the two lists a hybrid recall fetches (this project's), for ``text`` (none from a
-    revision without them: a ``--source`` before the database kept keyword statistics)."""
-    try:
-        from eventmem.projectors.postgres import keywords
-    except ImportError:
-        return {}
+def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list[tuple[str, Any]], int]:
+    """The statements one recall of the served service sends (SQL, parameters, in order) and its
+    round trips to the server: the times the client asks for the answers sent so far (a Sync or a
+    Flush, or a simple query) and reads them, from libpq's trace of the connection."""
+    conn = served.database.runner.conn
+    sent: list[tuple[str, Any]] = []
+    execute = conn.execute
 
-    now = time.time()
-    where, params = queries.visible_where(["bench"], filters, now)
-    with conn.transaction():
-        stats = keywords.statistics(conn, "bench", text, counted=(where, params, queries.EXACT_UP_TO + 1))
-        vector = embedder.embed([text])[0]
-        setting, vsql, vvalues = queries.vector_query(
-            ["bench"], vector, 50, filters, now, exact=stats.searched <= queries.EXACT_UP_TO
-        )
-        ranking = keywords.ranking(
-            conn,
-            "bench",
-            text,
-            50,
-            where,
-            params,
-            beside_vectors=True,
-            known=stats,
-            vector=queries.vector_literal(vector),
-        )
-    out = {"vectors": explained(conn, vsql, vvalues, setting)}
-    if ranking is not None:
-        out["keywords"] = explained(conn, *ranking)
+    def recording(query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return execute(query, params, **kwargs)
+
+    trips = 0
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.execute = recording
+        conn.pgconn.trace(trace.fileno())
+        try:
+            served.recall(text, limit=10, filters=filters)
+        finally:
+            conn.pgconn.untrace()
+            del conn.execute
+        trace.seek(0)
+        asked = False
+        for line in trace:  # (timestamp, F from the client or B from the server, length, message)
+            parts = line.split("\t")
+            if len(parts) < 4:
+                continue
+            # (a round trip: the client asked for the answers, a Sync or a Flush, then read them; a
+            # pipeline also reads answers that came while it sends, without waiting for them)
+            if parts[1] == "F":
+                message = parts[3].strip().split(" ")[0]
+                asked = message in ("Sync", "Flush", "Query") or (asked and message == "Flush")
+            elif asked:
+                trips += 1
+                asked = False
+    return sent, trips
+
+
+def explained_recall(uri: str, sent: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of each statement a recall sent, in order, in a transaction
+    rolled back (a statement of settings is run as it was, for the ones after it)."""
+    import psycopg
+
+    out: list[dict[str, Any]] = []
+    with psycopg.connect(uri) as conn, conn.transaction(force_rollback=True):
+        for sql, params in sent:
+            if sql.lstrip().upper().startswith(("BEGIN", "COMMIT")):
+                continue
+            if "set_config(" in sql:
+                conn.execute(sql, params)
+                out.append({"statement": sql.strip()})
+                continue
+            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()
+            plan = [VECTOR_LITERAL.sub("'[...]'", str(r[0])) for r in rows]  # (the query's 384 numbers)
+            out.append({"statement": " ".join(sql.split())[:300], "plan": plan})
     return out
 
 
 def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
     """``serve`` and ``serve --store`` (their services) answering the same recalls, interleaved: p50
-    of each, their ratio, and how alike their top 10s are; without and with a filter."""
+    of each, their ratio, and how alike their top 10s are; without and with each filter of
+    :data:`FILTERS`; and the statements of one recall, explained, with its round trips."""
     from eventmem.service import open_service
 
     environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
@@ -139,7 +168,7 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         assert served.database is not None and served.database.connected, "the database was not reached"
-        for label, filters in (("unfiltered", None), ("filtered", FILTER)):
+        for label, filters in FILTERS.items():
             for text in texts[:5]:  # (warm both: caches, the planner, prepared statements)
                 local.recall(text, limit=10, filters=filters)
                 served.recall(text, limit=10, filters=filters)
@@ -159,7 +188,10 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
                 served_ms.append(t2 - t1)
                 shares.append(overlap(mine, theirs))
                 same += mine == theirs
+            sent, trips = statements_of(served, texts[0], filters)
             out[label] = {
+                "round_trips_per_recall": trips,
+                "statements_per_recall": len(sent),
                 "in_process_recall_p50_ms": p50_ms(local_ms),
                 "postgres_recall_p50_ms": p50_ms(served_ms),
                 "ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
@@ -167,6 +199,7 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
                 "same_top10_in_order": round(same / len(texts), 4),
             }
             log(f"{label}: {out[label]}")
+            out[label]["explain"] = explained_recall(uri, sent)
     finally:
         local.close()
         served.close()
@@ -233,10 +266,6 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
             filtered_recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
         row = conn.execute("SELECT pg_total_relation_size('eventmem_memories')").fetchone()
         disk = int(row[0]) if row is not None else 0
-        explain = {
-            "unfiltered": plans(conn, embedder, texts[0], Filters(), count),
-            "filtered": plans(conn, embedder, texts[0], FILTER, count),
-        }
     answers = compare(uri, root, texts)
     return {
         "memories": count,
@@ -257,7 +286,6 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "hybrid_uses": "exact" if count <= queries.EXACT_UP_TO else "hnsw",
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
-        "explain": explain,
     }
 
 
@@ -279,11 +307,15 @@ def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
         ),
         "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
     }
-    for label in ("unfiltered", "filtered"):
+    for label in FILTERS:
         a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
         out[label] = {
             "postgres_over_in_process": {"this": a.get("ratio"), "baseline": b.get("ratio")},
             "top10_overlap": {"this": a.get("top10_overlap"), "baseline": b.get("top10_overlap")},
+            "round_trips_per_recall": {
+                "this": a.get("round_trips_per_recall"),
+                "baseline": b.get("round_trips_per_recall"),
+            },
         }
     return out
 

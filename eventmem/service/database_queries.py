@@ -283,7 +283,9 @@ class DatabaseQueries(Part, Reads):
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
                 self._search_notes.notes = [view.vector_note()]
-        with queries.reading(conn):  # (one transaction: the search and the records it found)
+        # one transaction: the search and the records it found, in a pipeline whose BEGIN goes with
+        # the first statements and COMMIT with the records' (each would be a round trip of its own)
+        with queries.one_read(conn) as read:
             scored = database_search.hybrid(
                 conn,
                 among,
@@ -297,7 +299,9 @@ class DatabaseQueries(Part, Reads):
                 now=time.time() if now is None else now,
                 project=narrowed,
             )
-            found = reads.records(conn, [(s.project, s.id) for s in scored])
+            asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
+            read.commit()
+        found = reads.records_of(asked.fetchall()) if asked is not None else {}
         return [
             (
                 hit_of(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ class DatabaseView:
         filters: Filters,
         now: float,
         narrowed: str | None,
-        stats: keywords.Statistics,
+        stats: keywords.Statistics | None,
         vector: npt.NDArray[np.float32] | None,
     ) -> None:
         self.conn = conn
@@ -55,8 +56,15 @@ class DatabaseView:
         self.now = now
         self.narrowed = narrowed
         self.stats = stats
+        """The project's keyword statistics, if read before the lists (without a vector: the lists'
+        statements then need none)."""
         self.vector = vector
         """The query's vector, made before the searches (the keyword search then brings the cosines)."""
+        self.literal = None if vector is None else queries.vector_literal(vector)
+        """The vector as a pgvector literal, made once for the statements that send it."""
+        self.searched = stats.searched if stats is not None else BOUND
+        """The memories passing the filters, counted up to a bound: by the statistics' query without a
+        vector, else by the vector list's (:meth:`collect`)."""
         self._keys: list[Key] = []
         self._positions: dict[Key, int] = {}
         self._lock = threading.Lock()  # (the keyword search may run in hybrid_search's worker thread)
@@ -72,22 +80,33 @@ class DatabaseView:
         return queries.visible_where([self.project], self.filters, self.now, self.narrowed)
 
     def _exact(self) -> bool:
-        return self.stats.searched <= queries.EXACT_UP_TO
+        return self.searched <= queries.EXACT_UP_TO
 
     def ask(self, text: str, depth: int) -> None:
         """Send the queries of the lists :func:`hybrid_search` asks for ``text`` at ``depth`` (in a
         pipeline: their answers are read by :meth:`collect`)."""
-        if self.vector is not None and self.stats.memories:
-            setting, sql, values = queries.vector_query(
-                [self.project], self.vector, depth, self.filters, self.now, exact=self._exact(), project=self.narrowed
+        if self.vector is not None:
+            setting, sql, values = queries.counted_vector_query(
+                [self.project],
+                self.vector,
+                depth,
+                self.filters,
+                self.now,
+                project=self.narrowed,
+                literal=self.literal,
             )
-            if setting:
-                self.conn.execute(setting)
+            self.conn.execute(setting)
             self._asked[("vectors", depth)] = self.conn.execute(sql, values)
-            if setting:
-                self.conn.execute(queries.SORTING_BACK)
-        beside = self.vector is not None and self.stats.memories > 0
-        query = self._keyword_query(text, depth, beside)
+            self.conn.execute(queries.SORTING_BACK)
+        beside = self.vector is not None
+        query = None
+        if self.stats is None:  # (the words chosen in SQL: no statistics read before)
+            where, params = self._where()
+            query = keywords.ranking_at_once(
+                self.project, text, depth, where, params, beside_vectors=beside, vector=self.literal
+            )
+        if query is None:
+            query = self._keyword_query(text, depth, beside)
         if query is not None:
             self._asked[("keywords", text, depth, beside)] = self.conn.execute(*query)
         else:
@@ -95,12 +114,19 @@ class DatabaseView:
 
     def collect(self) -> None:
         for key, cursor in self._asked.items():
-            self._answers[key] = cursor.fetchall()
+            found = cursor.fetchall()
+            if key[0] == "vectors":
+                rows, self.searched = queries.counted_rows_of(found)
+                self._answers[key] = rows
+            else:
+                self._answers[key] = found
         self._asked = {}
 
     def _keyword_query(self, text: str, limit: int, beside: bool) -> tuple[str, list[object]] | None:
         where, params = self._where()
-        literal = None if self.vector is None else queries.vector_literal(self.vector)
+        if self.literal is None and self.vector is not None:
+            self.literal = queries.vector_literal(self.vector)
+        literal = self.literal
         return keywords.ranking(
             self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
         )
@@ -126,7 +152,7 @@ class DatabaseView:
         return self.embedder.model_id
 
     def vector_count(self) -> int:
-        return self.stats.memories
+        return self.stats.memories if self.stats is not None else self.searched
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         if self.vector is None:
@@ -138,7 +164,7 @@ class DatabaseView:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         found = self._answers.get(("vectors", limit)) if vector is self.vector else None
         if found is not None:
-            rows = queries.vector_rows_of(found)
+            rows = found
         else:
             rows = queries.vector_rows(
                 self.conn,
@@ -195,6 +221,9 @@ class DatabaseView:
         return self._keys[position][1]
 
 
+BOUND = queries.EXACT_UP_TO + 1
+"""The filtered memories are counted up to this many (the fusion asks whether there are more than 20
+times a few keyword hits)."""
 DEPTH = 50
 """The depth hybrid_search asks of each list for a limit of up to 12 (``max(limit * 4, 50)``): the lists
 fetched ahead (another depth is fetched when asked)."""
@@ -222,16 +251,21 @@ def hybrid(
     vector = embedder.embed([text])[0] if use_vectors else None
     found: list[Scored] = []
     with queries.reading(conn):
-        bounds = [
-            (one, (*queries.visible_where([one], filters, now, project), queries.EXACT_UP_TO + 1)) for one in projects
-        ]
-        stats = keywords.statistics_of(conn, bounds, text)
-        views = [
-            DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)
-            for one in projects
-            if stats[one].searched
-        ]
-        with conn.pipeline():
+        # with a vector, no statement before the lists: the vector list's counts the memories a filter
+        # passes (it reads them anyway) and the keyword list's chooses its words in SQL; without, the
+        # statistics are read first, with the count
+        if vector is not None:
+            views = [DatabaseView(conn, one, embedder, filters, now, project, None, vector) for one in projects]
+        else:
+            bounds = [(one, (*queries.visible_where([one], filters, now, project), BOUND)) for one in projects]
+            stats = keywords.statistics_of(conn, bounds, text)
+            views = [
+                DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)
+                for one in projects
+                if stats[one].searched
+            ]
+        # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
+        with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
             for view in views:
                 view.ask(text, max(limit * 4, DEPTH))
         for view in views:
@@ -239,7 +273,7 @@ def hybrid(
         for view in views:
             # hybrid_search reads a mask of the searched memories only for whether it holds any and how
             # many (counted up to a bound): the filters are applied in SQL
-            mask = np.ones(view.stats.searched, bool)
+            mask = np.ones(view.searched, bool)
             scored = hybrid_search(
                 view,
                 text,

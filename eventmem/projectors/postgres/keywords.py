@@ -22,6 +22,7 @@ budget keeps the postings few but for the rarest word, which is always asked).
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import threading
@@ -32,7 +33,12 @@ from itertools import pairwise
 from typing import Any, Final
 
 from eventmem.core.words import STOPWORDS
-from eventmem.projectors.keywords import query_words
+from eventmem.projectors.keywords import (
+    MAX_QUERY_WORDS,
+    MIN_POSTINGS_BUDGET,
+    MIN_POSTINGS_BUDGET_BESIDE_VECTORS,
+    query_words,
+)
 from eventmem.projectors.postings import K1, WEIGHTS, B
 from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, Tokens
 
@@ -44,6 +50,7 @@ __all__ = [
     "keyword_rows",
     "ranked",
     "ranking",
+    "ranking_at_once",
     "rows_of",
     "statistics",
     "words_of",
@@ -361,7 +368,7 @@ def ranking(
     phrase_places: list[int] = []
     phrase_parts: list[float] = []
     for place, word in enumerate(chosen):
-        tokens = _phrases().tokens(word)
+        tokens = list(word_tokens(word))
         if len(tokens) <= 2:  # a stem, or a phrase of two: its pair is held as a stem is
             if tokens:
                 single.append((place, " ".join(tokens)))
@@ -376,7 +383,11 @@ def ranking(
     if not single and not phrase_ids:
         return None
     stems = [stem for _, stem in single]
-    cosine = "NULL::float8" if vector is None else "1 - (m.embedding <=> %s::vector)"
+    cosine = (
+        "NULL::float8"
+        if vector is None
+        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
+    )
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
@@ -396,14 +407,15 @@ parts AS (
 s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
 SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
 FROM s CROSS JOIN LATERAL (
-    SELECT m.importance, m.updated_at, m.created_at, m.embedding FROM eventmem_memories m
+    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
     WHERE m.project = %s AND m.id = s.id AND ({where})
 ) m
 ORDER BY s.score DESC, s.id LIMIT %s
 """
-    # (the holders are ranked from their postings alone, and their rows read best first, one at a time
-    # through the primary key, until ``k`` pass the filters: the sorted CTE keeps its order through the
-    # nested loop, so the limit stops it; a row a filter turns away costs one index probe)
+    # (the holders are ranked from their postings alone, and asked best first, one at a time through
+    # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
+    # the sorted CTE keeps its order through the nested loop, so the limit stops it; a holder a filter
+    # turns away costs one index probe; the cosine reads the rows kept, after the limit)
     values: list[object] = [
         stems,
         [place for place, _ in single],
@@ -417,7 +429,106 @@ ORDER BY s.score DESC, s.id LIMIT %s
         phrase_ids,
         phrase_places,
         phrase_parts,
-        *([] if vector is None else [vector]),
+        *([] if vector is None else [vector, project]),
+        project,
+        *params,
+        k,
+    ]
+    return sql, values
+
+
+@functools.lru_cache(maxsize=4096)
+def word_tokens(word: str) -> tuple[str, ...]:
+    """A query word's tokens in order, by FTS5's own tokenizer (a pure function of the word, kept)."""
+    return tuple(_phrases().tokens(word))
+
+
+def ranking_at_once(
+    project: str,
+    text: str,
+    k: int,
+    where: str,
+    params: Sequence[object],
+    *,
+    beside_vectors: bool = False,
+    vector: str | None = None,
+) -> tuple[str, list[object]] | None:
+    """:func:`ranking`'s query without the project's :class:`Statistics` read first: the words are
+    chosen in SQL as :func:`eventmem.projectors.keywords.query_words` chooses them (rarest first, ties
+    by the word's code points, within the postings budget of the project's size), so that the keyword
+    list needs no round trip of its own before it. ``None`` when a word of the query is a phrase of
+    three or more tokens (its holders are read and tokenized first: ask :func:`ranking`)."""
+    if k <= 0:
+        return None
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    content = [w for w in words if w not in STOPWORDS] or words
+    stems: list[str | None] = []
+    for word in content:
+        tokens = word_tokens(word)
+        if len(tokens) > 2:
+            return None
+        stems.append(" ".join(tokens) if tokens else None)
+    if beside_vectors:
+        least, per = MIN_POSTINGS_BUDGET_BESIDE_VECTORS, 400
+    else:
+        least, per = MIN_POSTINGS_BUDGET, 50
+    cosine = (
+        "NULL::float8"
+        if vector is None
+        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
+    )
+    sql = f"""
+WITH pr AS (
+    SELECT p.memories::float8 AS n, p.tokens::float8 / p.memories::float8 AS avgdl,
+        greatest(%s, p.memories / %s) AS budget
+    FROM eventmem_projects p WHERE p.project = %s AND p.memories > 0
+),
+o AS (
+    SELECT c.stem, coalesce(w.memories, 0) AS f,
+        row_number() OVER (ORDER BY coalesce(w.memories, 0), c.word COLLATE "C") - 1 AS place
+    FROM unnest(%s::text[], %s::text[]) AS c(word, stem)
+    LEFT JOIN eventmem_words w ON w.project = %s AND w.word = c.word
+),
+u AS (SELECT stem, place, sum(f) OVER (ORDER BY place) AS used FROM o WHERE place < %s),
+q(stem, place) AS (
+    SELECT u.stem, u.place::int FROM u, pr WHERE (u.place = 0 OR u.used <= pr.budget) AND u.stem IS NOT NULL
+),
+p AS (
+    SELECT e.id, q.place, e.freq AS f, e.tokens FROM q JOIN eventmem_postings e ON e.project = %s AND e.stem = q.stem
+),
+d AS (
+    SELECT place, ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
+),
+parts AS (
+    SELECT p.id, p.place,
+        (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
+        * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
+    FROM p JOIN d USING (place)
+),
+s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
+SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
+FROM s CROSS JOIN LATERAL (
+    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
+    WHERE m.project = %s AND m.id = s.id AND ({where})
+) m
+ORDER BY s.score DESC, s.id LIMIT %s
+"""
+    # (the words chosen as in-process: ordered by the memories holding each, then by the word; the
+    # first always, then while the postings they hold fit the budget; the rest is :func:`ranking`'s)
+    values: list[object] = [
+        least,
+        per,
+        project,
+        content,
+        stems,
+        project,
+        MAX_QUERY_WORDS,
+        project,
+        K1 + 1.0,
+        K1,
+        1 - B,
+        B,
+        *([] if vector is None else [vector, project]),
         project,
         *params,
         k,

@@ -11,8 +11,8 @@ the in-process one itself, over these lists (:mod:`eventmem.service.database_sea
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,8 @@ __all__ = [
     "columns",
     "cosines",
     "count",
+    "counted_rows_of",
+    "counted_vector_query",
     "keyword_hits",
     "matching",
     "reading",
@@ -73,6 +75,50 @@ def reading(conn: Any) -> AbstractContextManager[Any]:
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         return nullcontext()
     return conn.transaction()  # type: ignore[no-any-return]
+
+
+class OneRead:
+    """What :func:`one_read` yields: :meth:`commit` sends the transaction's ``COMMIT`` in the pipeline,
+    with what was sent before it (read the answers after the block)."""
+
+    def __init__(self, conn: Any, own: bool) -> None:
+        self.conn = conn
+        self.open = own
+        """The transaction is this read's own, and its ``COMMIT`` not sent yet."""
+
+    def commit(self) -> None:
+        if self.open:
+            self.conn.execute("COMMIT")
+            self.open = False
+
+
+@contextmanager
+def one_read(conn: Any) -> Iterator[OneRead]:
+    """A read transaction in a pipeline whose ``BEGIN`` goes with the block's first statements and
+    whose ``COMMIT`` with its last (:meth:`OneRead.commit`, else at the end of the block): psycopg
+    waits for the answer to a ``BEGIN`` of its own and to each ``COMMIT``, a round trip each. Inside
+    a transaction already, only the pipeline."""
+    if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        with conn.pipeline():
+            yield OneRead(conn, False)
+        return
+    conn.autocommit = True  # (the statements below are the transaction's own)
+    read = OneRead(conn, True)
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            yield read
+            read.commit()
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # (a broken connection: its caller closes it)
+                pass
+        raise
+    finally:
+        if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+            conn.autocommit = False
 
 
 def visible_where(
@@ -251,12 +297,13 @@ def vector_query(
     *,
     exact: bool,
     project: str | None = None,
+    literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
     parameters, none when exact) and the query with its parameters."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
-    literal = _vector(vector)
+    literal = _vector(vector) if literal is None else literal
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
     column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
     sql = (
@@ -274,6 +321,88 @@ def vector_query(
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
     return setting, sql, [literal, *params, literal, k]
+
+
+def narrows(filters: Filters, project: str | None = None) -> bool:
+    """Whether ``filters`` (or ``project``) pass fewer memories than every visible one."""
+    return bool(
+        project is not None
+        or filters.kinds
+        or filters.tags
+        or filters.scope in ("project", "global")
+        or any(
+            value is not None
+            for value in (
+                filters.min_importance,
+                filters.max_importance,
+                filters.created_after,
+                filters.created_before,
+                filters.updated_after,
+                filters.updated_before,
+            )
+        )
+    )
+
+
+def counted_vector_query(
+    projects: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    k: int,
+    filters: Filters,
+    now: float | None,
+    *,
+    project: str | None = None,
+    literal: str | None = None,
+) -> tuple[str, str, list[object]]:
+    """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
+    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row: one
+    statement, where a count then a search read every filtered row twice (measured at 20,000
+    memories and a tag held by 8%: the count 6-14 ms, as long as the exact scan), and none read
+    before it. When nothing but visibility narrows the search: exact if the projects hold at most
+    :data:`EXACT_UP_TO` memories (every row read once, the count a window over them), else HNSW (no
+    count: the rows carry the memories held instead). Otherwise the filtered rows' distances are kept
+    while they are counted, and the top ``k`` taken from them if they are few enough, else from HNSW.
+    Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL, memories held or
+    NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
+    :func:`vector_literal` makes it, if made."""
+    dim = int(vector.shape[0])
+    where, params = visible_where(projects, filters, now, project)
+    literal = _vector(vector) if literal is None else literal
+    distance = f"m.embedding <=> %s::vector({dim})"
+    columns = "m.importance, m.updated_at, m.created_at"
+    setting, hnsw, values = vector_query(
+        projects, vector, k, filters, now, exact=False, project=project, literal=literal
+    )
+    if not narrows(filters, project):
+        held = "(SELECT held FROM h)"
+        sql = (
+            "WITH h AS (SELECT coalesce(sum(p.memories), 0) AS held FROM eventmem_projects p "
+            "WHERE p.project = ANY(%s)) "
+            f"(SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER (), {held} FROM eventmem_memories m "
+            f"WHERE {where} AND {held} <= {EXACT_UP_TO} ORDER BY {distance} LIMIT %s) "
+            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
+        )
+        return setting, sql, [list(projects), literal, *params, literal, k, *values]
+    sql = (
+        f"WITH f AS MATERIALIZED (SELECT m.project, m.id, {distance} AS d, {columns} FROM eventmem_memories m "
+        f"WHERE {where} LIMIT {EXACT_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
+        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n), NULL::bigint "
+        f"FROM f WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
+        f"UNION ALL (SELECT x.*, (SELECT n FROM n), NULL::bigint FROM ({hnsw}) x "
+        f"WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
+    )
+    return setting, sql, [literal, *params, k, *values]
+
+
+def counted_rows_of(found: Sequence[Sequence[Any]]) -> tuple[list[Row], int]:
+    """:func:`counted_vector_query`'s rows as :func:`vector_rows_of`'s, and the memories counted (the
+    memories held when not counted; when no row came, :data:`EXACT_UP_TO` + 1: the keyword list
+    then tells whether any passes)."""
+    if not found:
+        searched = EXACT_UP_TO + 1
+    else:
+        searched = int(found[0][6]) if found[0][6] is not None else int(found[0][7])
+    return vector_rows_of([row[:6] for row in found if row[2] is not None]), searched
 
 
 def vector_rows_of(found: Sequence[Sequence[Any]]) -> list[Row]:

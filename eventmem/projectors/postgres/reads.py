@@ -15,7 +15,17 @@ from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.projectors.postgres.projector import decode_record
 from eventmem.projectors.postgres.queries import Key, reading, visible_where
 
-__all__ = ["link_records", "listed", "projects", "records", "stats", "visible_keys", "where_is"]
+__all__ = [
+    "link_records",
+    "listed",
+    "projects",
+    "records",
+    "records_of",
+    "records_query",
+    "stats",
+    "visible_keys",
+    "where_is",
+]
 
 _LINK = msgspec.msgpack.Decoder(LinkRecord)
 
@@ -31,12 +41,21 @@ def records(conn: Any, keys: Sequence[Key]) -> dict[Key, MemoryRecord]:
     """The folded record of each of these memories (as the projector wrote it)."""
     if not keys:
         return {}
+    with reading(conn):
+        rows = conn.execute(*records_query(keys)).fetchall()
+    return records_of(rows)
+
+
+def records_query(keys: Sequence[Key]) -> tuple[str, list[object]]:
+    """What :func:`records` runs (to send in a pipeline; its rows are read by :func:`records_of`)."""
     sql = (
         "SELECT m.project, m.id, m.record FROM eventmem_memories m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id"
     )
-    with reading(conn):
-        rows = conn.execute(sql, [[p for p, _ in keys], [i for _, i in keys]]).fetchall()
+    return sql, [[p for p, _ in keys], [i for _, i in keys]]
+
+
+def records_of(rows: Sequence[Sequence[Any]]) -> dict[Key, MemoryRecord]:
     return {(str(p), str(i)): decode_record(bytes(r)) for p, i, r in rows}
 
 
