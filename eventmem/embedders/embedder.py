@@ -29,10 +29,11 @@ import json
 import re
 import threading
 import unicodedata
+import zlib
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -318,6 +319,8 @@ class HashingEmbedder:
         """Version 4: the words' rows of the table, summed per text in numpy (see the module's doc)."""
         hashed_dim = self._dim - self._static_dim
         count = len(texts)
+        if count == 1:
+            return self._looked_up_one(texts[0], hashed_dim)
         with self._words_lock:
             if self._words is None or self._words.full():
                 self._words = self._new_table(hashed_dim)
@@ -367,6 +370,49 @@ class HashingEmbedder:
         norms[norms == 0] = 1.0
         out /= norms
         return out
+
+    def _looked_up_one(self, text: str, hashed_dim: int) -> Vectors:
+        """One text (a save, a question): :meth:`_looked_up`'s numbers for a batch of one, in fewer numpy calls
+        (the word pairs hashed in zlib, the norms as :func:`numpy.linalg.norm` computes them)."""
+        with self._words_lock:
+            if self._words is None or self._words.full():
+                self._words = self._new_table(hashed_dim)
+            words = self._words
+            found = [row for row in words.rows([text])[0] if row]  # (row 0: a stop word, left out)
+            table = words.view()
+        out = np.zeros((1, self._dim), dtype=np.float32)
+        if not found:
+            return out
+        rows = np.array(found, np.int64)
+        size = table.feature_count[rows]
+        spread = expand(table.feature_start[rows], size)
+        totals = np.bincount(table.part[spread], table.counted[spread], minlength=hashed_dim * 4).astype(
+            np.float64, copy=False
+        )
+        if len(found) > 1:  # the word pairs across consecutive tokens (``b:last first``), as WordTable.pair_crcs
+            first_word = words.first_word
+            for last, row in zip(table.last_crc[rows[:-1]].tolist(), found[1:], strict=True):
+                hashed = zlib.crc32(f" {first_word[row]}".encode(), last)
+                totals[((hashed % hashed_dim) << 2) | 1 | ((hashed >> 30) & 2)] += 1.0
+        block = (_log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64).reshape(1, hashed_dim)
+        out[:, :hashed_dim] = block / _norms(block)
+        if self._static_dim:
+            pieces = table.piece[expand(table.piece_start[rows], table.piece_count[rows])]
+            if len(pieces):
+                sums = np.add.reduceat(table.vectors.take(pieces, axis=0), _FIRST, axis=0)
+                out[:, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
+        out /= _norms(out)
+        return out
+
+
+_FIRST: Final = np.zeros(1, np.int64)
+
+
+def _norms(matrix: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
+    """``np.linalg.norm(matrix, axis=1, keepdims=True)`` as it computes it (the same values), a zero norm made 1."""
+    norms: npt.NDArray[np.floating[Any]] = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
+    norms[norms == 0] = 1.0
+    return norms
 
 
 _FACTORS64: Final = _FACTORS.astype(np.float64)
