@@ -325,11 +325,8 @@ class HashingEmbedder:
             if self._words is None or self._words.full():
                 self._words = self._new_table(hashed_dim)
             words = self._words
-            per_text = words.rows(texts)
+            rows, owner = words.batch_rows(texts)
             table = words.view()
-        lengths = np.fromiter(map(len, per_text), np.int64, count)
-        rows = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
-        owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
         content = rows != 0  # (row 0: a stop word, left out, also from the word pairs)
         rows, owner = rows[content], owner[content]
         hashed = np.zeros(count * hashed_dim, dtype=np.float64)
@@ -352,23 +349,19 @@ class HashingEmbedder:
             hashed = _log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
-        norms = np.linalg.norm(block, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        out[:, :hashed_dim] = block / norms
+        out[:, :hashed_dim] = block / _norms(block)
         if self._static_dim and len(rows):
             at, size = table.piece_start[rows], table.piece_count[rows]
             pieces = table.piece[expand(at, size)]
-            piece_owner = np.repeat(owner, size)
             if len(pieces):
-                vectors = table.vectors[pieces]
-                starts = np.flatnonzero(np.r_[True, piece_owner[1:] != piece_owner[:-1]])
-                sums = np.add.reduceat(vectors, starts, axis=0)
-                norms = np.linalg.norm(sums, axis=1, keepdims=True)
-                norms[norms == 0] = 1.0
-                out[piece_owner[starts], hashed_dim:] = sums / norms * self.STATIC_WEIGHTS[self.version]
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        out /= norms
+                # each text's pieces summed (the texts with pieces: where their pieces start)
+                per_text = np.bincount(owner, size, minlength=count).astype(np.int64)
+                some = np.flatnonzero(per_text)
+                sums = np.add.reduceat(
+                    table.vectors.take(pieces, axis=0), (np.cumsum(per_text) - per_text)[some], axis=0
+                )
+                out[some, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
+        out /= _norms(out)
         return out
 
     def _looked_up_one(self, text: str, hashed_dim: int) -> Vectors:
