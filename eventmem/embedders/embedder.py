@@ -357,9 +357,8 @@ class HashingEmbedder:
                 # each text's pieces summed (the texts with pieces: where their pieces start)
                 per_text = np.bincount(owner, size, minlength=count).astype(np.int64)
                 some = np.flatnonzero(per_text)
-                sums = np.add.reduceat(
-                    table.vectors.take(pieces, axis=0), (np.cumsum(per_text) - per_text)[some], axis=0
-                )
+                ends = np.cumsum(per_text)[some]
+                sums = _piece_sums(table.vectors, pieces, ends - per_text[some], ends)
                 out[some, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
         out /= _norms(out)
         return out
@@ -399,6 +398,48 @@ class HashingEmbedder:
 
 
 _FIRST: Final = np.zeros(1, np.int64)
+_BLOCK: Final = 128
+"""numpy's pairwise sums add up to this many values in 8 running sums, more in two halves."""
+_EIGHT: Final = np.arange(8, dtype=np.int64)
+
+
+def _piece_sums(
+    table: Vectors, pieces: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+) -> Vectors:
+    """``np.add.reduceat(table[pieces], starts, axis=0)`` where each segment ends at the next's start, the same
+    float32 sums: reduceat adds a segment's first row to the pairwise sum of the rest, column by column
+    (numpy's pairwise_sum: fewer than 8 values one after the other, up to 128 in 8 running sums of every
+    8th value, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one). Done
+    here for all segments at once, a block of 8 rows at a time, whole rows (reduceat walks a column at a
+    time, which is slower); a segment of more than 129 rows by reduceat itself."""
+    count, dim = len(starts), table.shape[1]
+    rest = ends - starts - 1
+    big = rest > _BLOCK
+    blocks = np.where(big, 0, rest // 8)
+    tail = np.where(big, 0, rest % 8)
+    total = np.full((count, dim), -0.0, np.float32)  # (pairwise_sum starts at -0.0: x + -0.0 is x)
+    with_blocks = np.flatnonzero(blocks)
+    if len(with_blocks):
+        order = with_blocks[np.argsort(-blocks[with_blocks], kind="stable")]
+        size = blocks[order]
+        first = starts[order] + 1
+        running = table.take(pieces[(first[:, None] + _EIGHT).ravel()], axis=0).reshape(len(order), 8, dim)
+        for block in range(1, int(size[0])):
+            active = int(np.count_nonzero(size > block))
+            at = (first[:active, None] + (8 * block + _EIGHT)).ravel()
+            running[:active] += table.take(pieces[at], axis=0).reshape(active, 8, dim)
+        r = running.transpose(1, 0, 2)
+        total[order] = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    after = starts + 1 + 8 * blocks
+    for step in range(7):
+        active_rows = np.flatnonzero(tail > step)
+        if not len(active_rows):
+            break
+        total[active_rows] += table.take(pieces[after[active_rows] + step], axis=0)
+    out: Vectors = table.take(pieces[starts], axis=0) + total
+    for i in np.flatnonzero(big).tolist():
+        out[i] = np.add.reduceat(table.take(pieces[starts[i] : ends[i]], axis=0), _FIRST, axis=0)[0]
+    return out
 
 
 def _norms(matrix: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:

@@ -66,9 +66,8 @@ _ASCII_RUNS_MARKED: Final = bytes(c if c == 1 else b for c, b in enumerate(_RUN_
 _ASCII_PARTS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+| ")
 """:data:`eventmem.core.words` ``_PARTS`` of ASCII text (its last alternative matches no ASCII), and the space
 between two runs."""
-_CHUNK_SPACES: Final = str.maketrans({" ": f" {_MARK} ", ".": " ", "_": " ", "-": " ", "/": " "})
-"""Lower-cased ASCII raw tokens with a space between two, split (``.split()``) into their BERT words that can
-have pieces (the others are punctuation), :data:`_MARK` between two raw tokens'."""
+_PUNCTUATION_SPACES: Final = bytes.maketrans(b"._-/", b"    ")
+"""The punctuation of ASCII raw tokens made spaces: what is left are their BERT words that can have pieces."""
 _STEM: Final = re.compile(r"(?<=[^ ]{4})(?:ing|ed|es|s|ly)(?= |$)")
 """:func:`eventmem.core.words.stem` of each space-separated word: the first of its suffixes that ends the word
 with at least four characters before it."""
@@ -446,7 +445,8 @@ class WordTable:
         word_ids = np.fromiter(map(index.__getitem__, words), np.int64, len(words))
         # the pieces: those of each BERT word (letters and digits) of the lower case, in order
         if self.pieces is not None:
-            chunks, chunk_owner, _ = _separated(lower.translate(_CHUNK_SPACES).split(), _MARK, count)
+            split = f" {_MARK} ".join(raws).lower().encode("ascii").translate(_PUNCTUATION_SPACES).decode("ascii")
+            chunks, chunk_owner, _ = _separated(split.split(), _MARK, count)
             ids = self._chunk_ids(chunks)
             size = self.chunk_count.read()[ids]
             pieces = self.chunk_piece.read()[expand(self.chunk_start.read()[ids], size)]
