@@ -357,7 +357,7 @@ def embedder_modules(module: Any) -> list[Any]:
     return out
 
 
-def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> dict[str, Any]:
+def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int, batch: int = 64) -> dict[str, Any]:
     """The default built-in embedder (v4) against its code at ``ref``, alternated in one process: texts
     per CPU-second on a cold table (a new embedder and the modules' caches emptied: every word new, as in
     a fresh clone's first run) and a warm one (the same texts again), the best of ``rounds`` each, and
@@ -366,16 +366,16 @@ def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> d
 
     old = baseline_embedder_module(ref)
     sets: dict[str, tuple[list[str], int]] = {
-        "benchmark memories (40-60 words, two unique numbers each)": (texts(count), 64),
+        "benchmark memories (40-60 words, two unique numbers each)": (texts(count), batch),
         "benchmark memories with two new words each": (
             [f"{text} zq{i}x zr{i}y" for i, text in enumerate(texts(count, seed=3))],
-            64,
+            batch,
         ),
-        "docs and code paragraphs (380 characters)": (repo_paragraphs(count), 64),
+        "docs and code paragraphs (380 characters)": (repo_paragraphs(count), batch),
         "long notes that repeat new words (8 KB)": (long_repetitive_texts(max(1, count // 50)), 8),
     }
     if locomo is not None and locomo.is_file():
-        sets["LoCoMo dev turns (conversational)"] = (locomo_turns(locomo)[:count], 64)
+        sets["LoCoMo dev turns (conversational)"] = (locomo_turns(locomo)[:count], batch)
 
     def rate(module: Any, sample: list[str], batch: int) -> tuple[float, float, bytes]:
         clear_caches(*embedder_modules(module))
@@ -389,14 +389,14 @@ def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> d
             figures.append(len(sample) / max(time.process_time() - cpu, 1e-9))
         return figures[0], figures[1], b"".join(out)
 
-    result: dict[str, Any] = {"baseline": ref, "rounds": rounds}
-    for label, (sample, batch) in sets.items():
+    result: dict[str, Any] = {"baseline": ref, "rounds": rounds, "batch": batch}
+    for label, (sample, size) in sets.items():
         log(f"versus {ref}: {label}")
         best: dict[str, list[float]] = {"baseline": [0.0, 0.0], "this": [0.0, 0.0]}
         same = True
         for _ in range(rounds):
-            base_cold, base_warm, base_vectors = rate(old, sample, batch)
-            cold, warm, vectors = rate(current, sample, batch)
+            base_cold, base_warm, base_vectors = rate(old, sample, size)
+            cold, warm, vectors = rate(current, sample, size)
             same = same and vectors == base_vectors
             best["baseline"] = [max(best["baseline"][0], base_cold), max(best["baseline"][1], base_warm)]
             best["this"] = [max(best["this"][0], cold), max(best["this"][1], warm)]
@@ -488,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--baseline-rounds", type=int, default=3)
     parser.add_argument(
+        "--versus-batch",
+        type=int,
+        default=64,
+        metavar="N",
+        help="versus the baseline: texts per call (the store embeds a fresh clone's memories 256 at a time)",
+    )
+    parser.add_argument(
         "--single-baseline",
         metavar="REF",
         action="append",
@@ -507,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         if args.baseline:
             result["versus_baseline"] = versus_baseline(
-                args.baseline, args.throughput_texts, args.locomo, args.baseline_rounds
+                args.baseline, args.throughput_texts, args.locomo, args.baseline_rounds, args.versus_batch
             )
         for ref in args.single_baseline:
             log(f"one text alone versus {ref}")
