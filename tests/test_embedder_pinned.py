@@ -135,3 +135,11 @@ def test_version_4_vectors_of_long_texts_are_bit_for_bit_the_same_in_a_batch_and
     assert digest(batch) == LONG_PINNED
     alone = HashingEmbedder()
     assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
+
+
+def test_a_text_holding_control_characters_has_the_same_vector_in_a_batch_and_alone() -> None:
+    texts = ["one \x01 two", "three\x01four five", "\x01", "six seven", "eight \x01", *generated(20, seed=9)]
+    batch = HashingEmbedder().embed(texts)
+    alone = HashingEmbedder()
+    assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
+    assert batch[:2].any()

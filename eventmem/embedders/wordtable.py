@@ -354,13 +354,12 @@ class WordTable:
         """Rows for the runs (each new to the table): a few one by one in Python, more together (see
         :meth:`_add_ascii`)."""
         if len(runs) > _FEW_ROWS:
-            joined = " ".join(runs)
-            if joined.isascii():
-                self._add_ascii(runs, joined)
+            if "".join(runs).isascii():
+                self._add_ascii(runs)
                 return
             plain = [run for run in runs if run.isascii()]
             if len(plain) > _FEW_ROWS:
-                self._add_ascii(plain, " ".join(plain))
+                self._add_ascii(plain)
                 runs = [run for run in runs if not run.isascii()]
         row_words: list[list[str]] = []
         row_pieces: list[list[int]] = []
@@ -400,8 +399,8 @@ class WordTable:
             return 0
         return words, pieces
 
-    def _add_ascii(self, runs: list[str], joined: str) -> None:
-        """Rows for many new ASCII runs (``joined``: them with a space between), each step one pass over all:
+    def _add_ascii(self, runs: list[str]) -> None:
+        """Rows for many new ASCII runs, each step one pass over all of them:
         their raw tokens (the ends stripped), their parts, the words' stems, and their BERT words' pieces
         (the same words and pieces as :meth:`_made`)."""
         count = len(runs)
