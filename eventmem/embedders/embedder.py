@@ -148,6 +148,9 @@ class WordPiece:
     def _word_ids(self, word: str) -> tuple[int, ...]:
         if len(word) > self.max_chars:
             return (self.unknown,)
+        whole = self.vocab.get(word)
+        if whole is not None:  # (the longest piece the word begins with: the greedy match's first and last)
+            return (whole,)
         ids: list[int] = []
         first, following = self.vocab.get, self.following.get
         start, size = 0, len(word)
@@ -173,6 +176,12 @@ class WordPiece:
     def content_ids(self, text: str) -> list[int]:
         """The word pieces of the text's words that are neither stop words nor punctuation."""
         return [i for word in self.words(text) for i in self.content_word_ids(word)]
+
+    def alphanumeric_pieces(self, words: list[str]) -> list[tuple[int, ...]]:
+        """:meth:`content_word_ids` of each of many words made of letters and digits, not cached (words new to
+        the caller, who keeps them)."""
+        pieces = self._word_ids
+        return [() if word in STOPWORDS else pieces(word) for word in words]
 
     def _content_word_ids(self, word: str) -> tuple[int, ...]:
         if word in STOPWORDS or not (word.isalnum() or any(c.isalnum() for c in word)):

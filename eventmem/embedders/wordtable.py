@@ -27,6 +27,8 @@ class Pieces(Protocol):
 
     def content_ids(self, text: str) -> list[int]: ...
 
+    def alphanumeric_pieces(self, words: list[str]) -> list[tuple[int, ...]]: ...
+
     @property
     def content_word_ids(self) -> Callable[[str], tuple[int, ...]]: ...
 
@@ -468,7 +470,7 @@ class WordTable:
         index = self.chunk_index
         unknown = list(itertools.filterfalse(index.__contains__, dict.fromkeys(chunks)))
         if unknown and self.pieces is not None:
-            found = list(map(self.pieces.content_word_ids, unknown))
+            found = self.pieces.alphanumeric_pieces(unknown)
             sizes = np.fromiter(map(len, found), np.int64, len(found))
             self.chunk_start.extend(self.chunk_piece.size + np.cumsum(sizes) - sizes)
             self.chunk_count.extend(sizes)
