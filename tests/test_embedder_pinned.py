@@ -143,3 +143,15 @@ def test_a_text_holding_control_characters_has_the_same_vector_in_a_batch_and_al
     alone = HashingEmbedder()
     assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
     assert batch[:2].any()
+
+
+def test_many_new_numbers_in_one_batch_have_the_same_vectors_as_each_alone() -> None:
+    """Numbers new to the table, hundreds in one call (their word pieces found together), as one by one."""
+    rng = random.Random(12)
+    texts = [
+        f"note {rng.randrange(10 ** rng.randrange(1, 25))} case {rng.randrange(10**6):07d} v{rng.randrange(99)}"
+        for _ in range(300)
+    ]
+    batch = HashingEmbedder().embed(texts)
+    alone = HashingEmbedder()
+    assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()

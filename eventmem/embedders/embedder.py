@@ -116,6 +116,7 @@ class WordPiece:
             within = key[len(self.prefix) :]
             if key.startswith(self.prefix) and len(within) >= 3:
                 self.longest_next[within[:3]] = max(self.longest_next.get(within[:3], 0), len(within))
+        self._digits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
         self.content_word_ids = lru_cache(maxsize=65536)(self._content_word_ids)
 
@@ -179,14 +180,76 @@ class WordPiece:
 
     def alphanumeric_pieces(self, words: list[str]) -> list[tuple[int, ...]]:
         """:meth:`content_word_ids` of each of many words made of letters and digits, not cached (words new to
-        the caller, who keeps them)."""
+        the caller, who keeps them); many numbers together in numpy (:meth:`_number_pieces`)."""
         pieces = self._word_ids
-        return [() if word in STOPWORDS else pieces(word) for word in words]
+        numbers = [i for i, word in enumerate(words) if word.isdigit() and word.isascii() and len(word) <= _DIGITS]
+        if len(numbers) < _MANY_NUMBERS:
+            return [() if word in STOPWORDS else pieces(word) for word in words]
+        found = dict(zip(numbers, self._number_pieces([words[i] for i in numbers]), strict=True))
+        return [found.get(i) or (() if word in STOPWORDS else pieces(word)) for i, word in enumerate(words)]
+
+    def _number_pieces(self, numbers: list[str]) -> list[tuple[int, ...]]:
+        """:meth:`_word_ids` of many numbers (ASCII digits, up to 24) in numpy: the greedy longest match, each
+        step for all numbers at once, the pieces of up to 4 digits looked up in dense tables by length and
+        value (every single digit is a piece, first or continuing: no number is unknown)."""
+        first, following = self._digit_tables()
+        count = len(numbers)
+        lengths = np.fromiter(map(len, numbers), np.int64, count)
+        digits = np.zeros((count, _DIGITS + 4), np.int64)
+        digits.ravel()[expand(np.arange(count, dtype=np.int64) * (_DIGITS + 4), lengths)] = (
+            np.frombuffer("".join(numbers).encode("ascii"), np.uint8) - 48
+        )
+        position = np.zeros(count, np.int64)
+        owners, ids = [], []
+        table = first
+        active = np.arange(count, dtype=np.int64)
+        while True:
+            active = active[position[active] < lengths[active]]
+            if not len(active):
+                break
+            at, room = position[active], lengths[active] - position[active]
+            value = np.zeros(len(active), np.int64)
+            best, size = np.zeros(len(active), np.int64), np.zeros(len(active), np.int64)
+            for span in range(1, 5):
+                value = value * 10 + digits[active, at + span - 1]
+                piece = table[span * 10_000 + value]
+                hit = (piece >= 0) & (span <= room)
+                best, size = np.where(hit, piece, best), np.where(hit, span, size)
+            owners.append(active)
+            ids.append(best)
+            position[active] += size
+            table = following
+        owner, piece_ids = np.concatenate(owners), np.concatenate(ids)
+        order = np.argsort(owner, kind="stable")
+        sizes = np.bincount(owner, minlength=count)
+        flat = piece_ids[order].tolist()
+        ends = np.cumsum(sizes).tolist()
+        return [tuple(flat[end - size : end]) for end, size in zip(ends, sizes.tolist(), strict=True)]
+
+    def _digit_tables(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The id of each piece of up to 4 digits at ``length * 10_000 + value`` (-1: none): first pieces, then
+        the pieces that continue a word."""
+        if self._digits is None:
+            tables = []
+            for pieces in (self.vocab, self.following):
+                table = np.full(5 * 10_000, -1, np.int64)
+                for key, i in pieces.items():
+                    if len(key) <= 4 and key.isascii() and key.isdigit():
+                        table[len(key) * 10_000 + int(key)] = i
+                tables.append(table)
+            self._digits = (tables[0], tables[1])
+        return self._digits
 
     def _content_word_ids(self, word: str) -> tuple[int, ...]:
         if word in STOPWORDS or not (word.isalnum() or any(c.isalnum() for c in word)):
             return ()
         return self.word_ids(word)
+
+
+_DIGITS: Final = 24
+"""Numbers of up to this many digits are split into pieces in numpy."""
+_MANY_NUMBERS: Final = 256
+"""From this many new numbers in a call, their pieces are found in numpy."""
 
 
 # For ASCII text BERT's basic tokenization is: drop control characters, split on white space, and
