@@ -115,3 +115,43 @@ def test_version_4_vectors_do_not_depend_on_the_batch_or_on_words_met_before() -
     halves = HashingEmbedder()
     split = len(texts) // 3
     assert np.vstack([halves.embed(texts[split:]), halves.embed(texts[:split])][::-1]).tobytes() == cold.tobytes()
+
+
+def long_texts() -> list[str]:
+    """Texts whose word pieces number around where numpy's pairwise sums change their way (8 and 128 values)."""
+    rng = random.Random(11)
+    sizes = [1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 130, 131, 200, 257, 300, 520]
+    return [" ".join(rng.choice(WORDS + PIECES) for _ in range(size)) for size in sizes]
+
+
+LONG_PINNED = "cc45124cd9e6dee166d6c1591bc369eb5bec84851cf1f0d3a207ddbd44a520bc"
+"""Of :func:`long_texts` and ``generated(60, seed=5)`` at 384 dimensions, computed on version 4's code before its
+batches summed word pieces in blocks."""
+
+
+def test_version_4_vectors_of_long_texts_are_bit_for_bit_the_same_in_a_batch_and_alone() -> None:
+    texts = long_texts() + generated(60, seed=5)
+    batch = HashingEmbedder().embed(texts)
+    assert digest(batch) == LONG_PINNED
+    alone = HashingEmbedder()
+    assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
+
+
+def test_a_text_holding_control_characters_has_the_same_vector_in_a_batch_and_alone() -> None:
+    texts = ["one \x01 two", "three\x01four five", "\x01", "six seven", "eight \x01", *generated(20, seed=9)]
+    batch = HashingEmbedder().embed(texts)
+    alone = HashingEmbedder()
+    assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
+    assert batch[:2].any()
+
+
+def test_many_new_numbers_in_one_batch_have_the_same_vectors_as_each_alone() -> None:
+    """Numbers new to the table, hundreds in one call (their word pieces found together), as one by one."""
+    rng = random.Random(12)
+    texts = [
+        f"note {rng.randrange(10 ** rng.randrange(1, 25))} case {rng.randrange(10**6):07d} v{rng.randrange(99)}"
+        for _ in range(300)
+    ]
+    batch = HashingEmbedder().embed(texts)
+    alone = HashingEmbedder()
+    assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()

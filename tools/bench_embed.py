@@ -35,7 +35,10 @@ Usage::
   in one process, cold table (every word new, as in a fresh clone) and warm, on the benchmark's memories,
   on them with new words, on the repository's docs and code split in paragraphs, on long notes and
   (``--locomo PATH``) on conversational turns: texts per CPU-second, ratios, and whether every vector is
-  bit for bit the baseline's (a change of version 4's vectors would need a new version).
+  bit for bit the baseline's (a change of version 4's vectors would need a new version). A cold table is a
+  fresh process's: the embedder's per-process caches (words, n-grams, word pieces) are emptied first. Then one
+  text alone (a question with a new word, a question and a memory of words met before), microseconds per CPU;
+  ``--single-baseline REF`` measures one text alone against another ref too (the code before a change).
 """
 
 from __future__ import annotations
@@ -297,45 +300,85 @@ def locomo_turns(path: Path) -> list[str]:
     return out
 
 
+BASELINE_MODULES = ("eventmem/core/words.py", "eventmem/embedders/wordtable.py", "eventmem/embedders/embedder.py")
+"""The built-in embedder's code: loaded as it is at the baseline's ref, each importing the others at that ref."""
+
+
 def baseline_embedder_module(ref: str) -> Any:
-    """The built-in embedder's module as it is at git ``ref``, loaded beside the current one (it imports
-    the current ``eventmem.core.words``)."""
+    """The built-in embedder's module as it is at git ``ref``, loaded beside the current one with its words and its
+    word table as they are at ``ref`` too (a module missing there is not loaded)."""
     import types
 
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:eventmem/embedders/embedder.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    module = types.ModuleType(f"embedder_at_{ref}")
     import eventmem.embedders.embedder as current
 
-    module.__file__ = current.__file__  # (its data files are found beside the current module)
-    exec(compile(source, f"{ref}:eventmem/embedders/embedder.py", "exec"), module.__dict__)
+    tag = "".join(c if c.isalnum() else "_" for c in ref)
+    names = {path[:-3].replace("/", "."): f"eventmem_at_{tag}_{Path(path).stem}" for path in BASELINE_MODULES}
+    module = None
+    for path, alias in zip(BASELINE_MODULES, names.values(), strict=True):
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True, text=True)
+        if shown.returncode:
+            continue
+        source = shown.stdout
+        for original, renamed in names.items():
+            if renamed in sys.modules:
+                source = source.replace(f"from {original} import", f"from {renamed} import")
+        module = types.ModuleType(alias)
+        module.__file__ = current.__file__  # (its data files are found beside the current module)
+        sys.modules[alias] = module
+        exec(compile(source, f"{ref}:{path}", "exec"), module.__dict__)
     return module
 
 
-def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> dict[str, Any]:
+def clear_caches(*modules: Any) -> None:
+    """Empty every per-process cache of the embedder's modules (the lru caches of words, n-grams, word
+    pieces, the CRC tables), as a fresh process has them: a cold table is a fresh clone's first run."""
+    for module in modules:
+        for value in list(vars(module).values()):
+            if hasattr(value, "cache_clear"):
+                value.cache_clear()
+        static = getattr(module, "_Static", None)
+        pieces = getattr(static, "_pieces", None)
+        for value in vars(pieces).values() if pieces is not None else ():
+            if hasattr(value, "cache_clear"):
+                value.cache_clear()
+
+
+def embedder_modules(module: Any) -> list[Any]:
+    """The embedder's module and the modules of its code it imports (words, the word table)."""
+    out = [module]
+    for value in list(vars(module).values()):
+        owner = sys.modules.get(getattr(value, "__module__", "") or "")
+        if (
+            owner is not None
+            and owner not in out
+            and owner.__name__.replace(".", "_").endswith(("_words", "_wordtable"))
+        ):
+            out.append(owner)
+    return out
+
+
+def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int, batch: int = 64) -> dict[str, Any]:
     """The default built-in embedder (v4) against its code at ``ref``, alternated in one process: texts
-    per CPU-second on a cold table (a new embedder: every word new, as in a fresh clone) and a warm one
-    (the same texts again), the best of ``rounds`` each, and whether the vectors are bit for bit the same."""
+    per CPU-second on a cold table (a new embedder and the modules' caches emptied: every word new, as in
+    a fresh clone's first run) and a warm one (the same texts again), the best of ``rounds`` each, and
+    whether the vectors are bit for bit the same; then one text alone (see :func:`single_texts`)."""
     import eventmem.embedders.embedder as current
 
     old = baseline_embedder_module(ref)
     sets: dict[str, tuple[list[str], int]] = {
-        "benchmark memories (40-60 words, two unique numbers each)": (texts(count), 64),
+        "benchmark memories (40-60 words, two unique numbers each)": (texts(count), batch),
         "benchmark memories with two new words each": (
             [f"{text} zq{i}x zr{i}y" for i, text in enumerate(texts(count, seed=3))],
-            64,
+            batch,
         ),
-        "docs and code paragraphs (380 characters)": (repo_paragraphs(count), 64),
+        "docs and code paragraphs (380 characters)": (repo_paragraphs(count), batch),
         "long notes that repeat new words (8 KB)": (long_repetitive_texts(max(1, count // 50)), 8),
     }
     if locomo is not None and locomo.is_file():
-        sets["LoCoMo dev turns (conversational)"] = (locomo_turns(locomo)[:count], 64)
+        sets["LoCoMo dev turns (conversational)"] = (locomo_turns(locomo)[:count], batch)
 
     def rate(module: Any, sample: list[str], batch: int) -> tuple[float, float, bytes]:
+        clear_caches(*embedder_modules(module))
         embedder = module.HashingEmbedder()
         embedder.embed(["warm up"])
         out = []
@@ -346,14 +389,14 @@ def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> d
             figures.append(len(sample) / max(time.process_time() - cpu, 1e-9))
         return figures[0], figures[1], b"".join(out)
 
-    result: dict[str, Any] = {"baseline": ref, "rounds": rounds}
-    for label, (sample, batch) in sets.items():
+    result: dict[str, Any] = {"baseline": ref, "rounds": rounds, "batch": batch}
+    for label, (sample, size) in sets.items():
         log(f"versus {ref}: {label}")
         best: dict[str, list[float]] = {"baseline": [0.0, 0.0], "this": [0.0, 0.0]}
         same = True
         for _ in range(rounds):
-            base_cold, base_warm, base_vectors = rate(old, sample, batch)
-            cold, warm, vectors = rate(current, sample, batch)
+            base_cold, base_warm, base_vectors = rate(old, sample, size)
+            cold, warm, vectors = rate(current, sample, size)
             same = same and vectors == base_vectors
             best["baseline"] = [max(best["baseline"][0], base_cold), max(best["baseline"][1], base_warm)]
             best["this"] = [max(best["this"][0], cold), max(best["this"][1], warm)]
@@ -367,22 +410,54 @@ def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> d
             "warm_ratio": round(best["this"][1] / best["baseline"][1], 2),
             "vectors_bit_for_bit_the_baseline": same,
         }
-    log(f"versus {ref}: one new question at a time")
-    questions = [f"how did question {i} about zq{i}w get answered" for i in range(300)]
-    single: dict[str, float] = {}
-    for name, module in (("baseline", old), ("this", current)):
-        embedder = module.HashingEmbedder()
-        embedder.embed(["warm up"])
-        cpu = time.process_time()
-        for question in questions:
-            embedder.embed([question])
-        single[name] = (time.process_time() - cpu) / len(questions) * 1e6
-    result["one new question alone"] = {
-        "us_per_cpu": round(single["this"], 1),
-        "baseline_us_per_cpu": round(single["baseline"], 1),
-        "ratio": round(single["this"] / single["baseline"], 2),
-    }
+    result |= single_texts(ref, old, rounds)
     return result
+
+
+def single_texts(ref: str, old: Any, rounds: int, questions: int = 1000) -> dict[str, Any]:
+    """One text alone (a save, a query), against the code at ``ref`` in the same process, alternated, the best of
+    ``rounds``: microseconds per CPU of a question with one word new to the table (its other words met before),
+    of a question whose words were all met, and of a memory of 40-60 words met before."""
+    import eventmem.embedders.embedder as current
+
+    asked = [f"how did question {i} about zq{i}w get answered" for i in range(questions)]
+    saved = texts(questions // 4, seed=5)
+    kinds = ("one new question alone", "one question of words met before", "one memory of words met before")
+    best: dict[str, dict[str, float]] = {kind: {} for kind in kinds}
+    same = True
+    for _ in range(rounds):
+        for name, module in (("baseline", old), ("this", current)):
+            clear_caches(*embedder_modules(module))
+            embedder = module.HashingEmbedder()
+            embedder.embed(["how did question about get answered", *saved])
+            vectors = []
+            for kind, sample in zip(kinds, (asked, asked, saved), strict=True):
+                cpu = time.process_time()
+                vectors += [embedder.embed([text]).tobytes() for text in sample]
+                figure = (time.process_time() - cpu) / len(sample) * 1e6
+                best[kind][name] = min(best[kind].get(name, figure), figure)
+            if name == "baseline":
+                base_vectors = vectors
+            else:
+                same = same and vectors == base_vectors
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        out[kind] = {
+            "us_per_cpu": round(best[kind]["this"], 1),
+            "baseline_us_per_cpu": round(best[kind]["baseline"], 1),
+            "ratio": round(best[kind]["this"] / best[kind]["baseline"], 3),
+        }
+    out["single texts: vectors bit for bit the baseline"] = same
+    log(
+        f"versus {ref}: one text alone: "
+        + ", ".join(f"{k} {v['ratio']}x" for k, v in out.items() if isinstance(v, dict))
+    )
+    return out
+
+
+def single_only(ref: str, rounds: int) -> dict[str, Any]:
+    """One text alone against the code at ``ref`` (e.g. the code before a change that made it slower)."""
+    return {"baseline": ref, "rounds": rounds} | single_texts(ref, baseline_embedder_module(ref), rounds)
 
 
 def machine() -> dict[str, Any]:
@@ -412,6 +487,20 @@ def main(argv: list[str] | None = None) -> int:
         help="also the built-in embedder against its code at git REF (e.g. main), cold and warm, in one process",
     )
     parser.add_argument("--baseline-rounds", type=int, default=3)
+    parser.add_argument(
+        "--versus-batch",
+        type=int,
+        default=64,
+        metavar="N",
+        help="versus the baseline: texts per call (the store embeds a fresh clone's memories 256 at a time)",
+    )
+    parser.add_argument(
+        "--single-baseline",
+        metavar="REF",
+        action="append",
+        default=[],
+        help="also one text alone against the code at git REF (repeatable)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
@@ -425,8 +514,11 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         if args.baseline:
             result["versus_baseline"] = versus_baseline(
-                args.baseline, args.throughput_texts, args.locomo, args.baseline_rounds
+                args.baseline, args.throughput_texts, args.locomo, args.baseline_rounds, args.versus_batch
             )
+        for ref in args.single_baseline:
+            log(f"one text alone versus {ref}")
+            result[f"single_versus_{ref}"] = single_only(ref, args.baseline_rounds)
         if "throughput" not in skip:
             result["throughput"] = throughput(args.throughput_texts, args.onnx_texts, onnx="onnx" not in skip)
         if "recall" not in skip:
@@ -443,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 runs["onnx:minilm"] = onnx
             result["rebuild"] = runs
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    result["machine"]["load_average_at_end"] = [round(x, 2) for x in load] if load else None
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -29,10 +29,11 @@ import json
 import re
 import threading
 import unicodedata
+import zlib
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +116,7 @@ class WordPiece:
             within = key[len(self.prefix) :]
             if key.startswith(self.prefix) and len(within) >= 3:
                 self.longest_next[within[:3]] = max(self.longest_next.get(within[:3], 0), len(within))
+        self._digits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
         self.content_word_ids = lru_cache(maxsize=65536)(self._content_word_ids)
 
@@ -147,6 +149,9 @@ class WordPiece:
     def _word_ids(self, word: str) -> tuple[int, ...]:
         if len(word) > self.max_chars:
             return (self.unknown,)
+        whole = self.vocab.get(word)
+        if whole is not None:  # (the longest piece the word begins with: the greedy match's first and last)
+            return (whole,)
         ids: list[int] = []
         first, following = self.vocab.get, self.following.get
         start, size = 0, len(word)
@@ -173,10 +178,78 @@ class WordPiece:
         """The word pieces of the text's words that are neither stop words nor punctuation."""
         return [i for word in self.words(text) for i in self.content_word_ids(word)]
 
+    def alphanumeric_pieces(self, words: list[str]) -> list[tuple[int, ...]]:
+        """:meth:`content_word_ids` of each of many words made of letters and digits, not cached (words new to
+        the caller, who keeps them); many numbers together in numpy (:meth:`_number_pieces`)."""
+        pieces = self._word_ids
+        numbers = [i for i, word in enumerate(words) if word.isdigit() and word.isascii() and len(word) <= _DIGITS]
+        if len(numbers) < _MANY_NUMBERS:
+            return [() if word in STOPWORDS else pieces(word) for word in words]
+        found = dict(zip(numbers, self._number_pieces([words[i] for i in numbers]), strict=True))
+        return [found.get(i) or (() if word in STOPWORDS else pieces(word)) for i, word in enumerate(words)]
+
+    def _number_pieces(self, numbers: list[str]) -> list[tuple[int, ...]]:
+        """:meth:`_word_ids` of many numbers (ASCII digits, up to 24) in numpy: the greedy longest match, each
+        step for all numbers at once, the pieces of up to 4 digits looked up in dense tables by length and
+        value (every single digit is a piece, first or continuing: no number is unknown)."""
+        first, following = self._digit_tables()
+        count = len(numbers)
+        lengths = np.fromiter(map(len, numbers), np.int64, count)
+        digits = np.zeros((count, _DIGITS + 4), np.int64)
+        digits.ravel()[expand(np.arange(count, dtype=np.int64) * (_DIGITS + 4), lengths)] = (
+            np.frombuffer("".join(numbers).encode("ascii"), np.uint8) - 48
+        )
+        position = np.zeros(count, np.int64)
+        owners, ids = [], []
+        table = first
+        active = np.arange(count, dtype=np.int64)
+        while True:
+            active = active[position[active] < lengths[active]]
+            if not len(active):
+                break
+            at, room = position[active], lengths[active] - position[active]
+            value = np.zeros(len(active), np.int64)
+            best, size = np.zeros(len(active), np.int64), np.zeros(len(active), np.int64)
+            for span in range(1, 5):
+                value = value * 10 + digits[active, at + span - 1]
+                piece = table[span * 10_000 + value]
+                hit = (piece >= 0) & (span <= room)
+                best, size = np.where(hit, piece, best), np.where(hit, span, size)
+            owners.append(active)
+            ids.append(best)
+            position[active] += size
+            table = following
+        owner, piece_ids = np.concatenate(owners), np.concatenate(ids)
+        order = np.argsort(owner, kind="stable")
+        sizes = np.bincount(owner, minlength=count)
+        flat = piece_ids[order].tolist()
+        ends = np.cumsum(sizes).tolist()
+        return [tuple(flat[end - size : end]) for end, size in zip(ends, sizes.tolist(), strict=True)]
+
+    def _digit_tables(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The id of each piece of up to 4 digits at ``length * 10_000 + value`` (-1: none): first pieces, then
+        the pieces that continue a word."""
+        if self._digits is None:
+            tables = []
+            for pieces in (self.vocab, self.following):
+                table = np.full(5 * 10_000, -1, np.int64)
+                for key, i in pieces.items():
+                    if len(key) <= 4 and key.isascii() and key.isdigit():
+                        table[len(key) * 10_000 + int(key)] = i
+                tables.append(table)
+            self._digits = (tables[0], tables[1])
+        return self._digits
+
     def _content_word_ids(self, word: str) -> tuple[int, ...]:
         if word in STOPWORDS or not (word.isalnum() or any(c.isalnum() for c in word)):
             return ()
         return self.word_ids(word)
+
+
+_DIGITS: Final = 24
+"""Numbers of up to this many digits are split into pieces in numpy."""
+_MANY_NUMBERS: Final = 256
+"""From this many new numbers in a call, their pieces are found in numpy."""
 
 
 # For ASCII text BERT's basic tokenization is: drop control characters, split on white space, and
@@ -318,15 +391,14 @@ class HashingEmbedder:
         """Version 4: the words' rows of the table, summed per text in numpy (see the module's doc)."""
         hashed_dim = self._dim - self._static_dim
         count = len(texts)
+        if count == 1:
+            return self._looked_up_one(texts[0], hashed_dim)
         with self._words_lock:
             if self._words is None or self._words.full():
                 self._words = self._new_table(hashed_dim)
             words = self._words
-            per_text = words.rows(texts)
+            rows, owner = words.batch_rows(texts)
             table = words.view()
-        lengths = np.fromiter(map(len, per_text), np.int64, count)
-        rows = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
-        owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
         content = rows != 0  # (row 0: a stop word, left out, also from the word pairs)
         rows, owner = rows[content], owner[content]
         hashed = np.zeros(count * hashed_dim, dtype=np.float64)
@@ -349,24 +421,104 @@ class HashingEmbedder:
             hashed = _log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
-        norms = np.linalg.norm(block, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        out[:, :hashed_dim] = block / norms
+        out[:, :hashed_dim] = block / _norms(block)
         if self._static_dim and len(rows):
             at, size = table.piece_start[rows], table.piece_count[rows]
             pieces = table.piece[expand(at, size)]
-            piece_owner = np.repeat(owner, size)
             if len(pieces):
-                vectors = table.vectors[pieces]
-                starts = np.flatnonzero(np.r_[True, piece_owner[1:] != piece_owner[:-1]])
-                sums = np.add.reduceat(vectors, starts, axis=0)
-                norms = np.linalg.norm(sums, axis=1, keepdims=True)
-                norms[norms == 0] = 1.0
-                out[piece_owner[starts], hashed_dim:] = sums / norms * self.STATIC_WEIGHTS[self.version]
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        out /= norms
+                # each text's pieces summed (the texts with pieces: where their pieces start)
+                per_text = np.bincount(owner, size, minlength=count).astype(np.int64)
+                some = np.flatnonzero(per_text)
+                ends = np.cumsum(per_text)[some]
+                sums = _piece_sums(table.vectors, pieces, ends - per_text[some], ends)
+                out[some, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
+        out /= _norms(out)
         return out
+
+    def _looked_up_one(self, text: str, hashed_dim: int) -> Vectors:
+        """One text (a save, a question): :meth:`_looked_up`'s numbers for a batch of one, in fewer numpy calls
+        (the word pairs hashed in zlib, the norms as :func:`numpy.linalg.norm` computes them)."""
+        with self._words_lock:
+            if self._words is None or self._words.full():
+                self._words = self._new_table(hashed_dim)
+            words = self._words
+            found = [row for row in words.rows([text])[0] if row]  # (row 0: a stop word, left out)
+            table = words.view()
+        out = np.zeros((1, self._dim), dtype=np.float32)
+        if not found:
+            return out
+        rows = np.array(found, np.int64)
+        size = table.feature_count[rows]
+        spread = expand(table.feature_start[rows], size)
+        totals = np.bincount(table.part[spread], table.counted[spread], minlength=hashed_dim * 4).astype(
+            np.float64, copy=False
+        )
+        if len(found) > 1:  # the word pairs across consecutive tokens (``b:last first``), as WordTable.pair_crcs
+            first_word = words.first_word
+            for last, row in zip(table.last_crc[rows[:-1]].tolist(), found[1:], strict=True):
+                hashed = zlib.crc32(f" {first_word[row]}".encode(), last)
+                totals[((hashed % hashed_dim) << 2) | 1 | ((hashed >> 30) & 2)] += 1.0
+        block = (_log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64).reshape(1, hashed_dim)
+        out[:, :hashed_dim] = block / _norms(block)
+        if self._static_dim:
+            pieces = table.piece[expand(table.piece_start[rows], table.piece_count[rows])]
+            if len(pieces):
+                sums = np.add.reduceat(table.vectors.take(pieces, axis=0), _FIRST, axis=0)
+                out[:, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
+        out /= _norms(out)
+        return out
+
+
+_FIRST: Final = np.zeros(1, np.int64)
+_BLOCK: Final = 128
+"""numpy's pairwise sums add up to this many values in 8 running sums, more in two halves."""
+_EIGHT: Final = np.arange(8, dtype=np.int64)
+
+
+def _piece_sums(
+    table: Vectors, pieces: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+) -> Vectors:
+    """``np.add.reduceat(table[pieces], starts, axis=0)`` where each segment ends at the next's start, the same
+    float32 sums: reduceat adds a segment's first row to the pairwise sum of the rest, column by column
+    (numpy's pairwise_sum: fewer than 8 values one after the other, up to 128 in 8 running sums of every
+    8th value, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one). Done
+    here for all segments at once, a block of 8 rows at a time, whole rows (reduceat walks a column at a
+    time, which is slower); a segment of more than 129 rows by reduceat itself."""
+    count, dim = len(starts), table.shape[1]
+    rest = ends - starts - 1
+    big = rest > _BLOCK
+    blocks = np.where(big, 0, rest // 8)
+    tail = np.where(big, 0, rest % 8)
+    total = np.full((count, dim), -0.0, np.float32)  # (pairwise_sum starts at -0.0: x + -0.0 is x)
+    with_blocks = np.flatnonzero(blocks)
+    if len(with_blocks):
+        order = with_blocks[np.argsort(-blocks[with_blocks], kind="stable")]
+        size = blocks[order]
+        first = starts[order] + 1
+        running = table.take(pieces[(first[:, None] + _EIGHT).ravel()], axis=0).reshape(len(order), 8, dim)
+        for block in range(1, int(size[0])):
+            active = int(np.count_nonzero(size > block))
+            at = (first[:active, None] + (8 * block + _EIGHT)).ravel()
+            running[:active] += table.take(pieces[at], axis=0).reshape(active, 8, dim)
+        r = running.transpose(1, 0, 2)
+        total[order] = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    after = starts + 1 + 8 * blocks
+    for step in range(7):
+        active_rows = np.flatnonzero(tail > step)
+        if not len(active_rows):
+            break
+        total[active_rows] += table.take(pieces[after[active_rows] + step], axis=0)
+    out: Vectors = table.take(pieces[starts], axis=0) + total
+    for i in np.flatnonzero(big).tolist():
+        out[i] = np.add.reduceat(table.take(pieces[starts[i] : ends[i]], axis=0), _FIRST, axis=0)[0]
+    return out
+
+
+def _norms(matrix: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any]]:
+    """``np.linalg.norm(matrix, axis=1, keepdims=True)`` as it computes it (the same values), a zero norm made 1."""
+    norms: npt.NDArray[np.floating[Any]] = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
+    norms[norms == 0] = 1.0
+    return norms
 
 
 _FACTORS64: Final = _FACTORS.astype(np.float64)

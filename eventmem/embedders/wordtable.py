@@ -27,6 +27,8 @@ class Pieces(Protocol):
 
     def content_ids(self, text: str) -> list[int]: ...
 
+    def alphanumeric_pieces(self, words: list[str]) -> list[tuple[int, ...]]: ...
+
     @property
     def content_word_ids(self) -> Callable[[str], tuple[int, ...]]: ...
 
@@ -56,6 +58,54 @@ _RUN_BYTES: Final = bytes(c if chr(c).isascii() and (chr(c).isalnum() or chr(c) 
 def _ascii_runs(text: str) -> list[str]:
     """``_RUN.findall(text)`` of an ASCII text, a third of the time (the runs split at what is not in one)."""
     return text.encode("ascii").translate(_RUN_BYTES).decode("ascii").split()
+
+
+_MARK: Final = "\x01"
+"""Between two texts of a batch split in one pass (a text that holds it is split alone)."""
+_MARK_ROW: Final = -1
+_NEW_ROW: Final = -2
+_ASCII_RUNS_MARKED: Final = bytes(c if c == 1 else b for c, b in enumerate(_RUN_BYTES))
+_ASCII_PARTS: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+| ")
+""":data:`eventmem.core.words` ``_PARTS`` of ASCII text (its last alternative matches no ASCII), and the space
+between two runs."""
+_PUNCTUATION_SPACES: Final = bytes.maketrans(b"._-/", b"    ")
+"""The punctuation of ASCII raw tokens made spaces: what is left are their BERT words that can have pieces."""
+_STEM: Final = re.compile(r"(?<=[^ ]{4})(?:ing|ed|es|s|ly)(?= |$)")
+""":func:`eventmem.core.words.stem` of each space-separated word: the first of its suffixes that ends the word
+with at least four characters before it."""
+
+
+def batch_runs(texts: list[str]) -> list[str]:
+    """The runs of every text, in order, with :data:`_MARK` between two texts."""
+    if len(texts) == 1:
+        return _ascii_runs(texts[0]) if texts[0].isascii() else _RUN.findall(texts[0])
+    joined = f" {_MARK} ".join(texts)
+    if joined.isascii() and joined.count(_MARK) == len(texts) - 1:
+        return joined.encode("ascii").translate(_ASCII_RUNS_MARKED).decode("ascii").split()
+    out: list[str] = []  # (a text that is not ASCII: the regex, 3 times slower, for it alone)
+    for i, text in enumerate(texts):
+        if i:
+            out.append(_MARK)
+        out += _ascii_runs(text) if text.isascii() else _RUN.findall(text)
+    return out
+
+
+def stems(words: list[str]) -> list[str]:
+    """:func:`eventmem.core.words.stem` of each word (words without spaces), in one pass."""
+    if not words:
+        return []
+    return _STEM.sub("", " ".join(words)).split(" ")
+
+
+def _separated(
+    tokens: list[str], between: str, count: int
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The tokens of ``count`` runs found in one pass with the token ``between`` between two runs: the tokens
+    without it, the run each belongs to, and how many each run has."""
+    mark = np.fromiter(map(between.__eq__, tokens), bool, len(tokens))
+    kept = ~mark
+    owner = np.cumsum(mark)[kept]
+    return list(itertools.compress(tokens, kept.tolist())), owner, np.bincount(owner, minlength=count)
 
 
 def expand(start: npt.NDArray[np.int64], size: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -136,6 +186,7 @@ def _crc_table() -> npt.NDArray[np.int64]:
 _CRC_BYTE: Final = _crc_table()
 _SPACE_CRC: Final = zlib.crc32(b" ")
 _PAIR_CRC: Final = zlib.crc32(b"b:")
+_WORD_CRC: Final = zlib.crc32(b"w:")
 _FEW_ROWS: Final = 8
 """Up to this many new rows in a call are made one by one in Python, more together in numpy."""
 _SHIFT_MAX: Final = 64
@@ -161,7 +212,7 @@ def _shift_tables() -> npt.NDArray[np.int64]:
 def _ascii_ngram_codes(words: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The CRC-32 of every 3- and 4-gram of ``<word>`` of each (ASCII) word, in numpy, and the index of
     the word each belongs to (the same codes as :func:`feature_code` of :func:`char_ngrams`, halved)."""
-    marked = np.frombuffer("".join(f"<{word}>" for word in words).encode("ascii"), np.uint8).astype(np.int64)
+    marked = np.frombuffer(f"<{'><'.join(words)}>".encode("ascii"), np.uint8).astype(np.int64)
     length = np.fromiter(map(len, words), np.int64, len(words)) + 2
     offset = np.cumsum(length) - length
     codes, owners = [], []
@@ -228,6 +279,10 @@ class WordTable:
         self.words: list[str] = []
         self.word_last_crc, self.word_first_crc = _Grown(np.int64), _Grown(np.int64)
         self.word_first_length = _Grown(np.int64)
+        # the content word pieces of each BERT word met in a batch (its lower-case letters and digits)
+        self.chunk_index: dict[str, int] = {}
+        self.chunk_start, self.chunk_count, self.chunk_piece = _Grown(np.int64), _Grown(np.int64), _Grown(np.int64)
+        self.row_of[_MARK] = _MARK_ROW
         for grown, value in (
             (self.feature_start, 0),
             (self.feature_count, 0),
@@ -257,6 +312,23 @@ class WordTable:
                 out[i] = list(map(get, runs[i]))
         return out  # type: ignore[return-value]
 
+    def batch_rows(self, texts: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The rows of the texts' raw tokens, all in order (new ones added; 0 for a stop word), and the
+        text each belongs to."""
+        runs = batch_runs(texts)
+        get = self.row_of.get
+        rows = np.fromiter(map(get, runs, itertools.repeat(_NEW_ROW)), np.int64, len(runs))
+        new = np.flatnonzero(rows == _NEW_ROW)
+        if len(new):  # (a token new to the table may come several times in the batch: one row for it)
+            new_runs = list(map(runs.__getitem__, new.tolist()))
+            self._add(list(dict.fromkeys(new_runs)))
+            rows[new] = np.fromiter(map(get, new_runs), np.int64, len(new))
+        if len(texts) == 1:
+            return rows, np.zeros(len(rows), np.int64)
+        mark = rows == _MARK_ROW
+        kept = ~mark
+        return rows[kept], np.cumsum(mark)[kept]
+
     def pair_crcs(
         self, view: TableView, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
@@ -281,40 +353,144 @@ class WordTable:
         )
 
     def _add(self, runs: list[str]) -> None:
-        """Rows for the runs (each new to the table): their words and pieces here, their features in numpy."""
+        """Rows for the runs (each new to the table): a few one by one in Python, more together (see
+        :meth:`_add_ascii`)."""
+        if len(runs) > _FEW_ROWS:
+            if "".join(runs).isascii():
+                self._add_ascii(runs)
+                return
+            plain = [run for run in runs if run.isascii()]
+            if len(plain) > _FEW_ROWS:
+                self._add_ascii(plain)
+                runs = [run for run in runs if not run.isascii()]
         row_words: list[list[str]] = []
         row_pieces: list[list[int]] = []
-        row_of = self.row_of
-        content_ids = self.pieces.content_ids if self.pieces is not None else None
-        word_ids = self.pieces.content_word_ids if self.pieces is not None else None
         for run in runs:
-            raw = run.strip("._-/")
-            if raw != run:
-                known = row_of.get(raw)
-                if known is not None:
-                    row_of[run] = known
-                    continue
-            if raw.isascii() and raw.isalnum():  # (most tokens: what tokens() and WordPiece.words() make of them)
-                lower = raw.lower()
-                if raw.isdigit() or (raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower())):
-                    words = [] if lower in STOPWORDS else [stem(lower)]  # (one part: no camelCase, no digits)
-                else:
-                    words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS]
-                pieces = list(word_ids(lower)) if word_ids is not None else []  # (one BERT word)
-            else:  # (a run without its ends is one raw token, or nothing)
-                words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS] if raw else []
-                pieces = content_ids(raw) if content_ids is not None else []
-            if not words and not pieces:
-                row_of[run] = 0
+            made = self._made(run)
+            if isinstance(made, int):
+                self.row_of[run] = made
                 continue
-            row_of[run] = self.rows_added + len(row_words)
-            row_words.append(words)
-            row_pieces.append(pieces)
+            self.row_of[run] = self.rows_added + len(row_words)
+            row_words.append(made[0])
+            row_pieces.append(made[1])
         if len(row_words) > _FEW_ROWS:
-            self._add_rows(row_words, row_pieces)
+            self._add_listed(row_words, row_pieces)
         elif row_words:
             for words, pieces in zip(row_words, row_pieces, strict=True):
                 self._add_row(words, pieces)
+
+    def _made(self, run: str) -> int | tuple[list[str], list[int]]:
+        """A new run's words and content word pieces, or its row if it has one (the row of its raw token, or
+        0 if it has neither words nor pieces)."""
+        raw = run.strip("._-/")
+        if raw != run:
+            known = self.row_of.get(raw)
+            if known is not None:
+                return known
+        if raw.isascii() and raw.isalnum():  # (most tokens: what tokens() and WordPiece.words() make of them)
+            lower = raw.lower()
+            if raw.isdigit() or (raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower())):
+                words = [] if lower in STOPWORDS else [stem(lower)]  # (one part: no camelCase, no digits)
+            else:
+                words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS]
+            pieces = list(self.pieces.content_word_ids(lower)) if self.pieces is not None else []  # (one BERT word)
+        else:  # (a run without its ends is one raw token, or nothing)
+            words = [stem(w) for w in raw_token_words(raw) if w not in STOPWORDS] if raw else []
+            pieces = self.pieces.content_ids(raw) if self.pieces is not None and raw else []
+        if not words and not pieces:
+            return 0
+        return words, pieces
+
+    def _add_ascii(self, runs: list[str]) -> None:
+        """Rows for many new ASCII runs, each step one pass over all of them:
+        their raw tokens (the ends stripped), their parts, the words' stems, and their BERT words' pieces
+        (the same words and pieces as :meth:`_made`)."""
+        count = len(runs)
+        raws = list(map(str.strip, runs, itertools.repeat("._-/")))
+        row = np.full(count, _NEW_ROW, np.int64)
+        raw_sizes = np.fromiter(map(len, raws), np.int64, count)
+        row[raw_sizes == 0] = 0
+        stripped = np.flatnonzero((raw_sizes != np.fromiter(map(len, runs), np.int64, count)) & (raw_sizes > 0))
+        for i in stripped.tolist():  # (a run with ends takes its raw token's row if it has one)
+            known = self.row_of.get(raws[i])
+            if known is not None:
+                row[i] = known
+        todo = row == _NEW_ROW
+        unique = list(dict.fromkeys(itertools.compress(raws, todo.tolist())))
+        if unique:
+            where = dict(zip(unique, range(len(unique)), strict=True))
+            made = self._ascii_rows(unique)
+            row[todo] = made[np.fromiter(map(where.__getitem__, itertools.compress(raws, todo.tolist())), np.int64)]
+        self.row_of.update(zip(runs, row.tolist(), strict=True))
+
+    def _ascii_rows(self, raws: list[str]) -> npt.NDArray[np.int64]:
+        """Rows for distinct non-empty ASCII raw tokens: the row of each (0 for one without words or pieces)."""
+        count = len(raws)
+        joined = " ".join(raws)
+        lower = joined.lower()
+        # the words: each raw token's lower case, then its parts if it has several (raw_token_words), no stop words
+        parts, part_owner, part_count = _separated(_ASCII_PARTS.findall(joined), " ", count)
+        several = (part_count > 1)[part_owner]
+        items = lower.split(" ") + "\x00".join(itertools.compress(parts, several.tolist())).lower().split("\x00")
+        owner = np.concatenate([np.arange(count, dtype=np.int64), part_owner[several]])
+        order = np.argsort(owner, kind="stable")
+        words = list(map(items.__getitem__, order.tolist()))
+        content = ~np.fromiter(map(STOPWORDS.__contains__, words), bool, len(words))
+        words = stems(list(itertools.compress(words, content.tolist())))
+        word_owner = owner[order][content]
+        word_sizes = np.bincount(word_owner, minlength=count)
+        index = self.word_index
+        unknown = list(itertools.filterfalse(index.__contains__, dict.fromkeys(words)))
+        if unknown:
+            self._add_words(unknown)
+        word_ids = np.fromiter(map(index.__getitem__, words), np.int64, len(words))
+        # the pieces: those of each BERT word (letters and digits) of the lower case, in order
+        if self.pieces is not None:
+            split = f" {_MARK} ".join(raws).lower().encode("ascii").translate(_PUNCTUATION_SPACES).decode("ascii")
+            chunks, chunk_owner, _ = _separated(split.split(), _MARK, count)
+            ids = self._chunk_ids(chunks)
+            size = self.chunk_count.read()[ids]
+            pieces = self.chunk_piece.read()[expand(self.chunk_start.read()[ids], size)]
+            piece_sizes = np.bincount(np.repeat(chunk_owner, size), minlength=count)
+        else:
+            pieces, piece_sizes = np.zeros(0, np.int64), np.zeros(count, np.int64)
+        made = (word_sizes > 0) | (piece_sizes > 0)
+        out = np.zeros(count, np.int64)
+        out[made] = self.rows_added + np.arange(int(made.sum()), dtype=np.int64)
+        if not made.all():
+            word_ids = word_ids[made[word_owner]]
+            pieces = pieces[np.repeat(made, piece_sizes)]
+            word_sizes, piece_sizes = word_sizes[made], piece_sizes[made]
+        if len(word_sizes):
+            self._add_rows(word_ids, word_sizes, pieces, piece_sizes)
+        return out
+
+    def _chunk_ids(self, chunks: list[str]) -> npt.NDArray[np.int64]:
+        """Each BERT word's index in the table of their pieces (new ones added: their pieces found together)."""
+        index = self.chunk_index
+        unknown = list(itertools.filterfalse(index.__contains__, dict.fromkeys(chunks)))
+        if unknown and self.pieces is not None:
+            found = self.pieces.alphanumeric_pieces(unknown)
+            sizes = np.fromiter(map(len, found), np.int64, len(found))
+            self.chunk_start.extend(self.chunk_piece.size + np.cumsum(sizes) - sizes)
+            self.chunk_count.extend(sizes)
+            self.chunk_piece.extend(np.fromiter(itertools.chain.from_iterable(found), np.int64, int(sizes.sum())))
+            index.update(zip(unknown, range(len(index), len(index) + len(unknown)), strict=True))
+        return np.fromiter(map(index.__getitem__, chunks), np.int64, len(chunks))
+
+    def _add_listed(self, row_words: list[list[str]], row_pieces: list[list[int]]) -> None:
+        """Rows of the words and pieces listed (see :meth:`_add_rows`)."""
+        index = self.word_index
+        unknown = [word for word in dict.fromkeys(itertools.chain.from_iterable(row_words)) if word not in index]
+        if unknown:
+            self._add_words(unknown)
+        word_sizes = np.fromiter(map(len, row_words), np.int64, len(row_words))
+        word_ids = np.fromiter(
+            map(index.__getitem__, itertools.chain.from_iterable(row_words)), np.int64, int(word_sizes.sum())
+        )
+        piece_sizes = np.fromiter(map(len, row_pieces), np.int64, len(row_pieces))
+        pieces = np.fromiter(itertools.chain.from_iterable(row_pieces), np.int64, int(piece_sizes.sum()))
+        self._add_rows(word_ids, word_sizes, pieces, piece_sizes)
 
     def _add_row(self, words: list[str], pieces: list[int]) -> None:
         """One row in Python (cheaper than numpy for a few: a question's new words); the same row as
@@ -345,17 +521,15 @@ class WordTable:
         self.last_crc.extend([zlib.crc32(f"b:{words[-1]}".encode() if words else b"b:")])
         self.rows_added += 1
 
-    def _add_rows(self, row_words: list[list[str]], row_pieces: list[list[int]]) -> None:
-        added = len(row_words)
-        index = self.word_index
-        unknown = [word for word in dict.fromkeys(itertools.chain.from_iterable(row_words)) if word not in index]
-        if unknown:
-            self._add_words(unknown)
-        # a row's features: those of each of its words (as often as the word comes), and its word pairs
-        word_lengths = np.fromiter(map(len, row_words), np.int64, added)
-        word_ids = np.fromiter(
-            (index[word] for words in row_words for word in words), np.int64, int(word_lengths.sum())
-        )
+    def _add_rows(
+        self,
+        word_ids: npt.NDArray[np.int64],
+        word_lengths: npt.NDArray[np.int64],
+        pieces: npt.NDArray[np.int64],
+        piece_sizes: npt.NDArray[np.int64],
+    ) -> None:
+        """New rows: each of its words (by index, all known: ``word_lengths`` a row) and its pieces."""
+        added = len(word_lengths)
         word_start, word_count = self.word_start.read(), self.word_count.read()
         size = word_count[word_ids]
         spread = expand(word_start[word_ids], size)
@@ -379,14 +553,17 @@ class WordTable:
         self.feature_count.extend(sizes)
         self.part.extend(np.concatenate(parts)[order])
         self.count.extend(np.concatenate(counts)[order])
-        piece_sizes = np.fromiter(map(len, row_pieces), np.int64, added)
         self.piece_start.extend(self.piece.size + np.cumsum(piece_sizes) - piece_sizes)
         self.piece_count.extend(piece_sizes)
-        self.piece.extend(np.fromiter(itertools.chain.from_iterable(row_pieces), np.int64, int(piece_sizes.sum())))
-        self.first_word += [words[0] if words else "" for words in row_words]
+        self.piece.extend(pieces)
         has = word_lengths > 0
         at = (np.cumsum(word_lengths) - word_lengths)[has]
         first, last = word_ids[at], word_ids[at + word_lengths[has] - 1]
+        if has.all():
+            self.first_word += map(self.words.__getitem__, first.tolist())
+        else:
+            firsts = iter(map(self.words.__getitem__, first.tolist()))
+            self.first_word += [next(firsts) if word else "" for word in has.tolist()]
         row_first_crc = np.full(added, _SPACE_CRC, np.int64)
         row_first_crc[has] = first_crc[first]
         row_first_length = np.ones(added, np.int64)
@@ -403,22 +580,28 @@ class WordTable:
         the 3- and 4-grams of ``<word>`` (once each)."""
         first = len(self.word_index)
         count = len(words)
+        joined = " ".join(words)
+        encoded = joined.encode().split(b" ")  # (a word has no space: made of [\w.\-/])
         owners = [np.arange(count, dtype=np.int64)]
-        codes = [np.fromiter((zlib.crc32(f"w:{word}".encode()) * 2 + 1 for word in words), np.int64, count)]
+        # (zlib.crc32(data, crc32(prefix)) is crc32(prefix + data))
+        codes = [np.fromiter(map(zlib.crc32, encoded, itertools.repeat(_WORD_CRC)), np.int64, count) * 2 + 1]
         counts = [np.full(count, 2.0)]
-        long = [i for i, word in enumerate(words) if len(word) > 3]
-        plain = [i for i in long if words[i].isascii()]
+        long = np.flatnonzero(np.fromiter(map(len, words), np.int64, count) > 3)
+        plain: list[int] = long.tolist()
+        if not joined.isascii():
+            plain = [i for i in plain if words[i].isascii()]
         if plain:
             hashes, at = _ascii_ngram_codes([words[i] for i in plain])
             owners.append(np.asarray(plain, np.int64)[at])
             codes.append(hashes * 2)  # (a gram of a word never has ":" second: words are made of [\w.\-/])
             counts.append(np.ones(len(hashes)))
-        for i in long:
-            if not words[i].isascii():
-                grams = char_ngrams(words[i])
-                owners.append(np.full(len(grams), i, np.int64))
-                codes.append(np.fromiter(map(feature_code, grams), np.int64, len(grams)))
-                counts.append(np.ones(len(grams)))
+        if len(plain) < len(long):
+            for i in long.tolist():
+                if not words[i].isascii():
+                    grams = char_ngrams(words[i])
+                    owners.append(np.full(len(grams), i, np.int64))
+                    codes.append(np.fromiter(map(feature_code, grams), np.int64, len(grams)))
+                    counts.append(np.ones(len(grams)))
         owner = np.concatenate(owners)
         order = np.argsort(owner, kind="stable")
         sizes = np.bincount(owner, minlength=count)
@@ -428,10 +611,9 @@ class WordTable:
         self.word_counted.extend(np.concatenate(counts)[order])
         self.word_index.update(zip(words, range(first, first + count), strict=True))
         self.words += words
-        self.word_last_crc.extend([zlib.crc32(f"b:{word}".encode()) for word in words])
-        spaced = [f" {word}".encode() for word in words]
-        self.word_first_crc.extend([zlib.crc32(word) for word in spaced])
-        self.word_first_length.extend(list(map(len, spaced)))
+        self.word_last_crc.extend(np.fromiter(map(zlib.crc32, encoded, itertools.repeat(_PAIR_CRC)), np.int64, count))
+        self.word_first_crc.extend(np.fromiter(map(zlib.crc32, encoded, itertools.repeat(_SPACE_CRC)), np.int64, count))
+        self.word_first_length.extend(np.fromiter(map(len, encoded), np.int64, count) + 1)
 
     def _parts(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """A feature code's dimension and kind (1 for a word or word-pair feature, plus 2 for a hash with its
