@@ -22,6 +22,7 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Final
 
 import msgspec
@@ -161,8 +162,9 @@ class KeywordIndex:
             chunk = present[start : start + 500]
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({marks})"
-            for row in self._db.execute(sql, chunk):
-                self.df.subtract(words_of(" ".join(row)))
+            self.df.subtract(
+                Counter(chain.from_iterable(words_of(" ".join(row)) for row in self._db.execute(sql, chunk)))
+            )
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((s,) for s in present))
         self._present.difference_update(present)
         if self.ranking is not None:
@@ -187,8 +189,7 @@ class KeywordIndex:
         self._forget([r[0] for r in rows])
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
         self._db.execute("COMMIT")
-        for row in rows:
-            self.df.update(words_of(" ".join(row[1:])))
+        self.df.update(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
         self._present.update(r[0] for r in rows)
         if self.ranking is not None:
             self.ranking.added(rows)

@@ -24,7 +24,14 @@ from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.embedders.providers import ProviderError
 from eventmem.projectors.vectors import EmbedItem
 
-__all__ = ["EMBED_BATCH", "INLINE_EMBED_MAX", "RETRY_UNAVAILABLE_SECONDS", "EmbeddingQueue", "Progress"]
+__all__ = [
+    "BUILTIN_INLINE_EMBED_MAX",
+    "EMBED_BATCH",
+    "INLINE_EMBED_MAX",
+    "RETRY_UNAVAILABLE_SECONDS",
+    "EmbeddingQueue",
+    "Progress",
+]
 
 log = logging.getLogger("eventmem.runner")
 
@@ -32,6 +39,9 @@ EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
 inside a call (a save reads its own vector at once); a larger backlog goes to the worker."""
+BUILTIN_INLINE_EMBED_MAX = 256
+"""The same for the built-in embedder (about 0.1 ms a text): a larger backlog (a merged branch, a
+fresh clone's first start) goes to the worker, and recall answers from the keyword index meanwhile."""
 RETRY_UNAVAILABLE_SECONDS = 30.0
 Progress = Callable[[int, int], None]
 
@@ -168,7 +178,8 @@ class EmbeddingQueue:
 
     def submit(self, items: list[EmbedItem]) -> None:
         """Embed these texts now, or leave them to the worker (caller holds the lock)."""
-        if not self.background or not (isinstance(self.embedder, Loadable) or self._replacing):
+        slow = isinstance(self.embedder, Loadable) or self._replacing
+        if not self.background or (not slow and len(items) <= BUILTIN_INLINE_EMBED_MAX):
             self._embed_inline(items)
             return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
@@ -184,7 +195,7 @@ class EmbeddingQueue:
         if not missing:
             return
         backlog = self._pending or self._inflight or self._error is not None
-        if self._ready and not backlog and len(missing) <= INLINE_EMBED_MAX:
+        if self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX):
             self._embed_inline([items[i] for i in missing])
             return
         for i in missing:
