@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
@@ -185,6 +186,9 @@ class KeywordIndex:
         if not rows:
             return
         self._phrases.clear()
+        if len(rows) >= UPSERT_BESIDE_FROM:
+            self._upsert_beside(rows)
+            return
         self._db.execute("BEGIN")
         self._forget([r[0] for r in rows])
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
@@ -192,6 +196,56 @@ class KeywordIndex:
         self.df.update(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
         self._present.update(r[0] for r in rows)
         if self.ranking is not None:
+            self.ranking.added(rows)
+
+    def _upsert_beside(self, rows: list[Row]) -> None:
+        """:meth:`upsert` of many rows (a merged branch): the rows are copied into a temporary table
+        (about 2 us a row), then a thread replaces the index's rows from it in two statements, which
+        run in SQLite without the GIL (as :class:`BulkLoad` fills an index), while this one counts
+        the words the document frequencies lose and gain. The same rows, counts and answers."""
+        db = self._db
+        present = sorted({r[0] for r in rows if r[0] in self._present})
+        lost: Counter[str] = Counter()
+        for start in range(0, len(present), 500):
+            chunk = present[start : start + 500]
+            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})"
+            lost.update(chain.from_iterable(words_of(" ".join(row)) for row in db.execute(sql, chunk)))
+        db.execute("BEGIN")
+        failed: list[BaseException] = []
+        try:
+            db.execute("CREATE TEMP TABLE upsert_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany("INSERT INTO temp.upsert_rows VALUES (?, ?, ?, ?, ?)", rows)
+
+            def write() -> None:
+                with self.using:  # (the connection is not closed under it, even at exit)
+                    try:
+                        db.execute("DELETE FROM docs WHERE rowid IN (SELECT slot FROM temp.upsert_rows)")
+                        db.execute(
+                            "INSERT INTO docs(rowid, title, summary, content, tags) "
+                            "SELECT slot, title, summary, content, tags FROM temp.upsert_rows ORDER BY slot"
+                        )
+                        db.execute("DROP TABLE temp.upsert_rows")
+                        db.execute("COMMIT")
+                    except BaseException as exc:  # (raised below)
+                        failed.append(exc)
+
+            writer = threading.Thread(target=write, name="eventmem-keywords", daemon=True)
+            writer.start()
+            try:
+                gained = Counter(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
+            finally:
+                writer.join()
+        finally:
+            if db.in_transaction:  # (failed before or at the commit)
+                db.execute("ROLLBACK")
+            db.execute("DROP TABLE IF EXISTS temp.upsert_rows")
+        if failed:
+            raise failed[0]
+        self.df.subtract(lost)
+        self.df.update(gained)
+        self._present.update(r[0] for r in rows)
+        if self.ranking is not None:
+            self.ranking.removed(present)
             self.ranking.added(rows)
 
     def rank_in_memory(self) -> None:
@@ -292,6 +346,11 @@ class KeywordIndex:
     def serialize(self) -> bytes:
         """The database with the document frequencies and the rows present in plain tables beside the
         index, and after it the in-memory postings if they are made (see :func:`_unframed`)."""
+        return self.serialize_later()()
+
+    def serialize_later(self) -> Callable[[], bytes]:
+        """:meth:`serialize` in two steps: the database is copied now, the postings frozen (a copy of
+        their arrays' lists), and the function returned encodes them, in any thread, as they are now."""
         self._db.execute("CREATE TABLE df(counts BLOB)")
         self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
         try:
@@ -304,10 +363,17 @@ class KeywordIndex:
             self._db.execute("DROP TABLE df")
             self._db.execute("DROP TABLE present")
         made = self.ranking.ready() if self.ranking is not None else None
-        stored = made.encoded() if made is not None else b""  # (so that the next start reads them)
-        return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
+        frozen = made.frozen() if made is not None else None
+
+        def framed() -> bytes:
+            stored = frozen.encoded() if frozen is not None else b""  # (so that the next start reads them)
+            return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
+
+        return framed
 
 
+UPSERT_BESIDE_FROM: Final = 500
+"""From this many rows on, :meth:`KeywordIndex.upsert` writes them from a thread (see ``_upsert_beside``)."""
 BULK_KEYWORDS_MIN: Final = 2000
 """From this many memories on, :meth:`KeywordsProjector.load` fills the index from a second thread."""
 
@@ -388,8 +454,13 @@ class KeywordsProjector:
         return None  # (the runner keeps the cursors of in-process projections)
 
     def snapshot(self) -> bytes:
+        return self.snapshot_later()()
+
+    def snapshot_later(self) -> Callable[[], bytes]:
+        """:meth:`snapshot` in two steps (see :meth:`KeywordIndex.serialize_later`): the function
+        returned may run in another thread, after this projector changed."""
         self.settle()
-        data = self.index.serialize()
+        data = self.index.serialize_later()
         self._postings_kept = self.index.ranking is not None and self.index.ranking.ready() is not None
         return data
 

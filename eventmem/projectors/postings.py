@@ -163,6 +163,16 @@ class Postings:
         postings.total_tokens = int(sizes.sum())
         return postings
 
+    def frozen(self) -> Postings:
+        """A copy that later changes of these postings leave as it is (the arrays of postings are
+        shared: they are never changed in place), to encode in another thread (see :meth:`encoded`)."""
+        copy = Postings(self.tokens)
+        copy._lists = {number: list(parts) for number, parts in self._lists.items()}
+        copy._version, copy._live, copy._sizes = self._version.copy(), self._live.copy(), self._sizes.copy()
+        copy.rows, copy.total_tokens = self.rows, self.total_tokens
+        copy._removals, copy._checked = self._removals, dict(self._checked)
+        return copy
+
     def encoded(self) -> bytes:
         """:meth:`stored`, encoded (see :meth:`decoded`)."""
         return msgspec.msgpack.encode(self.stored())
