@@ -9,11 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from conftest import git, reopen, write_events
-from mcp import ClientSession
-from mcp_client import assert_clean_stderr, call, serve, server_env
+from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
 from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
@@ -74,17 +72,6 @@ def branch_with_many_events(project: Path) -> tuple[str, str, int]:
     return events[0].memory, "quixotrel", len(events)
 
 
-async def when_embedded(session: ClientSession, query: str) -> dict[str, Any]:
-    """The answer to ``query`` once it no longer says that vectors are incomplete (the worker embeds
-    in the background; no call waits for it)."""
-    for _ in range(1200):
-        answer = await call(session, "retrieve_context", query=query, limit=5)
-        if "warnings" not in answer:
-            return answer
-        await anyio.sleep(0.05)
-    raise AssertionError(f"the memories were never all embedded: {answer}")
-
-
 def ranked(answer: dict[str, Any]) -> list[tuple[str, float]]:
     """(id, score) of each result, best first."""
     return [(hit["id"], hit["score"]) for hit in answer["results"]]
@@ -98,11 +85,9 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
     env = server_env(EVENTMEM_RECENCY_BOOST="0")
     async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
         await session.initialize()
-        # a fresh clone: keyword answers at once while its vectors are made, then vector answers
-        first = await call(session, "retrieve_context", query="webhook retries", limit=5)
-        assert first["results"]
-        before = await when_embedded(session, f"{MARKER} ledger")
+        before = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)
         assert marked not in {hit["id"] for hit in before["results"]}
+        assert "warnings" not in before  # (a start embeds what it finds before it answers)
 
         git(project, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
         found = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)
@@ -112,7 +97,9 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
         renamed = await call(session, "search_memories", query=renamed_word, limit=100)
         assert len(renamed["results"]) == UPDATED  # the changed texts too
 
-        done = await when_embedded(session, f"{MARKER} ledger")
+        await vectors_ready(session)
+        done = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)
+        assert "warnings" not in done
         assert done["results"][0]["id"] == marked
         by_vector = await call(session, "search_memories", query="where the ledger lives", mode="vector", limit=3)
         assert "warnings" not in by_vector  # (the vector index answered, not the keyword fallback)

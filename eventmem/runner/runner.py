@@ -380,6 +380,9 @@ class Store:
                 copier.start()
             self.catch_up()
             self._forget_other_models()
+            # from now on a large backlog (a merged branch) is embedded by the worker while keywords
+            # answer; what the start itself found to embed was embedded above
+            self.embedding.backlog_to_worker = background_vectors
 
     def _model_seen(self) -> None:
         if not self._model_recorded:  # the first save of a project that had no journal yet
