@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, Implementation, TextContent
 
@@ -107,6 +108,18 @@ async def serve(
             ClientSession(read, write, client_info=client_info, **options) as session,
         ):
             yield session
+
+
+async def vectors_ready(client: ToolClient) -> None:
+    """Return once ``retrieve_context`` no longer says that vectors are incomplete: a server embeds a
+    fresh clone's memories, or a merged branch's, in the background, answering from keywords
+    meanwhile, and no call waits for it. (Its question matches no memory: no access is counted.)"""
+    for _ in range(1200):
+        answer = await call(client, "retrieve_context", query="qqxvectorsreadyqqx", limit=1)
+        if "warnings" not in answer:
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"the memories were never all embedded: {answer}")
 
 
 def assert_clean_stderr(errlog: Path) -> None:

@@ -321,3 +321,33 @@ def test_beside_vectors_a_common_word_is_left_to_the_vectors_while_a_keyword_onl
     assert index.query_words("rare common", beside_vectors=True) == ["rare"]
     assert index.query_words("common", beside_vectors=True) == ["common"]  # the rarest word is always asked
     assert {slot for slot, _ in index.search("rare common", 10, beside_vectors=True)} == {2000, 2001, 2002}
+
+
+# -- a large upsert (a merged branch) -----------------------------------------------------------
+
+
+def changed_rows(count: int) -> list[tuple[int, str, str, str, str]]:
+    """Every second slot of :func:`varied_rows` with another text (some not ASCII), and new slots."""
+    words = "branch merge ledger quokka wörd café_x zanzibar naïve lint schema".split()
+    return [
+        row(slot, title=f"{words[slot % 10]} merged", content=" ".join(words[(slot * k) % 10] for k in range(1, 6)))
+        for slot in range(0, count * 2, 2)
+    ]
+
+
+@pytest.mark.parametrize("count", [600, 1200])
+def test_a_large_upsert_counts_and_answers_as_the_same_rows_given_a_few_at_a_time(count: int) -> None:
+    changes = changed_rows(count)
+    large, few = KeywordIndex(), KeywordIndex()
+    for index in (large, few):
+        index.upsert(varied_rows(count))
+    large.upsert(changes)  # (from this size on, written from a thread and counted by FTS5)
+    for start in range(0, len(changes), 50):
+        few.upsert(changes[start : start + 50])
+    assert len(large) == len(few) == count + count // 2  # (the changes replace half the slots, and add as many)
+    assert {w: n for w, n in large.df.items() if n} == {w: n for w, n in few.df.items() if n}
+    assert large.engine_state()[1:] == (0, False)  # no temporary table, no transaction left
+    for query in ["cache", "branch ledger", "wörd café_x", "schema merged", "quokka naïve"]:
+        assert large.search(query, 10) == few.search(query, 10)
+    loaded = KeywordIndex(large.serialize())
+    assert loaded.search("merge zanzibar", 10) == few.search("merge zanzibar", 10)

@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         code = archive(args.baseline, tmp / "baseline-code")
         result["baseline_side"] = side(tmp, "baseline", code, args, texts)
         result["this_side"] = side(tmp, "this", None, args, texts)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     keys = ("first_call_s", "retrieve_p50_ms", "rss_bytes_per_memory", "next_call_after_merge_s")
     result["ratios_to_baseline"] = {
         key: round(result["this_side"][key] / result["baseline_side"][key], 2)

@@ -172,12 +172,21 @@ async def serving(
             events, counts, marked = project.mixed_events(branch_events, 101, "mergemarkerone")
             project.branch("feature1", events)
             out["merged_branch"] = {"events": len(events), "by_type": counts}
+            out["load_average_at_merge"] = [round(x, 2) for x in os.getloadavg()]
             out["git_merge_s"] = round(merge(project, "feature1"), 3)
             started = time.perf_counter()
             result = await session.call_tool("retrieve_context", {"query": "mergemarkerone"}, read_timeout_seconds=900)
             out["next_call_after_merge_s"] = round(time.perf_counter() - started, 3)
             answer = json.loads(result.content[0].text)
             out["next_call_sees_merge"] = marked in {hit["id"] for hit in answer.get("results", [])}
+            out["next_call_warnings"] = answer.get("warnings", [])
+            # until the merged memories are embedded (in the background), answers say so
+            started = time.perf_counter()
+            while "warnings" in answer and time.perf_counter() - started < 900:
+                await asyncio.sleep(0.1)
+                result = await session.call_tool("retrieve_context", {"query": "qqxnohitqqx"}, read_timeout_seconds=900)
+                answer = json.loads(result.content[0].text)
+            out["vectors_complete_after_next_call_s"] = round(time.perf_counter() - started, 3)
             after = [await call(session, "retrieve_context", {"query": text}) for text in texts[:50]]
             out["retrieve_p50_ms_after_merge"] = p50_ms(after)
             log(f"serving: next call after a merge of {len(events)} events: {out['next_call_after_merge_s']}s")

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Final
 
 import msgspec
@@ -34,7 +36,7 @@ from eventmem.projectors.columns import SlotTable
 from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, guarded_connection, words_of
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
-__all__ = ["BULK_KEYWORDS_MIN", "KeywordIndex", "KeywordsProjector", "fts_query", "query_words"]
+__all__ = ["BULK_KEYWORDS_MIN", "UPSERT_BESIDE_FROM", "KeywordIndex", "KeywordsProjector", "fts_query", "query_words"]
 
 _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
@@ -161,8 +163,9 @@ class KeywordIndex:
             chunk = present[start : start + 500]
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({marks})"
-            for row in self._db.execute(sql, chunk):
-                self.df.subtract(words_of(" ".join(row)))
+            self.df.subtract(
+                Counter(chain.from_iterable(words_of(" ".join(row)) for row in self._db.execute(sql, chunk)))
+            )
         self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((s,) for s in present))
         self._present.difference_update(present)
         if self.ranking is not None:
@@ -183,15 +186,86 @@ class KeywordIndex:
         if not rows:
             return
         self._phrases.clear()
+        if len(rows) >= UPSERT_BESIDE_FROM:
+            self.change_beside(rows, [])()
+            return
         self._db.execute("BEGIN")
         self._forget([r[0] for r in rows])
         self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
         self._db.execute("COMMIT")
-        for row in rows:
-            self.df.update(words_of(" ".join(row[1:])))
+        self.df.update(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
         self._present.update(r[0] for r in rows)
         if self.ranking is not None:
             self.ranking.added(rows)
+
+    def change_beside(self, rows: list[Row], removed: list[int]) -> Callable[[], None]:
+        """Remove the rows of the slots ``removed``, then :meth:`upsert` ``rows`` (many: a merged
+        branch; in slot order), as :class:`BulkLoad` fills an index: the rows are copied into a
+        temporary table (about 2 us a row), and a thread started now replaces the index's rows from
+        it in two statements, which SQLite runs without the GIL. The function returned counts the
+        words the document frequencies lose and gain (in the caller's thread: the thread writes
+        meanwhile), waits for the thread and raises what it raised; the index is not to be used
+        until it is called. The same rows, counts and answers as :meth:`remove` and :meth:`upsert`."""
+        self._phrases.clear()
+        db = self._db
+        gone = sorted({s for s in removed if s in self._present} | {r[0] for r in rows if r[0] in self._present})
+        old: list[str] = []
+        for start in range(0, len(gone), 500):
+            chunk = gone[start : start + 500]
+            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})"
+            old += (" ".join(row) for row in db.execute(sql, chunk))
+        failed: list[BaseException] = []
+
+        def write() -> None:
+            with self.using:  # (the connection is not closed under it, even at exit)
+                try:
+                    db.execute("DELETE FROM docs WHERE rowid IN (SELECT slot FROM temp.upsert_gone)")
+                    db.execute(
+                        "INSERT INTO docs(rowid, title, summary, content, tags) "
+                        "SELECT slot, title, summary, content, tags FROM temp.upsert_rows ORDER BY slot"
+                    )
+                    db.execute("COMMIT")
+                except BaseException as exc:  # (raised by finish)
+                    failed.append(exc)
+
+        def end() -> None:
+            if db.in_transaction:  # (failed before or at the commit)
+                db.execute("ROLLBACK")
+            db.execute("DROP TABLE IF EXISTS temp.upsert_rows")
+            db.execute("DROP TABLE IF EXISTS temp.upsert_gone")
+
+        db.execute("BEGIN")
+        try:
+            db.execute("CREATE TEMP TABLE upsert_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany("INSERT INTO temp.upsert_rows VALUES (?, ?, ?, ?, ?)", rows)
+            db.execute("CREATE TEMP TABLE upsert_gone(slot INTEGER PRIMARY KEY)")
+            db.executemany("INSERT INTO temp.upsert_gone VALUES (?)", ((slot,) for slot in gone))
+            writer = threading.Thread(target=write, name="eventmem-keywords", daemon=True)
+            writer.start()
+        except BaseException:
+            end()
+            raise
+
+        def finish() -> None:
+            try:
+                try:
+                    lost = Counter(chain.from_iterable(map(words_of, old)))
+                    gained = Counter(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
+                finally:
+                    writer.join()
+            finally:
+                end()
+            if failed:
+                raise failed[0]
+            self.df.subtract(lost)
+            self.df.update(gained)
+            self._present.difference_update(gone)
+            self._present.update(r[0] for r in rows)
+            if self.ranking is not None:
+                self.ranking.removed(gone)
+                self.ranking.added(rows)
+
+        return finish
 
     def rank_in_memory(self) -> None:
         """Rank searches from in-memory postings, made by a thread from the rows there are now (FTS5
@@ -291,6 +365,11 @@ class KeywordIndex:
     def serialize(self) -> bytes:
         """The database with the document frequencies and the rows present in plain tables beside the
         index, and after it the in-memory postings if they are made (see :func:`_unframed`)."""
+        return self.serialize_later()()
+
+    def serialize_later(self) -> Callable[[], bytes]:
+        """:meth:`serialize` in two steps: the database is copied now, the postings frozen (a copy of
+        their arrays' lists), and the function returned encodes them, in any thread, as they are now."""
         self._db.execute("CREATE TABLE df(counts BLOB)")
         self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
         try:
@@ -303,10 +382,17 @@ class KeywordIndex:
             self._db.execute("DROP TABLE df")
             self._db.execute("DROP TABLE present")
         made = self.ranking.ready() if self.ranking is not None else None
-        stored = made.encoded() if made is not None else b""  # (so that the next start reads them)
-        return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
+        frozen = made.frozen() if made is not None else None
+
+        def framed() -> bytes:
+            stored = frozen.encoded() if frozen is not None else b""  # (so that the next start reads them)
+            return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
+
+        return framed
 
 
+UPSERT_BESIDE_FROM: Final = 500
+"""From this many rows on, :meth:`KeywordIndex.upsert` writes them from a thread (see ``_upsert_beside``)."""
 BULK_KEYWORDS_MIN: Final = 2000
 """From this many memories on, :meth:`KeywordsProjector.load` fills the index from a second thread."""
 
@@ -332,11 +418,18 @@ class KeywordsProjector:
         """From this many rows on, searches are ranked from in-memory postings (:mod:`~.postings`)."""
         self.index = KeywordIndex()
         self._bulk: BulkLoad | None = None
+        self._change: Callable[[], None] | None = None
+        """The end of a large change a thread is writing (see :meth:`apply`)."""
         self._postings_kept = False
         """The last snapshot taken or restored holds the in-memory postings."""
 
     def _rank_if_due(self) -> None:
-        if self._bulk is None and self.index.ranking is None and len(self.index) >= self.postings_from:
+        if (
+            self._bulk is None
+            and self._change is None
+            and self.index.ranking is None
+            and len(self.index) >= self.postings_from
+        ):
             self.index.rank_in_memory()
 
     def ranked_in_memory(self, timeout: float | None = None) -> bool:
@@ -350,10 +443,17 @@ class KeywordsProjector:
         return [(of[r.id], r.title, r.summary, r.content, " ".join(r.tags)) for r in (p.record for p in upserts)]
 
     def apply(self, batch: Batch) -> None:
+        """Take ``batch`` in; a large one (a merged branch) is written by a thread while the caller
+        goes on, until :meth:`settle` (see :meth:`KeywordIndex.change_beside`)."""
         self.settle()
-        if batch.removals:
-            get = self.table.get
-            self.index.remove([slot for memory_id in batch.removals if (slot := get(memory_id)) is not None])
+        get = self.table.get
+        removed = [slot for memory_id in batch.removals if (slot := get(memory_id)) is not None]
+        if len(batch.upserts) >= UPSERT_BESIDE_FROM:
+            rows = sorted(self._rows(batch.upserts), key=lambda row: row[0])
+            self._change = self.index.change_beside(rows, removed)
+            return
+        if removed:
+            self.index.remove(removed)
         if batch.upserts:
             self.index.upsert(self._rows(batch.upserts))
         self._rank_if_due()
@@ -374,9 +474,18 @@ class KeywordsProjector:
         return self._bulk is not None
 
     def settle(self) -> None:
-        """Wait for a bulk load to be in; raises what it raised (the index is then empty)."""
-        self._finish_bulk()
+        """Wait for a bulk load (or a large change) to be in; raises what it raised (after a bulk
+        load the index is then empty)."""
+        self._finish()
         self._rank_if_due()
+
+    def _finish(self) -> None:
+        change, self._change = self._change, None
+        try:
+            if change is not None:
+                change()
+        finally:
+            self._finish_bulk()
 
     def _finish_bulk(self) -> None:
         bulk, self._bulk = self._bulk, None
@@ -387,8 +496,13 @@ class KeywordsProjector:
         return None  # (the runner keeps the cursors of in-process projections)
 
     def snapshot(self) -> bytes:
+        return self.snapshot_later()()
+
+    def snapshot_later(self) -> Callable[[], bytes]:
+        """:meth:`snapshot` in two steps (see :meth:`KeywordIndex.serialize_later`): the function
+        returned may run in another thread, after this projector changed."""
         self.settle()
-        data = self.index.serialize()
+        data = self.index.serialize_later()
         self._postings_kept = self.index.ranking is not None and self.index.ranking.ready() is not None
         return data
 
@@ -420,7 +534,7 @@ class KeywordsProjector:
 
     def close(self, timeout: float | None = 10.0) -> None:
         try:  # (the thread making postings stops at its next chunk of rows)
-            self._finish_bulk()
+            self._finish()
         finally:
             if self.index.ranking is not None:
                 self.index.ranking.stop(timeout)

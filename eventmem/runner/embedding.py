@@ -5,7 +5,9 @@ minutes to embed a whole journal. In the background mode (a server) the fold and
 are made at once, cached vectors are used at once, and the rest is embedded by one worker thread
 that holds the runner's lock only to take a batch and to put the vectors in; until it is done,
 :meth:`EmbeddingQueue.status` is not "ready" and recall answers from the keyword index alone. The
-runner writes no snapshot while anything is pending, so a snapshot never lacks a vector.
+runner writes no snapshot while anything is pending, so a snapshot never lacks a vector. The
+built-in embedder embeds within the call, but in a server that is open, a backlog larger than
+:data:`BUILTIN_INLINE_EMBED_MAX` (a branch merged under it) goes to the worker in the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.embedders.providers import ProviderError
 from eventmem.projectors.vectors import EmbedItem
 
-__all__ = ["EMBED_BATCH", "INLINE_EMBED_MAX", "RETRY_UNAVAILABLE_SECONDS", "EmbeddingQueue", "Progress"]
+__all__ = [
+    "BUILTIN_INLINE_EMBED_MAX",
+    "EMBED_BATCH",
+    "INLINE_EMBED_MAX",
+    "RETRY_UNAVAILABLE_SECONDS",
+    "EmbeddingQueue",
+    "Progress",
+]
 
 log = logging.getLogger("eventmem.runner")
 
@@ -32,6 +41,9 @@ EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
 inside a call (a save reads its own vector at once); a larger backlog goes to the worker."""
+BUILTIN_INLINE_EMBED_MAX = 256
+"""The same for the built-in embedder (about 0.1 ms a text) in a server once it is open: a larger
+backlog (a merged branch) goes to the worker, and recall answers from the keyword index meanwhile."""
 RETRY_UNAVAILABLE_SECONDS = 30.0
 Progress = Callable[[int, int], None]
 
@@ -63,6 +75,9 @@ class EmbeddingQueue:
         self._on_done = on_done
         self.background = False
         """Embed in the worker (see :meth:`start`); guarded by the lock."""
+        self.backlog_to_worker = False
+        """The built-in embedder leaves a backlog larger than :data:`BUILTIN_INLINE_EMBED_MAX` to the
+        worker too (a server, once open: see :meth:`Store.open`); guarded by the lock."""
         self.progress: Progress | None = None
         """Called with (embedded, to embed) as a large batch of texts is embedded."""
         self._ready = not isinstance(embedder, Loadable) or embedder.loaded
@@ -168,7 +183,8 @@ class EmbeddingQueue:
 
     def submit(self, items: list[EmbedItem]) -> None:
         """Embed these texts now, or leave them to the worker (caller holds the lock)."""
-        if not self.background or not (isinstance(self.embedder, Loadable) or self._replacing):
+        slow = isinstance(self.embedder, Loadable) or self._replacing
+        if not self.background or (not slow and (not self.backlog_to_worker or len(items) <= BUILTIN_INLINE_EMBED_MAX)):
             self._embed_inline(items)
             return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
@@ -184,7 +200,7 @@ class EmbeddingQueue:
         if not missing:
             return
         backlog = self._pending or self._inflight or self._error is not None
-        if self._ready and not backlog and len(missing) <= INLINE_EMBED_MAX:
+        if self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX):
             self._embed_inline([items[i] for i in missing])
             return
         for i in missing:

@@ -20,6 +20,7 @@ from eventmem.core.events import AnyEvent
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import HASH_BYTES, content_hash
 from eventmem.projectors.base import Batch, Projected
+from eventmem.projectors.keywords import UPSERT_BESIDE_FROM
 from eventmem.projectors.vectors import EmbedItem, embed_text
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived
@@ -37,8 +38,9 @@ def projected(derived: Derived, record: MemoryRecord) -> Projected:
 
 def index_texts(derived: Derived, texts: Batch, items: list[EmbedItem]) -> None:
     if texts.upserts:
-        derived.keywords.apply(texts)
+        derived.keywords.apply(texts)  # (a large batch is written by a thread meanwhile)
     derived.vectors.embed(items)
+    derived.keywords.settle()
 
 
 def apply_local(derived: Derived, events: Iterable[AnyEvent], embedding: EmbeddingQueue, deferral: Deferral) -> None:
@@ -91,6 +93,17 @@ def sync(
             texts.append(memory)
             hashes[slot] = digest
         upserts.append(memory)
+    deferred = defer_index and bool(texts or to_embed)
+    if not deferred and len(texts) >= UPSERT_BESIDE_FROM:
+        # many texts (a merged branch): their keyword rows are written by a thread (see
+        # KeywordIndex.change_beside) while this one makes the columns and hands the vectors on
+        derived.keywords.apply(Batch(tuple(texts), tuple(removals)))
+        derived.columns.apply(Batch(tuple(upserts), tuple(removals)))
+        if removed:
+            embedding.forget(removed)
+            derived.vectors.apply(Batch((), tuple(removals)))
+        index_texts(derived, Batch((), ()), to_embed)
+        return
     derived.columns.apply(Batch(tuple(upserts), tuple(removals)))
     if removed:
         embedding.forget(removed)
@@ -98,7 +111,7 @@ def sync(
         derived.vectors.apply(gone)
         derived.keywords.apply(gone)
     changed = Batch(tuple(texts), ())
-    if defer_index and (texts or to_embed):
+    if deferred:
         deferral.defer(functools.partial(index_texts, derived, changed, to_embed))
     else:
         index_texts(derived, changed, to_embed)

@@ -46,6 +46,8 @@ __all__ = ["Store"]
 log = logging.getLogger("eventmem.runner")
 
 OWN_VECTORS_AFTER_SECONDS = 1.0
+SNAPSHOT_AFTER_SECONDS = 0.5
+"""A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 
 
@@ -71,6 +73,8 @@ class Store:
         """Access counts from the clone's local usage stream (never in git)."""
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
+        self._snapshot_timer: threading.Timer | None = None
+        """A snapshot due in a server, taken a moment after the call (see :meth:`_snapshot_if_due`)."""
         self.embedding = EmbeddingQueue(
             self.lock, embedder, self.embeddings, self._put_vectors, self._wants_vector, self._vectors_done
         )
@@ -139,8 +143,25 @@ class Store:
             return max(applied, 0)
 
     def _snapshot_if_due(self) -> None:
-        if self.derived.events_since_snapshot >= self.derived.snapshot_due(self.config.snapshot_every_events):
+        if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
+            return
+        if not self.deferral.enabled:
             self.save_snapshot(background=True)
+        elif self._snapshot_timer is None:
+            # a server: a moment after the call, so that it is not taken on the call's path (the
+            # journal holds every event; a process killed before it starts from the older one)
+            timer = threading.Timer(SNAPSHOT_AFTER_SECONDS, self._snapshot_later)
+            timer.name, timer.daemon = "eventmem-snapshot-later", True
+            self._snapshot_timer = timer
+            timer.start()
+
+    def _snapshot_later(self) -> None:
+        with self.lock:
+            if self._snapshot_timer is None:
+                return  # (cancelled: the store is closing)
+            self._snapshot_timer = None
+            if self.derived.events_since_snapshot:
+                self.save_snapshot(background=True)
 
     def apply_adopted(self, events: Iterable[AnyEvent]) -> None:
         """Fold in events this process just wrote into a segment taken as applied with
@@ -359,6 +380,9 @@ class Store:
                 copier.start()
             self.catch_up()
             self._forget_other_models()
+            # from now on a large backlog (a merged branch) is embedded by the worker while keywords
+            # answer; what the start itself found to embed was embedded above
+            self.embedding.backlog_to_worker = background_vectors
 
     def _model_seen(self) -> None:
         if not self._model_recorded:  # the first save of a project that had no journal yet
@@ -373,6 +397,10 @@ class Store:
             self._model_recorded = forget_other_models(self.paths.cache_dir / "embeddings", self.embedder.model_id)
 
     def close(self) -> None:
+        with self.lock:
+            timer, self._snapshot_timer = self._snapshot_timer, None
+        if timer is not None:
+            timer.cancel()  # (a snapshot still due is taken below)
         self.deferral.stop()  # (access counts must not be lost)
         self.embedding.stop(10.0)
         self.wait_snapshot()

@@ -14,6 +14,7 @@ import logging
 import mmap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -115,9 +116,12 @@ def read_snapshot(path: Path) -> StoredSnapshot:
             gc.enable()
 
 
-def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) -> tuple[Snapshot, VectorIndex] | None:
-    """A snapshot of ``derived`` (and a copy of its vector index) to :func:`write` from any thread,
-    or ``None`` when the fold cannot be encoded. Uses (and forgets) the fold encoded ahead while the
+def take(
+    derived: Derived, *, embedder: str, owner: str, embeddings_end: int
+) -> tuple[Snapshot, VectorIndex, Callable[[], bytes]] | None:
+    """A snapshot of ``derived`` (and a copy of its vector index, and the function that encodes its
+    keyword index's postings as they are now) to :func:`write` from any thread, or ``None`` when the
+    fold cannot be encoded. Uses (and forgets) the fold encoded ahead while the
     keyword index was being filled (see :func:`encoded_fold`); the count of events since the last
     snapshot starts again."""
     ahead, derived.encoded_state = derived.encoded_state, None
@@ -133,7 +137,7 @@ def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) ->
         state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
         slot_ids=list(derived.table.ids),
         slot_hashes=list(derived.slot_hashes),
-        keywords=derived.keywords.snapshot(),
+        keywords=b"",  # (see below)
         problems=[(p.path, p.offset, p.reason) for p in derived.problems.values()],
         columns=derived.columns.snapshot(),
         vectors_file=f"vectors-{new_id()}.faiss",
@@ -141,9 +145,10 @@ def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) ->
         embeddings_end=embeddings_end,
         approximate=derived.vectors.index.approximate_stored() or b"",
     )
+    keywords = derived.keywords.snapshot_later()
     vectors = derived.vectors.index.copy()
     derived.events_since_snapshot = 0
-    return snapshot, vectors
+    return snapshot, vectors, keywords
 
 
 def encoded_fold(state: State, ahead: tuple[State, int, bytes] | None) -> bytes:
@@ -160,8 +165,9 @@ def _written_here(name: str) -> bool:
     return name == "snapshot.bin" or (name.startswith("vectors-") and name.endswith(".faiss"))
 
 
-def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex) -> bool:
-    """Encode and write ``snapshot`` (made of copies: no lock is needed): the vector index
+def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex, keywords: Callable[[], bytes]) -> bool:
+    """Encode and write ``snapshot`` (made of copies: no lock is needed) with the keyword index
+    ``keywords`` encodes (its postings are encoded here, not under the store's lock): the vector index
     first, then the snapshot that names it; older index files go, but for the one the previous
     snapshot named (a process may be about to open it). Temp files a killed writer left (as large as
     a snapshot: hundreds of MB at 100k memories) are removed first. ``lock`` (the cache's snapshot
@@ -178,6 +184,7 @@ def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex)
                     sum(size for _, size in leftovers),
                     cache,
                 )
+            snapshot.keywords = keywords()
             data = msgspec.msgpack.encode(snapshot)
             atomic_replace(cache / snapshot.vectors_file, vectors.write)
             atomic_write(cache / "snapshot.bin", data)
