@@ -46,9 +46,9 @@ __all__ = ["Store"]
 log = logging.getLogger("eventmem.runner")
 
 OWN_VECTORS_AFTER_SECONDS = 1.0
+"""A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
-"""A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 
 
 class Store:
