@@ -392,7 +392,7 @@ class KeywordIndex:
 
 
 UPSERT_BESIDE_FROM: Final = 500
-"""From this many rows on, :meth:`KeywordIndex.upsert` writes them from a thread (:meth:`~KeywordIndex.change_beside`)."""
+"""From this many rows on, :meth:`KeywordIndex.upsert` writes them from a thread (``change_beside``)."""
 BULK_KEYWORDS_MIN: Final = 2000
 """From this many memories on, :meth:`KeywordsProjector.load` fills the index from a second thread."""
 
