@@ -1,10 +1,104 @@
-"""The fusion's rules over candidate lists (``eventmem.core.query_rules``)."""
+"""The fusion's rules over candidate lists (``eventmem.core.query_rules``), and what they do to a recall:
+memories saved one after the other in one sitting lend each other a share of their score, in the
+journal's own order (the save times), so that a rebuild or another process gives the same answers."""
 
 from __future__ import annotations
 
-import numpy as np
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from eventmem.core.query_rules import fuse
+import numpy as np
+from conftest import reopen, write_events
+
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, to_iso
+from eventmem.core.query_rules import NEIGHBOUR_SHARE, fuse, with_neighbours
+from eventmem.service import MemoryService
+
+FILLERS = [
+    f"Gina: my friend at the {place} had {thing} last {day}, and the party went on late"
+    for place, thing, day in zip(
+        ["club", "studio", "hall", "school", "park", "theatre", "gym", "bar"] * 2,
+        ["a band", "new lights", "a contest", "a guest", "snacks", "a crowd", "music", "a show"] * 2,
+        ["night", "week", "month", "Friday", "Sunday", "summer", "spring", "winter"] * 2,
+        strict=True,
+    )
+]
+QUESTION = "Gina: what got you into ballroom dancing in the first place?"
+REPLY = "Jon: my grandmother taught me the waltz when I was six, in her kitchen."
+ASKED = "how did her friend get into ballroom dancing"
+
+
+def test_a_reply_saved_right_after_the_question_it_answers_is_found_with_it(service: MemoryService) -> None:
+    """The reply shares no word with the question asked later; it was saved right after a turn that
+    does, and comes back with it."""
+    for text in FILLERS[:8]:
+        service.save(text)
+    asked = service.save(QUESTION)
+    reply = service.save(REPLY)
+    for text in FILLERS[8:]:
+        service.save(text)
+    ids = [h.id for h in service.recall(ASKED, limit=5)]
+    assert asked.id in ids and reply.id in ids
+    assert reply.id not in [h.id for h in service.recall(ASKED, limit=10, mode="keyword")]
+
+
+def saved(content: str, at: datetime) -> MemorySaved:
+    return MemorySaved(id=new_id(), ts=to_iso(at), memory=new_id(), content=content)
+
+
+def answers(service: MemoryService) -> list[tuple[str, float]]:
+    return [(h.id, round(h.score, 9)) for h in service.recall(ASKED, limit=10)]
+
+
+def test_neighbours_follow_the_save_times_not_the_order_a_journal_was_read_in_and_come_back_after_a_rebuild(
+    project: Path,
+) -> None:
+    """Another writer's reply, saved 10 seconds after the question but written to the journal after
+    every other memory, is the question's neighbour in this process and after the cache is deleted;
+    a memory written right after the question but saved an hour later is not."""
+    start = datetime.now(UTC) - timedelta(hours=3)
+    events = [saved(text, start + timedelta(seconds=30 * i)) for i, text in enumerate(FILLERS)]
+    question = saved(QUESTION, start + timedelta(seconds=30 * 8 - 15))
+    later = saved("Jon: my grandmother taught me the tango last winter.", start + timedelta(hours=1))
+    reply = saved(REPLY, start + timedelta(seconds=30 * 8 - 5))
+    write_events(project, [*events, question, later, reply])
+    service = reopen(project)
+    try:
+        before = answers(service)
+    finally:
+        service.close()
+    ids = [memory for memory, _ in before[:5]]
+    assert question.memory in ids and reply.memory in ids
+    assert later.memory not in [memory for memory, _ in before]
+    shutil.rmtree(project / ".eventmem" / "cache")
+    again = reopen(project)
+    try:
+        assert answers(again) == before
+    finally:
+        again.close()
+
+
+def test_a_neighbour_gets_a_share_of_its_lender_divided_by_the_steps_between_them() -> None:
+    scores = np.array([1.0, 0.1, 0.5, 0.05, 0.0], dtype=np.float64)
+    pairs = np.array([[1, 0, 1], [0, 1, 1], [3, 2, 1], [4, 0, 2]], dtype=np.int64)
+    out = with_neighbours(scores, pairs)
+    assert out[1] == 0.1 + NEIGHBOUR_SHARE * 1.0
+    assert out[0] == 1.0 + NEIGHBOUR_SHARE * 0.1
+    assert out[3] == 0.05 + NEIGHBOUR_SHARE * 0.5
+    assert out[4] == NEIGHBOUR_SHARE * 1.0 / 2
+    assert out[2] == 0.5
+    assert with_neighbours(scores, np.zeros((0, 3), dtype=np.int64)).tolist() == scores.tolist()
+
+
+def test_a_neighbour_rises_to_just_below_the_memory_that_lends_it_a_share_never_above_it() -> None:
+    scores = np.array([0.5, 0.45, 0.3, 0.2], dtype=np.float64)
+    pairs = np.array([[1, 0, 1], [3, 2, 1]], dtype=np.int64)
+    out = with_neighbours(scores, pairs)
+    assert 0.45 < out[1] < out[0] == 0.5  # a quarter of 0.5 would have passed its lender
+    assert out[3] == 0.2 + NEIGHBOUR_SHARE * 0.3  # a quarter of 0.3 stays below it: all of it
+    assert sorted(range(4), key=lambda i: -out[i]) == [0, 1, 2, 3]
 
 
 def test_the_linear_fusion_scales_each_list_to_the_query_and_weighs_them() -> None:

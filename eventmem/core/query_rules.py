@@ -21,7 +21,11 @@ if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
+    "NEIGHBOUR_SHARE",
+    "NEIGHBOUR_SOURCES",
+    "NEIGHBOUR_STEPS",
     "RRF_K",
+    "SITTING_SECONDS",
     "TIME_BOOST",
     "VECTOR_FLOOR",
     "Filters",
@@ -29,6 +33,7 @@ __all__ = [
     "spread",
     "spreads",
     "unknown_words_floor",
+    "with_neighbours",
 ]
 
 RRF_K = 60
@@ -90,6 +95,19 @@ def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return scores / best if best > 0 else scores
 
 
+NEIGHBOUR_SHARE = 0.25
+"""The share of a memory's score its neighbours get (see :func:`with_neighbours`): a quarter, so that a
+neighbour rises among the answers without passing a memory that matches the question as well."""
+NEIGHBOUR_SOURCES = 5
+"""Only the best few of a query's candidates lend their neighbours a share (the top of a page)."""
+NEIGHBOUR_STEPS = 2
+"""How many memories on each side of a lender are its neighbours; the ``n``-th closest gets ``1/n`` of
+the share."""
+SITTING_SECONDS = 600.0
+"""Two memories saved one after the other at most this far apart were saved in one sitting: each is
+context for the other (a reply and its question, the cause noted after the error, the next step)."""
+
+
 def fuse(
     candidates: Sequence[int],
     vector_hits: Mapping[int, float],
@@ -144,6 +162,29 @@ def fuse(
     fused = spread(vector_scores) if spread_cosines else vector_scores
     scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (total or 1.0)
     return scores, vector_scores, keyword_scores
+
+
+def with_neighbours(
+    scores: npt.NDArray[np.float64], pairs: npt.NDArray[np.int64], share: float = NEIGHBOUR_SHARE
+) -> npt.NDArray[np.float64]:
+    """``scores`` plus, for each candidate, the best share lent to it by its neighbours among the
+    query's best (the memories saved just before and after it in one sitting): ``share`` of the
+    lender's score, divided by the step between them, but never up to the lender's own score (a
+    neighbour stays just below it: the memory that matches keeps its rank, and MRR with it).
+    ``pairs``: rows ``(i, j, step)``, candidate ``j`` lending to candidate ``i``, ``step`` memories
+    away (1: saved right before or after it). Pure."""
+    import numpy as np
+
+    if not len(pairs) or share == 0:
+        return scores
+    lender, borrower = scores[pairs[:, 1]], scores[pairs[:, 0]]
+    lent = share * np.maximum(lender, 0.0) / pairs[:, 2]
+    below = borrower < lender  # (a neighbour scored above its lender already may rise further)
+    lent[below] = np.minimum(lent[below], np.nextafter(lender[below], -np.inf) - borrower[below])
+    context = np.zeros(len(scores), dtype=np.float64)
+    np.maximum.at(context, pairs[:, 0], np.maximum(lent, 0.0))
+    out: npt.NDArray[np.float64] = scores + context
+    return out
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):

@@ -218,6 +218,12 @@ class ReadView:
         """Creation (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.created[positions].astype(np.float64)
 
+    def saved_between(self, low: float, high: float, among: Mask) -> npt.NDArray[np.int64]:
+        """The positions ``among`` allows of the memories created from ``low`` to ``high`` (epoch
+        seconds, both included), in position order."""
+        created = self._derived.columns.columns.created[: len(among)]
+        return np.flatnonzero((created >= low) & (created <= high) & among).astype(np.int64)
+
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.updated[positions]

@@ -23,12 +23,16 @@ import numpy.typing as npt
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
     FEW_KEYWORD_MATCHES,
+    NEIGHBOUR_SOURCES,
+    NEIGHBOUR_STEPS,
+    SITTING_SECONDS,
     TIME_BOOST,
     VECTOR_FLOOR,
     Filters,
     fuse,
     spreads,
     unknown_words_floor,
+    with_neighbours,
 )
 from eventmem.core.timewords import closeness
 from eventmem.core.words import STOPWORDS
@@ -96,6 +100,60 @@ class ScoredSlot:
     score: float
     vector_score: float
     keyword_score: float
+
+
+def sitting_neighbours(
+    view: ReadView, lenders: list[int], mask: npt.NDArray[np.bool_], steps: int = NEIGHBOUR_STEPS
+) -> list[tuple[int, int, int]]:
+    """``(neighbour, lender, step)`` of positions: for each of ``lenders``, the ``steps`` memories
+    ``mask`` allows that were saved just before it and the ``steps`` just after it (``step`` 1 the
+    closest), at most :data:`SITTING_SECONDS` apart. The order is the journal's own (creation time,
+    then id), never the positions': a rebuild, or another process folding the journal, finds the
+    same neighbours."""
+    out: list[tuple[int, int, int]] = []
+    times = view.created_at(np.asarray(lenders, dtype=np.int64)).tolist()
+    for lender, at in zip(lenders, times, strict=True):
+        near = view.saved_between(at - SITTING_SECONDS, at + SITTING_SECONDS, mask)
+        near = near[near != lender]
+        if not len(near):
+            continue
+        when = view.created_at(near)
+        earlier, later = when < at, when > at
+        tied = np.flatnonzero(when == at)  # (saved in the same microsecond: ordered by id)
+        if len(tied):
+            own = view.id_at(lender)
+            before = np.asarray([view.id_at(int(near[i])) < own for i in tied.tolist()])
+            earlier[tied[before]] = True
+            later[tied[~before]] = True
+        for side, backwards in ((earlier, True), (later, False)):
+            found = _nearest(view, near[side], when[side], steps, backwards=backwards)
+            out += [(position, lender, step) for step, position in enumerate(found, 1)]
+    return out
+
+
+def best_of(view: ReadView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
+    """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered)."""
+    top: list[int] = list(range(len(candidates)))
+    if len(candidates) > count > 0:
+        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+        top = np.flatnonzero(scores >= cut).tolist()
+    ranked = sorted(top, key=lambda i: (-scores[i], view.id_at(candidates[i])))
+    return [candidates[i] for i in ranked[:count]]
+
+
+def _nearest(
+    view: ReadView, positions: npt.NDArray[np.int64], when: npt.NDArray[np.float64], count: int, *, backwards: bool
+) -> list[int]:
+    """The ``count`` of ``positions`` saved last (``backwards``) or first, by (creation time, id)."""
+    if len(positions) > count:
+        cut = len(when) - count if backwards else count - 1
+        edge = np.partition(when, cut)[cut]
+        kept = when >= edge if backwards else when <= edge
+        positions, when = positions[kept], when[kept]
+    keyed = sorted(zip(when.tolist(), (view.id_at(p) for p in positions.tolist()), positions.tolist(), strict=True))
+    if backwards:
+        keyed.reverse()
+    return [position for _, _, position in keyed[:count]]
 
 
 def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
@@ -179,6 +237,33 @@ def hybrid_search(
         use_vectors=use_vectors,
         use_keywords=use_keywords,
     )
+    if config.fusion == "linear" and use_vectors and use_keywords and isinstance(view, ReadView):
+        # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are
+        # too close together to add a share of one; a database's view does not offer the save order)
+        pairs = sitting_neighbours(view, best_of(view, candidates, scores, NEIGHBOUR_SOURCES), mask, NEIGHBOUR_STEPS)
+        if pairs:
+            index = {s: i for i, s in enumerate(candidates)}
+            new = sorted({n for n, _, _ in pairs if n not in index})
+            if new:
+                candidates = candidates + new
+                index.update((s, i) for i, s in enumerate(candidates))
+                if query_vector is not None:
+                    others.update(view.vector_similarities(new, query_vector))
+                slots = np.asarray(candidates, dtype=np.int64)
+                scores, vector_scores, keyword_scores = fuse(
+                    candidates,
+                    vector_hits,
+                    keyword_hits,
+                    fusion=config.fusion,
+                    weights=fusion_weights(config, view.embedder_id),
+                    spread_cosines=spreads(view.embedder_id),
+                    searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,
+                    cosines=others,
+                    use_vectors=use_vectors,
+                    use_keywords=use_keywords,
+                )
+            lent = np.asarray([(index[n], index[s], step) for n, s, step in pairs], dtype=np.int64)
+            scores = with_neighbours(scores, lent)
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
