@@ -114,3 +114,18 @@ def test_the_linear_fusion_scales_each_list_to_the_query_and_weighs_them() -> No
     assert vector_part.tolist() == [0.8, 0.4, 0.0]
     assert keyword_part.tolist() == [0.0, 1.0, 0.5]
     np.testing.assert_allclose(scores, [0.5, 0.75, 0.25])
+
+
+def test_a_note_that_names_the_day_a_question_asks_about_rises_as_if_saved_that_day(service: MemoryService) -> None:
+    """Both notes were saved now; the question names a day, and the note dated that day comes first
+    although the other shares more of the question's words."""
+    earlier = service.save("2023-03-02: the billing worker crashed because the disk of the billing worker was full")
+    dated = service.save("2023-05-08: billing down again")
+    for text in FILLERS:
+        service.save(text)
+    asked = "what happened to the billing worker's disk on 8 May, 2023?"
+    assert [h.id for h in service.recall(asked, limit=2)] == [dated.id, earlier.id]
+    assert [h.id for h in service.recall("what happened to the billing worker's disk", limit=2)] == [
+        earlier.id,
+        dated.id,
+    ]

@@ -34,7 +34,7 @@ from eventmem.core.query_rules import (
     unknown_words_floor,
     with_neighbours,
 )
-from eventmem.core.timewords import closeness
+from eventmem.core.timewords import closeness, days_named
 from eventmem.core.words import STOPWORDS
 from eventmem.journal.config import Config, fusion_weights
 from eventmem.runner.readview import ReadView
@@ -156,6 +156,25 @@ def _nearest(
     return [position for _, _, position in keyed[:count]]
 
 
+def closeness_of_days_named(view: ReadView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
+    """For each of ``candidates``, how close the days its text names (see
+    :func:`eventmem.core.timewords.days_named`) come to the time the question ``text`` names, the
+    best of them (0 for a text that names none): a dated entry counts as of its date, whenever it
+    was saved."""
+    named: list[tuple[float, ...]] = []
+    for position in candidates:
+        record = view.record(view.id_at(position))
+        named.append(days_named(record.content) if record is not None else ())
+    best = np.zeros(len(candidates), dtype=np.float64)
+    counts = [len(days) for days in named]
+    if any(counts):
+        days = np.fromiter((day for each in named for day in each), np.float64, sum(counts))
+        near = closeness(text, days, now)
+        if near is not None:
+            np.maximum.at(best, np.repeat(np.arange(len(candidates)), counts), near)
+    return best
+
+
 def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
     """Positions that may be returned: live, not expired, not superseded, and passing the filters."""
 
@@ -269,6 +288,9 @@ def hybrid_search(
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
     near = closeness(text, view.created_at(slots), now)
+    if near is not None and isinstance(view, ReadView):
+        # (a dated note counts as of its date; a database's view does not read the texts)
+        near = np.maximum(near, closeness_of_days_named(view, text, candidates, now))
     if near is not None:
         # the question names a time ("in May", "last week", "2026-03-14"): notes of then rise
         boosts = boosts + TIME_BOOST * near
