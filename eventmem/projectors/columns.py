@@ -146,6 +146,10 @@ class ColumnsProjector:
         self._kept: dict[bool, tuple[tuple[int, int], float, float, npt.NDArray[np.bool_]]] = {}
         """By ``include_superseded``: the last :meth:`returnable` mask, with (changes, count) and the
         span of ``now`` it holds for."""
+        self._order: tuple[tuple[int, int], npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
+        """The slots in creation order and their times, with the (changes, count) they hold for."""
+        self._order_asked: tuple[int, int] | None = None
+        """The (changes, count) :meth:`created_between` was last asked at without a kept order."""
         self._tag_slots: dict[str, set[int]] = {}
         self._slot_tags: dict[int, tuple[str, ...]] = {}
         self._tags_built = True
@@ -192,6 +196,26 @@ class ColumnsProjector:
                 if record.tags or slot in self._slot_tags:
                     self._tag(slot, record.tags)
         self._learn_keys(records)
+
+    def created_around(self, times: list[float], seconds: float, count: int) -> list[list[int]] | None:
+        """For each of ``times`` (epoch seconds), the slots below ``count`` created at most ``seconds``
+        from it, in slot order, from the slots kept in creation order; ``None`` the first time it is
+        asked after a change (the caller reads the column itself: a save may come before the next
+        ask, and the order would be sorted for nothing). The second ask of an unchanged state sorts
+        them."""
+        key = (self._changes, count)
+        if self._order is None or self._order[0] != key:
+            if self._order_asked != key:
+                self._order_asked = key
+                return None
+            created = self.columns.created[:count]
+            order = np.argsort(created, kind="stable").astype(np.int64)
+            self._order = (key, order, created[order])
+        _, order, saved = self._order
+        middle = np.asarray(times, dtype=np.float64)
+        starts = np.searchsorted(saved, middle - seconds, side="left").tolist()
+        ends = np.searchsorted(saved, middle + seconds, side="right").tolist()
+        return [sorted(order[start:end].tolist()) for start, end in zip(starts, ends, strict=True)]
 
     def load(self, batch: Batch) -> None:
         """:meth:`apply` to an empty projection; the tag sets wait for the first tag filter."""

@@ -218,11 +218,18 @@ class ReadView:
         """Creation (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.created[positions].astype(np.float64)
 
-    def saved_between(self, low: float, high: float, among: Mask) -> npt.NDArray[np.int64]:
-        """The positions ``among`` allows of the memories created from ``low`` to ``high`` (epoch
-        seconds, both included), in position order."""
-        created = self._derived.columns.columns.created[: len(among)]
-        return np.flatnonzero((created >= low) & (created <= high) & among).astype(np.int64)
+    def saved_around(self, times: list[float], seconds: float, among: Mask) -> list[list[int]]:
+        """For each of ``times`` (epoch seconds), the positions ``among`` allows of the memories
+        created at most ``seconds`` from it, in position order."""
+        columns = self._derived.columns
+        found = columns.created_around(times, seconds, len(among))
+        if found is None:  # (no order kept for this state yet: one pass over the column for each)
+            created = columns.columns.created[: len(among)]
+            return [
+                np.flatnonzero((created >= at - seconds) & (created <= at + seconds) & among).tolist() for at in times
+            ]
+        allowed = among.tolist() if sum(map(len, found)) > len(among) // 8 else None
+        return [[p for p in each if (allowed[p] if allowed is not None else among[p])] for each in found]
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""

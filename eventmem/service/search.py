@@ -112,22 +112,36 @@ def sitting_neighbours(
     same neighbours."""
     out: list[tuple[int, int, int]] = []
     times = view.created_at(np.asarray(lenders, dtype=np.int64)).tolist()
-    for lender, at in zip(lenders, times, strict=True):
-        near = view.saved_between(at - SITTING_SECONDS, at + SITTING_SECONDS, mask)
-        near = near[near != lender]
-        if not len(near):
+    for lender, at, window in zip(lenders, times, view.saved_around(times, SITTING_SECONDS, mask), strict=True):
+        if len(window) <= 1:  # (itself alone)
             continue
+        near = np.asarray(window, dtype=np.int64)
         when = view.created_at(near)
-        earlier, later = when < at, when > at
-        tied = np.flatnonzero(when == at)  # (saved in the same microsecond: ordered by id)
-        if len(tied):
-            own = view.id_at(lender)
-            before = np.asarray([view.id_at(int(near[i])) < own for i in tied.tolist()])
-            earlier[tied[before]] = True
-            later[tied[~before]] = True
-        for side, backwards in ((earlier, True), (later, False)):
-            found = _nearest(view, near[side], when[side], steps, backwards=backwards)
-            out += [(position, lender, step) for step, position in enumerate(found, 1)]
+        if len(near) > 4 * steps:  # (a long sitting: only the closest few on each side can be neighbours)
+            kept = _closest(when, at, steps)
+            near, when = near[kept], when[kept]
+        own = (at, view.id_at(lender))
+        ordered = sorted(zip(when.tolist(), map(view.id_at, near.tolist()), near.tolist(), strict=True))
+        earlier = [position for when_, memory, position in ordered if (when_, memory) < own][::-1]
+        later = [position for when_, memory, position in ordered if (when_, memory) > own]
+        for side in (earlier, later):
+            out += [(position, lender, step) for step, position in enumerate(side[:steps], 1)]
+    return out
+
+
+def _closest(when: npt.NDArray[np.float64], at: float, count: int) -> npt.NDArray[np.bool_]:
+    """Which of the times ``when`` are among the ``count`` last before ``at`` or first after it,
+    ties included, or ``at`` itself."""
+    kept = when == at
+    for side, backwards in ((when < at, True), (when > at, False)):
+        times = when[side]
+        if len(times) <= count:
+            kept |= side
+            continue
+        cut = len(times) - count if backwards else count - 1
+        edge = np.partition(times, cut)[cut]
+        kept |= side & (when >= edge if backwards else when <= edge)
+    out: npt.NDArray[np.bool_] = kept
     return out
 
 
@@ -139,21 +153,6 @@ def best_of(view: ReadView, candidates: list[int], scores: npt.NDArray[np.float6
         top = np.flatnonzero(scores >= cut).tolist()
     ranked = sorted(top, key=lambda i: (-scores[i], view.id_at(candidates[i])))
     return [candidates[i] for i in ranked[:count]]
-
-
-def _nearest(
-    view: ReadView, positions: npt.NDArray[np.int64], when: npt.NDArray[np.float64], count: int, *, backwards: bool
-) -> list[int]:
-    """The ``count`` of ``positions`` saved last (``backwards``) or first, by (creation time, id)."""
-    if len(positions) > count:
-        cut = len(when) - count if backwards else count - 1
-        edge = np.partition(when, cut)[cut]
-        kept = when >= edge if backwards else when <= edge
-        positions, when = positions[kept], when[kept]
-    keyed = sorted(zip(when.tolist(), (view.id_at(p) for p in positions.tolist()), positions.tolist(), strict=True))
-    if backwards:
-        keyed.reverse()
-    return [position for _, _, position in keyed[:count]]
 
 
 def closeness_of_days_named(view: ReadView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
