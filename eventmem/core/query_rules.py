@@ -173,17 +173,18 @@ def with_neighbours(
     neighbour stays just below it: the memory that matches keeps its rank, and MRR with it).
     ``pairs``: rows ``(i, j, step)``, candidate ``j`` lending to candidate ``i``, ``step`` memories
     away (1: saved right before or after it). Pure."""
-    import numpy as np
-
     if not len(pairs) or share == 0:
         return scores
-    lender, borrower = scores[pairs[:, 1]], scores[pairs[:, 0]]
-    lent = share * np.maximum(lender, 0.0) / pairs[:, 2]
-    below = borrower < lender  # (a neighbour scored above its lender already may rise further)
-    lent[below] = np.minimum(lent[below], np.nextafter(lender[below], -np.inf) - borrower[below])
-    context = np.zeros(len(scores), dtype=np.float64)
-    np.maximum.at(context, pairs[:, 0], np.maximum(lent, 0.0))
-    out: npt.NDArray[np.float64] = scores + context
+    values = scores.tolist()
+    context: dict[int, float] = {}
+    for borrower, lender, step in pairs.tolist():
+        lent = share * max(values[lender], 0.0) / step
+        if values[borrower] < values[lender]:  # (a neighbour scored above its lender already may rise further)
+            lent = min(lent, math.nextafter(values[lender], -math.inf) - values[borrower])
+        context[borrower] = max(context.get(borrower, 0.0), lent, 0.0)
+    out = scores.copy()
+    for borrower, lent in context.items():
+        out[borrower] += lent
     return out
 
 

@@ -147,11 +147,12 @@ def _closest(when: npt.NDArray[np.float64], at: float, count: int) -> npt.NDArra
 
 def best_of(view: ReadView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
     """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered)."""
+    values = scores.tolist()
     top: list[int] = list(range(len(candidates)))
     if len(candidates) > count > 0:
-        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
-        top = np.flatnonzero(scores >= cut).tolist()
-    ranked = sorted(top, key=lambda i: (-scores[i], view.id_at(candidates[i])))
+        cut = float(np.partition(scores, len(scores) - count)[len(scores) - count])
+        top = [i for i, value in enumerate(values) if value >= cut]
+    ranked = sorted(top, key=lambda i: (-values[i], view.id_at(candidates[i])))
     return [candidates[i] for i in ranked[:count]]
 
 
@@ -263,23 +264,31 @@ def hybrid_search(
             index = {s: i for i, s in enumerate(candidates)}
             new = sorted({n for n, _, _ in pairs if n not in index})
             if new:
-                candidates = candidates + new
-                index.update((s, i) for i, s in enumerate(candidates))
+                index.update((s, i) for i, s in enumerate(new, len(candidates)))
                 if query_vector is not None:
                     others.update(view.vector_similarities(new, query_vector))
-                slots = np.asarray(candidates, dtype=np.int64)
-                scores, vector_scores, keyword_scores = fuse(
-                    candidates,
+                spread_cosines = spreads(view.embedder_id)
+                fused = fuse(
+                    candidates + new if spread_cosines else new,  # (scaled to the best of them all)
                     vector_hits,
                     keyword_hits,
                     fusion=config.fusion,
                     weights=fusion_weights(config, view.embedder_id),
-                    spread_cosines=spreads(view.embedder_id),
+                    spread_cosines=spread_cosines,
                     searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,
                     cosines=others,
                     use_vectors=use_vectors,
                     use_keywords=use_keywords,
                 )
+                if spread_cosines:
+                    scores, vector_scores, keyword_scores = fused
+                else:  # (raw cosines: a new candidate's score does not depend on the others')
+                    scores, vector_scores, keyword_scores = (
+                        np.concatenate([old, more])
+                        for old, more in zip((scores, vector_scores, keyword_scores), fused, strict=True)
+                    )
+                candidates = candidates + new
+                slots = np.asarray(candidates, dtype=np.int64)
             lent = np.asarray([(index[n], index[s], step) for n, s, step in pairs], dtype=np.int64)
             scores = with_neighbours(scores, lent)
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
