@@ -98,7 +98,7 @@ def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 NEIGHBOUR_SHARE = 0.25
 """The share of a memory's score its neighbours get (see :func:`with_neighbours`): a quarter, so that a
 neighbour rises among the answers without passing a memory that matches the question as well."""
-NEIGHBOUR_SOURCES = 5
+NEIGHBOUR_SOURCES = 3
 """Only the best few of a query's candidates lend their neighbours a share (the top of a page)."""
 NEIGHBOUR_STEPS = 2
 """How many memories on each side of a lender are its neighbours; the ``n``-th closest gets ``1/n`` of
