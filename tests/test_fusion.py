@@ -17,7 +17,7 @@ from eventmem.core.query_rules import NEIGHBOUR_SHARE, fuse, with_neighbours
 from eventmem.service import MemoryService
 
 FILLERS = [
-    f"Gina: my friend at the {place} had {thing} last {day}, and the party went on late"
+    f"Ana: my friend at the {place} had {thing} last {day}, and the party went on late"
     for place, thing, day in zip(
         ["club", "studio", "hall", "school", "park", "theatre", "gym", "bar"] * 2,
         ["a band", "new lights", "a contest", "a guest", "snacks", "a crowd", "music", "a show"] * 2,
@@ -25,8 +25,8 @@ FILLERS = [
         strict=True,
     )
 ]
-QUESTION = "Gina: what got you into ballroom dancing in the first place?"
-REPLY = "Jon: my grandmother taught me the waltz when I was six, in her kitchen."
+QUESTION = "Ana: what got you into ballroom dancing in the first place?"
+REPLY = "Ben: my grandmother taught me the waltz when I was six, in her kitchen."
 ASKED = "how did her friend get into ballroom dancing"
 
 
@@ -61,7 +61,7 @@ def test_neighbours_follow_the_save_times_not_the_order_a_journal_was_read_in_an
     start = datetime.now(UTC) - timedelta(hours=3)
     events = [saved(text, start + timedelta(seconds=30 * i)) for i, text in enumerate(FILLERS)]
     question = saved(QUESTION, start + timedelta(seconds=30 * 8 - 15))
-    later = saved("Jon: my grandmother taught me the tango last winter.", start + timedelta(hours=1))
+    later = saved("Ben: my grandmother taught me the tango last winter.", start + timedelta(hours=1))
     reply = saved(REPLY, start + timedelta(seconds=30 * 8 - 5))
     write_events(project, [*events, question, later, reply])
     service = reopen(project)
@@ -120,11 +120,11 @@ def test_the_linear_fusion_scales_each_list_to_the_query_and_weighs_them() -> No
 def test_a_note_that_names_the_day_a_question_asks_about_rises_as_if_saved_that_day(service: MemoryService) -> None:
     """Both notes were saved now; the question names a day, and the note dated that day comes first
     although the other shares more of the question's words."""
-    earlier = service.save("2023-03-02: the billing worker crashed because the disk of the billing worker was full")
-    dated = service.save("2023-05-08: billing down again")
+    earlier = service.save("2024-01-09: the billing worker crashed because the disk of the billing worker was full")
+    dated = service.save("2024-03-14: billing down again")
     for text in FILLERS:
         service.save(text)
-    asked = "what happened to the billing worker's disk on 8 May, 2023?"
+    asked = "what happened to the billing worker's disk on 14 March, 2024?"
     assert [h.id for h in service.recall(asked, limit=2)] == [dated.id, earlier.id]
     assert [h.id for h in service.recall("what happened to the billing worker's disk", limit=2)] == [
         earlier.id,

@@ -163,8 +163,8 @@ def _relative(phrase: str, today: date, now: float) -> tuple[float, float]:
 
 
 def days_named(text: str) -> tuple[float, ...]:
-    """The middle of each day ``text`` names in full (``2023-05-08``, ``8 May, 2023``, ``May 8th
-    2023``: with its year, so that the day does not depend on when the text is read), in seconds
+    """The middle of each day ``text`` names in full (``2024-03-14``, ``14 March, 2024``, ``March 14th
+    2024``: with its year, so that the day does not depend on when the text is read), in seconds
     since the epoch: when a note says its event happened. Only the first :data:`NAMED_DAYS_CHARS`
     characters are read (a date heads a note, as a log line or a dated entry)."""
     return _days_named(text[:NAMED_DAYS_CHARS])
