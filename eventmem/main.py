@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # (the rest, typing too, is imported where it is used: ``even
     from eventmem.journal.project import RootChoice
     from eventmem.service import MemoryService
 
-__all__ = ["cmd_serve", "main"]
+__all__ = ["build_main_parser", "cmd_serve", "main"]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -138,22 +138,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"eventmem {__version__}")
         return 0
-    from eventmem.adapters.cli import build_parser
     from eventmem.adapters.command_line import configure_logging, run_command
-    from eventmem.adapters.hooks.commands import add_hook_commands, run_hook_command
+    from eventmem.adapters.hooks.commands import run_hook_command
 
     configure_logging()
     if refused := _not_utf8(arguments):
         print(refused, file=sys.stderr)
         return 2
-    parser = build_parser(
+    args = build_main_parser().parse_args(arguments)
+    raw = args.func in (cmd_serve, run_hook_command)  # (their stdout is the protocol's)
+    return run_command(args.func, args, raw_stdout=raw)
+
+
+def build_main_parser() -> argparse.ArgumentParser:
+    """The parser of every ``eventmem`` command (``eventmem hook`` and ``--version`` aside)."""
+    from eventmem.adapters.cli import build_parser
+    from eventmem.adapters.hooks.commands import add_hook_commands, run_hook_command
+
+    return build_parser(
         serve=cmd_serve,
         serve_options=add_serve_options,
         more=lambda sub, options: add_hook_commands(sub, options, run_hook_command),
     )
-    args = parser.parse_args(arguments)
-    raw = args.func in (cmd_serve, run_hook_command)  # (their stdout is the protocol's)
-    return run_command(args.func, args, raw_stdout=raw)
 
 
 if __name__ == "__main__":

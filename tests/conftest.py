@@ -48,13 +48,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if fixtures & BROWSER_FIXTURES and name == "test_http_ui.py":
             item.add_marker(pytest.mark.browser)
+        if getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None) is not None:
+            item.add_marker(pytest.mark.property)
         _scale_hypothesis(item)
 
 
 # -- hypothesis: fast by default, thorough in CI ------------------------------------------------------
-# HYPOTHESIS_PROFILE=thorough (.ci/run sets it) runs every property test with the examples its
+# HYPOTHESIS_PROFILE=thorough runs every property test (marked ``property`` above) with the examples its
 # @settings asks for; the default profile, "fast", runs a quarter of them (at least 5), and the
-# examples hypothesis found failing before are replayed first either way.
+# examples hypothesis found failing before are replayed first either way. .ci/run runs the README's
+# test command as written (fast), then every property test again, thorough, as a step of its own.
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE", "fast").strip() == "thorough"
 FAST_SHARE = 4
 hypothesis.settings.register_profile("thorough", deadline=None)

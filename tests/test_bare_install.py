@@ -118,6 +118,7 @@ def test_the_blocked_modules_are_every_extras_and_the_blocker_really_blocks_them
     assert "import psycopg" in reached(bare_env)
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 def test_every_command_that_needs_no_extra_runs_without_importing_one(project: Path, bare_env: dict[str, str]) -> None:
     assert run(project, bare_env, "--version").stdout.startswith("eventmem ")
     assert run(project, bare_env, "init").returncode == 0

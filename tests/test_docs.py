@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_runner import eventmem
-from conftest import ProcessGroup
-from http_server import http_server
+from http_server import http_server_in_process
 from mcp_client import serve, server_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,6 +122,21 @@ async def test_every_tool_the_docs_call_exists_with_the_arguments_written(projec
     assert wrong == {}
 
 
+TOOL_LIKE = re.compile(r"`+([a-z]+(?:_[a-z]+)*_(?:memories|memory|relationship|relationships))`+")
+"""A name in backticks that reads as a tool's (``link_memories``): it must be one."""
+NOT_TOOL_NAMES = NOT_TOOLS | {"archived_memories"}  # (an event's field)
+
+
+@pytest.mark.anyio
+async def test_every_tool_the_docs_and_the_openapi_document_name_in_backticks_exists(project: Path) -> None:
+    tools = await tool_list(project, "all")
+    texts = {page.relative_to(REPO).as_posix(): page.read_text(encoding="utf-8") for page in PAGES}
+    texts["schema/openapi.json"] = (REPO / "schema" / "openapi.json").read_text(encoding="utf-8")
+    named = {(name, where) for where, text in texts.items() for name in TOOL_LIKE.findall(text)}
+    assert {"store_memory", "recall_memories"} <= {name for name, _ in named}
+    assert sorted((name, where) for name, where in named if name not in tools and name not in NOT_TOOL_NAMES) == []
+
+
 @pytest.mark.anyio
 async def test_the_tools_reference_lists_the_default_profile_counts_and_names_every_tool(project: Path) -> None:
     core, everything = await tool_list(project, "core"), await tool_list(project, "all")
@@ -160,7 +174,7 @@ def test_every_link_between_the_pages_leads_to_a_page_and_a_heading_that_exist()
     assert broken == []
 
 
-def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(processes: ProcessGroup, project: Path) -> None:
+def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(project: Path) -> None:
     page = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
     rows = {
         key
@@ -168,7 +182,7 @@ def test_the_settings_page_has_a_row_for_every_setting_a_server_reports(processe
         if line.startswith("| `")
         for key in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
     }
-    with http_server(processes, project) as base:
+    with http_server_in_process(project) as base:
         reported = httpx.get(f"{base}/api/v1/projects/project/settings").json()["settings"]
     keys = {setting["key"] for setting in reported}
     assert len(keys) > 15

@@ -40,6 +40,7 @@ def test_a_tracked_link_at_the_cache_is_replaced_by_a_real_folder_and_every_comm
     tracked = set(git(project, "ls-files").split())
     stuck = eventmem(project, "--json", "stats")
     assert stuck.returncode == 2 and "symbolic link" in stuck.stderr
+    assert "`eventmem doctor --fix` does it" in stuck.stderr and stuck.stderr.count("\n") == 1
 
     fixed = eventmem(project, "doctor", "--fix")
     lines = fixed.stdout.splitlines()
@@ -67,3 +68,13 @@ def test_a_linked_journal_becomes_a_real_folder_with_every_segment(project: Path
     assert sorted(p.name for p in journal.iterdir()) == sorted(p.name for p in moved.iterdir())
     saved(project, "A note after the fix")
     assert memories(project) == 2
+
+
+def test_a_refused_link_names_doctor_fix_only_where_doctor_fix_replaces_it(project: Path, tmp_path: Path) -> None:
+    saved(project, "The deploy script lives in tools/deploy.sh")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".ai").symlink_to(elsewhere, target_is_directory=True)  # a render folder: not the doctor's
+    result = eventmem(project, "import", "pmp", ".ai")
+    assert result.returncode == 2 and "symbolic link" in result.stderr
+    assert "doctor --fix" not in result.stderr

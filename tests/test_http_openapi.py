@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FAST_SHARE, REPO, THOROUGH, ProcessGroup, journal_bytes
-from http_server import http_server
+from conftest import FAST_SHARE, REPO, THOROUGH, journal_bytes
+from http_server import http_server_in_process
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -47,12 +47,10 @@ def test_the_openapi_check_fails_with_the_fix_when_the_file_drifts(tmp_path: Pat
     assert result.returncode == 1 and "python tools/openapi.py" in result.stderr
 
 
-def test_the_server_serves_the_committed_document_and_it_covers_every_route(
-    processes: ProcessGroup, project: Path
-) -> None:
+def test_the_server_serves_the_committed_document_and_it_covers_every_route(project: Path) -> None:
     committed = json.loads(DOCUMENT.read_text(encoding="utf-8"))
     assert committed["openapi"] == "3.1.0"
-    with http_server(processes, project) as base:
+    with http_server_in_process(project) as base:
         assert httpx.get(f"{base}/api/v1/openapi.json").json() == committed
     operations = {(method.upper(), path) for path, item in committed["paths"].items() for method in item}
     assert ("PUT", "/projects/{project}/memories/{memory_id}") in operations
@@ -60,10 +58,10 @@ def test_the_server_serves_the_committed_document_and_it_covers_every_route(
     assert ("GET", "/projects/{project}/stream") in operations
 
 
-def test_every_operation_holds_to_the_document_under_generated_requests(processes: ProcessGroup, project: Path) -> None:
+def test_every_operation_holds_to_the_document_under_generated_requests(project: Path) -> None:
     schema = schemathesis.openapi.from_dict(json.loads(DOCUMENT.read_text(encoding="utf-8")))
     checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
-    with http_server(processes, project, "--rate-limit", "0") as base:
+    with http_server_in_process(project, "--rate-limit", "0") as base:
         seed = httpx.post(f"{base}/api/v1/projects/project/memories", json={"content": "A memory to aim at."})
         memory_id = seed.json()["memory"]["id"]
         api = f"{base}/api/v1"

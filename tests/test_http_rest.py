@@ -1,4 +1,5 @@
-"""The REST API of ``eventmem serve --http``, driven over real HTTP against a real server process."""
+"""The REST API of ``eventmem serve --http``, driven over real HTTP against the real server, run in this
+process (tests/test_http_security.py and tests/test_http_mcp.py start it as a process)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ProcessGroup, git, journal_bytes
-from http_server import http_server
+from conftest import git, journal_bytes
+from http_server import http_server_in_process
 
 
 @pytest.fixture
-def api(processes: ProcessGroup, project: Path) -> Iterator[httpx.Client]:
+def api(project: Path) -> Iterator[httpx.Client]:
     json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
     with (
-        http_server(processes, project) as base,
+        http_server_in_process(project) as base,
         httpx.Client(base_url=f"{base}/api/v1/projects/project", headers=json_type) as client,
     ):
         yield client
@@ -220,6 +221,30 @@ def test_a_memorys_history_names_the_commit_of_each_line(api: httpx.Client, proj
     assert [(line["type"], line["commit"]) for line in history] == [("saved", head), ("updated", "")]
 
 
+def test_a_memorys_history_tells_its_events_in_the_order_they_happened_and_names_each_links_other_end(
+    api: httpx.Client,
+) -> None:
+    """A strength update and the unlinks carry ``prev``; they are told when they happened, before a
+    supersede made later (the REST history once put them after it)."""
+    first = save(api, "Sessions are kept in Redis.", title="Session store")
+    other = save(api, "Redis runs as a managed service.")
+    link = {"source_id": first["id"], "target_id": other["id"], "relation": "depends_on"}
+    assert api.post("/relationships", json={**link, "strength": 0.5}).status_code == 201
+    assert api.put(f"/memories/{first['id']}", json={"title": "Session store: Redis"}).status_code == 200
+    assert api.post("/relationships", json={**link, "strength": 0.8}).status_code in (200, 201)
+    assert api.delete(f"/memories/{other['id']}", params={"reason": "we left it"}).status_code == 200
+    supersede = api.post(f"/memories/{first['id']}/supersede", json={"content": "Sessions are kept in PostgreSQL."})
+    assert supersede.status_code in (200, 201), supersede.text
+
+    history = api.get(f"/memories/{first['id']}/history").json()["history"]
+    assert [line["type"] for line in history] == ["saved", "linked", "updated", "linked", "unlinked", "linked"]
+    assert [line["ts"] for line in history] == sorted(line["ts"] for line in history)
+    assert "supersedes" in history[-1]["note"] and history[-1]["other"]["id"] == supersede.json()["memory"]["id"]
+    assert [line["other"]["id"] for line in history[1:5] if line["type"] != "updated"] == [other["id"]] * 3
+    assert history[4]["other"]["status"] == "deleted" and "other" not in history[0]
+    assert "(strength 0.5 → 0.8)" in history[3]["note"]
+
+
 def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Client) -> None:
     memory = save(api, "Prefer small pull requests everywhere.", scope="global")
     api.put(f"/memories/{memory['id']}", json={"importance": 0.7})
@@ -235,14 +260,19 @@ def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.C
     refused = api.put(f"/memories/{memory['id']}", json={"metadata": {"note": "x" * 4097}})
     assert refused.status_code in (400, 422) and "metadata" in refused.text
     assert api.get(f"/memories/{memory['id']}").json()["metadata"] == {"owner": "data", "ticket": "OPS-12"}
+    for refused in (  # a key that is no name: which one, and why, as the tools say it
+        api.post("/memories", json={"content": "Keys are names.", "metadata": {"owner": "ops", "bad key": "x"}}),
+        api.put(f"/memories/{memory['id']}", json={"metadata": {"bad key": "x"}}),
+    ):
+        detail = refused.json()["detail"]
+        assert refused.status_code == 400 and "metadata key" in detail and "'bad key'" in detail, detail
+        assert "letters, digits and _.-" in detail and "regex" not in detail, detail
 
 
-def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(
-    processes: ProcessGroup, project: Path
-) -> None:
+def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_server(project: Path) -> None:
     """The paths an agent without MCP is told (POST /api/v1/memories ...) need no /projects/NAME/."""
     json_type = {"Content-Type": "application/json"}  # (every change must say so, a DELETE included)
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
+    with http_server_in_process(project) as base, httpx.Client(base_url=f"{base}/api/v1", headers=json_type) as api:
         made = api.post("/memories", json={"content": "The billing service retries three times.", "type": "fix"})
         assert made.status_code == 201, made.text
         first = made.json()["memory"]
@@ -271,20 +301,18 @@ def test_the_team_memory_routes_answer_without_a_project_on_a_single_project_ser
         assert named.status_code == 200 and named.json()["title"] == "Billing retries"
 
 
-def test_with_several_projects_the_unprefixed_routes_are_the_default_projects_or_refused(
-    processes: ProcessGroup, tmp_path: Path
-) -> None:
+def test_with_several_projects_the_unprefixed_routes_are_the_default_projects_or_refused(tmp_path: Path) -> None:
     roots = {}
     for name in ("alpha", "beta"):
         roots[name] = tmp_path / name
         roots[name].mkdir()
         git(roots[name], "init", "-q", "-b", "main")
     options = [arg for name, root in roots.items() for arg in ("--project", f"{name}={root}")]
-    with http_server(processes, tmp_path, *options) as base:
+    with http_server_in_process(tmp_path, *options) as base:
         refused = httpx.post(f"{base}/api/v1/memories", json={"content": "Which project?"})
         assert refused.status_code == 400 and "--default-project" in refused.json()["detail"]
         assert "alpha, beta" in refused.json()["detail"]
-    with http_server(processes, tmp_path, *options, "--default-project", "beta") as base:
+    with http_server_in_process(tmp_path, *options, "--default-project", "beta") as base:
         made = httpx.post(f"{base}/api/v1/memories", json={"content": "A fact of beta."})
         assert made.status_code == 201, made.text
         memory_id = made.json()["memory"]["id"]
@@ -302,6 +330,16 @@ def test_a_link_is_named_as_the_tool_names_it_and_the_old_rest_names_still_work(
     assert missing.status_code == 400 and "source_id is required" in missing.json()["detail"]
     clash = api.post("/relationships", json={"source_id": a, "source": c, "target_id": b})
     assert clash.status_code == 400 and "source_id" in clash.json()["detail"]
+
+
+def test_a_search_and_a_recall_answer_their_memories_as_results_as_the_tools_do_and_hits_still(
+    api: httpx.Client,
+) -> None:
+    memory = save(api, "Invoices are numbered per customer and year.", title="Invoice numbers")
+    for route in ("/memories/search", "/memories/recall"):
+        answer = api.post(route, json={"query": "invoice numbering"}).json()
+        assert [hit["id"] for hit in answer["results"]] == [memory["id"]], answer
+        assert answer["hits"] == answer["results"]  # (the old name, for one release)
 
 
 def test_every_write_answers_with_the_memory_in_one_envelope(api: httpx.Client) -> None:

@@ -428,6 +428,45 @@ def test_the_dashboards_activity_names_the_memories_and_links_to_them(site: tupl
     assert unlinked.nth(1).get_attribute("class") == "gone"
 
 
+def test_a_memorys_history_names_the_memories_its_links_joined_and_a_strength_change(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = seed(api)  # deploy depends_on staging, at strength 1
+    again = {"source_id": made["deploy"]["id"], "target_id": made["staging"]["id"], "relation": "depends_on"}
+    assert httpx.post(f"{api}/relationships", json={**again, "strength": 0.4}).status_code in (200, 201)
+    deleted = httpx.delete(f"{api}/memories/{made['staging']['id']}", headers={"Content-Type": "application/json"})
+    assert deleted.status_code == 200
+    page = tab.open(f"#/memory/{made['deploy']['id']}", "detail")
+    rows = page.locator("tr.history-line")
+    types = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+    assert types == ["saved", "linked", "linked", "unlinked"], types
+    staging = made["staging"]["summary"]
+    for i in (1, 2, 3):  # each names the other memory by its title, linked to it, and never by an id
+        named = rows.nth(i).locator("td").nth(3)
+        assert named.locator("a").all_inner_texts() == [staging], named.inner_html()
+        assert named.locator("a").get_attribute("href") == f"#/memory/{made['staging']['id']}"
+        assert made["staging"]["id"] not in named.inner_text()
+    assert "(strength 1 → 0.4)" in rows.nth(2).inner_text()
+    assert rows.nth(3).locator("a").get_attribute("class") == "gone"
+
+
+def test_a_memory_opens_by_a_unique_prefix_of_its_id_in_any_case(site: tuple[Page, str]) -> None:
+    tab, api = site
+    made = seed(api)
+    page = tab.open(f"#/memory/{made['deploy']['id'][:20].lower()}", "detail")  # (ten random characters in it)
+    assert page.locator("main h2").inner_text() == "Blue-green deploys"
+    assert made["deploy"]["id"] in page.locator("main dl.fields").inner_text()
+
+
+def test_a_memory_id_that_names_nothing_sends_a_person_to_the_search_page(site: tuple[Page, str]) -> None:
+    tab, _ = site
+    page = tab.open("#/memory/01M8TRZZZZZZZZZZZZZZZZZZZZ", "detail")
+    alert = page.locator("main .alert").inner_text()
+    assert "No memory has the id 01M8TRZZZZZZZZZZZZZZZZZZZZ" in alert and "Search page" in alert
+    assert "/api/v1" not in alert and "POST" not in alert
+    assert page.locator("main a[href='#/search']").count() == 1
+    tab.errors.clear()  # (the browser logs the 404 it was answered)
+
+
 def test_on_a_phone_the_memories_and_the_dashboard_fit_the_screen(
     processes: ProcessGroup, project: Path, browser: Any
 ) -> None:

@@ -561,7 +561,9 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
     secret = tmp_path / "outside.txt"
     secret.write_text("not to be touched\n", encoding="utf-8")
     (project / "link.json").symlink_to(secret)
-    for where in (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x"):
+    private = (".git/config", ".git/hooks/pre-commit", ".eventmem/export.json", "sub/../.git/info/x")
+    # (on a case-insensitive file system, macOS's or Windows', these are .git/ and .eventmem/ too)
+    for where in (*private, ".GIT/hooks/pre-commit", ".Git./config", ".EventMem/export.json"):
         refused = run(project, "export", "json", where, code=2)
         assert "never writes inside" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
     for where in ("README.md", "link.json"):
@@ -581,6 +583,7 @@ def test_an_export_never_writes_in_git_or_the_memory_nor_over_a_file_unless_forc
         and secret.read_text(encoding="utf-8") == "not to be touched\n"
     )
     assert sorted(p.name for p in project.iterdir() if p.name.startswith(".eventmem-export")) == []
+    assert not any((project / name).exists() for name in (".GIT", ".Git.", ".EventMem"))
 
     run(project, "export", "json", "README.md", "--force")
     run(project, "export", "json", "link.json", "--force")  # the link is replaced, its target kept
@@ -609,3 +612,63 @@ def test_an_import_larger_than_a_segment_goes_on_in_new_segments(project: Path, 
     assert len(segments) >= 3 and all(path.stat().st_size <= 1048576 for path in segments)
     stats = eventmem(project, "--json", "stats", env=env)
     assert json.loads(stats.stdout)["memories"] == IMPORTED
+
+
+def _segment_order(path: Path) -> int:
+    """A writer's segments in the order they were filled: ``w.b.jsonl``, ``w.b.2.jsonl``, … ``w.b.10.jsonl``."""
+    number = path.name.removesuffix(".jsonl").rsplit(".", 1)[-1]
+    return int(number) if number.isdigit() else 1
+
+
+def test_a_large_import_writes_every_event_in_store_order_as_one_block_across_segments(
+    project: Path, tmp_path: Path
+) -> None:
+    """More items than one batch of the import: the journal is what one plan of the whole store
+    writes: a saved event per entity in file order, then a link per relation in file order (each
+    link once, none to a memory not imported), by one writer at one time, every entity arriving."""
+    count = 4100
+    names = [f"service-{n}" for n in range(count)]
+    store = tmp_path / "memory.jsonl"
+    with store.open("w", encoding="utf-8") as out:
+        for n, name in enumerate(names):
+            observations = [f"Service {n} deploys on window {n % 7} and pages owner team {n % 17}." * 4]
+            out.write(
+                json.dumps({"type": "entity", "name": name, "entityType": "service", "observations": observations})
+            )
+            out.write("\n")
+        out.write(json.dumps({"type": "entity", "name": names[5], "entityType": "service", "observations": ["x"]}))
+        out.write("\n")  # (a second entity of that name: reported, the first kept)
+        relations = [(names[n], names[n - 1]) for n in range(1, count)]
+        relations += [(names[count - 1], names[0]), (names[3], "not-in-the-store"), (names[2], names[1])]
+        for source, target in relations:
+            out.write(json.dumps({"type": "relation", "from": source, "to": target, "relationType": "DEPENDS_ON"}))
+            out.write("\n")
+    env = {**os.environ, "EVENTMEM_MAX_SEGMENT_BYTES": "1048576"}
+    planned = json.loads(
+        eventmem(project, "import", "server-memory", str(store), "--json", "--dry-run", env=env).stdout
+    )
+    result = eventmem(project, "import", "server-memory", str(store), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["added"], report["linksAdded"], len(report["problems"])) == (count, count, 2)
+    assert (planned["added"], planned["linksAdded"], planned["events"]) == (count, count, report["events"])
+
+    folder = project / ".eventmem" / "journal"
+    segments = sorted(folder.glob("*.jsonl"), key=_segment_order)
+    assert len(segments) >= 4 and all(path.stat().st_size <= 1048576 for path in segments)
+    events = [json.loads(line) for path in segments for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(events) == report["events"] == 2 * count
+    assert len({event["by"] for event in events}) == 1 and len({event["ts"] for event in events}) == 1
+    assert len({event["id"] for event in events}) == len(events)
+    ids = [memory_id_for("server-memory", name) for name in names]
+    saved, linked = events[:count], events[count:]
+    assert [(e["type"], e["memory"], e["title"]) for e in saved] == [
+        ("saved", i, n) for i, n in zip(ids, names, strict=True)
+    ]
+    expected = [(ids[n], ids[n - 1]) for n in range(1, count)] + [(ids[count - 1], ids[0])]
+    assert [(e["type"], e["source"], e["target"]) for e in linked] == [("linked", s, t) for s, t in expected]
+
+    again = json.loads(eventmem(project, "import", "server-memory", str(store), "--json", env=env).stdout)
+    assert (again["unchanged"], again["linksUnchanged"], again["events"]) == (count, count, 0)
+    stats = eventmem(project, "--json", "stats", env=env)
+    assert json.loads(stats.stdout)["memories"] == count

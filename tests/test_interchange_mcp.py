@@ -140,6 +140,8 @@ async def test_export_memories_writes_only_new_files_under_the_export_folder(pro
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
     assert (project / "README.md").read_text(encoding="utf-8") == "# The project\n"
     assert first["memories"] == 12 and notes["memories"] == 12
-    assert "exports/memory.json exists" in again and "exports/notes exists and is not empty" in notes_again
+    for refused in (again, notes_again):  # (no CLI flag named: the tool has none)
+        assert "exists and export_memories never replaces anything" in refused and "--force" not in refused, refused
+    assert "exports/memory.json exists" in again and "exports/notes exists" in notes_again
     assert json.loads((project / "exports-old" / "memory.json").read_text(encoding="utf-8"))["memories"]
     assert "is a symbolic link" in linked and list((tmp_path / "elsewhere").iterdir()) == []

@@ -93,6 +93,7 @@ async def served_answers(project: Path, errlog: Path, postings_from: str, *, cha
     return found
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 async def test_a_server_ranking_from_postings_answers_exactly_like_fts5_before_and_after_changes(
     project: Path, tmp_path: Path
 ) -> None:
@@ -126,6 +127,7 @@ def test_an_invalid_postings_threshold_in_the_environment_is_reported_in_one_lin
     assert "\x1b" not in found.stderr
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 def test_a_command_that_ends_while_its_postings_are_being_made_exits_cleanly(project: Path) -> None:
     # a one-shot command starts the postings' thread and is done long before it: its exit used to
     # close the thread's tokenizer under it (a segmentation fault, two runs in three)

@@ -285,6 +285,48 @@ def test_a_client_that_writes_its_requests_and_closes_stdin_gets_every_answer(
     assert found["isError"] is False and "blue-green" in json.dumps(found)
 
 
+def test_a_request_the_sdk_cannot_read_is_answered_with_its_id_and_nothing_is_written(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """A lone surrogate escape is JSON to many writers but not Unicode text: the request is refused in
+    one line with its id (it was dropped unanswered, the client left waiting), and the next one works."""
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(tool_call(2, "store_memory", {"content": "lone \ud800 half"})).encode() + b"\n")
+    proc.stdin.write(b'{"id": 3, "method": "tools/call", "params": {}}\n')  # (no "jsonrpc": "2.0")
+    proc.stdin.flush()
+    refused = receive(lines, seen, 2)["error"]
+    assert refused["code"] == -32600 and "lone surrogate" in refused["message"], refused
+    assert "JSON-RPC 2.0" in receive(lines, seen, 3)["error"]["message"]
+    assert not (project / ".eventmem" / "journal").exists() or journal_events(project) == []
+    send(proc, tool_call(4, "store_memory", {"content": "The next request is read as ever."}))
+    assert receive(lines, seen, 4)["result"]["isError"] is False
+    assert close_and_wait(proc) == 0
+    assert_clean_stderr(errlog)
+
+
+def test_a_line_nested_deeper_than_any_reader_goes_is_dropped_and_the_server_answers_on(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """A hostile client's line of 200,000 nested brackets, bare or as a request's params, ends nothing:
+    no id can be read from it, and the next request is answered."""
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    assert proc.stdin is not None
+    deep = b"[" * 200_000
+    proc.stdin.write(deep + b"\n")
+    proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ' + deep + b"]" * 200_000 + b"}\n")
+    proc.stdin.flush()
+    send(proc, tool_call(3, "store_memory", {"content": "Saved after the hostile lines."}))
+    assert receive(lines, seen, 3)["result"]["isError"] is False
+    assert close_and_wait(proc) == 0
+
+
 def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:

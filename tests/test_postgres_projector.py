@@ -159,21 +159,35 @@ def test_a_line_with_a_nul_character_is_kept_exactly(project: Path, projector_fa
 def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: str) -> None:
     with psycopg.connect(pg_uri) as conn:
         assert applied_version(conn) == 0
-        assert migrate(conn, target=LATEST - 1) == LATEST - 1
+        assert migrate(conn, target=2) == 2
+        insert = (
+            "INSERT INTO eventmem_memories (project, id, branch, kind, scope, title, content, summary, tags, "
+            "importance, origin_project, created_at, updated_at, created_by, updated_by, expires_at, "
+            "superseded, archived, event_count, record) VALUES ('p', %s, 'main', 'general', 'project', "
+            "'ruff', 'lint rules', '', '{}', 0.5, '', 0, 0, '', '', 'Infinity', false, false, 1, '')"
+        )
         with conn.transaction():
             conn.execute("INSERT INTO eventmem_projects VALUES ('p', '', 'main', 1)")
-            conn.execute(
-                "INSERT INTO eventmem_memories (project, id, branch, kind, scope, title, content, summary, tags, "
-                "importance, origin_project, created_at, updated_at, created_by, updated_by, expires_at, "
-                "superseded, archived, event_count, record) VALUES ('p', 'm1', 'main', 'general', 'project', "
-                "'ruff', 'lint rules', '', '{}', 0.5, '', 0, 0, '', '', 'Infinity', false, false, 1, '')"
-            )
-        assert migrate(conn) == LATEST
-        assert migrate(conn) == LATEST  # (again: nothing to do)
-        assert applied_version(conn) == LATEST
+            conn.execute(insert, ["m1"])
+        assert migrate(conn, target=3) == 3
         # rows written before version 3 hold no keyword statistics: dropped, the next sync projects them again
         assert queries.matching(conn, ("p",), Filters(), NOW) == []
         assert conn.execute("SELECT count(*) FROM eventmem_projects").fetchone() == (0,)
+        with conn.transaction():  # (a row of version 3, with its keyword columns)
+            conn.execute(
+                "INSERT INTO eventmem_projects (project, root, branch, projector_version, memories, tokens) "
+                "VALUES ('p', '', 'main', 1, 1, 3)"
+            )
+            conn.execute(insert, ["m2"])
+            conn.execute("UPDATE eventmem_memories SET tokens = 3, stems = '{ruff,lint,rule}', freqs = '{10,1,1}'")
+        assert migrate(conn) == LATEST
+        assert migrate(conn) == LATEST  # (again: nothing to do)
+        assert applied_version(conn) == LATEST
+        # version 4 makes the keyword postings of the rows held from their stems
+        assert [key for key, _ in queries.keyword_hits(conn, ("p",), "ruff", 5, Filters(), NOW)] == [("p", "m2")]
+        with conn.transaction():  # (and a project's go with it)
+            conn.execute("DELETE FROM eventmem_projects")
+        assert conn.execute("SELECT count(*) FROM eventmem_postings").fetchone() == (0,)
 
 
 def test_a_projector_of_another_embedder_is_refused(pg_uri: str, projector_factory: Factory) -> None:

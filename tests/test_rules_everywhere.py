@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 from cli_runner import eventmem, ok_json, save
-from conftest import ProcessGroup, eventmem_command, journal_bytes, reopen
-from http_server import http_server
+from conftest import eventmem_command, journal_bytes, reopen
+from http_server import http_server_in_process
 from mcp_client import PYTEST_CLIENT, call, call_error
 from mcp_client import connect as connect_client
 
@@ -45,8 +45,8 @@ def test_a_project_context_section_cannot_be_given_a_ttl_on_the_command_line(pro
     assert journal_bytes(project) == before
 
 
-def test_a_project_context_section_cannot_be_given_a_ttl_over_rest(processes: ProcessGroup, project: Path) -> None:
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1") as api:
+def test_a_project_context_section_cannot_be_given_a_ttl_over_rest(project: Path) -> None:
+    with http_server_in_process(project) as base, httpx.Client(base_url=f"{base}/api/v1") as api:
         made = api.post("/memories", json={"content": "Tidewater: tide tables.", "type": "project"})
         assert made.status_code == 201, made.text
         refused = api.put("/memories/section:project", json={"ttl_seconds": 60})
@@ -82,6 +82,21 @@ def test_import_markdown_of_a_jsonl_file_is_refused_and_writes_nothing(project: 
     refused = eventmem(project, "import", "markdown", str(jsonl))
     assert refused.returncode == 2 and "not a markdown note" in refused.stderr, refused.stderr
     assert not (project / ".eventmem" / "journal").exists() or not journal_bytes(project)
+
+
+@pytest.mark.parametrize("name", ["memory.jsonl", "dump.json", "memory.db"])
+def test_import_instructions_of_a_data_file_is_refused_and_writes_nothing(
+    project: Path, tmp_path: Path, name: str
+) -> None:
+    data = tmp_path / name
+    data.write_text('{"type": "entity", "name": "Alice", "entityType": "person", "observations": []}\n')
+    refused = eventmem(project, "import", "instructions", str(data))
+    assert refused.returncode == 2 and "is not an instruction file" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert not (project / ".eventmem" / "journal").exists() or not journal_bytes(project)
+    rules = tmp_path / ".cursorrules"  # (plain text without a suffix is one)
+    rules.write_text("Use tabs in Makefiles.\n")
+    assert eventmem(project, "import", "instructions", str(rules)).returncode == 0
 
 
 # -- tool arguments --------------------------------------------------------------------------------
@@ -170,11 +185,11 @@ async def test_the_tools_take_an_id_in_any_case(project: Path) -> None:
     assert got["memory"]["id"] == made["id"]
 
 
-def test_the_rest_routes_take_an_id_in_any_case_or_a_unique_prefix(processes: ProcessGroup, project: Path) -> None:
+def test_the_rest_routes_take_an_id_in_any_case_or_a_unique_prefix(project: Path) -> None:
     service = reopen(project)
     memory_id = service.save("The API is versioned under /v1.").id
     service.close()
-    with http_server(processes, project) as base, httpx.Client(base_url=f"{base}/api/v1") as api:
+    with http_server_in_process(project) as base, httpx.Client(base_url=f"{base}/api/v1") as api:
         assert api.get(f"/memories/{memory_id.lower()}").json()["id"] == memory_id
         assert api.get(f"/memories/{memory_id[:8]}").json()["id"] == memory_id
         history: Any = api.get(f"/memories/{memory_id[:8].lower()}/history").json()

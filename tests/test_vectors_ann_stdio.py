@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import eventmem
 from conftest import eventmem_command, wait_until, write_events
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
@@ -90,6 +91,7 @@ async def served_answers(project: Path, errlog: Path, ann_from: str, *, delete: 
     return found
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_and_like_a_rebuild(
     project: Path, tmp_path: Path
 ) -> None:
@@ -111,6 +113,7 @@ async def test_a_server_above_the_lowered_threshold_answers_like_the_exact_scan_
     assert same(await served_answers(project, tmp_path / "exact-after.log", "1000000"), after_delete)
 
 
+@pytest.mark.slow  # many real processes: .ci/run's slow step
 async def test_a_restarted_server_reads_its_approximate_index_from_the_snapshot_and_answers_alike(
     project: Path, tmp_path: Path
 ) -> None:
@@ -130,9 +133,7 @@ def test_an_invalid_ann_threshold_in_the_environment_is_reported_in_one_line_and
 ) -> None:
     seed(project)
     env = server_env(EVENTMEM_ANN_FROM=value)
-    found = subprocess.run(
-        eventmem_command("search", "pool timeout", "--json"), cwd=project, env=env, capture_output=True, text=True
-    )
+    found = eventmem(project, "search", "pool timeout", "--json", env=env)
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip()
     warnings = [line for line in found.stderr.splitlines() if "EVENTMEM_ANN_FROM" in line]

@@ -29,6 +29,13 @@ Usage::
     python tools/bench_embed.py                        # everything (about 10-15 minutes)
     python tools/bench_embed.py --quick                # small sizes, for a smoke test
     python tools/bench_embed.py --out bench-embed.json
+    python tools/bench_embed.py --skip throughput,recall,cold_start,rebuild --baseline main  # v4 against main's code
+
+- ``versus_baseline`` (with ``--baseline REF``): the default embedder against its own code at git REF, alternated
+  in one process, cold table (every word new, as in a fresh clone) and warm, on the benchmark's memories,
+  on them with new words, on the repository's docs and code split in paragraphs, on long notes and
+  (``--locomo PATH``) on conversational turns: texts per CPU-second, ratios, and whether every vector is
+  bit for bit the baseline's (a change of version 4's vectors would need a new version).
 """
 
 from __future__ import annotations
@@ -104,7 +111,7 @@ def measure(embedder: Embedder, sample: list[str], batch: int = 64, *, fresh_wor
     }
 
 
-def throughput(count: int, onnx_count: int) -> dict[str, Any]:
+def throughput(count: int, onnx_count: int, *, onnx: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     sample = texts(count)
     builtin = (
@@ -122,6 +129,8 @@ def throughput(count: int, onnx_count: int) -> dict[str, Any]:
     out["hashing (v4, default), long notes of repeated new words"] = measure(
         HashingEmbedder(), long_repetitive_texts(max(1, count // 50)), batch=8
     )
+    if not onnx:
+        return out
     if not onnx_available():
         out["onnx:minilm"] = "not installed (pip install 'eventmem[onnx]')"
         return out
@@ -267,6 +276,115 @@ def recall(locomo: Path | None, every: int) -> dict[str, Any]:
     return out
 
 
+def repo_paragraphs(limit: int, chars: int = 380) -> list[str]:
+    """Real text: the repository's docs and code split at blank lines, each paragraph cut to ``chars``."""
+    out = []
+    for path in sorted([*(ROOT / "docs").glob("*.md"), *(ROOT / "eventmem").rglob("*.py")]):
+        for paragraph in path.read_text(encoding="utf-8").split("\n\n"):
+            paragraph = paragraph.strip()
+            if len(paragraph) > 40:
+                out.append(paragraph[:chars])
+    return out[:limit]
+
+
+def locomo_turns(path: Path) -> list[str]:
+    """The turns of a LoCoMo-format conversation set (short conversational text; measured, never stored)."""
+    out = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        for session in sample["conversation"].values():
+            if isinstance(session, list):
+                out += [turn["text"] for turn in session if isinstance(turn, dict) and turn.get("text")]
+    return out
+
+
+def baseline_embedder_module(ref: str) -> Any:
+    """The built-in embedder's module as it is at git ``ref``, loaded beside the current one (it imports
+    the current ``eventmem.core.words``)."""
+    import types
+
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{ref}:eventmem/embedders/embedder.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType(f"embedder_at_{ref}")
+    import eventmem.embedders.embedder as current
+
+    module.__file__ = current.__file__  # (its data files are found beside the current module)
+    exec(compile(source, f"{ref}:eventmem/embedders/embedder.py", "exec"), module.__dict__)
+    return module
+
+
+def versus_baseline(ref: str, count: int, locomo: Path | None, rounds: int) -> dict[str, Any]:
+    """The default built-in embedder (v4) against its code at ``ref``, alternated in one process: texts
+    per CPU-second on a cold table (a new embedder: every word new, as in a fresh clone) and a warm one
+    (the same texts again), the best of ``rounds`` each, and whether the vectors are bit for bit the same."""
+    import eventmem.embedders.embedder as current
+
+    old = baseline_embedder_module(ref)
+    sets: dict[str, tuple[list[str], int]] = {
+        "benchmark memories (40-60 words, two unique numbers each)": (texts(count), 64),
+        "benchmark memories with two new words each": (
+            [f"{text} zq{i}x zr{i}y" for i, text in enumerate(texts(count, seed=3))],
+            64,
+        ),
+        "docs and code paragraphs (380 characters)": (repo_paragraphs(count), 64),
+        "long notes that repeat new words (8 KB)": (long_repetitive_texts(max(1, count // 50)), 8),
+    }
+    if locomo is not None and locomo.is_file():
+        sets["LoCoMo dev turns (conversational)"] = (locomo_turns(locomo)[:count], 64)
+
+    def rate(module: Any, sample: list[str], batch: int) -> tuple[float, float, bytes]:
+        embedder = module.HashingEmbedder()
+        embedder.embed(["warm up"])
+        out = []
+        figures = []
+        for _ in range(2):  # cold, then warm
+            cpu = time.process_time()
+            out += [embedder.embed(sample[start : start + batch]).tobytes() for start in range(0, len(sample), batch)]
+            figures.append(len(sample) / max(time.process_time() - cpu, 1e-9))
+        return figures[0], figures[1], b"".join(out)
+
+    result: dict[str, Any] = {"baseline": ref, "rounds": rounds}
+    for label, (sample, batch) in sets.items():
+        log(f"versus {ref}: {label}")
+        best: dict[str, list[float]] = {"baseline": [0.0, 0.0], "this": [0.0, 0.0]}
+        same = True
+        for _ in range(rounds):
+            base_cold, base_warm, base_vectors = rate(old, sample, batch)
+            cold, warm, vectors = rate(current, sample, batch)
+            same = same and vectors == base_vectors
+            best["baseline"] = [max(best["baseline"][0], base_cold), max(best["baseline"][1], base_warm)]
+            best["this"] = [max(best["this"][0], cold), max(best["this"][1], warm)]
+        result[label] = {
+            "texts": len(sample),
+            "cold_texts_per_cpu_s": round(best["this"][0]),
+            "cold_baseline_texts_per_cpu_s": round(best["baseline"][0]),
+            "cold_ratio": round(best["this"][0] / best["baseline"][0], 2),
+            "warm_texts_per_cpu_s": round(best["this"][1]),
+            "warm_baseline_texts_per_cpu_s": round(best["baseline"][1]),
+            "warm_ratio": round(best["this"][1] / best["baseline"][1], 2),
+            "vectors_bit_for_bit_the_baseline": same,
+        }
+    log(f"versus {ref}: one new question at a time")
+    questions = [f"how did question {i} about zq{i}w get answered" for i in range(300)]
+    single: dict[str, float] = {}
+    for name, module in (("baseline", old), ("this", current)):
+        embedder = module.HashingEmbedder()
+        embedder.embed(["warm up"])
+        cpu = time.process_time()
+        for question in questions:
+            embedder.embed([question])
+        single[name] = (time.process_time() - cpu) / len(questions) * 1e6
+    result["one new question alone"] = {
+        "us_per_cpu": round(single["this"], 1),
+        "baseline_us_per_cpu": round(single["baseline"], 1),
+        "ratio": round(single["this"] / single["baseline"], 2),
+    }
+    return result
+
+
 def machine() -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
@@ -285,9 +403,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-memories", type=int, default=2000)
     parser.add_argument("--rebuild-memories", type=int, default=100_000)
     parser.add_argument("--onnx-rebuild-memories", type=int, default=2000)
-    parser.add_argument("--skip", default="", help="comma-separated: throughput,recall,cold_start,rebuild")
+    parser.add_argument("--skip", default="", help="comma-separated: throughput,onnx,recall,cold_start,rebuild")
     parser.add_argument("--locomo", type=Path, metavar="PATH", help="recall: also this LoCoMo dev set")
     parser.add_argument("--hard-every", type=int, default=1, metavar="N", help="recall: every N-th hard question")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also the built-in embedder against its code at git REF (e.g. main), cold and warm, in one process",
+    )
+    parser.add_argument("--baseline-rounds", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
@@ -299,8 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     specs = ["hashing"] + (["onnx:minilm"] if onnx_available() else [])
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-embed-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.baseline:
+            result["versus_baseline"] = versus_baseline(
+                args.baseline, args.throughput_texts, args.locomo, args.baseline_rounds
+            )
         if "throughput" not in skip:
-            result["throughput"] = throughput(args.throughput_texts, args.onnx_texts)
+            result["throughput"] = throughput(args.throughput_texts, args.onnx_texts, onnx="onnx" not in skip)
         if "recall" not in skip:
             result["recall"] = recall(args.locomo, args.hard_every)
         if "cold_start" not in skip:

@@ -15,6 +15,10 @@ peak memory (its own, from ``wait4``), with the default ``max_segment_bytes`` (t
 new segments as each fills), beside the same import into one segment (``max_segment_bytes`` at its
 ceiling: the baseline, what one append of the whole batch costs), as ratios; ``--segment-mb`` sets a
 smaller segment for the rolled-over run (a smaller store then still spans several segments).
+``--baseline-tree DIR`` runs the same rolled-over import a second time with the eventmem of another
+checkout (``git worktree add DIR main``), in the same run, as ratios; ``--rebuild-floor`` adds the
+peak memory of ``eventmem rebuild`` of the imported project (a process folding and indexing that
+journal from nothing: what the import's peak is compared with).
 
 Usage::
 
@@ -22,6 +26,8 @@ Usage::
     python tools/bench_interchange.py --quick         # 200
     python tools/bench_interchange.py --out bench-interchange.json
     python tools/bench_interchange.py --large 200000  # one 200k-line import, rolled over vs one segment
+    python tools/bench_interchange.py --large 200000 --rolled-only  # the rolled-over import alone
+    python tools/bench_interchange.py --large 20000 --rolled-only --baseline-tree ../base --rebuild-floor
 """
 
 from __future__ import annotations
@@ -188,24 +194,29 @@ def import_once(
     return seconds, report
 
 
-def measured_import(project: Path, store: Path, env: dict[str, str]) -> dict[str, Any]:
-    """One ``eventmem import server-memory`` process: its wall time, peak RSS and report."""
-    command = [sys.executable, "-m", "eventmem", "import", "server-memory", str(store), "--json"]
+def measured(command: list[str], project: Path, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """Run ``command`` in ``project``: its wall seconds, its own peak RSS in MB (from ``wait4``), its stdout."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         process = subprocess.Popen(command, cwd=project, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if process.returncode != 0:
-            raise SystemExit(f"eventmem import server-memory failed: {err.read().decode(errors='replace').strip()}")
-        report: dict[str, Any] = json.loads(out.read())
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(command[2:4])} failed: {err.read().decode(errors='replace').strip()}")
+        return seconds, usage.ru_maxrss / 1024, out.read()  # (ru_maxrss: kilobytes on Linux)
+
+
+def measured_import(project: Path, store: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One ``eventmem import server-memory`` process: its wall time, peak RSS and report."""
+    command = [sys.executable, "-m", "eventmem", "import", "server-memory", str(store), "--json"]
+    seconds, peak, out = measured(command, project, env)
+    report: dict[str, Any] = json.loads(out)
     segments = sorted((project / ".eventmem" / "journal").glob("*.jsonl"))
     return {
         "seconds": round(seconds, 2),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # (kilobytes on Linux)
+        "peak_rss_mb": round(peak, 1),
         "added": report["added"],
         "links_added": report["linksAdded"],
         "segments": len(segments),
@@ -213,28 +224,67 @@ def measured_import(project: Path, store: Path, env: dict[str, str]) -> dict[str
     }
 
 
-def large_import(lines: int, env: dict[str, str], tmp: Path, segment_mb: int = 0) -> dict[str, Any]:
+def large_import(
+    lines: int,
+    env: dict[str, str],
+    tmp: Path,
+    segment_mb: int = 0,
+    rolled_only: bool = False,
+    baseline_tree: Path | None = None,
+    rebuild_floor: bool = False,
+) -> dict[str, Any]:
     entities = lines // 2
     memories = Corpus(11).memories(entities)
     store = server_memory(memories, tmp)
     runs: dict[str, Any] = {}
     rolled_limit = str(segment_mb * 1_048_576) if segment_mb else ""
-    for label, limit in (("one_segment", "1073741824"), ("rolled_over", rolled_limit)):
+    plan: list[tuple[str, str, Path | None]] = [
+        ("one_segment", "1073741824", None),
+        ("rolled_over", rolled_limit, None),
+    ]
+    plan = plan[1:] if rolled_only else plan
+    if baseline_tree is not None:
+        plan.append(("baseline_rolled_over", rolled_limit, baseline_tree.resolve()))
+    for label, limit, tree in plan:
         project = tmp / label / "project"
         project.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(project)], check=True)
-        run_env = dict(env, EVENTMEM_MAX_SEGMENT_BYTES=limit) if limit else env
+        run_env = dict(env, EVENTMEM_MAX_SEGMENT_BYTES=limit) if limit else dict(env)
+        run_env["EVENTMEM_GLOBAL_DIR"] = str(tmp / label / "global")  # (each embeds its texts: no shared cache)
+        if tree is not None:  # (before the installed eventmem on the path)
+            run_env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
         runs[label] = measured_import(project, store, run_env)
+        if tree is not None:
+            runs[label]["tree"] = subprocess.run(
+                ["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True, text=True
+            ).stdout.strip()
         log(f"large import ({label}): {runs[label]}")
-    rolled, single = runs["rolled_over"], runs["one_segment"]
-    return {
+    if rebuild_floor:
+        project = tmp / "rolled_over" / "project"
+        rebuild_env = dict(env, EVENTMEM_GLOBAL_DIR=str(tmp / "rebuild" / "global"))  # (it embeds every text)
+        seconds, peak, _ = measured([sys.executable, "-m", "eventmem", "rebuild"], project, rebuild_env)
+        runs["rebuild_of_the_import"] = {"seconds": round(seconds, 2), "peak_rss_mb": round(peak, 1)}
+        log(f"rebuild of the imported project: {runs['rebuild_of_the_import']}")
+    result: dict[str, Any] = {
         "lines": len(store.read_text(encoding="utf-8").splitlines()),
         "store_mb": round(store.stat().st_size / 1_048_576, 1),
         "max_segment_bytes": f"{segment_mb} MiB" if segment_mb else "default (64 MiB)",
         **runs,
-        "time_ratio_rolled_over_to_one_segment": round(rolled["seconds"] / single["seconds"], 3),
-        "memory_ratio_rolled_over_to_one_segment": round(rolled["peak_rss_mb"] / single["peak_rss_mb"], 3),
     }
+    if baseline_tree is not None:
+        rolled, base = runs["rolled_over"], runs["baseline_rolled_over"]
+        result["time_ratio_to_baseline_tree"] = round(rolled["seconds"] / base["seconds"], 3)
+        result["memory_ratio_to_baseline_tree"] = round(rolled["peak_rss_mb"] / base["peak_rss_mb"], 3)
+    if rebuild_floor:
+        floor = runs["rebuild_of_the_import"]["peak_rss_mb"]
+        result["memory_ratio_to_rebuild"] = round(runs["rolled_over"]["peak_rss_mb"] / floor, 3)
+    if rolled_only:
+        result["baseline"] = "not run (--rolled-only): the one-segment import would double the time"
+        return result
+    rolled, single = runs["rolled_over"], runs["one_segment"]
+    result["time_ratio_rolled_over_to_one_segment"] = round(rolled["seconds"] / single["seconds"], 3)
+    result["memory_ratio_rolled_over_to_one_segment"] = round(rolled["peak_rss_mb"] / single["peak_rss_mb"], 3)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,12 +299,36 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="--large: max_segment_bytes of the rolled-over run, in MiB (default 64)",
     )
+    parser.add_argument(
+        "--rolled-only",
+        action="store_true",
+        help="--large: only the rolled-over import (no one-segment baseline, so no ratios)",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        metavar="DIR",
+        help="--large: also run the rolled-over import with the eventmem of this checkout (ratios to it)",
+    )
+    parser.add_argument(
+        "--rebuild-floor",
+        action="store_true",
+        help="--large: also measure eventmem rebuild of the imported project (its peak memory)",
+    )
     args = parser.parse_args(argv)
     if args.large:
         with tempfile.TemporaryDirectory(prefix="eventmem-bench-interchange-") as tmp:
             env = dict(os.environ, EVENTMEM_GLOBAL_DIR=str(Path(tmp) / "global"))
             env.pop("EVENTMEM_MAX_SEGMENT_BYTES", None)
-            large = large_import(args.large, env, Path(tmp), args.segment_mb)
+            large = large_import(
+                args.large,
+                env,
+                Path(tmp),
+                args.segment_mb,
+                args.rolled_only,
+                args.baseline_tree,
+                args.rebuild_floor,
+            )
         text = json.dumps(
             {
                 "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -426,6 +426,13 @@ def shoot(base: str, memory: str, out: Path) -> list[Path]:
                 whole = device == "laptop" and name not in ("graph", "timeline")  # else one screen
                 page.screenshot(path=str(path), full_page=whole)
                 made.append(path)
+                if name == "graph":  # zoomed in: every relation named on its arrow, the memories by title
+                    for _ in range(5):
+                        page.get_by_role("button", name="Zoom in").click()
+                    page.wait_for_selector("svg.graph.all-relations")
+                    path = out / f"graph-zoomed-{device}.png"
+                    page.screenshot(path=str(path))
+                    made.append(path)
             if errors:
                 raise SystemExit(f"{device}: {errors}")
             context.close()

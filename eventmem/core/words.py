@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["STOPWORDS", "TOKEN_PATTERN", "stem", "tokens"]
+__all__ = ["STOPWORDS", "TOKEN_PATTERN", "raw_token_words", "stem", "tokens"]
 
 
 STOPWORDS: Final = frozenset(
@@ -29,6 +29,8 @@ _SUFFIXES: Final = ("ing", "ed", "es", "s", "ly")
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
+    if not word.endswith(_SUFFIXES):  # (most words: one call instead of one per suffix)
+        return word
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
@@ -42,6 +44,11 @@ def tokens(text: str) -> list[str]:
     ``context``, ``py``.
     """
     return [token for raw in _TOKEN.findall(text) for token in _word_tokens(raw)]
+
+
+def raw_token_words(raw: str) -> tuple[str, ...]:
+    """:func:`tokens` of one raw token (a whole match of :data:`TOKEN_PATTERN`), without the search."""
+    return _word_tokens(raw)
 
 
 @lru_cache(maxsize=65536)

@@ -29,16 +29,16 @@ import json
 import re
 import threading
 import unicodedata
-import zlib
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from eventmem.core.words import STOPWORDS, stem, tokens
+from eventmem.embedders.wordtable import WordTable, char_ngrams, expand, feature_code
 
 __all__ = ["Embedder", "HashingEmbedder", "Loadable", "normalize_rows", "tokens"]
 
@@ -103,7 +103,20 @@ class WordPiece:
         self.prefix: str = model.get("continuing_subword_prefix", "##")
         self.max_chars: int = model.get("max_input_chars_per_word", 100)
         self.unknown = self.vocab.get(model.get("unk_token", "[UNK]"), 100)
+        # the longest piece that begins with each three characters, for a word's first piece and for the
+        # pieces that continue it (the greedy match below tries no longer one: the same pieces, sooner)
+        self.following = {key[len(self.prefix) :]: i for key, i in self.vocab.items() if key.startswith(self.prefix)}
+        """The pieces that continue a word, without their prefix."""
+        self.longest_first: dict[str, int] = {}
+        self.longest_next: dict[str, int] = {}
+        for key in self.vocab:
+            if len(key) >= 3:
+                self.longest_first[key[:3]] = max(self.longest_first.get(key[:3], 0), len(key))
+            within = key[len(self.prefix) :]
+            if key.startswith(self.prefix) and len(within) >= 3:
+                self.longest_next[within[:3]] = max(self.longest_next.get(within[:3], 0), len(within))
         self.word_ids = lru_cache(maxsize=65536)(self._word_ids)
+        self.content_word_ids = lru_cache(maxsize=65536)(self._content_word_ids)
 
     @staticmethod
     def words(text: str) -> list[str]:
@@ -135,13 +148,15 @@ class WordPiece:
         if len(word) > self.max_chars:
             return (self.unknown,)
         ids: list[int] = []
-        start = 0
-        while start < len(word):
-            end = len(word)
+        first, following = self.vocab.get, self.following.get
+        start, size = 0, len(word)
+        while start < size:
+            bound = (self.longest_next if start else self.longest_first).get(word[start : start + 3], 2)
+            lookup = following if start else first
+            end = min(size, start + bound)
             found = None
             while start < end:
-                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
-                found = self.vocab.get(piece)
+                found = lookup(word[start:end])
                 if found is not None:
                     break
                 end -= 1
@@ -156,12 +171,12 @@ class WordPiece:
 
     def content_ids(self, text: str) -> list[int]:
         """The word pieces of the text's words that are neither stop words nor punctuation."""
-        return [
-            i
-            for word in self.words(text)
-            if word not in STOPWORDS and any(c.isalnum() for c in word)
-            for i in self.word_ids(word)
-        ]
+        return [i for word in self.words(text) for i in self.content_word_ids(word)]
+
+    def _content_word_ids(self, word: str) -> tuple[int, ...]:
+        if word in STOPWORDS or not (word.isalnum() or any(c.isalnum() for c in word)):
+            return ()
+        return self.word_ids(word)
 
 
 # For ASCII text BERT's basic tokenization is: drop control characters, split on white space, and
@@ -203,19 +218,6 @@ class _Static:
             return cls._pieces, table
 
 
-@lru_cache(maxsize=65536)
-def _char_ngrams(word: str) -> tuple[str, ...]:
-    """The 3- and 4-grams of ``<word>`` (a word's own boundary marks included), in order."""
-    marked = f"<{word}>"
-    return tuple(marked[i : i + n] for n in (3, 4) for i in range(len(marked) - n + 1))
-
-
-@lru_cache(maxsize=262144)
-def _feature_code(feature: str) -> int:
-    """The feature's CRC-32 times two, plus one for a word or word-pair feature (``w:``/``b:``)."""
-    return zlib.crc32(feature.encode()) * 2 + (feature[1] == ":")
-
-
 _FACTORS: Final = np.array([0.5, 2.0, -0.5, -2.0], np.float32)
 """A feature's weight factor by its kind and sign (index: 1 for a word or word-pair feature, plus 2 for
 a hash with its top bit set): word features weigh more than the many n-grams of the same word.
@@ -238,7 +240,7 @@ class HashingEmbedder:
         self._dim = dim
         self.version = version
         self._static_dim = min(128, dim // 3) if version in STATIC_FILES else 0
-        self._words: _WordTable | None = None
+        self._words: WordTable | None = None
         self._words_lock = threading.Lock()
 
     @property
@@ -255,7 +257,7 @@ class HashingEmbedder:
         for word in words:
             feats["w:" + word] += 2
             if len(word) > 3:
-                feats.update(_char_ngrams(word))
+                feats.update(char_ngrams(word))
         feats.update(f"b:{first} {second}" for first, second in itertools.pairwise(words))
         return feats
 
@@ -296,7 +298,7 @@ class HashingEmbedder:
             feats = self.features(text)
             if not feats:
                 continue
-            codes = np.fromiter(map(_feature_code, feats), dtype=np.int64, count=len(feats))
+            codes = np.fromiter(map(feature_code, feats), dtype=np.int64, count=len(feats))
             hashes = codes >> 1  # (a CRC-32: its top bit gives the sign)
             weights = np.log1p(np.fromiter(feats.values(), dtype=np.float32, count=len(feats)))
             weights *= _FACTORS[(codes & 1) | ((hashes >> 30) & 2)]
@@ -306,38 +308,45 @@ class HashingEmbedder:
         out /= norms
         return out
 
+    def _new_table(self, hashed_dim: int) -> WordTable:
+        if not self._static_dim:
+            return WordTable(hashed_dim, None, np.zeros((1, 0), np.float32))
+        pieces, table = _Static.get(self.version)
+        return WordTable(hashed_dim, pieces, np.ascontiguousarray(table[:, : self._static_dim]))
+
     def _looked_up(self, texts: list[str]) -> Vectors:
         """Version 4: the words' rows of the table, summed per text in numpy (see the module's doc)."""
         hashed_dim = self._dim - self._static_dim
         count = len(texts)
         with self._words_lock:
             if self._words is None or self._words.full():
-                self._words = _WordTable(self, hashed_dim)
+                self._words = self._new_table(hashed_dim)
             words = self._words
-            per_text = [words.rows(text) for text in texts]
-            per_pair = [words.pairs(rows) for rows in per_text]
+            per_text = words.rows(texts)
             table = words.view()
-        pair_lengths = np.fromiter(map(len, per_pair), np.int64, count)
-        pair_codes = np.fromiter(itertools.chain.from_iterable(per_pair), np.int64, int(pair_lengths.sum()))
-        pair_owner = np.repeat(np.arange(count, dtype=np.int64), pair_lengths)
         lengths = np.fromiter(map(len, per_text), np.int64, count)
         rows = np.fromiter(itertools.chain.from_iterable(per_text), np.int64, int(lengths.sum()))
         owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
+        content = rows != 0  # (row 0: a stop word, left out, also from the word pairs)
+        rows, owner = rows[content], owner[content]
         hashed = np.zeros(count * hashed_dim, dtype=np.float64)
         if len(rows):
             size = table.feature_count[rows]
-            spread_rows = _expand(table.feature_start[rows], size)
+            spread_rows = expand(table.feature_start[rows], size)
             # as version 3, a feature weighs by the logarithm of its count in the text (features of one
             # kind and sign that share a dimension are counted together): one bin per text, dimension
-            # and kind, the table holding each feature's dimension and kind as ``part``
+            # and kind, the table holding each feature's dimension and kind as ``part`` (the counts are
+            # whole numbers, so their float64 sums do not depend on the order they are added in)
             bins = count * hashed_dim * 4
             slot = np.repeat(owner * (hashed_dim * 4), size) + table.part[spread_rows]
-            totals = np.bincount(slot, table.counted[spread_rows], minlength=bins)
-            if len(pair_codes):
-                hashes = pair_codes >> 1
-                pair_part = ((hashes % hashed_dim) << 2) | (pair_codes & 1) | ((hashes >> 30) & 2)
-                totals += np.bincount(pair_owner * (hashed_dim * 4) + pair_part, minlength=bins)
-            hashed = np.log1p(totals.reshape(-1, 4)) @ _FACTORS64
+            totals = np.bincount(slot, table.counted[spread_rows], minlength=bins).astype(np.float64, copy=False)
+            # the word pairs across consecutive tokens of a text (``b:last first``), hashed in numpy
+            same = owner[1:] == owner[:-1]
+            if same.any():
+                hashes = words.pair_crcs(table, rows[:-1][same], rows[1:][same])
+                pair_part = ((hashes % hashed_dim) << 2) | 1 | ((hashes >> 30) & 2)
+                totals += np.bincount(owner[1:][same] * (hashed_dim * 4) + pair_part, minlength=bins)
+            hashed = _log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
@@ -345,7 +354,7 @@ class HashingEmbedder:
         out[:, :hashed_dim] = block / norms
         if self._static_dim and len(rows):
             at, size = table.piece_start[rows], table.piece_count[rows]
-            pieces = table.piece[_expand(at, size)]
+            pieces = table.piece[expand(at, size)]
             piece_owner = np.repeat(owner, size)
             if len(pieces):
                 vectors = table.vectors[pieces]
@@ -361,164 +370,18 @@ class HashingEmbedder:
 
 
 _FACTORS64: Final = _FACTORS.astype(np.float64)
-_RUN: Final = re.compile(r"[\w.\-/]+")
-"""A run of the characters a raw token is made of; the token (:data:`eventmem.core.words.TOKEN_PATTERN`) is the run
-without its leading and trailing ``._-/`` (one token per run, none if nothing is left)."""
+_LOG1P_TABLE: Final = 1 << 16
 
 
-def _expand(start: npt.NDArray[np.int64], size: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The indexes ``start[i] .. start[i] + size[i] - 1`` of every ``i``, in order (CSR rows, flattened)."""
-    total = int(size.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(size)
-    offsets = np.repeat(start - (ends - size), size)
-    out: npt.NDArray[np.int64] = np.arange(total, dtype=np.int64) + offsets
-    return out
+@lru_cache(maxsize=1)
+def _log1p_table() -> npt.NDArray[np.float64]:
+    return np.log1p(np.arange(_LOG1P_TABLE, dtype=np.float64))
 
 
-class _Grown:
-    """A numpy array that grows: values are appended to a list and moved into the array, which grows by
-    doubling, when it is read (a view taken earlier keeps what it held)."""
-
-    def __init__(self, dtype: type[np.generic]) -> None:
-        self.data: npt.NDArray[Any] = np.zeros(1024, dtype=dtype)
-        self.stored = 0
-        self.pending: list[Any] = []
-
-    @property
-    def size(self) -> int:
-        return self.stored + len(self.pending)
-
-    def read(self) -> npt.NDArray[Any]:
-        if self.pending:
-            end = self.size
-            if end > len(self.data):
-                grown = np.zeros(max(end, 2 * len(self.data)), dtype=self.data.dtype)
-                grown[: self.stored] = self.data[: self.stored]
-                self.data = grown
-            self.data[self.stored : end] = self.pending
-            self.stored, self.pending = end, []
-        return self.data[: self.stored]
-
-
-class _TableView(NamedTuple):
-    feature_start: npt.NDArray[np.int64]
-    feature_count: npt.NDArray[np.int64]
-    part: npt.NDArray[np.int64]
-    counted: npt.NDArray[np.float64]
-    piece_start: npt.NDArray[np.int64]
-    piece_count: npt.NDArray[np.int64]
-    piece: npt.NDArray[np.int64]
-    vectors: npt.NDArray[np.float32]
-
-
-class _WordTable:
-    """Every distinct raw token met so far: its hashed features (dimension and kind, count in the token), the words
-    of its first and last word (for word pairs across tokens), and its content word pieces; row 0
-    is the empty row of a stop word. Bounded: a full table is replaced by an empty one (a row is a
-    pure function of its token, so the vectors do not change)."""
-
-    MAX_ROWS: Final = 200_000
-
-    def __init__(self, embedder: HashingEmbedder, hashed_dim: int) -> None:
-        self.embedder = embedder
-        self.hashed_dim = hashed_dim
-        self.row_of: dict[str, int] = {}
-        self.pair_code: dict[tuple[int, int], int] = {}
-        self.first_word: list[str] = [""]
-        self.last_word: list[str] = [""]
-        self.pieces: WordPiece | None = None
-        self.vectors: npt.NDArray[np.float32] = np.zeros((1, 0), np.float32)
-        if embedder._static_dim:
-            self.pieces, table = _Static.get(embedder.version)
-            self.vectors = np.ascontiguousarray(table[:, : embedder._static_dim])
-        self.feature_start, self.feature_count = _Grown(np.int64), _Grown(np.int64)
-        self.part, self.count = _Grown(np.int64), _Grown(np.float64)
-        self.piece_start, self.piece_count, self.piece = _Grown(np.int64), _Grown(np.int64), _Grown(np.int64)
-        self._add_row([], [], [])
-
-    def full(self) -> bool:
-        return len(self.row_of) >= self.MAX_ROWS
-
-    def rows(self, text: str) -> list[int]:
-        """The rows of the text's raw tokens that are not stop words, in order (new ones added)."""
-        raws = _RUN.findall(text)  # (a raw token is its run without the ends the token pattern leaves out)
-        out = list(map(self.row_of.get, raws))
-        if None in out:  # (a word new to the table may come several times in the text: one row for it)
-            out = [self._row(raw) if row is None else row for raw, row in zip(raws, out, strict=True)]
-        if 0 in out:
-            out = [row for row in out if row]
-        return out  # type: ignore[return-value]
-
-    def pairs(self, rows: list[int]) -> list[int]:
-        """The feature codes of the word pairs across the text's consecutive tokens (``b:last first``)."""
-        pairs = list(itertools.pairwise(rows))
-        out = list(map(self.pair_code.get, pairs))
-        if None in out:
-            out = [self._pair(pair) if code is None else code for pair, code in zip(pairs, out, strict=True)]
-        return out  # type: ignore[return-value]
-
-    def _pair(self, pair: tuple[int, int]) -> int:
-        code = self.pair_code.get(pair)
-        return self._new_pair(pair) if code is None else code
-
-    def _new_pair(self, pair: tuple[int, int]) -> int:
-        code = _feature_code(f"b:{self.last_word[pair[0]]} {self.first_word[pair[1]]}")
-        self.pair_code[pair] = code
-        return code
-
-    def view(self) -> _TableView:
-        return _TableView(
-            self.feature_start.read(),
-            self.feature_count.read(),
-            self.part.read(),
-            self.count.read(),
-            self.piece_start.read(),
-            self.piece_count.read(),
-            self.piece.read(),
-            self.vectors,
-        )
-
-    def _row(self, run: str) -> int:
-        row = self.row_of.get(run)
-        return self._new(run) if row is None else row
-
-    def _new(self, run: str) -> int:
-        raw = run.strip("._-/")
-        if raw != run and raw in self.row_of:
-            self.row_of[run] = self.row_of[raw]
-            return self.row_of[run]
-        words = [stem(w) for w in tokens(raw) if w not in STOPWORDS]
-        pieces = self.pieces.content_ids(raw) if self.pieces is not None else []
-        if not words and not pieces:
-            self.row_of[run] = 0
-            return 0
-        feats: dict[str, int] = {}
-        for word in words:
-            key = "w:" + word
-            feats[key] = feats.get(key, 0) + 2
-            if len(word) > 3:
-                for gram in _char_ngrams(word):
-                    feats[gram] = feats.get(gram, 0) + 1
-        for first_word, second_word in itertools.pairwise(words):
-            key = f"b:{first_word} {second_word}"
-            feats[key] = feats.get(key, 0) + 1
-        codes = [_feature_code(feature) for feature in feats]
-        row = self._add_row(codes, [float(c) for c in feats.values()], pieces)
-        self.first_word.append(words[0] if words else "")
-        self.last_word.append(words[-1] if words else "")
-        self.row_of[run] = row
-        return row
-
-    def _add_row(self, codes: list[int], counts: list[float], pieces: list[int]) -> int:
-        row = self.feature_start.size
-        self.feature_start.pending.append(self.part.size)
-        self.feature_count.pending.append(len(codes))
-        dim = self.hashed_dim
-        self.part.pending += [(((c >> 1) % dim) << 2) | (c & 1) | (((c >> 1) >> 30) & 2) for c in codes]
-        self.count.pending += counts
-        self.piece_start.pending.append(self.piece.size)
-        self.piece_count.pending.append(len(pieces))
-        self.piece.pending += pieces
-        return row
+def _log1p_of_counts(totals: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``np.log1p(totals)`` of whole numbers, looked up (the same values, a third of the time)."""
+    if not len(totals) or totals.max() >= _LOG1P_TABLE:
+        out: npt.NDArray[np.float64] = np.log1p(totals)
+        return out
+    looked: npt.NDArray[np.float64] = _log1p_table()[totals.astype(np.int64)]
+    return looked

@@ -1,20 +1,26 @@
-"""The one service-level write of an import: its whole plan appended as one batch, or nothing.
+"""The one service-level write of an import: its plan appended as one block of lines.
 
-The plan is made under the journal lock after catching up (see ``Store.append_planned``), so two
-imports of the same store at once take turns and the second finds everything unchanged; the
-events go out in one append, all with the writer ``import:FORMAT@BATCH``, so ``eventmem diff`` and
-``eventmem pr-summary`` show one import as one change by one writer.
+The plan is made under the journal lock after catching up (see ``Store.append_planned_batches``),
+so two imports of the same store at once take turns and the second finds everything unchanged; the
+events go out in batches of :data:`~eventmem.interchange.plan.BATCH` items (each planned, appended
+and indexed before the next is read, so a large store does not hold every event, line and text
+at once) under that one hold of the lock, so they are one block of lines no other writer splits,
+all with the writer ``import:FORMAT@BATCH`` and one time: ``eventmem diff`` and ``eventmem
+pr-summary`` show one import as one change by one writer. An import stopped part way (a full disk)
+leaves the batches written; importing the same store again finds them unchanged and adds the rest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from eventmem.core.events import AnyEvent
 from eventmem.core.ids import new_id
+from eventmem.core.state import State
 from eventmem.core.validation import check_length
 from eventmem.interchange.mapping import Bundle
-from eventmem.interchange.plan import Plan, make_plan
+from eventmem.interchange.plan import Plan, plan_batches
 
 if TYPE_CHECKING:
     from eventmem.service import MemoryService
@@ -32,31 +38,29 @@ def import_bundle(service: MemoryService, bundle: Bundle, *, dry_run: bool = Tru
 
     ``project``: leave out items whose metadata names another project (stores shared by projects)."""
     store = service.project
-    by = writer_of(bundle.format)
     config = service.config
+    plan = Plan(bundle.format, writer_of(bundle.format), problems=list(bundle.problems))
 
-    def plan_now() -> Plan:
+    def state() -> State:
         with store.read() as view:
-            return make_plan(
-                view.fold,
-                bundle,
-                by=by,
-                summarizer=service.summarizer,
-                max_bytes=config.max_memory_bytes,
-                refuse_secrets=config.secrets == "refuse",
-                project=project,
-            )
+            return view.fold
+
+    def batches() -> Iterator[list[AnyEvent]]:
+        return plan_batches(
+            state,
+            bundle,
+            plan,
+            summarizer=service.summarizer,
+            max_bytes=config.max_memory_bytes,
+            refuse_secrets=config.secrets == "refuse",
+            project=project,
+        )
 
     if dry_run:
         store.catch_up()
-        return plan_now()
-    made: list[Plan] = []
-
-    def events() -> list[AnyEvent]:
-        made.append(plan_now())
-        return made[-1].events
-
-    store.append_planned(events)
-    plan = made[-1]
+        for _ in batches():  # (each batch planned on the same fold, and let go)
+            pass
+        return plan
+    store.append_planned_batches(batches)
     plan.dry_run = False
     return plan

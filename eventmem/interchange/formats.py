@@ -106,7 +106,7 @@ def _check_place(path: Path, *, folder: bool, replace: bool) -> None:
     link (a folder format), or over an existing file unless ``replace``."""
     real = Path(os.path.realpath(path.parent)) / path.name
     for shown in (path, real):
-        private = next((part for part in shown.parts if part in PRIVATE_FOLDERS), None)
+        private = next((part for part in shown.parts if _folded(part) in PRIVATE_FOLDERS), None)
         if private is not None:
             raise UnsafePath(f"{path}: an export never writes inside {private}/; give a path outside it")
     if not os.path.lexists(path):
@@ -121,6 +121,12 @@ def _check_place(path: Path, *, folder: bool, replace: bool) -> None:
         raise InvalidInput(f"{path} is a folder; give the file to write")
     if not replace:
         raise InvalidInput(f"{path} exists; give a new file (or --force to replace it)")
+
+
+def _folded(name: str) -> str:
+    """``name`` as a case-insensitive file system (macOS, Windows) finds it: ``.GIT`` and ``.git.`` are
+    ``.git`` there."""
+    return name.casefold().rstrip(" .") if name not in (".", "..") else name
 
 
 def _move(written: Path, path: Path, *, replace: bool) -> None:

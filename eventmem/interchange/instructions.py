@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+from eventmem.core.errors import InvalidInput
 from eventmem.interchange import frontmatter
 from eventmem.interchange.mapping import Bundle, Item, Problem, tags_of
 from eventmem.interchange.sources import read_text
@@ -34,8 +35,18 @@ def instruction_files(folder: Path) -> list[Path]:
     return found
 
 
+TEXT_SUFFIXES: Final = ("", ".md", ".mdc", ".markdown", ".txt")
+"""What an instruction file given by name may be: markdown, Cursor's rules, plain text (``.cursorrules``)."""
+
+
 def read(path: Path) -> Bundle:
     bundle = Bundle(FORMAT)
+    if not path.is_dir() and path.suffix.lower() not in TEXT_SUFFIXES:
+        raise InvalidInput(
+            f"{path} is not an instruction file (markdown or text, such as CLAUDE.md or a .mdc rule): give one, "
+            "or a folder holding them, or import it as the format it is in (server-memory for a JSONL "
+            "knowledge graph, json for an eventmem dump)"
+        )
     files = instruction_files(path) if path.is_dir() else [path]
     if not files:
         raise_none = Problem(str(path), f"no {', '.join(KNOWN)} or .cursor/rules/*.mdc here")

@@ -12,8 +12,9 @@ time, so the import reads as one change. Pure: reads a fold, writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from eventmem.core.errors import SecretRefused
 from eventmem.core.events import AnyEvent, LinkAdded, MemorySaved, MemoryUpdated
@@ -24,9 +25,17 @@ from eventmem.core.sections import singleton_of_kind
 from eventmem.core.state import State
 from eventmem.core.summarizer import Summarizer
 from eventmem.core.validation import has_visible
-from eventmem.interchange.mapping import Bundle, Item, Problem, link_id_for, memory_id_for, metadata_fields
+from eventmem.interchange.mapping import (
+    Bundle,
+    Item,
+    Problem,
+    Relation,
+    link_id_for,
+    memory_id_for,
+    metadata_fields,
+)
 
-__all__ = ["Plan", "make_plan"]
+__all__ = ["BATCH", "Plan", "plan_batches"]
 
 
 @dataclass
@@ -44,7 +53,8 @@ class Plan:
     links_updated: int = 0
     links_unchanged: int = 0
     problems: list[Problem] = field(default_factory=list)
-    events: list[AnyEvent] = field(default_factory=list)
+    events: int = 0
+    """Events planned (and appended, unless a dry run)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,7 +69,7 @@ class Plan:
             "linksAdded": self.links_added,
             "linksUpdated": self.links_updated,
             "linksUnchanged": self.links_unchanged,
-            "events": len(self.events),
+            "events": self.events,
             "problems": [p.render() for p in self.problems],
             "ids": {"added": self.added, "updated": self.updated},
         }
@@ -126,22 +136,80 @@ def _check(item: Item, format_name: str, max_bytes: int, refuse: bool, plan: Pla
     return _Checked(memory_id, item, kind, title, content, body, tags, fields, source, summary)
 
 
-def make_plan(
-    state: State,
+BATCH: Final = 2_000
+"""Items planned (and, by :func:`~eventmem.interchange.batch.import_bundle`, appended and indexed) at
+a time: an import's peak memory grows with this, not with the store it reads."""
+
+
+def plan_batches(
+    state_of: Callable[[], State],
     bundle: Bundle,
+    plan: Plan,
     *,
-    by: str,
     summarizer: Summarizer,
     max_bytes: int,
     refuse_secrets: bool = False,
     project: str | None = None,
-) -> Plan:
-    """The events that bring ``bundle`` into a journal whose fold is ``state``, and their account."""
-    plan = Plan(bundle.format, by, problems=list(bundle.problems))
+    size: int = BATCH,
+) -> Iterator[list[AnyEvent]]:
+    """The events that bring ``bundle`` into a journal, ``size`` items (or relations) at a time, their
+    account kept in ``plan``; ``state_of`` gives the fold to compare with, asked again for each batch.
+    The bundle's items and relations are taken out of it as they are planned (it ends empty).
+
+    The events are those of one plan of the whole bundle and in its order (every memory's event,
+    then every link's): a batch is planned against the fold before this import or with the earlier
+    batches' events folded in, which is the same, as each item is its own memory (items with the
+    same original id are refused as seconds) and links are planned once every memory is (the
+    memories this import keeps live are remembered for them, so a dry run plans the same links)."""
     ts = now_iso()
-    checked: list[_Checked] = []
     seen: set[str] = set()
-    for item in bundle.items:
+    live: set[str] = set()
+    while bundle.items:
+        items = bundle.items[:size]
+        del bundle.items[:size]  # (let go once planned: the fold grows as the bundle shrinks)
+        events = _plan_items(
+            state_of(),
+            bundle.format,
+            items,
+            seen,
+            live,
+            plan,
+            ts,
+            summarizer,
+            max_bytes,
+            refuse_secrets,
+            project,
+        )
+        plan.events += len(events)
+        if events:
+            yield events
+    done: set[str] = set()
+    while bundle.relations:
+        relations = bundle.relations[:size]
+        del bundle.relations[:size]
+        events = _plan_links(state_of(), bundle.format, relations, live, done, plan, ts)
+        plan.events += len(events)
+        if events:
+            yield events
+
+
+def _plan_items(
+    state: State,
+    format_name: str,
+    items: list[Item],
+    seen: set[str],
+    live: set[str],
+    plan: Plan,
+    ts: str,
+    summarizer: Summarizer,
+    max_bytes: int,
+    refuse_secrets: bool,
+    project: str | None,
+) -> list[AnyEvent]:
+    events: list[AnyEvent] = []
+    by = plan.by
+    checked: list[_Checked] = []
+    for item in items:
         wanted = item.metadata.get("project")
         if project is not None and isinstance(wanted, str) and wanted and wanted != project:
             plan.other_project += 1
@@ -150,18 +218,17 @@ def make_plan(
             plan.problems.append(Problem(item.where or item.source[:80], f"a second item with id {item.source[:80]!r}"))
             continue
         seen.add(item.source)
-        if (fitted := _check(item, bundle.format, max_bytes, refuse_secrets, plan)) is not None:
+        if (fitted := _check(item, format_name, max_bytes, refuse_secrets, plan)) is not None:
             checked.append(fitted)
     fresh = [c for c in checked if (r := state.memories.get(c.memory_id)) is None or not r.exists]
     made = [c for c in fresh if not c.summary]  # a summary the store kept is kept
     summaries = dict(zip((c.memory_id for c in made), summarizer.summarize([c.body for c in made]), strict=True))
     summaries |= {c.memory_id: c.summary for c in fresh if c.summary}
-    live: set[str] = set()
     for c in checked:
         record = state.memories.get(c.memory_id)
         if record is None or not record.exists:
             summary, _ = _cut(summaries[c.memory_id], "summary")
-            plan.events.append(
+            events.append(
                 MemorySaved(
                     id=new_id(),
                     ts=ts,
@@ -203,20 +270,20 @@ def make_plan(
         if not changes:
             plan.unchanged.append(c.memory_id)
             continue
-        event = MemoryUpdated(id=new_id(), ts=ts, by=by, prev=record.head, memory=c.memory_id, **changes)
-        plan.events.append(event)
+        events.append(MemoryUpdated(id=new_id(), ts=ts, by=by, prev=record.head, memory=c.memory_id, **changes))
         plan.updated.append(c.memory_id)
-    _plan_links(state, bundle, {c.item.source: c.memory_id for c in checked}, live, plan, ts)
-    return plan
+    return events
 
 
-def _plan_links(state: State, bundle: Bundle, ids: dict[str, str], live: set[str], plan: Plan, ts: str) -> None:
-    done: set[str] = set()
-    for relation in bundle.relations:
+def _plan_links(
+    state: State, format_name: str, relations: list[Relation], live: set[str], done: set[str], plan: Plan, ts: str
+) -> list[AnyEvent]:
+    events: list[AnyEvent] = []
+    for relation in relations:
         where = relation.where or f"relation {relation.source[:40]} -> {relation.target[:40]}"
         ends = []
         for ref in (relation.source, relation.target):
-            memory_id = ids.get(ref) or memory_id_for(bundle.format, ref)
+            memory_id = memory_id_for(format_name, ref)  # (an item's own id: see _check)
             record = state.memories.get(memory_id)
             if memory_id in live or (record is not None and record.exists and record.status == "live"):
                 ends.append(memory_id)
@@ -252,8 +319,9 @@ def _plan_links(state: State, bundle: Bundle, ids: dict[str, str], live: set[str
             strength=relation.strength,
             context=context,
         )
-        plan.events.append(event)
+        events.append(event)
         if existing is not None and existing.alive:
             plan.links_updated += 1
         else:
             plan.links_added += 1
+    return events

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from eventmem.core.errors import UnsafePath
 
@@ -142,16 +142,32 @@ def _walk(root: Path, path: Path, kind: str, create: bool) -> os.stat_result | N
             info = os.lstat(current)
         mode = info.st_mode
         if stat.S_ISLNK(mode):
+            fix = "; `eventmem doctor --fix` does it" if _fixed_by_doctor(current) else ""
             raise UnsafePath(
                 f"{shown} (in {root}) is a symbolic link to {os.readlink(current)}; eventmem never reads or "
                 f"writes through links inside the project. Remove the link (replace it with a real "
-                f"{'folder' if want_folder else 'file'}) and retry."
+                f"{'folder' if want_folder else 'file'}{fix}) and retry."
             )
         if want_folder and not stat.S_ISDIR(mode):
             raise UnsafePath(f"{shown} (in {root}) is not a folder; move it away and retry.")
         if not want_folder and not stat.S_ISREG(mode):
             raise UnsafePath(f"{shown} (in {root}) is not a regular file; move it away and retry.")
     return info
+
+
+_RELINKED: Final = ("cache", "journal", "archive", "local")
+"""The folders of a memory folder that ``eventmem doctor --fix`` makes real again (``journal/relink.py``)."""
+
+
+def _fixed_by_doctor(path: str) -> bool:
+    """Whether ``path``, a link, is one ``eventmem doctor --fix`` replaces: a folder of a project's
+    ``.eventmem/`` it knows, or anything inside the cache."""
+    parts = Path(path).parts
+    if ".eventmem" not in parts[:-1]:
+        return False
+    last = len(parts) - 1 - parts[::-1].index(".eventmem")
+    below = parts[last + 1 :]
+    return (len(below) == 1 and below[0] in _RELINKED) or (len(below) > 1 and below[0] == "cache")
 
 
 def check_path(path: Path, *, kind: Literal["file", "folder"] = "file") -> Path:

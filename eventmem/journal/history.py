@@ -313,6 +313,8 @@ class LogLine(msgspec.Struct, kw_only=True):
     changes: dict[str, list[Any]] = {}
     """Field name to ``[before, after]``; ``status`` too when the event changed it."""
     note: str = ""
+    other: str = ""
+    """The memory at a link's other end (``linked``, ``unlinked``), so that a reader can name it."""
 
 
 def _visible_fields(record: MemoryRecord | None) -> dict[str, Any]:
@@ -341,8 +343,19 @@ def memory_log(history: History, memory_id: str) -> list[LogLine]:
             mine[event.id] = (entry, event)
     state = State()
     lines: list[LogLine] = []
+    strengths: dict[str, float] = {}  # by link id: its strength so far, to tell a strength update
     ordered = causal_time_order(mine.values(), lambda pair: (pair[1].id, pair[1].ts, pair[1].prev))
     for entry, event in ordered:
+        note = _note(event, memory_id)
+        if isinstance(event, LinkAdded):
+            before_strength = strengths.get(event.link)
+            if before_strength is not None and before_strength != event.strength:
+                note += f" (strength {before_strength:g} → {event.strength:g})"
+            strengths[event.link] = event.strength
+        link_ends = (event.source, event.target) if isinstance(event, LinkAdded) else ()
+        if isinstance(event, LinkRemoved):
+            link_ends = ends.get(event.link, ())
+        other = next((end for end in link_ends if end != memory_id), "")
         before = _visible_fields(state.memories.get(memory_id))
         state.apply(event)
         after = _visible_fields(state.memories.get(memory_id))
@@ -359,7 +372,8 @@ def memory_log(history: History, memory_id: str) -> list[LogLine]:
                 segment=entry.segment,
                 offset=entry.offset,
                 changes=msgspec.to_builtins(changes),
-                note=_note(event, memory_id),
+                note=note,
+                other=other,
             )
         )
     return lines

@@ -240,6 +240,35 @@ class Store:
                 raise JournalUnwritable(describe_os_error(exc)) from exc
             return events
 
+    def append_planned_batches(self, plan: Callable[[], Iterable[list[AnyEvent]]]) -> int:
+        """:meth:`append_planned` for a plan too large to hold at once (an import): ``plan`` yields its
+        events a batch at a time, each appended, folded and indexed before the next is asked for, so
+        a batch is planned on the fold with the earlier ones in it. The journal lock is held from the
+        first to the last, so no other writer's line falls between them: the lines are those one
+        append of every batch would write, in one block. A failure stops it after the batches
+        written. Returns the number of events appended."""
+        written = 0
+        with self.lock:
+            try:
+                self.paths.ensure()
+                with self.journal.lock.hold():
+                    self.catch_up()
+                    for batch in plan():
+                        events = self.scrubbed(batch)
+                        if not events:
+                            continue
+                        appended = self.journal.append_located(events, locked=True)
+                        projection.apply_local(self.derived, events, self.embedding, self.deferral)
+                        self._model_seen()
+                        if appended is None or not cursors.cursor_past(self.derived, appended, events):
+                            self.catch_up(flush=False)
+                        written += len(events)
+                    if written:
+                        self._snapshot_if_due()
+            except OSError as exc:
+                raise JournalUnwritable(describe_os_error(exc)) from exc
+        return written
+
     def save_snapshot(self, *, background: bool = False) -> bool:
         """Write the derived state atomically with the offsets it covers (skipped if another process
         is writing one right now, or while vectors are still being made: a snapshot would lack them).

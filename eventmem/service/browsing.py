@@ -281,7 +281,8 @@ def _knows(store: Any, memory_id: str) -> bool:
 
 def memory_history(service: MemoryService, memory_id: str) -> list[dict[str, Any]]:
     """Every event about the memory (its links included), oldest first, each with what it changed
-    and the commit that brought its line into the repository (``""``: not committed yet, or unknown)."""
+    and the commit that brought its line into the repository (``""``: not committed yet, or unknown);
+    a link's event names the memory at its other end (``other``: its id, title and status)."""
     if not memory_version(service, memory_id):
         raise UnknownMemory(memory_id)
     owner = next(s for s in service.stores() if _knows(s, memory_id))  # the project's, or the global
@@ -289,10 +290,21 @@ def memory_history(service: MemoryService, memory_id: str) -> list[dict[str, Any
     commits: dict[str, dict[int, str]] = {}
     for segment in {line.segment for line in lines}:
         commits[segment] = _line_commits(service, segment) if owner is service.project else {}
+    named: dict[str, dict[str, str]] = {}  # a link's other end: its title and status, to name it
+    others = {line.other for line in lines if line.other}
+    for store in service.stores():
+        with store.read() as view:
+            for key in others - named.keys():
+                if (found := view.record(key)) is not None:
+                    named[key] = {"title": found.title or found.summary[:80], "status": found.status}
     out: list[dict[str, Any]] = []
     for line in lines:
         data = msgspec.to_builtins(line)
         data["commit"] = commits[line.segment].get(line.offset, "")
+        if line.other:
+            data["other"] = {"id": line.other, **named.get(line.other, {"title": "", "status": "unknown"})}
+        else:
+            del data["other"]
         out.append(data)
     return out
 

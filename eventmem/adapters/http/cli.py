@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from eventmem.journal.project import RootChoice
 
 # Every ``eventmem`` command builds the parser: the server's modules load only when it starts.
 
-__all__ = ["DEFAULT_PORT", "add_http_options", "serve_http"]
+__all__ = ["DEFAULT_PORT", "BoundHttpServer", "add_http_options", "bind_http", "serve_http"]
 
 DEFAULT_PORT = 8420
 log = logging.getLogger("eventmem.http")
@@ -64,6 +66,34 @@ def serve_http(
 ) -> int:
     """Run the HTTP server until interrupted. The bound address is printed to stderr as
     ``eventmem: serving http://HOST:PORT/``. Binding to a non-loopback address needs a token."""
+    bound = bind_http(args, default_root, build_server)
+    print(f"eventmem: serving {bound.url}/ (projects: {bound.names})", file=sys.stderr, flush=True)
+    bound.run()
+    return 0
+
+
+class BoundHttpServer:
+    """The HTTP server, its socket listening, not yet serving: :meth:`run` serves until :meth:`stop`
+    (or a signal, in the main thread)."""
+
+    def __init__(self, server: uvicorn.Server, sock: socket.socket, url: str, names: str) -> None:
+        self.server, self.sock, self.url, self.names = server, sock, url, names
+
+    def run(self) -> None:
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.sock.close()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+
+
+def bind_http(
+    args: argparse.Namespace, default_root: Callable[[], RootChoice], build_server: Callable[..., Any]
+) -> BoundHttpServer:
+    """Check ``eventmem serve --http``'s options, build the app and listen on its port (refusals raise
+    :class:`InvalidInput` before anything listens)."""
     import uvicorn
 
     from eventmem.adapters.http.app import create_app
@@ -123,12 +153,11 @@ def serve_http(
     try:
         sock.bind((args.host, args.port))
     except OSError as exc:
+        sock.close()
         raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     sock.listen(128)
     port = sock.getsockname()[1]
     shown_host = f"[{args.host}]" if ":" in args.host else args.host
-    names = ", ".join(projects.by_name)
-    print(f"eventmem: serving http://{shown_host}:{port}/ (projects: {names})", file=sys.stderr, flush=True)
     config = uvicorn.Config(
         app,
         http=bounded_protocol(args.request_timeout),
@@ -137,8 +166,7 @@ def serve_http(
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run(sockets=[sock])
-    return 0
+    return BoundHttpServer(uvicorn.Server(config), sock, f"http://{shown_host}:{port}", ", ".join(projects.by_name))
 
 
 def _default_name(root: Path) -> str:

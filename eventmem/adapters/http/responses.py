@@ -26,6 +26,7 @@ from eventmem.core.errors import (
     told_to,
 )
 from eventmem.core.ids import canonical_id, looks_like_prefix
+from eventmem.core.validation import check_metadata
 from eventmem.service import MemoryService
 
 __all__ = [
@@ -106,7 +107,14 @@ def handler(projects: Projects, fn: Handler) -> Callable[[Request], Awaitable[Re
 
 async def body_of(request: Request, model: type[T]) -> T:
     data = await request.body()
-    return msgspec.json.decode(data or b"{}", type=model)
+    try:
+        return msgspec.json.decode(data or b"{}", type=model)
+    except msgspec.ValidationError as exc:
+        if "metadata`" in str(exc):  # name the entry that is wrong, and why, as the tools do
+            given = msgspec.json.decode(data)
+            if isinstance(given, dict) and given.get("metadata") is not None:
+                check_metadata(given["metadata"])
+        raise
 
 
 def call(project: Project, fn: Callable[[MemoryService], T]) -> Awaitable[T]:

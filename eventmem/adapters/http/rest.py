@@ -228,7 +228,7 @@ async def search(request: Request, project: Project) -> Response:
             include_content=body.include_content,
             access=True,
         )
-        return HitList(hits=hits, warnings=s.warnings())
+        return HitList(results=hits, warnings=s.warnings(), hits=hits)
 
     return as_json(await call(project, run))
 
@@ -246,7 +246,7 @@ async def recall(request: Request, project: Project) -> Response:
             access=True,
             project=body.project,
         )
-        return HitList(hits=hits, warnings=s.warnings())
+        return HitList(results=hits, warnings=s.warnings(), hits=hits)
 
     return as_json(await call(project, run))
 

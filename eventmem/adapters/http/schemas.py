@@ -159,16 +159,20 @@ class RecallRequest(Filters, kw_only=True, forbid_unknown_fields=True):
     """Only memories of this project (by name); ``*``: of every project the memory reaches."""
 
 
-class HitList(msgspec.Struct, kw_only=True):
-    hits: list[Hit]
-    warnings: list[str] = []
-
-
 OldName = msgspec.Meta(extra_json_schema={"deprecated": True})
 
 
+class HitList(msgspec.Struct, kw_only=True):
+    """The memories found, as ``results``, the name the tools (``recall_memories``, ``search_memories``)
+    and ``eventmem --json search`` give them; ``hits`` is their old REST name, kept for one release."""
+
+    results: list[Hit]
+    warnings: list[str] = []
+    hits: Annotated[list[Hit], OldName] = []
+
+
 class LinkRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A link from ``source_id`` to ``target_id`` (both required), named as the ``link_memories`` tool
+    """A link from ``source_id`` to ``target_id`` (both required), named as the ``create_relationship`` tool
     names them; ``source`` and ``target`` are their old names, accepted for one release."""
 
     source_id: MemoryId = ""

@@ -5,11 +5,13 @@ subscriptions=...)``, ``tool()``, ``resource()``, ``prompt()``, ``middleware``, 
 
 from __future__ import annotations
 
+import json
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
 import mcp.types as mcp_types
+import pydantic
 from mcp.server import MCPServer
 from mcp.server.extension import RequestHandler
 from mcp.server.mcpserver.tools import Tool
@@ -53,9 +55,10 @@ def run_stdio_answering_every_request(server: MCPServer[Any]) -> None:
     async def serve() -> None:
         unanswered = _Unanswered()
         async with stdio_server() as (read, write):
+            answers = _WriteNotingAnswers(write, unanswered)
             await lowlevel.run(
-                _ReadUntilAnswered(read, unanswered),
-                _WriteNotingAnswers(write, unanswered),
+                _ReadUntilAnswered(read, unanswered, answers),
+                answers,
                 lowlevel.create_initialization_options(),
             )
 
@@ -91,9 +94,12 @@ class _Unanswered:
 class _ReadUntilAnswered:
     """A read stream whose end waits until every request read from it was answered."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], unanswered: _Unanswered) -> None:
+    def __init__(
+        self, inner: ReadStream[SessionMessage | Exception], unanswered: _Unanswered, answers: _WriteNotingAnswers
+    ) -> None:
         self._inner = inner
         self._unanswered = unanswered
+        self._answers = answers
 
     @property
     def last_context(self) -> Any:  # (the dispatcher reads the sender's context where a stream has one)
@@ -107,6 +113,8 @@ class _ReadUntilAnswered:
             raise
         if isinstance(item, SessionMessage):
             self._unanswered.read(item.message)
+        elif (refusal := _refusal_of(item)) is not None:
+            await self._answers.send(refusal)
         return item
 
     async def aclose(self) -> None:
@@ -155,3 +163,32 @@ class _WriteNotingAnswers:
         self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _refusal_of(error: Exception) -> SessionMessage | None:
+    """The answer to a request line the SDK could not read, if its id can still be read: a lone
+    surrogate escape (``"\\ud800"``, text that is not Unicode) is JSON to Python's reader but not to
+    the SDK's, which drops the line and leaves the client waiting. ``None``: no id to answer."""
+    if not isinstance(error, pydantic.ValidationError):
+        return None
+    details = error.errors(include_url=False)
+    given = details[0].get("input") if details else None
+    if isinstance(given, str | bytes):  # (a line the SDK could not parse)
+        try:
+            data = json.loads(given)
+        except (ValueError, RecursionError):  # (not JSON, or nested deeper than the reader goes)
+            return None
+    else:  # (parsed, and not a message: the object itself)
+        data = given
+    request_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("method"), str) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    why = str(details[0].get("msg", ""))[:200]
+    if details[0].get("type") == "json_invalid":  # (what Python's reader took: a lone surrogate)
+        message = f"the request could not be read ({why}): text must be Unicode, with no lone surrogate (\\ud800)"
+    else:
+        message = f"not a JSON-RPC 2.0 request ({why})"
+    refusal = mcp_types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
+    )
+    return SessionMessage(refusal)

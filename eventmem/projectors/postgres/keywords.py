@@ -14,8 +14,10 @@ of a column (``"parse config"``) with its weighted count, so that a phrase of tw
 is; the memories holding every pair of a longer phrase are tokenized again here and its occurrences
 counted, as FTS5 counts them.
 
-Only the memories holding a chosen word are read (through the GIN index), and only those passing the
-filters are ranked; the budget keeps them few but for the rarest word, which is always asked.
+Only the postings of the chosen words' stems are read (``eventmem_postings``: a narrow index of (stem,
+memory) with the weighted frequency and the memory's size, schema 4), every holder ranked from them
+alone; the memories' rows are then read in that order, best first, until ``k`` pass the filters (the
+budget keeps the postings few but for the rarest word, which is always asked).
 """
 
 from __future__ import annotations
@@ -263,10 +265,12 @@ def _phrase_holders(
     conn: Any, project: str, phrase: Sequence[str], where: str, params: Sequence[object]
 ) -> tuple[list[str], list[float], list[int], list[bool]]:
     """(ids, weighted occurrences, sizes, passing ``where``) of the memories holding ``phrase``."""
+    pairs = _pairs(phrase)
     rows = conn.execute(
         "SELECT m.id, m.title, m.summary, m.content, m.tags, m.tokens, " + where + " FROM eventmem_memories m "
-        "WHERE m.project = %s AND m.stems @> %s::text[] ORDER BY m.id",
-        [*params, project, _pairs(phrase)],
+        "WHERE m.project = %s AND m.id IN (SELECT e.id FROM eventmem_postings e WHERE e.project = %s "
+        "AND e.stem = ANY(%s::text[]) GROUP BY e.id HAVING count(*) = %s) ORDER BY m.id",
+        [*params, project, project, pairs, len(pairs)],
     ).fetchall()
     counts = _phrases().counts([(r[1], r[2], r[3], " ".join(r[4])) for r in rows], phrase)
     kept = [(str(r[0]), c, int(r[5]), bool(r[6])) for r, c in zip(rows, counts, strict=True) if c > 0]
@@ -285,8 +289,8 @@ def holds(conn: Any, project: str, word: str) -> bool:
         return False
     if len(tokens) <= 2:
         row = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM eventmem_memories m WHERE m.project = %s AND m.stems @> %s::text[])",
-            [project, [" ".join(tokens)]],
+            "SELECT EXISTS (SELECT 1 FROM eventmem_postings e WHERE e.project = %s AND e.stem = %s)",
+            [project, " ".join(tokens)],
         ).fetchone()
         return bool(row is not None and row[0])
     return bool(_phrase_holders(conn, project, tokens, "true", [])[0])
@@ -375,13 +379,8 @@ def ranking(
     cosine = "NULL::float8" if vector is None else "1 - (m.embedding <=> %s::vector)"
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
-h AS (
-    SELECT m.id, m.tokens, m.stems, m.freqs, ({where}) AS ok FROM eventmem_memories m
-    WHERE m.project = %s AND m.stems && %s::text[]
-),
 p AS (
-    SELECT h.id, h.ok, h.tokens, q.place, h.freqs[i] AS f
-    FROM h CROSS JOIN q CROSS JOIN LATERAL array_position(h.stems, q.stem) AS i WHERE i IS NOT NULL
+    SELECT e.id, q.place, e.freq AS f, e.tokens FROM q JOIN eventmem_postings e ON e.project = %s AND e.stem = q.stem
 ),
 d AS (
     SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
@@ -390,21 +389,25 @@ parts AS (
     SELECT p.id, p.place,
         (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / %s))) AS part
-    FROM p JOIN d USING (place) WHERE p.ok
+    FROM p JOIN d USING (place)
     UNION ALL
     SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
 ),
-s AS (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id)
+s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
 SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
-FROM s JOIN eventmem_memories m ON m.project = %s AND m.id = s.id
-ORDER BY s.score DESC, m.id LIMIT %s
+FROM s CROSS JOIN LATERAL (
+    SELECT m.importance, m.updated_at, m.created_at, m.embedding FROM eventmem_memories m
+    WHERE m.project = %s AND m.id = s.id AND ({where})
+) m
+ORDER BY s.score DESC, s.id LIMIT %s
 """
+    # (the holders are ranked from their postings alone, and their rows read best first, one at a time
+    # through the primary key, until ``k`` pass the filters: the sorted CTE keeps its order through the
+    # nested loop, so the limit stops it; a row a filter turns away costs one index probe)
     values: list[object] = [
         stems,
         [place for place, _ in single],
-        *params,
         project,
-        stems,
         float(rows),
         K1 + 1.0,
         K1,
@@ -416,6 +419,7 @@ ORDER BY s.score DESC, m.id LIMIT %s
         phrase_parts,
         *([] if vector is None else [vector]),
         project,
+        *params,
         k,
     ]
     return sql, values

@@ -91,6 +91,7 @@ async function render(live = false) {
     kept = (await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent), { live })) === KEEP;
   } catch (error) {
     view.replaceChildren(h("h2", { text: route[2] }), h("p", { class: "alert", role: "alert", text: error.message }));
+    if (error.search) view.append(h("p", {}, h("a", { href: "#/search", text: "Search" }), " · ", h("a", { href: "#/memories", text: "Memories" })));
     if (error.status === 401) view.append(h("p", {}, "This server needs a token: enter it under ", h("a", { href: "#/settings", text: "Settings" }), "."));
   }
   main.dataset.checked = String(Number(main.dataset.checked || 0) + 1);

@@ -59,6 +59,18 @@ function activityMemories(event) {
   return links.flatMap((link, i) => (i ? [", ", link] : [link]));
 }
 
+function historyNote(line) {
+  // a link's event names the memory at its other end by its title, linked to it (ids are for machines)
+  const other = line.other;
+  const note = line.type === "unlinked" ? line.note.replace(/^link \S+ removed/, "link removed") : line.note;
+  if (!other) return note;
+  const link = () => h("a", { href: "#/memory/" + encodeURIComponent(other.id), "data-id": other.id,
+    class: ["deleted", "expired"].includes(other.status) ? "gone" : null, title: `${other.id} (${other.status})` },
+  other.title || other.id);
+  const parts = note.split(other.id);
+  return parts.length > 1 ? parts.flatMap((part, i) => (i ? [link(), part] : [part])) : [note, " (with ", link(), ")"];
+}
+
 const views = {
   async dashboard(el) {
     const { data } = await api(projectPath() + "/dashboard");
@@ -114,7 +126,13 @@ const views = {
 
   async detail(el, id) {
     const path = projectPath() + "/memories/" + encodeURIComponent(id);
-    const { data: memory, etag } = await api(path + "?any_status=1");
+    const { data: memory, etag } = await api(path + "?any_status=1").catch((error) => {
+      if (error.status === 404) { // (the server's words name its REST search; a person here has the Search page)
+        error.message = `No memory has the id ${id}: find it on the Search page, or under Memories.`;
+        error.search = true;
+      }
+      throw error;
+    });
     const gone = ["deleted", "expired"].includes(memory.status);
     const [{ data: hist }, related] = await Promise.all([api(path + "/history"),
       gone ? Promise.resolve([]) : api(path + "/related").then((r) => r.data.related)]);
@@ -176,7 +194,7 @@ const views = {
     el.append(h("h3", { text: "History" }), table([["When"], ["Event"], ["By"], ["Changes"], ["Where", "hide-narrow"]],
       hist.history.map((line) => h("tr", { class: "history-line" }, h("td", { text: when(line.ts) }), h("td", { text: line.type }),
         h("td", { text: line.by || "—" }),
-        h("td", {}, Object.entries(line.changes).map(([k, [a, b]]) => h("div", { text: `${k}: ${JSON.stringify(a)} → ${JSON.stringify(b)}` })), line.note),
+        h("td", {}, Object.entries(line.changes).map(([k, [a, b]]) => h("div", { text: `${k}: ${JSON.stringify(a)} → ${JSON.stringify(b)}` })), historyNote(line)),
         h("td", { class: "hide-narrow note", text: `${line.commit ? "commit " + line.commit : "not committed"} · ${line.segment}:${line.offset}` })))));
   },
 
@@ -190,8 +208,8 @@ const views = {
     el.append(h("h2", { text: "Search" }), form);
     if (!s.query) return;
     const { data } = await api(projectPath() + "/memories/search", { method: "POST", body: { query: s.query, mode: s.mode, limit: 25 } });
-    el.append(h("p", { class: "note", role: "status", text: `${data.hits.length} results` }), ...data.warnings.map((w) => h("p", { class: "note", text: w })),
-      h("ol", { class: "results" }, data.hits.map((hit) => h("li", { "data-id": hit.id }, memoryLink(hit.id, hit.title || hit.summary),
+    el.append(h("p", { class: "note", role: "status", text: `${data.results.length} results` }), ...data.warnings.map((w) => h("p", { class: "note", text: w })),
+      h("ol", { class: "results" }, data.results.map((hit) => h("li", { "data-id": hit.id }, memoryLink(hit.id, hit.title || hit.summary),
         " ", tags(hit.tags), h("div", { class: "why", text: `score ${hit.score} — keyword ${hit.keyword_score}, vector ${hit.vector_score}` })))));
   },
 

@@ -135,6 +135,12 @@ def register(server: MCPServer[App]) -> None:
             name = canonical(format, EXPORTS)
             folder = name in ("markdown", "ai")
             where = export_place(service.root.root, service.config.export_dir, path, folder=folder)
+            if os.path.lexists(where) and not (folder and where.is_dir() and not any(where.iterdir())):
+                shown = os.path.relpath(where, service.root.root)
+                raise InvalidInput(
+                    f"{shown} exists and export_memories never replaces anything; give a new "
+                    f"{'folder' if folder else 'file'} under the export folder"
+                )
             report = export_store(service, name, where, replace=False)
             return {"status": "success", **report, "path": os.path.relpath(where, service.root.root)}
 

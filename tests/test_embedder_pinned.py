@@ -1,0 +1,117 @@
+"""Version 4 of the built-in embedder gives the same vectors bit for bit, whatever its code becomes.
+
+Every project's embedding cache is keyed by ``hashing-v4-384``: a change in the vectors without a new
+version would mix two kinds of vectors in one index. The digests below were computed on the code that
+introduced version 4; a faster implementation must reproduce them, or the version must change."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import numpy as np
+import pytest
+
+from eventmem.embedders.embedder import HashingEmbedder
+
+CASES = [
+    "how do we retry the postgres pool timeout",
+    "retry retry retry the pool pool timeout: counts above one weigh by their logarithm",
+    "retrieveContext retrieve_context src/eventmem/runner/embedding.py",
+    "HTTPServer parseJSONResponse XMLHttpRequest getHTTPResponseCode IOError",
+    "__init__ _private __dunder__ a_b_c --flag -x ./run.sh ../up/one .hidden trailing. ...dots...",
+    "v1.2.3 3.14159 10_000 0x1F 2026-12-02 12:30:45 #42 @user user@example.org",
+    "https://example.org/path/to/page?query=1&other=two#frag",
+    "Ünïcödé naïve café 日本語のテキスト 😀 Straße ÆØÅ Ελληνικά русский текст",
+    "ﬁne ligatures ① ② Ⅻ ½ ² ³ ‰ ™ — – … “quotes” ‘single’ «guillemets»",
+    "tab\tseparated\nnew line\r\ncarriage \x00 null \x07 bell \x1b escape \x7f del",
+    "the of and a",
+    "",
+    "   ",
+    "...,,,;;;!!!???",
+    "._-/ _ - . / __ -- .. //",
+    "x" * 3000,
+    "supercalifragilisticexpialidocious" * 4,
+    "a" * 101 + " " + "b" * 99,
+    "ends with stop word the",
+    "Caroline went to the LGBTQ support group yesterday and it was so powerful",
+    "The invoice numbers are allocated per tenant, sequentially, without gaps!",
+    "running runs ran runner quickly quietly boxes boxed boxing",
+    "ÀÉÎÕÜ àéîõü ÇÑ çñ İı ǅ ǲ",
+    "emoji🙂inside words and 👍🏽 modifiers and 🇫🇷 flags",
+    "mixed123numbers456and789letters abc123 123abc a1b2c3",
+    "CamelCase_with_snake-and-kebab/and/path.ext",
+    "word. word, word; word: word! word? (word) [word] {word} <word> 'word' \"word\"",
+]
+
+WORDS = (
+    "memory journal snapshot index vector keyword recall search merge branch commit event project "
+    "retry timeout pool postgres invoice tenant allocate support group went yesterday powerful the of "
+    "and a to in is it that was for on are with as I his they be at one have this from or had by"
+).split()
+PIECES = [*WORDS, "café", "naïve", "日本", "Ωμέγα", "über", "Σ", "ß", "İ", "🙂", "x_y", "aB", "HTTP", "2026", "v2"]
+JOINERS = [" ", " ", " ", ", ", ". ", "_", "-", "/", ".", "", "\n", "  ", ": ", "!", "(", ")", "'"]
+
+
+def generated(count: int, seed: int) -> list[str]:
+    """Texts of random words, identifiers, numbers and scripts, glued by spaces and punctuation."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randrange(0, 60)):
+            kind = rng.randrange(4)
+            if kind == 0:
+                parts.append(rng.choice(PIECES))
+            elif kind == 1:
+                parts.append(
+                    "".join(
+                        rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789éß_")
+                        for _ in range(rng.randrange(1, 14))
+                    )
+                )
+            else:
+                parts.append(rng.choice(WORDS))
+            parts.append(rng.choice(JOINERS))
+        out.append("".join(parts))
+    return out
+
+
+def digest(vectors: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes()).hexdigest()
+
+
+PINNED = {
+    384: (
+        "3984593c8f0cbd5455ef98d6dbcb1a48ed0655bab22c0e65a5197d9b30dd9afa",
+        "af0e11575751e76ac3831e68b6326f5982d31920ae6d7fb6c720f714c0c21f87",
+    ),
+    96: (
+        "2ec74602074ac2b3f8e86486defbec4e24ee9e9b2246af3cfc04ad253d098866",
+        "834b927d87701355238e4844431109726d90daad410bc042211b4a90384a1d70",
+    ),
+}
+
+
+@pytest.mark.parametrize("dim", sorted(PINNED))
+def test_version_4_vectors_are_bit_for_bit_those_it_was_released_with(dim: int) -> None:
+    cases, random_texts = PINNED[dim]
+    embedder = HashingEmbedder(dim=dim, version=4)
+    assert embedder.model_id == f"hashing-v4-{dim}"
+    assert digest(embedder.embed(CASES)) == cases
+    assert digest(embedder.embed(generated(400, seed=dim))) == random_texts
+
+
+def test_version_4_vectors_do_not_depend_on_the_batch_or_on_words_met_before() -> None:
+    """A cold table (every word new), a warm one, one text at a time or all at once: the same bytes."""
+    texts = CASES + generated(200, seed=1)
+    cold = HashingEmbedder().embed(texts)
+    warm = HashingEmbedder()
+    warm.embed(generated(300, seed=2))
+    assert warm.embed(texts).tobytes() == cold.tobytes()
+    alone = HashingEmbedder()
+    rows = np.vstack([alone.embed([text]) for text in reversed(texts)])[::-1]
+    assert rows.tobytes() == cold.tobytes()
+    halves = HashingEmbedder()
+    split = len(texts) // 3
+    assert np.vstack([halves.embed(texts[split:]), halves.embed(texts[:split])][::-1]).tobytes() == cold.tobytes()

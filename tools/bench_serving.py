@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""A serving ``eventmem serve`` against the same server at a git ref (e.g. main), in one run.
+
+For each side, on its own copy of the same generated git project (``tools/scale_journal.py``): the
+first call, the retrieve p50, the server's memory (RSS) per memory, then a branch of
+``--branch-events`` events merged under the running server: the time until its next call answers
+with the merge (``tools/scale_inprocess.py``'s ``serving``). The baseline's code is ``git archive``
+of the ref, put first on the server's ``PYTHONPATH``. Prints one JSON object with both sides and
+this side's ratios to the baseline.
+
+Usage::
+
+    python tools/bench_serving.py --memories 20000 --baseline main --out serving.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import scale_inprocess  # noqa: E402
+from bench import Corpus  # noqa: E402
+from scale_journal import Project  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(f"[bench_serving {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def archive(ref: str, into: Path) -> Path:
+    """The tree of ``ref`` (its ``eventmem`` package and data) unpacked into ``into``."""
+    into.mkdir(parents=True)
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "eventmem"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def side(tmp: Path, name: str, code: Path | None, args: argparse.Namespace, texts: list[str]) -> dict[str, Any]:
+    place = tmp / name
+    place.mkdir()
+    project = Project(place / "project")
+    started = time.perf_counter()
+    project.create(args.memories)
+    log(f"{name}: project of {args.memories} memories in {time.perf_counter() - started:.0f}s")
+    before = os.environ.get("PYTHONPATH")
+    if code is not None:
+        os.environ["PYTHONPATH"] = str(code) + (os.pathsep + before if before else "")
+    try:
+        return dict(scale_inprocess.run_serving(project, place, texts, args.branch_events, None, log))
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--memories", type=int, default=20_000)
+    parser.add_argument("--branch-events", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--baseline", metavar="REF", default="main")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    texts = Corpus(11).queries(args.queries)
+    result: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "memories": args.memories,
+        "branch_events": args.branch_events,
+        "baseline": args.baseline,
+    }
+    with tempfile.TemporaryDirectory(prefix="eventmem-bench-serving-") as name:
+        tmp = Path(name)
+        code = archive(args.baseline, tmp / "baseline-code")
+        result["baseline_side"] = side(tmp, "baseline", code, args, texts)
+        result["this_side"] = side(tmp, "this", None, args, texts)
+    keys = ("first_call_s", "retrieve_p50_ms", "rss_bytes_per_memory", "next_call_after_merge_s")
+    result["ratios_to_baseline"] = {
+        key: round(result["this_side"][key] / result["baseline_side"][key], 2)
+        for key in keys
+        if result["baseline_side"].get(key)
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
