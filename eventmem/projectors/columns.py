@@ -148,8 +148,6 @@ class ColumnsProjector:
         span of ``now`` it holds for."""
         self._order: tuple[tuple[int, int], npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
         """The slots in creation order and their times, with the (changes, count) they hold for."""
-        self._order_asked: tuple[int, int] | None = None
-        """The (changes, count) :meth:`created_between` was last asked at without a kept order."""
         self._tag_slots: dict[str, set[int]] = {}
         self._slot_tags: dict[int, tuple[str, ...]] = {}
         self._tags_built = True
@@ -197,25 +195,28 @@ class ColumnsProjector:
                     self._tag(slot, record.tags)
         self._learn_keys(records)
 
-    def created_around(self, times: list[float], seconds: float, count: int) -> list[list[int]] | None:
-        """For each of ``times`` (epoch seconds), the slots below ``count`` created at most ``seconds``
-        from it, in slot order, from the slots kept in creation order; ``None`` the first time it is
-        asked after a change (the caller reads the column itself: a save may come before the next
-        ask, and the order would be sorted for nothing). The second ask of an unchanged state sorts
-        them."""
+    def creation_order(self, count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The slots below ``count`` in creation order (ties by slot) and their creation times, kept
+        for the state they were made at. After a change, the kept order is checked against the column
+        (one pass) and the new slots are inserted into it: a save costs a copy, not a sort; the slots
+        are sorted again only when a kept one's time changed, or at the first ask."""
         key = (self._changes, count)
-        if self._order is None or self._order[0] != key:
-            if self._order_asked != key:
-                self._order_asked = key
-                return None
-            created = self.columns.created[:count]
+        kept = self._order
+        if kept is not None and kept[0] == key:
+            return kept[1], kept[2]
+        created = self.columns.created[:count]
+        if kept is not None and len(kept[1]) <= count and np.array_equal(created[kept[1]], kept[2]):
+            known = len(kept[1])
+            added = created[known:]
+            inner = np.argsort(added, kind="stable")
+            at = np.searchsorted(kept[2], added[inner], side="right")  # (after the kept ones of the same time)
+            order = np.insert(kept[1], at, inner + known)
+            saved = np.insert(kept[2], at, added[inner])
+        else:
             order = np.argsort(created, kind="stable").astype(np.int64)
-            self._order = (key, order, created[order])
-        _, order, saved = self._order
-        middle = np.asarray(times, dtype=np.float64)
-        starts = np.searchsorted(saved, middle - seconds, side="left").tolist()
-        ends = np.searchsorted(saved, middle + seconds, side="right").tolist()
-        return [sorted(order[start:end].tolist()) for start, end in zip(starts, ends, strict=True)]
+            saved = created[order]
+        self._order = (key, order, saved)
+        return order, saved
 
     def load(self, batch: Batch) -> None:
         """:meth:`apply` to an empty projection; the tag sets wait for the first tag filter."""

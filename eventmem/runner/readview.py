@@ -9,6 +9,7 @@ hits of the two searches speak them, and :meth:`ReadView.id_at` turns one into a
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -218,18 +219,34 @@ class ReadView:
         """Creation (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.created[positions].astype(np.float64)
 
-    def saved_around(self, times: list[float], seconds: float, among: Mask) -> list[list[int]]:
-        """For each of ``times`` (epoch seconds), the positions ``among`` allows of the memories
-        created at most ``seconds`` from it, in position order."""
+    def saved_beside(
+        self, positions: Sequence[int], among: Mask, steps: int, seconds: float
+    ) -> list[tuple[int, int, int]]:
+        """``(neighbour, lender, step)``: for each of ``positions`` (the lenders), the ``steps``
+        positions ``among`` allows of the memories created just before it and the ``steps`` just
+        after it, in creation time then id (``step`` 1 the closest), at most ``seconds`` apart. Read
+        from the positions kept in creation order: two binary searches for all lenders, and nothing
+        more when each is alone in its ``seconds`` (the common case)."""
+        if not len(positions):
+            return []
         columns = self._derived.columns
-        found = columns.created_around(times, seconds, len(among))
-        if found is None:  # (no order kept for this state yet: one pass over the column for each)
-            created = columns.columns.created[: len(among)]
-            return [
-                np.flatnonzero((created >= at - seconds) & (created <= at + seconds) & among).tolist() for at in times
-            ]
-        allowed = among.tolist() if sum(map(len, found)) > len(among) // 8 else None
-        return [[p for p in each if (allowed[p] if allowed is not None else among[p])] for each in found]
+        order, saved = columns.creation_order(len(among))
+        at = columns.columns.created[np.asarray(positions, dtype=np.int64)]
+        low = np.searchsorted(saved, at - seconds, side="left")
+        spans = np.searchsorted(saved, at + seconds, side="right") - low
+        if int(spans.max()) <= 1:  # (each lender alone in its sitting)
+            return []
+        ids = self._derived.table.ids
+        out: list[tuple[int, int, int]] = []
+        for lender, when, first, span in zip(positions, at.tolist(), low.tolist(), spans.tolist(), strict=True):
+            if span <= 1:
+                continue
+            window = order[first : first + span]
+            allowed = among[window]
+            slots, times = window[allowed].tolist(), saved[first : first + span][allowed].tolist()
+            if len(slots) > 1:
+                out += _beside(lender, (when, ids[lender]), slots, times, ids, steps)
+        return out
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
@@ -286,3 +303,24 @@ class ReadView:
     @property
     def embedder_id(self) -> str:
         return self._embedding.embedder.model_id
+
+
+def _beside(
+    lender: int, own: tuple[float, str], slots: list[int], times: list[float], ids: Sequence[str], steps: int
+) -> list[tuple[int, int, int]]:
+    """``(neighbour, lender, step)`` for the ``steps`` of ``slots`` (their creation ``times`` in
+    order) that come just before ``own`` (the lender's time and id) and the ``steps`` just after
+    it, in time then id; only the few near it are ordered by id (those of the times nearest it, ties
+    at the edge included)."""
+    at = own[0]
+    before, after = bisect.bisect_left(times, at), bisect.bisect_right(times, at)
+    lowest = max(before - steps, 0)
+    while lowest > 0 and times[lowest - 1] == times[lowest]:
+        lowest -= 1
+    highest = min(after + steps, len(times))
+    while highest < len(times) and times[highest] == times[highest - 1]:
+        highest += 1
+    near = sorted((times[i], ids[slots[i]], slots[i]) for i in range(lowest, highest))
+    earlier = [slot for when, memory, slot in reversed(near) if (when, memory) < own]
+    later = [slot for when, memory, slot in near if (when, memory) > own]
+    return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]

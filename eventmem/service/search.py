@@ -80,6 +80,10 @@ class SearchView(Protocol):
 
     def id_at(self, position: int) -> str: ...
 
+    def saved_beside(
+        self, positions: list[int], among: npt.NDArray[np.bool_], steps: int, seconds: float
+    ) -> list[tuple[int, int, int]]: ...
+
 
 def holds_a_query_word(view: SearchView, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
@@ -103,55 +107,25 @@ class ScoredSlot:
 
 
 def sitting_neighbours(
-    view: ReadView, lenders: list[int], mask: npt.NDArray[np.bool_], steps: int = NEIGHBOUR_STEPS
+    view: SearchView, lenders: list[int], mask: npt.NDArray[np.bool_], steps: int = NEIGHBOUR_STEPS
 ) -> list[tuple[int, int, int]]:
     """``(neighbour, lender, step)`` of positions: for each of ``lenders``, the ``steps`` memories
     ``mask`` allows that were saved just before it and the ``steps`` just after it (``step`` 1 the
     closest), at most :data:`SITTING_SECONDS` apart. The order is the journal's own (creation time,
-    then id), never the positions': a rebuild, or another process folding the journal, finds the
-    same neighbours."""
-    out: list[tuple[int, int, int]] = []
-    times = view.created_at(np.asarray(lenders, dtype=np.int64)).tolist()
-    for lender, at, window in zip(lenders, times, view.saved_around(times, SITTING_SECONDS, mask), strict=True):
-        if len(window) <= 1:  # (itself alone)
-            continue
-        near = np.asarray(window, dtype=np.int64)
-        when = view.created_at(near)
-        if len(near) > 4 * steps:  # (a long sitting: only the closest few on each side can be neighbours)
-            kept = _closest(when, at, steps)
-            near, when = near[kept], when[kept]
-        own = (at, view.id_at(lender))
-        ordered = sorted(zip(when.tolist(), map(view.id_at, near.tolist()), near.tolist(), strict=True))
-        earlier = [position for when_, memory, position in ordered if (when_, memory) < own][::-1]
-        later = [position for when_, memory, position in ordered if (when_, memory) > own]
-        for side in (earlier, later):
-            out += [(position, lender, step) for step, position in enumerate(side[:steps], 1)]
-    return out
+    then id), never the positions': a rebuild, another process folding the journal, or a database
+    finds the same neighbours."""
+    return view.saved_beside(lenders, mask, steps, SITTING_SECONDS)
 
 
-def _closest(when: npt.NDArray[np.float64], at: float, count: int) -> npt.NDArray[np.bool_]:
-    """Which of the times ``when`` are among the ``count`` last before ``at`` or first after it,
-    ties included, or ``at`` itself."""
-    kept = when == at
-    for side, backwards in ((when < at, True), (when > at, False)):
-        times = when[side]
-        if len(times) <= count:
-            kept |= side
-            continue
-        cut = len(times) - count if backwards else count - 1
-        edge = np.partition(times, cut)[cut]
-        kept |= side & (when >= edge if backwards else when <= edge)
-    out: npt.NDArray[np.bool_] = kept
-    return out
-
-
-def best_of(view: ReadView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
+def best_of(view: SearchView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
     """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered)."""
-    values = scores.tolist()
+    if count <= 0:
+        return []
     top: list[int] = list(range(len(candidates)))
-    if len(candidates) > count > 0:
-        cut = float(np.partition(scores, len(scores) - count)[len(scores) - count])
-        top = [i for i, value in enumerate(values) if value >= cut]
+    if len(candidates) > count:
+        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+        top = np.flatnonzero(scores >= cut).tolist()
+    values = scores.tolist()
     ranked = sorted(top, key=lambda i: (-values[i], view.id_at(candidates[i])))
     return [candidates[i] for i in ranked[:count]]
 
@@ -256,9 +230,9 @@ def hybrid_search(
         use_vectors=use_vectors,
         use_keywords=use_keywords,
     )
-    if config.fusion == "linear" and use_vectors and use_keywords and isinstance(view, ReadView):
+    if config.fusion == "linear" and use_vectors and use_keywords:
         # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are
-        # too close together to add a share of one; a database's view does not offer the save order)
+        # too close together to add a share of one)
         pairs = sitting_neighbours(view, best_of(view, candidates, scores, NEIGHBOUR_SOURCES), mask, NEIGHBOUR_STEPS)
         if pairs:
             index = {s: i for i, s in enumerate(candidates)}
