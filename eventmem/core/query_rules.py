@@ -165,7 +165,9 @@ def fuse(
 
 
 def with_neighbours(
-    scores: npt.NDArray[np.float64], pairs: npt.NDArray[np.int64], share: float = NEIGHBOUR_SHARE
+    scores: npt.NDArray[np.float64],
+    pairs: npt.NDArray[np.int64] | Sequence[tuple[int, int, int]],
+    share: float = NEIGHBOUR_SHARE,
 ) -> npt.NDArray[np.float64]:
     """``scores`` plus, for each candidate, the best share lent to it by its neighbours among the
     query's best (the memories saved just before and after it in one sitting): ``share`` of the
@@ -177,7 +179,7 @@ def with_neighbours(
         return scores
     values = scores.tolist()
     context: dict[int, float] = {}
-    for borrower, lender, step in pairs.tolist():
+    for borrower, lender, step in pairs.tolist() if not isinstance(pairs, Sequence) else pairs:
         lent = share * max(values[lender], 0.0) / step
         if values[borrower] < values[lender]:  # (a neighbour scored above its lender already may rise further)
             lent = min(lent, math.nextafter(values[lender], -math.inf) - values[borrower])

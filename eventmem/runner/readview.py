@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -225,27 +226,33 @@ class ReadView:
         """``(neighbour, lender, step)``: for each of ``positions`` (the lenders), the ``steps``
         positions ``among`` allows of the memories created just before it and the ``steps`` just
         after it, in creation time then id (``step`` 1 the closest), at most ``seconds`` apart. Read
-        from the positions kept in creation order: two binary searches for all lenders, and nothing
-        more when each is alone in its ``seconds`` (the common case)."""
+        from the positions kept in creation order by two binary searches a lender, nothing more when
+        it is alone in its ``seconds`` (the common case); a few memories a lender are read one by
+        one (numpy's calls cost more than they do), a long sitting's with numpy."""
         if not len(positions):
             return []
         columns = self._derived.columns
         order, saved = columns.creation_order(len(among))
-        at = columns.columns.created[np.asarray(positions, dtype=np.int64)]
-        low = np.searchsorted(saved, at - seconds, side="left")
-        spans = np.searchsorted(saved, at + seconds, side="right") - low
-        if int(spans.max()) <= 1:  # (each lender alone in its sitting)
-            return []
+        # (memoryviews: an item read from one is a Python float or bool, without numpy's call)
+        created, times = cast("Sequence[float]", columns.columns.created.data), cast("Sequence[float]", saved.data)
         ids = self._derived.table.ids
         out: list[tuple[int, int, int]] = []
-        for lender, when, first, span in zip(positions, at.tolist(), low.tolist(), spans.tolist(), strict=True):
-            if span <= 1:
+        for lender in positions:
+            at = created[lender]
+            first = bisect.bisect_left(times, at - seconds)
+            end = bisect.bisect_right(times, at + seconds, first)
+            if end - first <= 1:  # (itself alone in its sitting)
                 continue
-            window = order[first : first + span]
-            allowed = among[window]
-            slots, times = window[allowed].tolist(), saved[first : first + span][allowed].tolist()
+            if end - first <= _FEW:
+                allowed = cast("Sequence[bool]", among.data)
+                near = [(times[i], slot) for i, slot in enumerate(order[first:end].tolist(), first) if allowed[slot]]
+                slots, when = [slot for _, slot in near], [moment for moment, _ in near]
+            else:
+                window = order[first:end]
+                kept = among[window]
+                slots, when = window[kept].tolist(), saved[first:end][kept].tolist()
             if len(slots) > 1:
-                out += _beside(lender, (when, ids[lender]), slots, times, ids, steps)
+                out += _beside(lender, (at, ids[lender]), slots, when, ids, steps)
         return out
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -303,6 +310,10 @@ class ReadView:
     @property
     def embedder_id(self) -> str:
         return self._embedding.embedder.model_id
+
+
+_FEW = 32
+"""A sitting of at most this many memories is read one by one (:meth:`ReadView.saved_beside`)."""
 
 
 def _beside(

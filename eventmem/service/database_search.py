@@ -175,25 +175,6 @@ class DatabaseView:
     def keyword_holds(self, word: str) -> bool:
         return keywords.holds(self.conn, self.project, word)
 
-    def _of(self, positions: npt.NDArray[np.int64], column: int) -> npt.NDArray[np.float64]:
-        keys = [self._keys[p] for p in positions.tolist()]
-        missing = [k for k in keys if k not in self._columns]
-        if missing:
-            self._columns.update(queries.columns(self.conn, missing))
-        return np.asarray([self._columns.get(k, (0.5, self.now, self.now))[column] for k in keys], np.float64)
-
-    def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return self._of(positions, 0)
-
-    def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return self._of(positions, 1)
-
-    def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return self._of(positions, 2)
-
-    def id_at(self, position: int) -> str:
-        return self._keys[position][1]
-
     def saved_beside(
         self, positions: list[int], among: npt.NDArray[np.bool_], steps: int, seconds: float
     ) -> list[tuple[int, int, int]]:
@@ -218,6 +199,25 @@ class DatabaseView:
         rows: list[queries.Row] = [((self.project, i), 0.0, a, u, c) for _, _, i, a, u, c, _ in found]
         placed = self._place(rows, [row[6] for row in found])
         return [(at, positions[row[0]], abs(row[1])) for at, row in zip(placed, found, strict=True)]
+
+    def _of(self, positions: npt.NDArray[np.int64], column: int) -> npt.NDArray[np.float64]:
+        keys = [self._keys[p] for p in positions.tolist()]
+        missing = [k for k in keys if k not in self._columns]
+        if missing:
+            self._columns.update(queries.columns(self.conn, missing))
+        return np.asarray([self._columns.get(k, (0.5, self.now, self.now))[column] for k in keys], np.float64)
+
+    def importance_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 0)
+
+    def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 1)
+
+    def created_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self._of(positions, 2)
+
+    def id_at(self, position: int) -> str:
+        return self._keys[position][1]
 
 
 DEPTH = 50

@@ -118,14 +118,15 @@ def sitting_neighbours(
 
 
 def best_of(view: SearchView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
-    """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered)."""
+    """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered); in
+    Python: a few scores, where numpy's calls cost more than the work."""
     if count <= 0:
         return []
-    top: list[int] = list(range(len(candidates)))
-    if len(candidates) > count:
-        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
-        top = np.flatnonzero(scores >= cut).tolist()
     values = scores.tolist()
+    top: list[int] = list(range(len(values)))
+    if len(values) > count:
+        cut = sorted(values)[-count]
+        top = [i for i, value in enumerate(values) if value >= cut]
     ranked = sorted(top, key=lambda i: (-values[i], view.id_at(candidates[i])))
     return [candidates[i] for i in ranked[:count]]
 
@@ -263,8 +264,7 @@ def hybrid_search(
                     )
                 candidates = candidates + new
                 slots = np.asarray(candidates, dtype=np.int64)
-            lent = np.asarray([(index[n], index[s], step) for n, s, step in pairs], dtype=np.int64)
-            scores = with_neighbours(scores, lent)
+            scores = with_neighbours(scores, [(index[n], index[s], step) for n, s, step in pairs])
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0

@@ -3,7 +3,7 @@
 A hybrid answer's best candidates lend a share of their score to the memories saved right before and
 after them (:func:`eventmem.core.query_rules.with_neighbours`); in-process the neighbours are read
 from the slots kept in creation order (:meth:`eventmem.runner.readview.ReadView.saved_beside`), here
-from the index on (project, creation time, id) of schema 5, in the same order: creation time, then
+from the index on (project, creation time, id) of schema 6, in the same order: creation time, then
 id compared as Python compares strings (code points: ``COLLATE "C"`` on UTF-8), so that both stores
 find the same neighbours.
 """
