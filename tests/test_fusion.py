@@ -13,7 +13,7 @@ from conftest import reopen, write_events
 
 from eventmem.core.events import MemorySaved
 from eventmem.core.ids import new_id, to_iso
-from eventmem.core.query_rules import NEIGHBOUR_SHARE, fuse, with_neighbours
+from eventmem.core.query_rules import FEW_TO_FUSE, NEIGHBOUR_SHARE, fuse, with_neighbours
 from eventmem.service import MemoryService
 
 FILLERS = [
@@ -130,3 +130,29 @@ def test_a_note_that_names_the_day_a_question_asks_about_rises_as_if_saved_that_
         earlier.id,
         dated.id,
     ]
+
+
+def test_a_few_candidates_fused_in_python_score_bit_for_bit_as_numpy_fuses_many() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        few = list(range(int(rng.integers(1, FEW_TO_FUSE + 1))))
+        many = few + list(range(100, 100 + FEW_TO_FUSE))
+        cosines = {s: float(c) for s, c in zip(many, rng.normal(0.2, 0.3, len(many)), strict=True)}
+        cosines[few[0]] = -0.0
+        vector_hits = {s: cosines.pop(s) for s in list(cosines)[::3]}
+        cosines[next(iter(vector_hits))] = 0.99  # (the vector search's cosine counts over another)
+        keyword_hits = {s: float(rng.random() * 9) for s in many if rng.random() < (0.05 if trial % 2 else 0.6)}
+        for use_vectors, use_keywords in ((True, True), (True, False), (False, True)):
+            asked = {
+                "fusion": "linear",
+                "weights": (float(rng.random()), float(rng.random())),
+                "spread_cosines": False,
+                "searched": int(rng.integers(0, 400)),
+                "cosines": cosines,
+                "use_vectors": use_vectors,
+                "use_keywords": use_keywords,
+            }
+            alone = fuse(few, vector_hits, keyword_hits, **asked)  # type: ignore[arg-type]
+            among = fuse(many, vector_hits, keyword_hits, **asked)  # type: ignore[arg-type]
+            for part, whole in zip(alone, among, strict=True):
+                assert part.tobytes() == whole[: len(few)].tobytes()

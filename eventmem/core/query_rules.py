@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
+    "FEW_TO_FUSE",
     "NEIGHBOUR_SHARE",
     "NEIGHBOUR_SOURCES",
     "NEIGHBOUR_STEPS",
@@ -145,6 +146,18 @@ def fuse(
         keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
         return scores, vector_scores, keyword_scores
     top_keyword = max(keyword_hits.values(), default=0.0)
+    if count <= FEW_TO_FUSE and not spread_cosines:
+        return _fuse_few(
+            candidates,
+            vector_hits,
+            cosines or {},
+            keyword_hits,
+            top_keyword,
+            weights,
+            searched,
+            use_vectors,
+            use_keywords,
+        )
     cosine_of = {**(cosines or {}), **vector_hits}
     found = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, count)
     vector_scores = np.maximum(found, 0.0)
@@ -162,6 +175,41 @@ def fuse(
     fused = spread(vector_scores) if spread_cosines else vector_scores
     scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (total or 1.0)
     return scores, vector_scores, keyword_scores
+
+
+FEW_TO_FUSE = 16
+"""Up to this many candidates (the new neighbours of a sitting) are fused in Python: numpy's calls
+would cost more than the arithmetic, which is the same, operation for operation, in float64."""
+
+
+def _fuse_few(
+    candidates: Sequence[int],
+    vector_hits: Mapping[int, float],
+    cosines: Mapping[int, float],
+    keyword_hits: Mapping[int, float],
+    top_keyword: float,
+    weights: tuple[float, float],
+    searched: int,
+    use_vectors: bool,
+    use_keywords: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`fuse`'s linear fusion of raw cosines in Python floats, each value as numpy computes it
+    (``np.maximum(c, 0.0)`` is ``0.0`` for ``-0.0`` and keeps a NaN: so does the test here)."""
+    import numpy as np
+
+    vector_weight, keyword_weight = weights
+    found = [vector_hits[s] if s in vector_hits else cosines.get(s, 0.0) for s in candidates]
+    vector_part = [0.0 if c <= 0.0 else c for c in found]
+    keyword_part = [keyword_hits.get(s, 0.0) / top_keyword if top_keyword > 0 else 0.0 for s in candidates]
+    matches = len(keyword_hits)
+    if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
+        keyword_weight = max(keyword_weight, vector_weight)
+    total = ((vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)) or 1.0
+    scores = [
+        (vector_weight * v * use_vectors + keyword_weight * k * use_keywords) / total
+        for v, k in zip(vector_part, keyword_part, strict=True)
+    ]
+    return np.array(scores, np.float64), np.array(vector_part, np.float64), np.array(keyword_part, np.float64)
 
 
 def with_neighbours(

@@ -219,14 +219,16 @@ def hybrid_search(
     others: dict[int, float] = {}  # the cosine of candidates the vector search did not reach
     if query_vector is not None and config.fusion != "rrf":
         others = view.vector_similarities([s for s in candidates if s not in vector_hits], query_vector)
+    weights, spread_cosines = fusion_weights(config, view.embedder_id), spreads(view.embedder_id)
+    searched = int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0  # (counted when it tells)
     scores, vector_scores, keyword_scores = fuse(
         candidates,
         vector_hits,
         keyword_hits,
         fusion=config.fusion,
-        weights=fusion_weights(config, view.embedder_id),
-        spread_cosines=spreads(view.embedder_id),
-        searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,  # (counted when it tells)
+        weights=weights,
+        spread_cosines=spread_cosines,
+        searched=searched,
         cosines=others,
         use_vectors=use_vectors,
         use_keywords=use_keywords,
@@ -242,15 +244,14 @@ def hybrid_search(
                 index.update((s, i) for i, s in enumerate(new, len(candidates)))
                 if query_vector is not None:
                     others.update(view.vector_similarities(new, query_vector))
-                spread_cosines = spreads(view.embedder_id)
                 fused = fuse(
                     candidates + new if spread_cosines else new,  # (scaled to the best of them all)
                     vector_hits,
                     keyword_hits,
                     fusion=config.fusion,
-                    weights=fusion_weights(config, view.embedder_id),
+                    weights=weights,
                     spread_cosines=spread_cosines,
-                    searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,
+                    searched=searched,
                     cosines=others,
                     use_vectors=use_vectors,
                     use_keywords=use_keywords,
