@@ -229,7 +229,7 @@ class ReadView:
         from the positions kept in creation order by two binary searches a lender, nothing more when
         it is alone in its ``seconds`` (the common case); a few memories a lender are read one by
         one (numpy's calls cost more than they do), a long sitting's with numpy."""
-        if not len(positions):
+        if not len(positions) or steps <= 0:
             return []
         columns = self._derived.columns
         order, saved = columns.creation_order(len(among))
@@ -251,7 +251,9 @@ class ReadView:
                 window = order[first:end]
                 kept = among[window]
                 slots, when = window[kept].tolist(), saved[first:end][kept].tolist()
-            if len(slots) > 1:
+            if len(slots) == 2 and lender in slots:  # (one other memory in the sitting: the nearest on its side)
+                out.append((slots[0] if slots[1] == lender else slots[1], lender, 1))
+            elif len(slots) > 1:
                 out += _beside(lender, (at, ids[lender]), slots, when, ids, steps)
         return out
 
