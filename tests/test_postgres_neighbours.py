@@ -1,6 +1,7 @@
 """Sitting neighbours answered from PostgreSQL: ``eventmem serve --store`` lends the memories saved just
 before and after a hybrid answer's best candidates their share as the in-process store does, read
-in the journal's own order (the save times) from the database's index, within the query's filters."""
+in the journal's own order (the save times) from the database's index, within the query's filters;
+and a dated note rises for the day it names, as in process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from conftest import write_events
 from mcp import ClientSession
 from test_fusion import ASKED, FILLERS, QUESTION, REPLY, saved
-from test_postgres_serve import recall, served
+from test_postgres_serve import recall, served, store
 from test_postgres_sync import new_project
 
 from eventmem.core.events import MemorySaved
@@ -64,3 +65,26 @@ async def test_a_reply_saved_just_after_a_matching_memory_is_lifted_from_the_dat
         assert set(filtered) == set(await answers(local, tags=["chat"]))
         assert question.memory in [memory for memory, _ in filtered]
         assert reply.memory not in [memory for memory, _ in filtered]
+
+
+async def test_a_note_dated_the_day_a_question_names_rises_from_the_database_exactly_as_in_process(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    root = new_project(tmp_path, "alpha")
+    async with (
+        served(root, tmp_path / "database.log", "--store", pg_uri) as database,
+        served(root, tmp_path / "local.log") as local,
+    ):
+        earlier = await store(
+            database, "2024-01-09: the billing worker crashed because the disk of the billing worker was full", "crash"
+        )
+        dated = await store(database, "2024-03-14: billing down again", "down")
+        for number, text in enumerate(FILLERS):
+            await store(database, text, f"filler {number}")
+        asked = "what happened to the billing worker's disk on 14 March, 2024?"
+        found = await recall(database, asked, limit=2)
+        assert [hit["id"] for hit in found["results"]] == [dated, earlier]
+        here = await recall(local, asked, limit=2)
+        assert [(h["id"], round(h["score"], 3)) for h in found["results"]] == [
+            (h["id"], round(h["score"], 3)) for h in here["results"]
+        ]

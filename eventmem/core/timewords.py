@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # (numpy is imported where closeness() runs: a server answers
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Span", "closeness", "days_named", "spans"]
+__all__ = ["NAMED_DAYS_CHARS", "Span", "closeness", "days_named", "spans"]
 
 MONTHS: Final = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
                  "october", "november", "december")  # fmt: skip

@@ -55,6 +55,11 @@ class ReadView:
         record: MemoryRecord | None = self._derived.state.memories.get(memory_id)
         return record
 
+    def contents_at(self, positions: list[int], chars: int) -> list[str]:
+        """The first ``chars`` characters of the content of the memories at ``positions``."""
+        ids, memories = self._derived.table.ids, self._derived.state.memories
+        return [record.content[:chars] if (record := memories.get(ids[p])) is not None else "" for p in positions]
+
     def visible(self, memory_id: str) -> MemoryRecord | None:
         """The record of a memory that was saved and is not deleted or expired by an event."""
         return self._derived.state.visible(memory_id)

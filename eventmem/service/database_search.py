@@ -200,6 +200,12 @@ class DatabaseView:
         placed = self._place(rows, [row[6] for row in found])
         return [(at, positions[row[0]], abs(row[1])) for at, row in zip(placed, found, strict=True)]
 
+    def contents_at(self, positions: list[int], chars: int) -> list[str]:
+        """As :meth:`eventmem.runner.readview.ReadView.contents_at`, in one query
+        (:func:`eventmem.projectors.postgres.sittings.contents`)."""
+        found = sittings.contents(self.conn, self.project, [self._keys[p][1] for p in positions], chars)
+        return [found.get(self._keys[p][1], "") for p in positions]
+
     def _of(self, positions: npt.NDArray[np.int64], column: int) -> npt.NDArray[np.float64]:
         keys = [self._keys[p] for p in positions.tolist()]
         missing = [k for k in keys if k not in self._columns]

@@ -34,7 +34,7 @@ from eventmem.core.query_rules import (
     unknown_words_floor,
     with_neighbours,
 )
-from eventmem.core.timewords import closeness, days_named
+from eventmem.core.timewords import NAMED_DAYS_CHARS, closeness, days_named
 from eventmem.core.words import STOPWORDS
 from eventmem.journal.config import Config, fusion_weights
 from eventmem.runner.readview import ReadView
@@ -84,6 +84,8 @@ class SearchView(Protocol):
         self, positions: list[int], among: npt.NDArray[np.bool_], steps: int, seconds: float
     ) -> list[tuple[int, int, int]]: ...
 
+    def contents_at(self, positions: list[int], chars: int) -> list[str]: ...
+
 
 def holds_a_query_word(view: SearchView, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
@@ -131,15 +133,12 @@ def best_of(view: SearchView, candidates: list[int], scores: npt.NDArray[np.floa
     return [candidates[i] for i in ranked[:count]]
 
 
-def closeness_of_days_named(view: ReadView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
+def closeness_of_days_named(view: SearchView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
     """For each of ``candidates``, how close the days its text names (see
     :func:`eventmem.core.timewords.days_named`) come to the time the question ``text`` names, the
     best of them (0 for a text that names none): a dated entry counts as of its date, whenever it
     was saved."""
-    named: list[tuple[float, ...]] = []
-    for position in candidates:
-        record = view.record(view.id_at(position))
-        named.append(days_named(record.content) if record is not None else ())
+    named = [days_named(content) for content in view.contents_at(candidates, NAMED_DAYS_CHARS)]
     best = np.zeros(len(candidates), dtype=np.float64)
     counts = [len(days) for days in named]
     if any(counts):
@@ -271,8 +270,7 @@ def hybrid_search(
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
     near = closeness(text, view.created_at(slots), now)
-    if near is not None and isinstance(view, ReadView):
-        # (a dated note counts as of its date; a database's view does not read the texts)
+    if near is not None:  # (a dated note counts as of its date)
         near = np.maximum(near, closeness_of_days_named(view, text, candidates, now))
     if near is not None:
         # the question names a time ("in May", "last week", "2026-03-14"): notes of then rise

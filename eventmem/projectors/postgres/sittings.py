@@ -5,7 +5,8 @@ after them (:func:`eventmem.core.query_rules.with_neighbours`); in-process the n
 from the slots kept in creation order (:meth:`eventmem.runner.readview.ReadView.saved_beside`), here
 from the index on (project, creation time, id) of schema 6, in the same order: creation time, then
 id compared as Python compares strings (code points: ``COLLATE "C"`` on UTF-8), so that both stores
-find the same neighbours.
+find the same neighbours. And the first characters of a candidate's text, which a question that
+names a time reads for the days a dated note names (:func:`eventmem.core.timewords.days_named`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Neighbour", "neighbours"]
+__all__ = ["Neighbour", "contents", "neighbours"]
 
 Neighbour = tuple[int, int, str, float, float, float, float | None]
 """(lender's place in the ids asked, step, memory id, importance, updated_at, created_at, cosine
@@ -72,3 +73,15 @@ def neighbours(
          None if cos is None else float(cos))
         for place, step, memory, importance, updated, created, cos in rows
     ]  # fmt: skip
+
+
+def contents(conn: Any, project: str, ids: Sequence[str], chars: int) -> dict[str, str]:
+    """The first ``chars`` characters of the content of each of the memories ``ids`` of ``project``
+    (a dated note is read for the day it names, as in-process: its text's first characters)."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        "SELECT m.id, left(m.content, %s) FROM eventmem_memories m WHERE m.project = %s AND m.id = ANY(%s::text[])",
+        [int(chars), project, list(ids)],
+    ).fetchall()
+    return {str(memory): str(text) for memory, text in rows}
