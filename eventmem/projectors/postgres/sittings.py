@@ -3,8 +3,8 @@
 A hybrid answer's best candidates lend a share of their score to the memories saved right before and
 after them (:func:`eventmem.core.query_rules.with_neighbours`); in-process the neighbours are read
 from the slots kept in creation order (:meth:`eventmem.runner.readview.ReadView.saved_beside`), here
-from the index on (project, creation time, id) of schema 6, in the same order: creation time, then
-id compared as Python compares strings (code points: ``COLLATE "C"`` on UTF-8), so that both stores
+from the index on (project, creation time) of schema 6, in the same order: creation time, then id
+compared as Python compares strings (code points: ``COLLATE "C"`` on UTF-8), so that both stores
 find the same neighbours. And the first characters of a candidate's text, which a question that
 names a time reads for the days a dated note names (:func:`eventmem.core.timewords.days_named`).
 """
@@ -48,7 +48,7 @@ def neighbours(
         return (
             f"SELECT {sign} * row_number() OVER (ORDER BY {order}) AS step, m.id, m.importance, m.updated_at, "
             f"m.created_at, {cosine} AS cosine FROM eventmem_memories m "
-            f"WHERE m.project = o.project AND {bound} AND ({where}) ORDER BY {order} LIMIT %s"
+            f"WHERE m.project = %s AND {bound} AND ({where}) ORDER BY {order} LIMIT %s"
         )
 
     before = side(
@@ -66,7 +66,7 @@ def neighbours(
     own = [vector] if vector is not None else []
     values: list[object] = [list(ids), project]
     for _ in range(2):
-        values += [*own, float(seconds), *params, int(steps)]
+        values += [*own, project, float(seconds), *params, int(steps)]
     rows = conn.execute(sql, values).fetchall()
     return [
         (int(place) - 1, int(step), str(memory), float(importance), float(updated), float(created),
