@@ -338,6 +338,10 @@ def _beside(
     highest = min(after + steps, len(times))
     while highest < len(times) and times[highest] == times[highest - 1]:
         highest += 1
+    if after - before == 1 and slots[before] == lender and len(set(times[lowest:highest])) == highest - lowest:
+        # (no two of these times alike: their order is the times', and the ids need not be read)
+        earlier, later = slots[lowest:before][::-1], slots[after:highest]
+        return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]
     near = sorted((times[i], ids[slots[i]], slots[i]) for i in range(lowest, highest))
     earlier = [slot for when, memory, slot in reversed(near) if (when, memory) < own]
     later = [slot for when, memory, slot in near if (when, memory) > own]
