@@ -265,9 +265,9 @@ def locomo_default_report() -> dict[str, Any]:
 def test_the_conversational_dev_set_reports_every_category_through_the_mcp_tools_and_holds_its_gain(
     locomo_default_report: dict[str, Any],
 ) -> None:
-    """The default scored 0.569 recall@5 with the built-in embedder's version 3 and 0.571 with version 4
-    (docs/recall.md); the target of 0.60 is not reached, so the test guards what is measured, and
-    that the default finds more in its top 10 than keywords."""
+    """The default scored 0.571 recall@5 before memories of one sitting lent their neighbours a share
+    of their score (in the journal's order: the save times), and 0.628 after (docs/recall.md): the
+    test guards the target of 0.60, and that the default finds more in its top 10 than keywords."""
     locomo = load_locomo_tool()
     names = [r["setting"] for r in locomo_default_report["results"]]
     assert names == ["keyword", "default (hashing)"]
@@ -276,7 +276,7 @@ def test_the_conversational_dev_set_reports_every_category_through_the_mcp_tools
         assert set(row["by_category"]) == set(locomo.CATEGORIES.values())
         assert 0 <= row["recall@5"] <= row["recall@10"] <= row["hit@10"] <= 1
     keyword, default = locomo_default_report["results"]
-    assert default["recall@5"] >= 0.565 and default["recall@10"] > keyword["recall@10"]
+    assert default["recall@5"] >= 0.60 and default["recall@10"] > keyword["recall@10"]
     assert "misses" not in json.dumps(locomo.without_misses(locomo_default_report))
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from eventmem.core.timewords import closeness, spans
+from eventmem.core.timewords import closeness, days_named, spans
 
 NOW = datetime(2026, 7, 1, 9, tzinfo=UTC).timestamp()  # a Wednesday
 
@@ -30,6 +30,7 @@ PHRASES = [
     ("on 14 May", "2026-05-14", "2026-05-15"),
     ("on the 3rd of June", "2026-06-03", "2026-06-04"),
     ("since March 3rd, 2026", "2026-03-03", "2026-03-04"),
+    ("what did she say on 3 June, 2025", "2025-06-03", "2025-06-04"),
     ("the update from three days ago", "2026-06-28", "2026-06-29"),
     ("what broke 2 weeks ago", "2026-06-15", "2026-06-22"),
     ("a month ago", "2026-06-01", "2026-07-01"),
@@ -74,3 +75,10 @@ def test_before_a_month_favours_every_earlier_time_alike() -> None:
     near = closeness("before April", np.array([day("2026-01-05"), day("2026-03-31"), day("2026-05-01")]), NOW)
     assert near is not None
     assert near[0] == near[1] == 1.0 and 0 < near[2] < 1
+
+
+def test_a_text_names_the_days_it_gives_in_full_and_no_others() -> None:
+    noon = 12 * 3600
+    named = days_named("[9:05 am on 14 March, 2023] Ana: the 2024-02-29 release, then June 3rd 2025")
+    assert named == (day("2023-03-14") + noon, day("2024-02-29") + noon, day("2025-06-03") + noon)
+    assert days_named("we may 3 times retry, in May, last week, on 14 May, on 2026-02-30") == ()

@@ -105,3 +105,20 @@ def test_a_query_the_approximate_scan_leaves_short_is_answered_in_full_by_the_ex
         exact_slots, exact_scores = index.search(query, 50, how="exact")
         assert len(slots) == 50
         assert (slots.tolist(), scores.tolist()) == (exact_slots.tolist(), exact_scores.tolist())
+
+
+def test_similarities_asked_again_with_one_query_after_another_are_its_exact_cosines_each_time(
+    built: tuple[VectorIndex, npt.NDArray[np.float32]],
+) -> None:
+    """What is made of a query is kept for its next ask (its neighbours' cosines after its keyword
+    hits'): asked again, after another query, or with components too large to scale, the same bits."""
+    index, codes = built
+    first, second = queries(2, 8)
+    large = first * np.float32(2.0**15)  # (beyond the scaled path's bound: the plain conversion)
+    wanted = list(range(3, COUNT, 11))
+    for query in (first, first, second, first, large, large, second):
+        for slots in (wanted, wanted[::2]):
+            got = index.similarities(slots, query)
+            assert sorted(got) == slots
+            for slot in slots:
+                assert np.float32(got[slot]).view(np.int32) == exact(codes[slot], query).view(np.int32)

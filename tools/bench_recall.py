@@ -49,9 +49,10 @@ def worker(size: int, tmp: Path, queries: int) -> int:
     service = project.open()
     service.recall("warm up")
     for store in service.stores():
-        if len(store.keywords) >= store.tuning.postings_from:
-            store.keywords.ranked_in_memory(600)
-        store.vectors.settle(600)
+        indexes = getattr(store, "derived", store)  # (the indexes moved from the Store to its Derived)
+        if len(indexes.keywords) >= store.tuning.postings_from:
+            indexes.keywords.ranked_in_memory(600)
+        indexes.vectors.settle(600)
     opened = time.perf_counter() - started
     asked = corpus.queries(queries)
     for query in asked[:20]:
@@ -80,9 +81,7 @@ def worker(size: int, tmp: Path, queries: int) -> int:
 
 
 def side(checkout: Path, size: int, tmp: Path, queries: int) -> subprocess.Popen[str]:
-    script = checkout / "tools" / "bench_recall.py"
-    if not script.is_file():  # a baseline older than this script: run this one from its tools/
-        script = ROOT / "tools" / "bench_recall.py"
+    script = ROOT / "tools" / "bench_recall.py"  # (this worker on both sides, over each checkout's code)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_")} | {"PYTHONPATH": str(checkout)}
     command = [sys.executable, str(script), "--worker", str(size), "--tmp", str(tmp), "--queries", str(queries)]
     command += ["--checkout", str(checkout)]

@@ -21,7 +21,12 @@ if TYPE_CHECKING:  # (numpy is imported by what calls spread(): a server answers
 
 __all__ = [
     "FEW_KEYWORD_MATCHES",
+    "FEW_TO_FUSE",
+    "NEIGHBOUR_SHARE",
+    "NEIGHBOUR_SOURCES",
+    "NEIGHBOUR_STEPS",
     "RRF_K",
+    "SITTING_SECONDS",
     "TIME_BOOST",
     "VECTOR_FLOOR",
     "Filters",
@@ -29,6 +34,7 @@ __all__ = [
     "spread",
     "spreads",
     "unknown_words_floor",
+    "with_neighbours",
 ]
 
 RRF_K = 60
@@ -90,6 +96,19 @@ def spread(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return scores / best if best > 0 else scores
 
 
+NEIGHBOUR_SHARE = 0.25
+"""The share of a memory's score its neighbours get (see :func:`with_neighbours`): a quarter, so that a
+neighbour rises among the answers without passing a memory that matches the question as well."""
+NEIGHBOUR_SOURCES = 3
+"""Only the best few of a query's candidates lend their neighbours a share (the top of a page)."""
+NEIGHBOUR_STEPS = 2
+"""How many memories on each side of a lender are its neighbours; the ``n``-th closest gets ``1/n`` of
+the share."""
+SITTING_SECONDS = 600.0
+"""Two memories saved one after the other at most this far apart were saved in one sitting: each is
+context for the other (a reply and its question, the cause noted after the error, the next step)."""
+
+
 def fuse(
     candidates: Sequence[int],
     vector_hits: Mapping[int, float],
@@ -127,6 +146,18 @@ def fuse(
         keyword_scores = np.array([keyword_hits.get(s, 0.0) for s in candidates], dtype=np.float64)
         return scores, vector_scores, keyword_scores
     top_keyword = max(keyword_hits.values(), default=0.0)
+    if count <= FEW_TO_FUSE and not spread_cosines:
+        return _fuse_few(
+            candidates,
+            vector_hits,
+            cosines or {},
+            keyword_hits,
+            top_keyword,
+            weights,
+            searched,
+            use_vectors,
+            use_keywords,
+        )
     cosine_of = {**(cosines or {}), **vector_hits}
     found = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, count)
     vector_scores = np.maximum(found, 0.0)
@@ -144,6 +175,67 @@ def fuse(
     fused = spread(vector_scores) if spread_cosines else vector_scores
     scores = (vector_weight * fused * use_vectors + keyword_weight * keyword_scores * use_keywords) / (total or 1.0)
     return scores, vector_scores, keyword_scores
+
+
+FEW_TO_FUSE = 16
+"""Up to this many candidates (the new neighbours of a sitting) are fused in Python: numpy's calls
+would cost more than the arithmetic, which is the same, operation for operation, in float64."""
+
+
+def _fuse_few(
+    candidates: Sequence[int],
+    vector_hits: Mapping[int, float],
+    cosines: Mapping[int, float],
+    keyword_hits: Mapping[int, float],
+    top_keyword: float,
+    weights: tuple[float, float],
+    searched: int,
+    use_vectors: bool,
+    use_keywords: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`fuse`'s linear fusion of raw cosines in Python floats, each value as numpy computes it
+    (``np.maximum(c, 0.0)`` is ``0.0`` for ``-0.0`` and keeps a NaN: so does the test here)."""
+    import numpy as np
+
+    vector_weight, keyword_weight = weights
+    found = [vector_hits[s] if s in vector_hits else cosines.get(s, 0.0) for s in candidates]
+    vector_part = [0.0 if c <= 0.0 else c for c in found]
+    keyword_part = [keyword_hits.get(s, 0.0) / top_keyword if top_keyword > 0 else 0.0 for s in candidates]
+    matches = len(keyword_hits)
+    if use_vectors and 0 < matches <= FEW_KEYWORD_MATCHES and matches * 20 <= searched:
+        keyword_weight = max(keyword_weight, vector_weight)
+    total = ((vector_weight if use_vectors else 0.0) + (keyword_weight if use_keywords else 0.0)) or 1.0
+    scores = [
+        (vector_weight * v * use_vectors + keyword_weight * k * use_keywords) / total
+        for v, k in zip(vector_part, keyword_part, strict=True)
+    ]
+    return np.array(scores, np.float64), np.array(vector_part, np.float64), np.array(keyword_part, np.float64)
+
+
+def with_neighbours(
+    scores: npt.NDArray[np.float64],
+    pairs: npt.NDArray[np.int64] | Sequence[tuple[int, int, int]],
+    share: float = NEIGHBOUR_SHARE,
+) -> npt.NDArray[np.float64]:
+    """``scores`` plus, for each candidate, the best share lent to it by its neighbours among the
+    query's best (the memories saved just before and after it in one sitting): ``share`` of the
+    lender's score, divided by the step between them, but never up to the lender's own score (a
+    neighbour stays just below it: the memory that matches keeps its rank, and MRR with it).
+    ``pairs``: rows ``(i, j, step)``, candidate ``j`` lending to candidate ``i``, ``step`` memories
+    away (1: saved right before or after it). Pure."""
+    if not len(pairs) or share == 0:
+        return scores
+    values = scores.tolist()
+    context: dict[int, float] = {}
+    for borrower, lender, step in pairs.tolist() if not isinstance(pairs, Sequence) else pairs:
+        lent = share * max(values[lender], 0.0) / step
+        if values[borrower] < values[lender]:  # (a neighbour scored above its lender already may rise further)
+            lent = min(lent, math.nextafter(values[lender], -math.inf) - values[borrower])
+        context[borrower] = max(context.get(borrower, 0.0), lent, 0.0)
+    out = scores.copy()
+    for borrower, lent in context.items():
+        out[borrower] += lent
+    return out
 
 
 class Filters(msgspec.Struct, kw_only=True, frozen=True):

@@ -8,6 +8,7 @@ boost: :func:`closeness` returns ``None``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # (numpy is imported where closeness() runs: a server answers
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Span", "closeness", "spans"]
+__all__ = ["NAMED_DAYS_CHARS", "Span", "closeness", "days_named", "spans"]
 
 MONTHS: Final = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
                  "october", "november", "december")  # fmt: skip
@@ -31,7 +32,7 @@ _MONTH = r"(" + "|".join(MONTHS) + r"|sept|" + "|".join(_SHORT) + r")\.?"
 
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _ISO_MONTH = re.compile(r"\b(\d{4})-(\d{2})\b(?!-)")
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:\s+(\d{{4}}))?\b", re.I)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+(\d{{4}}))?\b", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?", re.I)
 _IN_MONTH = re.compile(
     rf"\b(in|during|from|of|before|after|since|until|by)\s+(?:early\s+|late\s+|mid-?)?{_MONTH}(?:\s+(\d{{4}}))?\b", re.I
@@ -159,6 +160,37 @@ def _relative(phrase: str, today: date, now: float) -> tuple[float, float]:
         return first, now
     index = today.year * 12 + today.month - 2
     return _month_span(index // 12, index % 12 + 1)
+
+
+def days_named(text: str) -> tuple[float, ...]:
+    """The middle of each day ``text`` names in full (``2024-03-14``, ``14 March, 2024``, ``March 14th
+    2024``: with its year, so that the day does not depend on when the text is read), in seconds
+    since the epoch: when a note says its event happened. Only the first :data:`NAMED_DAYS_CHARS`
+    characters are read (a date heads a note, as a log line or a dated entry)."""
+    return _days_named(text[:NAMED_DAYS_CHARS])
+
+
+@functools.lru_cache(maxsize=16384)
+def _days_named(text: str) -> tuple[float, ...]:
+    if not any(c.isdigit() for c in text):
+        return ()
+    out: list[float] = []
+    for match in _ISO_DAY.finditer(text):
+        with contextlib.suppress(ValueError, OverflowError):
+            out.append(_epoch(date(int(match.group(1)), int(match.group(2)), int(match.group(3)))) + DAY / 2)
+    for pattern, day_group, month_group, year_group in ((_DAY_MONTH, 1, 2, 3), (_MONTH_DAY, 2, 1, 3)):
+        for match in pattern.finditer(text):
+            if match.group(year_group) is None or match.group(month_group) == "may":
+                continue
+            with contextlib.suppress(ValueError, OverflowError, KeyError):
+                month = _month_number(match.group(month_group))
+                day = date(int(match.group(year_group)), month, int(match.group(day_group)))
+                out.append(_epoch(day) + DAY / 2)
+    return tuple(sorted(set(out)))
+
+
+NAMED_DAYS_CHARS: Final = 400
+"""How much of a note :func:`days_named` reads."""
 
 
 def closeness(text: str, times: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.float64] | None:

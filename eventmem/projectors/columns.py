@@ -146,6 +146,8 @@ class ColumnsProjector:
         self._kept: dict[bool, tuple[tuple[int, int], float, float, npt.NDArray[np.bool_]]] = {}
         """By ``include_superseded``: the last :meth:`returnable` mask, with (changes, count) and the
         span of ``now`` it holds for."""
+        self._order: tuple[tuple[int, int], npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
+        """The slots in creation order and their times, with the (changes, count) they hold for."""
         self._tag_slots: dict[str, set[int]] = {}
         self._slot_tags: dict[int, tuple[str, ...]] = {}
         self._tags_built = True
@@ -192,6 +194,29 @@ class ColumnsProjector:
                 if record.tags or slot in self._slot_tags:
                     self._tag(slot, record.tags)
         self._learn_keys(records)
+
+    def creation_order(self, count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The slots below ``count`` in creation order (ties by slot) and their creation times, kept
+        for the state they were made at. After a change, the kept order is checked against the column
+        (one pass) and the new slots are inserted into it: a save costs a copy, not a sort; the slots
+        are sorted again only when a kept one's time changed, or at the first ask."""
+        key = (self._changes, count)
+        kept = self._order
+        if kept is not None and kept[0] == key:
+            return kept[1], kept[2]
+        created = self.columns.created[:count]
+        if kept is not None and len(kept[1]) <= count and np.array_equal(created[kept[1]], kept[2]):
+            known = len(kept[1])
+            added = created[known:]
+            inner = np.argsort(added, kind="stable")
+            at = np.searchsorted(kept[2], added[inner], side="right")  # (after the kept ones of the same time)
+            order = np.insert(kept[1], at, inner + known)
+            saved = np.insert(kept[2], at, added[inner])
+        else:
+            order = np.argsort(created, kind="stable").astype(np.int64)
+            saved = created[order]
+        self._order = (key, order, saved)
+        return order, saved
 
     def load(self, batch: Batch) -> None:
         """:meth:`apply` to an empty projection; the tag sets wait for the first tag filter."""

@@ -35,6 +35,8 @@ class StoredRows:
         ids = faiss.vector_to_array(index.id_map).astype(np.int64)
         self._position = np.full(int(ids.max()) + 1 if count else 0, -1, np.int64)
         self._position[ids] = np.arange(count, dtype=np.int64)
+        self._query: tuple[Vectors, npt.NDArray[np.float64], npt.NDArray[np.float64] | None] | None = None
+        """The last query of :meth:`query_scores`, as float64, and scaled (``None``: too large to scale)."""
 
     def vectors(self, slots: Slots) -> npt.NDArray[np.float64]:
         """The vectors of these slots (each in the index), in float64."""
@@ -49,10 +51,26 @@ class StoredRows:
         2**14 (which could overflow once scaled) takes the plain conversion."""
         if not float(np.max(np.abs(query), initial=0.0)) < _QUERY_BOUND:
             return self.vectors(slots) @ query
+        return self._scaled_scores(slots, query * _F16_SCALE)
+
+    def query_scores(self, slots: Slots, query: Vectors) -> npt.NDArray[np.float64]:
+        """:meth:`scores` of ``query`` in float64, what is made of it (its float64 copy, its bound
+        checked, its scaled copy) kept for the next call with the same array: a query's cosines are
+        asked more than once (its keyword hits', then its neighbours'). ``query`` is never changed in
+        place (a query's vector is made once and only read)."""
+        kept = self._query
+        if kept is None or kept[0] is not query:
+            flat = np.asarray(query, dtype=np.float64).reshape(-1)
+            scaled = flat * _F16_SCALE if float(np.max(np.abs(flat), initial=0.0)) < _QUERY_BOUND else None
+            kept = self._query = (query, flat, scaled)
+        _, flat, scaled = kept
+        return self.vectors(slots) @ flat if scaled is None else self._scaled_scores(slots, scaled)
+
+    def _scaled_scores(self, slots: Slots, scaled_query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         bits = self._codes.view(np.int16)[self._position[slots]].astype(np.int64)
         bits <<= _F16_SHIFT
         bits &= _F16_KEEP
-        scaled: npt.NDArray[np.float64] = bits.view(np.float64) @ (query * _F16_SCALE)
+        scaled: npt.NDArray[np.float64] = bits.view(np.float64) @ scaled_query
         return scaled
 
     def contenders(self, slots: Slots, query: Vectors, k: int, largest_norm: float) -> Slots:

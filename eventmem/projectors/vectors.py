@@ -190,7 +190,7 @@ class VectorIndex:
         present = self._in_index(wanted[wanted >= 0])
         if not len(present):
             return {}
-        scores = self._scores(present, np.asarray(query, dtype=np.float64).reshape(-1))
+        scores = self._stored_rows().query_scores(present, query)
         return dict(zip(present.tolist(), scores.astype(np.float32).tolist(), strict=True))
 
     def _scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -9,8 +9,10 @@ hits of the two searches speak them, and :meth:`ReadView.id_at` turns one into a
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +54,11 @@ class ReadView:
         """The folded record of a memory, live or not; ``None`` if the journal never named it."""
         record: MemoryRecord | None = self._derived.state.memories.get(memory_id)
         return record
+
+    def contents_at(self, positions: list[int], chars: int) -> list[str]:
+        """The first ``chars`` characters of the content of the memories at ``positions``."""
+        ids, memories = self._derived.table.ids, self._derived.state.memories
+        return [record.content[:chars] if (record := memories.get(ids[p])) is not None else "" for p in positions]
 
     def visible(self, memory_id: str) -> MemoryRecord | None:
         """The record of a memory that was saved and is not deleted or expired by an event."""
@@ -218,6 +225,43 @@ class ReadView:
         """Creation (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.created[positions].astype(np.float64)
 
+    def saved_beside(
+        self, positions: Sequence[int], among: Mask, steps: int, seconds: float
+    ) -> list[tuple[int, int, int]]:
+        """``(neighbour, lender, step)``: for each of ``positions`` (the lenders), the ``steps``
+        positions ``among`` allows of the memories created just before it and the ``steps`` just
+        after it, in creation time then id (``step`` 1 the closest), at most ``seconds`` apart. Read
+        from the positions kept in creation order by two binary searches a lender, nothing more when
+        it is alone in its ``seconds`` (the common case); a few memories a lender are read one by
+        one (numpy's calls cost more than they do), a long sitting's with numpy."""
+        if not len(positions) or steps <= 0:
+            return []
+        columns = self._derived.columns
+        order, saved = columns.creation_order(len(among))
+        # (memoryviews: an item read from one is a Python float or bool, without numpy's call)
+        created, times = cast("Sequence[float]", columns.columns.created.data), cast("Sequence[float]", saved.data)
+        ids = self._derived.table.ids
+        out: list[tuple[int, int, int]] = []
+        for lender in positions:
+            at = created[lender]
+            first = bisect.bisect_left(times, at - seconds)
+            end = bisect.bisect_right(times, at + seconds, first)
+            if end - first <= 1:  # (itself alone in its sitting)
+                continue
+            if end - first <= _FEW:
+                allowed = cast("Sequence[bool]", among.data)
+                near = [(times[i], slot) for i, slot in enumerate(order[first:end].tolist(), first) if allowed[slot]]
+                slots, when = [slot for _, slot in near], [moment for moment, _ in near]
+            else:
+                window = order[first:end]
+                kept = among[window]
+                slots, when = window[kept].tolist(), saved[first:end][kept].tolist()
+            if len(slots) == 2 and lender in slots:  # (one other memory in the sitting: the nearest on its side)
+                out.append((slots[0] if slots[1] == lender else slots[1], lender, 1))
+            elif len(slots) > 1:
+                out += _beside(lender, (at, ids[lender]), slots, when, ids, steps)
+        return out
+
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Last update (epoch seconds) of the memories at ``positions``."""
         return self._derived.columns.columns.updated[positions]
@@ -273,3 +317,32 @@ class ReadView:
     @property
     def embedder_id(self) -> str:
         return self._embedding.embedder.model_id
+
+
+_FEW = 32
+"""A sitting of at most this many memories is read one by one (:meth:`ReadView.saved_beside`)."""
+
+
+def _beside(
+    lender: int, own: tuple[float, str], slots: list[int], times: list[float], ids: Sequence[str], steps: int
+) -> list[tuple[int, int, int]]:
+    """``(neighbour, lender, step)`` for the ``steps`` of ``slots`` (their creation ``times`` in
+    order) that come just before ``own`` (the lender's time and id) and the ``steps`` just after
+    it, in time then id; only the few near it are ordered by id (those of the times nearest it, ties
+    at the edge included)."""
+    at = own[0]
+    before, after = bisect.bisect_left(times, at), bisect.bisect_right(times, at)
+    lowest = max(before - steps, 0)
+    while lowest > 0 and times[lowest - 1] == times[lowest]:
+        lowest -= 1
+    highest = min(after + steps, len(times))
+    while highest < len(times) and times[highest] == times[highest - 1]:
+        highest += 1
+    if after - before == 1 and slots[before] == lender and len(set(times[lowest:highest])) == highest - lowest:
+        # (no two of these times alike: their order is the times', and the ids need not be read)
+        earlier, later = slots[lowest:before][::-1], slots[after:highest]
+        return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]
+    near = sorted((times[i], ids[slots[i]], slots[i]) for i in range(lowest, highest))
+    earlier = [slot for when, memory, slot in reversed(near) if (when, memory) < own]
+    later = [slot for when, memory, slot in near if (when, memory) > own]
+    return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]

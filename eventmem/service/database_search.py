@@ -23,7 +23,7 @@ import numpy.typing as npt
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import Embedder
 from eventmem.journal.config import Config
-from eventmem.projectors.postgres import keywords, queries
+from eventmem.projectors.postgres import keywords, queries, sittings
 from eventmem.projectors.postgres.queries import Key, Scored
 from eventmem.service.search import hybrid_search
 
@@ -200,6 +200,37 @@ class DatabaseView:
 
     def keyword_holds(self, word: str) -> bool:
         return keywords.holds(self.conn, self.project, word)
+
+    def saved_beside(
+        self, positions: list[int], among: npt.NDArray[np.bool_], steps: int, seconds: float
+    ) -> list[tuple[int, int, int]]:
+        """As :meth:`eventmem.runner.readview.ReadView.saved_beside`, from the database in one query
+        (:func:`eventmem.projectors.postgres.sittings.neighbours`; ``among`` is not read: the filters
+        are applied in SQL); the neighbours come with the columns and cosines the fusion reads."""
+        if not positions:
+            return []
+        where, params = self._where()
+        vector = None if self.vector is None else queries.vector_literal(self.vector)
+        found = sittings.neighbours(
+            self.conn,
+            self.project,
+            [self._keys[p][1] for p in positions],
+            steps,
+            seconds,
+            where,
+            params,
+            vector=vector,
+            dim=0 if self.vector is None else int(self.vector.shape[0]),
+        )
+        rows: list[queries.Row] = [((self.project, i), 0.0, a, u, c) for _, _, i, a, u, c, _ in found]
+        placed = self._place(rows, [row[6] for row in found])
+        return [(at, positions[row[0]], abs(row[1])) for at, row in zip(placed, found, strict=True)]
+
+    def contents_at(self, positions: list[int], chars: int) -> list[str]:
+        """As :meth:`eventmem.runner.readview.ReadView.contents_at`, in one query
+        (:func:`eventmem.projectors.postgres.sittings.contents`)."""
+        found = sittings.contents(self.conn, self.project, [self._keys[p][1] for p in positions], chars)
+        return [found.get(self._keys[p][1], "") for p in positions]
 
     def _of(self, positions: npt.NDArray[np.int64], column: int) -> npt.NDArray[np.float64]:
         keys = [self._keys[p] for p in positions.tolist()]

@@ -23,14 +23,18 @@ import numpy.typing as npt
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
     FEW_KEYWORD_MATCHES,
+    NEIGHBOUR_SOURCES,
+    NEIGHBOUR_STEPS,
+    SITTING_SECONDS,
     TIME_BOOST,
     VECTOR_FLOOR,
     Filters,
     fuse,
     spreads,
     unknown_words_floor,
+    with_neighbours,
 )
-from eventmem.core.timewords import closeness
+from eventmem.core.timewords import NAMED_DAYS_CHARS, closeness, days_named
 from eventmem.core.words import STOPWORDS
 from eventmem.journal.config import Config, fusion_weights
 from eventmem.runner.readview import ReadView
@@ -76,6 +80,12 @@ class SearchView(Protocol):
 
     def id_at(self, position: int) -> str: ...
 
+    def saved_beside(
+        self, positions: list[int], among: npt.NDArray[np.bool_], steps: int, seconds: float
+    ) -> list[tuple[int, int, int]]: ...
+
+    def contents_at(self, positions: list[int], chars: int) -> list[str]: ...
+
 
 def holds_a_query_word(view: SearchView, text: str, matched: Collection[int]) -> bool:
     """Whether the memories hold one of the query's words (stop words aside): one the keyword search
@@ -96,6 +106,47 @@ class ScoredSlot:
     score: float
     vector_score: float
     keyword_score: float
+
+
+def sitting_neighbours(
+    view: SearchView, lenders: list[int], mask: npt.NDArray[np.bool_], steps: int = NEIGHBOUR_STEPS
+) -> list[tuple[int, int, int]]:
+    """``(neighbour, lender, step)`` of positions: for each of ``lenders``, the ``steps`` memories
+    ``mask`` allows that were saved just before it and the ``steps`` just after it (``step`` 1 the
+    closest), at most :data:`SITTING_SECONDS` apart. The order is the journal's own (creation time,
+    then id), never the positions': a rebuild, another process folding the journal, or a database
+    finds the same neighbours."""
+    return view.saved_beside(lenders, mask, steps, SITTING_SECONDS)
+
+
+def best_of(view: SearchView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
+    """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered); in
+    Python: a few scores, where numpy's calls cost more than the work."""
+    if count <= 0:
+        return []
+    values = scores.tolist()
+    top: list[int] = list(range(len(values)))
+    if len(values) > count:
+        cut = sorted(values)[-count]
+        top = [i for i, value in enumerate(values) if value >= cut]
+    ranked = sorted(top, key=lambda i: (-values[i], view.id_at(candidates[i])))
+    return [candidates[i] for i in ranked[:count]]
+
+
+def closeness_of_days_named(view: SearchView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
+    """For each of ``candidates``, how close the days its text names (see
+    :func:`eventmem.core.timewords.days_named`) come to the time the question ``text`` names, the
+    best of them (0 for a text that names none): a dated entry counts as of its date, whenever it
+    was saved."""
+    named = [days_named(content) for content in view.contents_at(candidates, NAMED_DAYS_CHARS)]
+    best = np.zeros(len(candidates), dtype=np.float64)
+    counts = [len(days) for days in named]
+    if any(counts):
+        days = np.fromiter((day for each in named for day in each), np.float64, sum(counts))
+        near = closeness(text, days, now)
+        if near is not None:
+            np.maximum.at(best, np.repeat(np.arange(len(candidates)), counts), near)
+    return best
 
 
 def build_mask(view: ReadView, filters: Filters, now: float | None = None) -> npt.NDArray[np.bool_]:
@@ -167,23 +218,60 @@ def hybrid_search(
     others: dict[int, float] = {}  # the cosine of candidates the vector search did not reach
     if query_vector is not None and config.fusion != "rrf":
         others = view.vector_similarities([s for s in candidates if s not in vector_hits], query_vector)
+    weights, spread_cosines = fusion_weights(config, view.embedder_id), spreads(view.embedder_id)
+    searched = int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0  # (counted when it tells)
     scores, vector_scores, keyword_scores = fuse(
         candidates,
         vector_hits,
         keyword_hits,
         fusion=config.fusion,
-        weights=fusion_weights(config, view.embedder_id),
-        spread_cosines=spreads(view.embedder_id),
-        searched=int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0,  # (counted when it tells)
+        weights=weights,
+        spread_cosines=spread_cosines,
+        searched=searched,
         cosines=others,
         use_vectors=use_vectors,
         use_keywords=use_keywords,
     )
+    if config.fusion == "linear" and use_vectors and use_keywords:
+        # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are
+        # too close together to add a share of one)
+        pairs = sitting_neighbours(view, best_of(view, candidates, scores, NEIGHBOUR_SOURCES), mask, NEIGHBOUR_STEPS)
+        if pairs:
+            index = {s: i for i, s in enumerate(candidates)}
+            new = sorted({n for n, _, _ in pairs if n not in index})
+            if new:
+                index.update((s, i) for i, s in enumerate(new, len(candidates)))
+                if query_vector is not None:
+                    others.update(view.vector_similarities(new, query_vector))
+                fused = fuse(
+                    candidates + new if spread_cosines else new,  # (scaled to the best of them all)
+                    vector_hits,
+                    keyword_hits,
+                    fusion=config.fusion,
+                    weights=weights,
+                    spread_cosines=spread_cosines,
+                    searched=searched,
+                    cosines=others,
+                    use_vectors=use_vectors,
+                    use_keywords=use_keywords,
+                )
+                if spread_cosines:
+                    scores, vector_scores, keyword_scores = fused
+                else:  # (raw cosines: a new candidate's score does not depend on the others')
+                    scores, vector_scores, keyword_scores = (
+                        np.concatenate([old, more])
+                        for old, more in zip((scores, vector_scores, keyword_scores), fused, strict=True)
+                    )
+                candidates = candidates + new
+                slots = np.asarray(candidates, dtype=np.int64)
+            scores = with_neighbours(scores, [(index[n], index[s], step) for n, s, step in pairs])
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
         boosts = boosts + config.recency_boost * np.power(0.5, age_days / config.recency_half_life_days)
     near = closeness(text, view.created_at(slots), now)
+    if near is not None:  # (a dated note counts as of its date)
+        near = np.maximum(near, closeness_of_days_named(view, text, candidates, now))
     if near is not None:
         # the question names a time ("in May", "last week", "2026-03-14"): notes of then rise
         boosts = boosts + TIME_BOOST * near
