@@ -109,9 +109,9 @@ def text_array(items: Sequence[str]) -> TextArray:
 
 
 _FIELDS: dict[str, bytes] = {}
-"""Each text element's binary form (its length, then its UTF-8 bytes), kept: a stem is in many rows
-(measured: a first sync of 20,000 memories spent 9.4 s making their stems' arrays, 2.6 million
-elements, against ... s with these kept)."""
+"""Each text element's binary form (its length, then its UTF-8 bytes), kept: a stem is in many rows,
+and every posting names one (measured: the stems' arrays of 5,000 memories, 655,000 elements, in
+0.26 s of CPU instead of 0.33; their postings, :func:`postings_data`, in 0.8 s)."""
 _FIELDS_KEPT = 500_000
 
 
