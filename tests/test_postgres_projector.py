@@ -99,6 +99,59 @@ def test_incremental_applies_answer_like_one_bulk_load(
     assert incremental.event_ids() == bulk.event_ids() == {e.id for s, r in _scans(project) for e in r}
 
 
+def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the projector keeps for ``project``, each table in its key's order, the project's
+    name left out (the embedding as text)."""
+    memory_columns = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'eventmem_memories'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attname <> 'project' ORDER BY attnum"
+        )
+    ]
+    selected = ", ".join("embedding::text" if c == "embedding" else c for c in memory_columns)
+    tables = {
+        "memories": f"SELECT {selected} FROM eventmem_memories WHERE project = %s ORDER BY id",
+        "postings": "SELECT stem, id, freq, tokens FROM eventmem_postings WHERE project = %s ORDER BY stem, id",
+        "postings of the rows": "SELECT s.stem, m.id, s.freq, m.tokens FROM eventmem_memories m "
+        "CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) WHERE m.project = %s ORDER BY 1, 2",
+        "words": "SELECT word, memories FROM eventmem_words WHERE project = %s ORDER BY word",
+        "counts": "SELECT memories, tokens FROM eventmem_projects WHERE project = %s",
+        "links": "SELECT id, source, target, relation, strength, context, added_by, record FROM eventmem_links "
+        "WHERE project = %s ORDER BY id",
+        "events": "SELECT id, type, ts, line FROM eventmem_events WHERE project = %s ORDER BY id",
+        "positions": "SELECT segment, byte_offset, digest FROM eventmem_positions WHERE project = %s ORDER BY segment",
+    }
+    with conn.transaction():
+        return {name: conn.execute(sql, [project]).fetchall() for name, sql in tables.items()}
+
+
+@pytest.mark.parametrize("index_rebuilt", [False, True], ids=["index kept", "index rebuilt by the load"])
+def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    index_rebuilt: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 1 if index_rebuilt else 10**9)
+    monkeypatch.setattr(projector_module, "LOAD_CHUNK", 2)  # (a load's postings copied a chunk at a time)
+    incremental, bulk = projector_factory("incremental"), projector_factory("bulk")
+    feed = JournalFeed(project)
+    incremental.load(feed.full())
+    for _ in steps(service):
+        batch = feed.tail()
+        assert batch is not None
+        incremental.apply(batch)
+        incremental.apply(batch)  # (a batch delivered again: the rows it names are as they were)
+    bulk.load(JournalFeed(project).full())
+    kept, loaded = _contents(conn, "incremental"), _contents(conn, "bulk")
+    assert kept == loaded
+    assert kept["postings"] == kept["postings of the rows"] and len(kept["postings"]) > 20
+    assert len(kept["memories"]) == 5 and kept["links"] and kept["words"]
+
+
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:
     feed = JournalFeed(project)
     return [(segment, feed.journal.scan(segment.path).events) for segment in feed.journal.segments()]

@@ -15,6 +15,13 @@ Usage::
     python tools/bench_postgres.py                      # 10,000 memories, 200 queries
     python tools/bench_postgres.py --memories 100000
     python tools/bench_postgres.py --quick --out bench-postgres.json
+    python tools/bench_postgres.py --sync-only --memories 20000 --baseline ../main   # sync alone, beside main
+
+``--sync-only`` measures ``eventmem sync``'s runner alone, on a git project of ``tools/scale_journal.py``:
+a first sync into an empty database (vectors from the embedding cache the in-process store made), an
+incremental sync of ``--incremental`` mixed events (40% saves, 30% updates, 15% deletes, 15% links,
+their vectors embedded by the sync), and a merged branch of ``--merge`` mixed events taken as
+``sync --follow`` takes a change (one catch-up of the runner), each in events per second.
 """
 
 from __future__ import annotations
@@ -289,6 +296,49 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
     }
 
 
+def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int) -> dict[str, Any]:
+    """``eventmem sync``'s runner alone: first sync, incremental sync, a merged branch (see the
+    module's text); the machine's load average beside each."""
+    from scale_journal import Project
+
+    from eventmem.service import open_service
+
+    project = Project(tmp / "sync-project")
+    project.create(count)
+    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(tmp / "no-global")}
+    open_service(RootChoice(project.root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
+    runner = SyncRunner(uri, [Target("bench", project.root)], HashingEmbedder())
+    out: dict[str, Any] = {"memories": count}
+    try:
+        started = time.perf_counter()
+        taken = runner.start()["bench"]
+        seconds = time.perf_counter() - started
+        out["sync_seconds"] = round(seconds, 3)
+        out["sync_events_per_s"] = round(taken / seconds, 1)
+        out["sync_load_average"] = round(os.getloadavg()[0], 2)
+        log(f"first sync: {taken} events in {seconds:.1f}s")
+        for label, size, seed, segment in (
+            ("incremental", incremental, 303, "incremental.main.jsonl"),
+            ("merge", merge, 404, "merged.main.jsonl"),
+        ):
+            events, counts, _ = project.mixed_events(size, seed, f"{label}marker")
+            project.append(project.root, segment, events)
+            started = time.perf_counter()
+            more = runner.catch_up("bench")
+            seconds = time.perf_counter() - started
+            key = "incremental_sync" if label == "incremental" else "merge"
+            out[f"{key}_events"] = more
+            out[f"{key}_mix"] = counts
+            out[f"{key}_seconds"] = round(seconds, 3)
+            out[f"{key}_events_per_s"] = round(more / seconds, 1)
+            out[f"{key}_load_average"] = round(os.getloadavg()[0], 2)
+            log(f"{label}: {more} events in {seconds:.1f}s")
+        out["memories_after"] = runner.memory_counts().get("bench", 0)
+    finally:
+        runner.close()
+    return out
+
+
 def _revision(tree: Path) -> str:
     done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or tree.name
@@ -306,6 +356,7 @@ def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
             mine.get("incremental_sync_events_per_s"), baseline.get("incremental_sync_events_per_s")
         ),
         "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
+        "merge_events_per_s": ratio(mine.get("merge_events_per_s"), baseline.get("merge_events_per_s")),
     }
     for label in FILTERS:
         a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
@@ -325,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--sync-only", action="store_true", help="measure eventmem sync alone (see above)")
+    parser.add_argument(
+        "--incremental", type=int, default=2000, help="--sync-only: mixed events of the incremental sync"
+    )
+    parser.add_argument("--merge", type=int, default=10_000, help="--sync-only: mixed events of the merged branch")
     parser.add_argument("--to", help="an existing server's database (default: a pgserver for the run)")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -336,10 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
     args = parser.parse_args(argv)
     if args.quick:
-        args.memories, args.queries = 500, 20
+        args.memories, args.queries, args.incremental, args.merge = 500, 20, 100, 300
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-pg-") as tmp:
         root = Path(tmp) / "project"
-        make_project(root, args.memories)
+        if not args.sync_only:
+            make_project(root, args.memories)
         server = None
         uri = args.to
         if uri is None:
@@ -352,7 +409,10 @@ def main(argv: list[str] | None = None) -> int:
             uri = server.get_uri()
         try:
             log(f"{args.memories} memories, {args.queries} queries")
-            results = measure(uri, root, args.memories, args.queries)
+            if args.sync_only:
+                results = measure_sync(uri, Path(tmp), args.memories, args.incremental, args.merge)
+            else:
+                results = measure(uri, root, args.memories, args.queries)
         finally:
             if server is not None:
                 server.cleanup()
@@ -369,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         log(f"the baseline: {args.baseline}")
         command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]
+        if args.sync_only:
+            command += ["--sync-only", "--incremental", str(args.incremental), "--merge", str(args.merge)]
         done = subprocess.run([*command, "--queries", str(args.queries)], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"the baseline run failed: {done.stderr[-2000:]}")

@@ -27,10 +27,13 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_TYPES",
     "MEMORY_TYPES",
+    "POSTING_COLUMNS",
     "RealArray",
     "TextArray",
     "VectorBytes",
+    "copy_data",
     "copy_rows",
+    "postings_data",
     "real_array",
     "register_arrays",
     "register_vectors",
@@ -96,11 +99,26 @@ def text_array(items: Sequence[str]) -> TextArray:
     a seventh of a first sync for a row's stems and frequencies)."""
     if not items:
         return TextArray(struct.pack(">iii", 0, 0, _TEXT_OID))
-    parts = [struct.pack(">iiiii", 1, 0, _TEXT_OID, len(items), 1)]
-    for item in items:
-        data = item.encode("utf-8")
-        parts += (len(data).to_bytes(4, "big"), data)
-    return TextArray(b"".join(parts))
+    if len(_FIELDS) > _FIELDS_KEPT:
+        _FIELDS.clear()
+    fields = _FIELDS
+    return TextArray(
+        struct.pack(">iiiii", 1, 0, _TEXT_OID, len(items), 1)
+        + b"".join([fields.get(item) or _field(item) for item in items])
+    )
+
+
+_FIELDS: dict[str, bytes] = {}
+"""Each text element's binary form (its length, then its UTF-8 bytes), kept: a stem is in many rows,
+and every posting names one (measured: the stems' arrays of 5,000 memories, 655,000 elements, in
+0.26 s of CPU instead of 0.33; their postings, :func:`postings_data`, in 0.8 s)."""
+_FIELDS_KEPT = 500_000
+
+
+def _field(item: str) -> bytes:
+    data = item.encode("utf-8")
+    field = _FIELDS[item] = len(data).to_bytes(4, "big") + data
+    return field
 
 
 def real_array(values: Sequence[float]) -> RealArray:
@@ -141,3 +159,40 @@ def copy_rows(
         copy.set_types(list(types))
         for row in rows:
             copy.write_row(row)
+
+
+POSTING_COLUMNS = "project, id, tokens, stem, freq"
+"""eventmem_postings' columns in the order :func:`postings_data` writes them."""
+_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_TRAILER = b"\xff\xff"
+_FREQS: dict[float, bytes] = {}
+
+
+def postings_data(project: str, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]]) -> bytes:
+    """The keyword postings of ``memories`` (id, tokens, stems, frequencies) as one binary ``COPY``
+    stream of :data:`POSTING_COLUMNS`: a row a stem, made here in bulk from each memory's fields
+    (psycopg's ``write_row`` costs a few microseconds a row, and a memory has about 130 postings)."""
+    head = (5).to_bytes(2, "big") + (_fields([project]))
+    parts = [_SIGNATURE]
+    fields = _FIELDS
+    for memory_id, tokens, stems, freqs in memories:
+        prefix = head + _fields([memory_id]) + b"\x00\x00\x00\x04" + tokens.to_bytes(4, "big", signed=True)
+        for stem, freq in zip(stems, freqs, strict=True):
+            value = _FREQS.get(freq)
+            if value is None:
+                value = _FREQS[freq] = b"\x00\x00\x00\x04" + struct.pack(">f", freq)
+            parts += (prefix, fields.get(stem) or _field(stem), value)
+    if len(_FREQS) > _FIELDS_KEPT:
+        _FREQS.clear()
+    parts.append(_TRAILER)
+    return b"".join(parts)
+
+
+def _fields(items: Sequence[str]) -> bytes:
+    return b"".join([_FIELDS.get(item) or _field(item) for item in items])
+
+
+def copy_data(cursor: psycopg.Cursor[Any], table: str, columns: str, data: bytes) -> None:
+    """Append a whole binary ``COPY`` stream (signature, rows, trailer) to ``table``."""
+    with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(data)

@@ -63,7 +63,10 @@ _WEIGHT: Final = dict(zip(_COLUMNS, WEIGHTS, strict=True))
 
 def words_of(title: str, summary: str, content: str, tags: Sequence[str]) -> set[str]:
     """The distinct lower-cased words of a memory, as the in-process document frequencies count them."""
-    return set(map(str.lower, _WORD.findall(" ".join((title, summary, content, " ".join(tags))))))
+    text = " ".join((title, summary, content, " ".join(tags)))
+    if text.isascii():  # (lower-cased first, the same words: ASCII letters lower one for one)
+        return set(_WORD.findall(text.lower()))
+    return set(map(str.lower, _WORD.findall(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,19 +120,17 @@ def keyword_rows(memories: Sequence[tuple[str, str, str, Sequence[str]]]) -> lis
     for i, memory in enumerate(memories):
         row = columns[i * 4 : i * 4 + 4]
         in_order = all(_in_order(text) for text in texts[i * 4 : i * 4 + 4])
-        found: Counter[int] = Counter()
-        pairs: Counter[tuple[int, int]] = Counter()
+        # each column's tokens repeated by its weight, the columns in order, counted at once: the
+        # weighted counts, each stem first where it first occurs (measured: a sixth of a first sync's
+        # time went to adding the columns' counts one by one)
+        weighted: list[int] = []
+        adjacent: list[tuple[int, int]] = []
         for weight, tokens in zip(weights, row, strict=True):
-            counts = Counter(tokens)
-            adjacent = Counter(pairwise(tokens)) if in_order else Counter()
-            if weight == 1:
-                found.update(counts)
-                pairs.update(adjacent)
-            else:
-                for token, n in counts.items():
-                    found[token] += n * weight
-                for pair, n in adjacent.items():
-                    pairs[pair] += n * weight
+            weighted += tokens * weight
+            if in_order:
+                adjacent += list(pairwise(tokens)) * weight
+        found = Counter(weighted)
+        pairs = Counter(adjacent)
         stems = [names[n] for n in found]
         freqs = [float(f) for f in found.values()]
         stems += [f"{names[a]} {names[b]}" for a, b in pairs]
