@@ -384,11 +384,6 @@ def ranking(
     if not single and not phrase_ids:
         return None
     stems = [stem for _, stem in single]
-    cosine = (
-        "NULL::float8"
-        if vector is None
-        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
-    )
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
@@ -405,14 +400,7 @@ parts AS (
     UNION ALL
     SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
 ),
-s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
-SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
-FROM s CROSS JOIN LATERAL (
-    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
-    WHERE m.project = %s AND m.id = s.id AND ({where})
-) m
-ORDER BY s.score DESC, s.id LIMIT %s
-"""
+{_best_passing(where, vector)}"""
     # (the holders are ranked from their postings alone, and asked best first, one at a time through
     # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
     # the sorted CTE keeps its order through the nested loop, so the limit stops it; a holder a filter
@@ -439,6 +427,27 @@ ORDER BY s.score DESC, s.id LIMIT %s
 
 
 @functools.lru_cache(maxsize=4096)
+def _best_passing(where: str, vector: str | None) -> str:
+    """The end of both keyword rankings: the holders' parts (CTE ``parts``) summed, best first, and
+    the first of them that pass ``where`` (on alias ``m``), with their columns and, given a query
+    ``vector``, their cosine. Its parameters: the vector and the project (for the cosine), the
+    project, ``where``'s, and the limit."""
+    cosine = (
+        "NULL::float8"
+        if vector is None
+        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
+    )
+    return f"""
+s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
+SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
+FROM s CROSS JOIN LATERAL (
+    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
+    WHERE m.project = %s AND m.id = s.id AND ({where})
+) m
+ORDER BY s.score DESC, s.id LIMIT %s
+"""
+
+
 def word_tokens(word: str) -> tuple[str, ...]:
     """A query word's tokens in order, by FTS5's own tokenizer (a pure function of the word, kept)."""
     return tuple(_phrases().tokens(word))
@@ -473,11 +482,6 @@ def ranking_at_once(
         least, per = MIN_POSTINGS_BUDGET_BESIDE_VECTORS, 400
     else:
         least, per = MIN_POSTINGS_BUDGET, 50
-    cosine = (
-        "NULL::float8"
-        if vector is None
-        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
-    )
     sql = f"""
 WITH pr AS (
     SELECT p.memories::float8 AS n, p.tokens::float8 / p.memories::float8 AS avgdl,
@@ -506,14 +510,7 @@ parts AS (
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
     FROM p JOIN d USING (place)
 ),
-s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
-SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
-FROM s CROSS JOIN LATERAL (
-    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
-    WHERE m.project = %s AND m.id = s.id AND ({where})
-) m
-ORDER BY s.score DESC, s.id LIMIT %s
-"""
+{_best_passing(where, vector)}"""
     # (the words chosen as in-process: ordered by the memories holding each, then by the word; the
     # first always, then while the postings they hold fit the budget; the rest is :func:`ranking`'s)
     values: list[object] = [
