@@ -220,18 +220,22 @@ def hybrid_search(
         others = view.vector_similarities([s for s in candidates if s not in vector_hits], query_vector)
     weights, spread_cosines = fusion_weights(config, view.embedder_id), spreads(view.embedder_id)
     searched = int(mask.sum()) if 0 < len(keyword_hits) <= FEW_KEYWORD_MATCHES else 0  # (counted when it tells)
-    scores, vector_scores, keyword_scores = fuse(
-        candidates,
-        vector_hits,
-        keyword_hits,
-        fusion=config.fusion,
-        weights=weights,
-        spread_cosines=spread_cosines,
-        searched=searched,
-        cosines=others,
-        use_vectors=use_vectors,
-        use_keywords=use_keywords,
-    )
+
+    def fused(these: list[int]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        return fuse(
+            these,
+            vector_hits,
+            keyword_hits,
+            fusion=config.fusion,
+            weights=weights,
+            spread_cosines=spread_cosines,
+            searched=searched,
+            cosines=others,
+            use_vectors=use_vectors,
+            use_keywords=use_keywords,
+        )
+
+    scores, vector_scores, keyword_scores = fused(candidates)
     if config.fusion == "linear" and use_vectors and use_keywords:
         # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are
         # too close together to add a share of one)
@@ -243,24 +247,13 @@ def hybrid_search(
                 index.update((s, i) for i, s in enumerate(new, len(candidates)))
                 if query_vector is not None:
                     others.update(view.vector_similarities(new, query_vector))
-                fused = fuse(
-                    candidates + new if spread_cosines else new,  # (scaled to the best of them all)
-                    vector_hits,
-                    keyword_hits,
-                    fusion=config.fusion,
-                    weights=weights,
-                    spread_cosines=spread_cosines,
-                    searched=searched,
-                    cosines=others,
-                    use_vectors=use_vectors,
-                    use_keywords=use_keywords,
-                )
+                again = fused(candidates + new if spread_cosines else new)  # (scaled to the best of them all)
                 if spread_cosines:
-                    scores, vector_scores, keyword_scores = fused
+                    scores, vector_scores, keyword_scores = again
                 else:  # (raw cosines: a new candidate's score does not depend on the others')
                     scores, vector_scores, keyword_scores = (
                         np.concatenate([old, more])
-                        for old, more in zip((scores, vector_scores, keyword_scores), fused, strict=True)
+                        for old, more in zip((scores, vector_scores, keyword_scores), again, strict=True)
                     )
                 candidates = candidates + new
                 slots = np.asarray(candidates, dtype=np.int64)
