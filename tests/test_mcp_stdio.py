@@ -308,11 +308,12 @@ def test_a_request_the_sdk_cannot_read_is_answered_with_its_id_and_nothing_is_wr
     assert_clean_stderr(errlog)
 
 
-def test_a_line_nested_deeper_than_any_reader_goes_is_dropped_and_the_server_answers_on(
+def test_a_line_nested_deeper_than_any_reader_goes_is_refused_and_the_server_answers_on(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:
     """A hostile client's line of 200,000 nested brackets, bare or as a request's params, ends nothing:
-    no id can be read from it, and the next request is answered."""
+    no id can be read from it, so each is answered as a parse error with a null id, and the next
+    request is answered."""
     errlog = tmp_path / "stderr.log"
     proc, lines = start_raw(processes, project, errlog)
     seen: list[bytes] = []
@@ -325,6 +326,44 @@ def test_a_line_nested_deeper_than_any_reader_goes_is_dropped_and_the_server_ans
     send(proc, tool_call(3, "store_memory", {"content": "Saved after the hostile lines."}))
     assert receive(lines, seen, 3)["result"]["isError"] is False
     assert close_and_wait(proc) == 0
+    drain(lines, seen)
+    refused = [message for message in map(json.loads, seen) if "error" in message and message["id"] is None]
+    assert [message["error"]["code"] for message in refused] == [-32700, -32700], refused
+
+
+def test_a_line_with_no_readable_id_is_answered_with_a_null_id_and_the_session_goes_on(
+    project: Path, tmp_path: Path, processes: ProcessGroup
+) -> None:
+    """JSON-RPC 2.0 answers what it cannot read with ``"id": null``: a line that is not JSON is a parse
+    error, an array or an object with no usable id an invalid request. A request whose id can be read
+    is refused with it; a blank line and a malformed answer (a reply to nothing we asked) get nothing."""
+    errlog = tmp_path / "stderr.log"
+    proc, lines = start_raw(processes, project, errlog)
+    seen: list[bytes] = []
+    initialize(proc, lines, seen)
+    assert proc.stdin is not None
+    for line in (
+        b"this is not json",
+        b"",
+        b"[1, 2]",
+        b'{"jsonrpc": "2.0", "method": 1}',
+        b'{"jsonrpc": "2.0", "id": 7, "result": 3, "oops": ',
+        b'{"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": 3}',
+        b'{"jsonrpc": "2.0", "id": 99, "error": "not an error object"}',
+    ):
+        proc.stdin.write(line + b"\n")
+    proc.stdin.flush()
+    assert receive(lines, seen, 5)["error"]["code"] == -32600
+    send(proc, tool_call(6, "store_memory", {"content": "Saved after the unreadable lines."}))
+    assert receive(lines, seen, 6)["result"]["isError"] is False
+    assert close_and_wait(proc) == 0
+    drain(lines, seen)
+    answers = [json.loads(line) for line in seen]
+    null_ids = [message["error"]["code"] for message in answers if "error" in message and message["id"] is None]
+    assert null_ids == [-32700, -32600, -32600, -32700], answers
+    assert not any(message.get("id") == 99 for message in answers)
+    assert [e["type"] for e in journal_events(project)] == ["saved"]
+    assert_clean_stderr(errlog)
 
 
 def test_closing_stdin_ends_the_server_with_exit_code_0_and_no_lock_held(

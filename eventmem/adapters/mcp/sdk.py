@@ -166,29 +166,55 @@ class _WriteNotingAnswers:
 
 
 def _refusal_of(error: Exception) -> SessionMessage | None:
-    """The answer to a request line the SDK could not read, if its id can still be read: a lone
-    surrogate escape (``"\\ud800"``, text that is not Unicode) is JSON to Python's reader but not to
-    the SDK's, which drops the line and leaves the client waiting. ``None``: no id to answer."""
+    """The answer to a line the SDK could not read, which the SDK drops and leaves the client waiting:
+    JSON-RPC 2.0 answers it with the request's id where it can still be read, and with ``null`` where
+    it cannot (a line that is not JSON, an array, an object with no readable id). ``None``: nothing to
+    answer (a blank line; a malformed answer to a request of ours, since no reply goes to a reply).
+
+    A lone surrogate escape (``"\\ud800"``, text that is not Unicode) is JSON to Python's reader but
+    not to the SDK's: that request is refused with its id, as any other it cannot take."""
     if not isinstance(error, pydantic.ValidationError):
         return None
     details = error.errors(include_url=False)
-    given = details[0].get("input") if details else None
-    if isinstance(given, str | bytes):  # (a line the SDK could not parse)
-        try:
-            data = json.loads(given)
-        except (ValueError, RecursionError):  # (not JSON, or nested deeper than the reader goes)
-            return None
-    else:  # (parsed, and not a message: the object itself)
-        data = given
-    request_id = data.get("id") if isinstance(data, dict) and isinstance(data.get("method"), str) else None
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+    if not details:
         return None
     why = str(details[0].get("msg", ""))[:200]
-    if details[0].get("type") == "json_invalid":  # (what Python's reader took: a lone surrogate)
-        message = f"the request could not be read ({why}): text must be Unicode, with no lone surrogate (\\ud800)"
-    else:
+    data: object = _message_in(details)
+    if details[0].get("type") == "json_invalid":  # (the SDK could not parse the line: ``data`` is the line)
+        line = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        if not line.strip():
+            return None
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):  # (not JSON, or nested deeper than the reader goes)
+            return _error_answer(
+                None, mcp_types.PARSE_ERROR, f"the line is not JSON ({why}): send one JSON-RPC message a line"
+            )
+        message = (
+            f"the request could not be read ({why}): it must be strict JSON in Unicode text "
+            "(no lone surrogate such as \\ud800, no NaN)"
+        )
+    else:  # (parsed, and not a message: ``data`` is what the line held)
         message = f"not a JSON-RPC 2.0 request ({why})"
-    refusal = mcp_types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=message)
+    if isinstance(data, dict) and "method" not in data and ("result" in data or "error" in data):
+        return None
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    return _error_answer(request_id, mcp_types.INVALID_REQUEST, message)
+
+
+def _error_answer(request_id: str | int | None, code: int, message: str) -> SessionMessage:
+    return SessionMessage(
+        mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
     )
-    return SessionMessage(refusal)
+
+
+def _message_in(details: list[Any]) -> object:
+    """What the line held, from the SDK's validation errors: the input of an error about the message
+    itself (its shape, or a field it lacks), not a part's (a ``params`` that is not an object)."""
+    for detail in sorted(details, key=lambda d: len(d.get("loc", ()))):
+        loc = detail.get("loc", ())
+        if len(loc) <= 1 or (len(loc) == 2 and detail.get("type") == "missing"):
+            return detail.get("input")
+    return details[0].get("input")
