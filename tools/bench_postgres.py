@@ -290,7 +290,7 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "hnsw_recall_at_10": round(statistics.mean(recalls), 4),
         "hnsw_recall_at_10_filtered": round(statistics.mean(filtered_recalls), 4),
         "hnsw_ef_search_top10": queries.ef_search(10),
-        "hybrid_uses": "exact" if count <= queries.EXACT_UP_TO else "hnsw",
+        "hybrid_uses": "exact" if count <= getattr(queries, "SCANNED_UP_TO", queries.EXACT_UP_TO) else "hnsw",
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
     }

@@ -3,8 +3,9 @@
 The filters are the in-process ones (:class:`eventmem.core.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: BM25 as the in-process index computes it, from
 statistics kept in the database (:mod:`.keywords`). Vectors: cosine over pgvector, exact while the filtered
-set holds at most :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows
-came in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion is
+set holds at most :data:`SCANNED_UP_TO` memories (so answers are those of an exact scan, whatever order the rows
+came in; the scan reads the narrow copy of each memory, ``eventmem_searched``), else through the HNSW index
+(``vector_cosine_ops``) with iterative scans for filters. The fusion is
 the in-process one itself, over these lists (:mod:`eventmem.service.database_search`).
 """
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_UP_TO",
+    "SCANNED_UP_TO",
+    "SEARCHED",
     "Scored",
     "columns",
     "cosines",
@@ -46,8 +49,18 @@ __all__ = [
 Key = tuple[str, str]
 """(project, memory id)"""
 EXACT_UP_TO = 2_000
-"""A vector search among at most this many memories scans them all (exact); above, HNSW. An exact
-scan cost about 9 us a memory on a busy 2-core machine (20,000: 180-240 ms; ``tools/bench_postgres.py``)."""
+"""The memories a filter passes are counted up to this many and one more (the fusion asks whether
+there are more than a few keyword hits times 20: :data:`eventmem.core.query_rules.FEW_KEYWORD_MATCHES`)."""
+SCANNED_UP_TO = 25_000
+"""A vector search among at most this many memories scans them all (exact), from the narrow copy of
+the memories (``eventmem_searched``, schema 7); above, HNSW. Measured at 21,000 memories (a loaded
+2-core machine, ``tools/bench_postgres.py``): the narrow rows' exact scan of every memory about as
+long as HNSW at ``ef_search`` 800 (recall@10 0.97), a filtered set of 1,600 or 4,800 memories a
+quarter to a fifth of the iterative HNSW scan or the wide rows' exact scan (see
+docs/bench/postgres-limits.md)."""
+SEARCHED = "eventmem_searched"
+"""The narrow copy of each memory a scan reads (its key, filtered columns and vector), kept by
+triggers on ``eventmem_memories`` (schema 7)."""
 SORTING_BACK = "SELECT set_config('enable_sort', 'on', true)"
 """Run after an HNSW search (see :func:`vector_query`)."""
 EF_SEARCH_MIN = 400
@@ -185,7 +198,7 @@ def count(
 ) -> int:
     """The visible memories passing ``filters`` (``up_to``: counted up to that many at most)."""
     where, params = visible_where(projects, filters, now, project)
-    sql = f"SELECT 1 FROM eventmem_memories m WHERE {where}"
+    sql = f"SELECT 1 FROM {SEARCHED} m WHERE {where}"
     if up_to is not None:
         sql += " LIMIT %s"
         params.append(up_to)
@@ -277,7 +290,7 @@ def vector_rows(
     if k <= 0:
         return []
     if exact is None:
-        exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
+        exact = count(conn, projects, filters, now, project=project, up_to=SCANNED_UP_TO + 1) <= SCANNED_UP_TO
     setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
     with reading(conn):
         if setting:
@@ -304,12 +317,16 @@ def vector_query(
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
-    column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
+    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row (an
+    # exact scan reads the narrow rows of eventmem_searched instead of the memories' whole rows). The
+    # cosine is the half-precision vectors' either way (the in-process index's too): an exact scan and
+    # HNSW give one memory the same score
+    column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
+    order = f"m.embedding <=> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
     sql = (
-        f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c, m.importance, m.updated_at, "
-        f"m.created_at FROM eventmem_memories m WHERE m.embedding IS NOT NULL AND {where} "
-        f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
+        f"SELECT m.project, m.id, 1 - (m.embedding::halfvec({dim}) <=> %s::halfvec({dim})) AS c, m.importance, "
+        f"m.updated_at, m.created_at FROM {table} m WHERE m.embedding IS NOT NULL AND {where} "
+        f"ORDER BY {order} LIMIT %s"
     )
     # (one statement: it may be prepared, and sent in a pipeline). Sorting is off for the query: the
     # planner otherwise sorts every row a filter passes (measured at 20,000 memories: 243 ms, the
@@ -355,41 +372,44 @@ def counted_vector_query(
     literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
-    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row: one
-    statement, where a count then a search read every filtered row twice (measured at 20,000
-    memories and a tag held by 8%: the count 6-14 ms, as long as the exact scan), and none read
-    before it. When nothing but visibility narrows the search: exact if the projects hold at most
-    :data:`EXACT_UP_TO` memories (every row read once, the count a window over them), else HNSW (no
-    count: the rows carry the memories held instead). Otherwise the filtered rows' distances are kept
-    while they are counted, and the top ``k`` taken from them if they are few enough, else from HNSW.
-    Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL, memories held or
-    NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
-    :func:`vector_literal` makes it, if made."""
+    memories passing the filters counted beside each row: one statement, where a count then a search
+    read every filtered row twice, and none read before it. When nothing but visibility narrows the
+    search: exact if the projects hold at most :data:`SCANNED_UP_TO` memories (every narrow row read
+    once, the count a window over them), else HNSW (no count: the rows carry the memories held
+    instead). Otherwise the filtered rows' distances are kept while they are counted (up to
+    :data:`SCANNED_UP_TO` + 1), and the top ``k`` taken from them if they are few enough, else from
+    HNSW. The exact scans read ``eventmem_searched`` (:data:`SEARCHED`), its narrow rows found through
+    its own indexes for a selective filter. Rows: (project, id, cosine, importance, updated_at,
+    created_at, count or NULL, memories held or NULL); a row of no vector (cosine NULL) only counts.
+    ``literal``: ``vector`` as :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    distance = f"m.embedding <=> %s::vector({dim})"
+    distance = f"m.embedding <=> %s::halfvec({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
     setting, hnsw, values = vector_query(
         projects, vector, k, filters, now, exact=False, project=project, literal=literal
     )
+    keep = f"SELECT m.project, m.id, {distance} AS d, {columns} FROM {SEARCHED} m WHERE {where}"
+    # (the distances computed in the scan and kept without the vectors: counted over the scanned rows
+    # themselves, a window or a sort would keep each row's vector, spilling to disk at 20,000)
+    scanned = "SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at"
     if not narrows(filters, project):
         held = "(SELECT held FROM h)"
         sql = (
             "WITH h AS (SELECT coalesce(sum(p.memories), 0) AS held FROM eventmem_projects p "
-            "WHERE p.project = ANY(%s)) "
-            f"(SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER (), {held} FROM eventmem_memories m "
-            f"WHERE {where} AND {held} <= {EXACT_UP_TO} ORDER BY {distance} LIMIT %s) "
-            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
+            f"WHERE p.project = ANY(%s)), f AS MATERIALIZED ({keep} AND {held} <= {SCANNED_UP_TO}), "
+            "n AS (SELECT count(*) AS n FROM f) "
+            f"({scanned}, (SELECT n FROM n), {held} FROM f ORDER BY f.d LIMIT %s) "
+            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {SCANNED_UP_TO})"
         )
-        return setting, sql, [list(projects), literal, *params, literal, k, *values]
+        return setting, sql, [list(projects), literal, *params, k, *values]
     sql = (
-        f"WITH f AS MATERIALIZED (SELECT m.project, m.id, {distance} AS d, {columns} FROM eventmem_memories m "
-        f"WHERE {where} LIMIT {EXACT_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
-        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n), NULL::bigint "
-        f"FROM f WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
+        f"WITH f AS MATERIALIZED ({keep} LIMIT {SCANNED_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
+        f"({scanned}, (SELECT n FROM n), NULL::bigint FROM f WHERE (SELECT n FROM n) <= {SCANNED_UP_TO} "
+        "ORDER BY f.d LIMIT %s) "
         f"UNION ALL (SELECT x.*, (SELECT n FROM n), NULL::bigint FROM ({hnsw}) x "
-        f"WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
+        f"WHERE (SELECT n FROM n) > {SCANNED_UP_TO})"
     )
     return setting, sql, [literal, *params, k, *values]
 
@@ -418,7 +438,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         return {}
     dim = int(vector.shape[0])
     sql = (
-        f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::vector({dim})) FROM eventmem_memories m "
+        f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::halfvec({dim})) FROM {SEARCHED} m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )
