@@ -415,6 +415,7 @@ def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_
     for _ in steps(service):
         pass
     projector_factory("p").load(JournalFeed(project).full())
+    monkeypatch.setattr(queries, "EXACT_UP_TO", bound)
     monkeypatch.setattr(queries, "SCANNED_UP_TO", bound)
     vector = HashingEmbedder().embed(["ruff lint migrations"])[0]
     for filters in (Filters(), Filters(tags=("tooling",)), Filters(kinds=("decision", "general", "problem"))):

