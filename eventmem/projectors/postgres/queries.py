@@ -322,12 +322,13 @@ def vector_query(
     literal = _vector(vector) if literal is None else literal
     # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row (an
     # exact scan reads the narrow rows of eventmem_searched instead of the memories' whole rows). The
-    # cosine is the half-precision vectors' either way (the in-process index's too): an exact scan and
-    # HNSW give one memory the same score
+    # score is the in-process index's: the inner product of the half-precision vector (its float16
+    # code) with the query (the vectors are of unit length: their cosine), so an exact scan and HNSW
+    # give one memory the same score
     column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
-    order = f"m.embedding <=> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
+    order = f"m.embedding <#> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
     sql = (
-        f"SELECT m.project, m.id, 1 - (m.embedding::halfvec({dim}) <=> %s::halfvec({dim})) AS c, m.importance, "
+        f"SELECT m.project, m.id, -(m.embedding::halfvec({dim}) <#> %s::halfvec({dim})) AS c, m.importance, "
         f"m.updated_at, m.created_at FROM {table} m WHERE m.embedding IS NOT NULL AND {where} "
         f"ORDER BY {order} LIMIT %s"
     )
@@ -387,7 +388,7 @@ def counted_vector_query(
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    distance = f"m.embedding <=> %s::halfvec({dim})"
+    distance = f"m.embedding <#> %s::halfvec({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
     setting, hnsw, values = vector_query(
         projects, vector, k, filters, now, exact=False, project=project, literal=literal
@@ -395,7 +396,7 @@ def counted_vector_query(
     keep = f"SELECT m.project, m.id, {distance} AS d, {columns} FROM {SEARCHED} m WHERE {where}"
     # (the distances computed in the scan and kept without the vectors: counted over the kept rows, a
     # window or a sort would hold each row's vector, spilling to disk at 20,000 memories)
-    scanned = "SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at"
+    scanned = "SELECT f.project, f.id, -f.d, f.importance, f.updated_at, f.created_at"
     if not narrows(filters, project):
         held = "(SELECT held FROM h)"
         sql = (
@@ -442,7 +443,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         return {}
     dim = int(vector.shape[0])
     sql = (
-        f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::halfvec({dim})) FROM {SEARCHED} m "
+        f"SELECT m.project, m.id, -(m.embedding <#> %s::halfvec({dim})) FROM {SEARCHED} m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )

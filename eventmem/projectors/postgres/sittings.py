@@ -41,7 +41,7 @@ def neighbours(
     literal of ``dim`` dimensions): each neighbour comes with its cosine, as the fusion needs it."""
     if not ids or steps <= 0:
         return []
-    cosine = f"1 - (m.embedding <=> %s::halfvec({int(dim)}))" if vector is not None else "NULL::double precision"
+    cosine = f"-(m.embedding <#> %s::halfvec({int(dim)}))" if vector is not None else "NULL::double precision"
 
     def side(sign: int, way: str, bound: str) -> str:
         order = f'm.created_at {way}, m.id COLLATE "C" {way}'
