@@ -273,6 +273,9 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
             filtered_recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
         row = conn.execute("SELECT pg_total_relation_size('eventmem_memories')").fetchone()
         disk = int(row[0]) if row is not None else 0
+        # (the narrow copy of each memory the scans read, schema 7, where there is one)
+        row = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass('eventmem_searched')), 0)").fetchone()
+        narrow = int(row[0]) if row is not None else 0
     answers = compare(uri, root, texts)
     return {
         "memories": count,
@@ -293,6 +296,7 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "hybrid_uses": "exact" if count <= getattr(queries, "SCANNED_UP_TO", queries.EXACT_UP_TO) else "hnsw",
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
+        "narrow_copy_bytes_per_memory": round(narrow / max(count, 1), 1),
     }
 
 
