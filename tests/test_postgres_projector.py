@@ -100,8 +100,7 @@ def test_incremental_applies_answer_like_one_bulk_load(
 
 
 _NARROW = (
-    "id, kind, scope, tags, importance, origin_project, created_at, updated_at, expires_at, superseded, "
-    "embedding::text"
+    "id, kind, scope, tags, importance, origin_project, created_at, updated_at, expires_at, superseded, embedding::text"
 )
 """The columns of a memory's narrow copy (schema 7), the embedding as text."""
 
