@@ -99,6 +99,12 @@ def test_incremental_applies_answer_like_one_bulk_load(
     assert incremental.event_ids() == bulk.event_ids() == {e.id for s, r in _scans(project) for e in r}
 
 
+_NARROW = (
+    "id, kind, scope, tags, importance, origin_project, created_at, updated_at, expires_at, superseded, embedding::text"
+)
+"""The columns of a memory's narrow copy (schema 7), the embedding as text."""
+
+
 def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row the projector keeps for ``project``, each table in its key's order, the project's
     name left out (the embedding as text)."""
@@ -121,6 +127,9 @@ def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
         "WHERE project = %s ORDER BY id",
         "events": "SELECT id, type, ts, line FROM eventmem_events WHERE project = %s ORDER BY id",
         "positions": "SELECT segment, byte_offset, digest FROM eventmem_positions WHERE project = %s ORDER BY segment",
+        "narrow copies": f"SELECT {_NARROW} FROM eventmem_searched WHERE project = %s ORDER BY id",
+        "narrow copies of the rows": f"SELECT {_NARROW.replace('embedding', 'embedding::halfvec')} "
+        "FROM eventmem_memories WHERE project = %s ORDER BY id",
     }
     with conn.transaction():
         return {name: conn.execute(sql, [project]).fetchall() for name, sql in tables.items()}
@@ -149,7 +158,15 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
     kept, loaded = _contents(conn, "incremental"), _contents(conn, "bulk")
     assert kept == loaded
     assert kept["postings"] == kept["postings of the rows"] and len(kept["postings"]) > 20
+    assert kept["narrow copies"] == kept["narrow copies of the rows"]
     assert len(kept["memories"]) == 5 and kept["links"] and kept["words"]
+    with conn.transaction():  # (a project's narrow copies go with its rows, through the cascade too)
+        conn.execute("DELETE FROM eventmem_projects WHERE project = 'bulk'")
+    assert _contents(conn, "bulk")["narrow copies"] == []
+    assert _contents(conn, "incremental")["narrow copies"] == kept["narrow copies"]
+    with conn.transaction():
+        conn.execute("TRUNCATE eventmem_memories CASCADE")
+    assert conn.execute("SELECT count(*) FROM eventmem_searched").fetchone() == (0,)
 
 
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:
@@ -416,6 +433,7 @@ def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_
         pass
     projector_factory("p").load(JournalFeed(project).full())
     monkeypatch.setattr(queries, "EXACT_UP_TO", bound)
+    monkeypatch.setattr(queries, "SCANNED_UP_TO", bound)
     vector = HashingEmbedder().embed(["ruff lint migrations"])[0]
     for filters in (Filters(), Filters(tags=("tooling",)), Filters(kinds=("decision", "general", "problem"))):
         exact = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True)

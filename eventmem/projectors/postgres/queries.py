@@ -2,9 +2,11 @@
 
 The filters are the in-process ones (:class:`eventmem.core.query_rules.Filters`) plus a set of projects, applied
 in SQL before either search takes its top ``k``. Keywords: BM25 as the in-process index computes it, from
-statistics kept in the database (:mod:`.keywords`). Vectors: cosine over pgvector, exact while the filtered
-set holds at most :data:`EXACT_UP_TO` memories (so answers are those of an exact scan, whatever order the rows
-came in), else through the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion is
+statistics kept in the database (:mod:`.keywords`). Vectors: scored as in-process (the inner product of
+a memory's half-precision vector with the query), exact while a filter passes at most :data:`SCANNED_UP_TO`
+memories or a project holds at most :data:`EXACT_UP_TO` (so answers are those of an exact scan, whatever
+order the rows came in; the scan reads the narrow copy of each memory, ``eventmem_searched``), else through
+the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion is
 the in-process one itself, over these lists (:mod:`eventmem.service.database_search`).
 """
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_UP_TO",
+    "SCANNED_UP_TO",
+    "SEARCHED",
     "Scored",
     "columns",
     "cosines",
@@ -46,8 +50,23 @@ __all__ = [
 Key = tuple[str, str]
 """(project, memory id)"""
 EXACT_UP_TO = 2_000
-"""A vector search among at most this many memories scans them all (exact); above, HNSW. An exact
-scan cost about 9 us a memory on a busy 2-core machine (20,000: 180-240 ms; ``tools/bench_postgres.py``)."""
+"""Without a filter, a vector search among projects holding at most this many memories scans them
+all (exact); above, HNSW (measured: the narrow rows' exact scan of 3,000 took twice HNSW's time). And
+the statistics' query counts the memories a filter passes up to this many and one more (the fusion
+asks whether there are more than a few keyword hits times 20:
+:data:`eventmem.core.query_rules.FEW_KEYWORD_MATCHES`)."""
+SCANNED_UP_TO = 10_000
+"""A vector search among the memories a filter passes scans them all (exact) while they are at most
+this many, from the narrow copy of the memories (``eventmem_searched``, schema 7, found through its
+own indexes for a selective filter); above, HNSW with an iterative scan. Without a filter, the
+project's size decides, up to :data:`EXACT_UP_TO`. Measured at 21,000 memories on a loaded 2-core
+machine (``tools/bench_postgres.py``; docs/bench/postgres-limits.md): the narrow rows' exact scan of
+1,600 and 4,800 filtered memories took a third to a fifth of the wide rows' exact scan and of the
+iterative HNSW scan; of every memory (an exact scan of 21,000), about as long as or longer than HNSW
+at ``ef_search`` 800, and at 3,000 memories twice as long."""
+SEARCHED = "eventmem_searched"
+"""The narrow copy of each memory a scan reads (its key, filtered columns and vector), kept by
+triggers on ``eventmem_memories`` (schema 7)."""
 SORTING_BACK = "SELECT set_config('enable_sort', 'on', true)"
 """Run after an HNSW search (see :func:`vector_query`)."""
 EF_SEARCH_MIN = 400
@@ -185,7 +204,7 @@ def count(
 ) -> int:
     """The visible memories passing ``filters`` (``up_to``: counted up to that many at most)."""
     where, params = visible_where(projects, filters, now, project)
-    sql = f"SELECT 1 FROM eventmem_memories m WHERE {where}"
+    sql = f"SELECT 1 FROM {SEARCHED} m WHERE {where}"
     if up_to is not None:
         sql += " LIMIT %s"
         params.append(up_to)
@@ -277,7 +296,8 @@ def vector_rows(
     if k <= 0:
         return []
     if exact is None:
-        exact = count(conn, projects, filters, now, project=project) <= EXACT_UP_TO
+        bound = SCANNED_UP_TO if narrows(filters, project) else EXACT_UP_TO
+        exact = count(conn, projects, filters, now, project=project, up_to=bound + 1) <= bound
     setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
     with reading(conn):
         if setting:
@@ -304,12 +324,17 @@ def vector_query(
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row
-    column = "m.embedding" if exact else f"(m.embedding::vector({dim}))"
+    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row (an
+    # exact scan reads the narrow rows of eventmem_searched instead of the memories' whole rows). The
+    # score is the in-process index's: the inner product of the half-precision vector (its float16
+    # code) with the query (the vectors are of unit length: their cosine), so an exact scan and HNSW
+    # give one memory the same score
+    column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
+    order = f"m.embedding <#> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
     sql = (
-        f"SELECT m.project, m.id, 1 - ({column} <=> %s::vector({dim})) AS c, m.importance, m.updated_at, "
-        f"m.created_at FROM eventmem_memories m WHERE m.embedding IS NOT NULL AND {where} "
-        f"ORDER BY {column} <=> %s::vector({dim}) LIMIT %s"
+        f"SELECT m.project, m.id, -(m.embedding::halfvec({dim}) <#> %s::halfvec({dim})) AS c, m.importance, "
+        f"m.updated_at, m.created_at FROM {table} m WHERE m.embedding IS NOT NULL AND {where} "
+        f"ORDER BY {order} LIMIT %s"
     )
     # (one statement: it may be prepared, and sent in a pipeline). Sorting is off for the query: the
     # planner otherwise sorts every row a filter passes (measured at 20,000 memories: 243 ms, the
@@ -355,43 +380,47 @@ def counted_vector_query(
     literal: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
-    memories passing the filters counted (up to :data:`EXACT_UP_TO` + 1) beside each row: one
-    statement, where a count then a search read every filtered row twice (measured at 20,000
-    memories and a tag held by 8%: the count 6-14 ms, as long as the exact scan), and none read
-    before it. When nothing but visibility narrows the search: exact if the projects hold at most
-    :data:`EXACT_UP_TO` memories (every row read once, the count a window over them), else HNSW (no
-    count: the rows carry the memories held instead). Otherwise the filtered rows' distances are kept
-    while they are counted, and the top ``k`` taken from them if they are few enough, else from HNSW.
-    Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL, memories held or
-    NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
+    memories passing the filters counted beside each row: one statement, and none read before it.
+    When nothing but visibility narrows the search: exact if the projects hold at most
+    :data:`EXACT_UP_TO` memories (the count taken over the rows scanned), else HNSW (no count: the
+    rows carry the memories held instead). Otherwise the filtered rows are counted (up to
+    :data:`SCANNED_UP_TO` + 1, without distances), then scanned with their distances if they are few
+    enough, else searched through HNSW. The exact scans read the narrow rows of ``eventmem_searched``
+    (:data:`SEARCHED`). Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL,
+    memories held or NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
     :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    distance = f"m.embedding <=> %s::vector({dim})"
+    distance = f"m.embedding <#> %s::halfvec({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
     setting, hnsw, values = vector_query(
         projects, vector, k, filters, now, exact=False, project=project, literal=literal
     )
+    keep = f"SELECT m.project, m.id, {distance} AS d, {columns} FROM {SEARCHED} m WHERE {where}"
+    # (the distances computed in the scan and kept without the vectors: counted over the kept rows, a
+    # window or a sort would hold each row's vector, spilling to disk at 20,000 memories)
+    scanned = "SELECT f.project, f.id, -f.d, f.importance, f.updated_at, f.created_at"
     if not narrows(filters, project):
         held = "(SELECT held FROM h)"
         sql = (
             "WITH h AS (SELECT coalesce(sum(p.memories), 0) AS held FROM eventmem_projects p "
-            "WHERE p.project = ANY(%s)) "
-            f"(SELECT m.project, m.id, 1 - ({distance}), {columns}, count(*) OVER (), {held} FROM eventmem_memories m "
-            f"WHERE {where} AND {held} <= {EXACT_UP_TO} ORDER BY {distance} LIMIT %s) "
+            f"WHERE p.project = ANY(%s)), f AS MATERIALIZED ({keep} AND {held} <= {EXACT_UP_TO}), "
+            "n AS (SELECT count(*) AS n FROM f) "
+            f"({scanned}, (SELECT n FROM n), {held} FROM f ORDER BY f.d LIMIT %s) "
             f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
         )
-        return setting, sql, [list(projects), literal, *params, literal, k, *values]
+        return setting, sql, [list(projects), literal, *params, k, *values]
+    # the filtered rows counted first, without their distances (a filter passing most memories then
+    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances)
+    n = "(SELECT n FROM n)"
     sql = (
-        f"WITH f AS MATERIALIZED (SELECT m.project, m.id, {distance} AS d, {columns} FROM eventmem_memories m "
-        f"WHERE {where} LIMIT {EXACT_UP_TO + 1}), n AS (SELECT count(*) AS n FROM f) "
-        f"(SELECT f.project, f.id, 1 - f.d, f.importance, f.updated_at, f.created_at, (SELECT n FROM n), NULL::bigint "
-        f"FROM f WHERE (SELECT n FROM n) <= {EXACT_UP_TO} ORDER BY f.d LIMIT %s) "
-        f"UNION ALL (SELECT x.*, (SELECT n FROM n), NULL::bigint FROM ({hnsw}) x "
-        f"WHERE (SELECT n FROM n) > {EXACT_UP_TO})"
+        f"WITH n AS (SELECT count(*) AS n FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c), "
+        f"f AS MATERIALIZED ({keep} AND {n} <= {SCANNED_UP_TO}) "
+        f"({scanned}, {n}, NULL::bigint FROM f ORDER BY f.d LIMIT %s) "
+        f"UNION ALL (SELECT x.*, {n}, NULL::bigint FROM ({hnsw}) x WHERE {n} > {SCANNED_UP_TO})"
     )
-    return setting, sql, [literal, *params, k, *values]
+    return setting, sql, [*params, literal, *params, k, *values]
 
 
 def counted_rows_of(found: Sequence[Sequence[Any]]) -> tuple[list[Row], int]:
@@ -418,7 +447,7 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
         return {}
     dim = int(vector.shape[0])
     sql = (
-        f"SELECT m.project, m.id, 1 - (m.embedding <=> %s::vector({dim})) FROM eventmem_memories m "
+        f"SELECT m.project, m.id, -(m.embedding <#> %s::halfvec({dim})) FROM {SEARCHED} m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )

@@ -41,13 +41,13 @@ def neighbours(
     literal of ``dim`` dimensions): each neighbour comes with its cosine, as the fusion needs it."""
     if not ids or steps <= 0:
         return []
-    cosine = f"1 - (m.embedding <=> %s::vector({int(dim)}))" if vector is not None else "NULL::double precision"
+    cosine = f"-(m.embedding <#> %s::halfvec({int(dim)}))" if vector is not None else "NULL::double precision"
 
     def side(sign: int, way: str, bound: str) -> str:
         order = f'm.created_at {way}, m.id COLLATE "C" {way}'
         return (
             f"SELECT {sign} * row_number() OVER (ORDER BY {order}) AS step, m.id, m.importance, m.updated_at, "
-            f"m.created_at, {cosine} AS cosine FROM eventmem_memories m "
+            f"m.created_at, {cosine} AS cosine FROM eventmem_searched m "
             f"WHERE m.project = %s AND {bound} AND ({where}) ORDER BY {order} LIMIT %s"
         )
 
@@ -60,7 +60,7 @@ def neighbours(
     sql = (
         "SELECT l.place, s.step, s.id, s.importance, s.updated_at, s.created_at, s.cosine "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS l(id, place) "
-        "JOIN eventmem_memories o ON o.project = %s AND o.id = l.id "
+        "JOIN eventmem_searched o ON o.project = %s AND o.id = l.id "
         f"CROSS JOIN LATERAL (({before}) UNION ALL ({after})) s ORDER BY l.place, s.step"
     )
     own = [vector] if vector is not None else []
