@@ -38,6 +38,7 @@ from eventmem.runner import cursors, projection, snapshots
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived, ttl_float
 from eventmem.runner.embedding import EmbeddingQueue, Progress
+from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.readview import ReadView
 from eventmem.runner.tuning import Tuning
 
@@ -47,6 +48,8 @@ log = logging.getLogger("eventmem.runner")
 
 OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
+GIVE_BACK_AFTER_EVENTS = 1000
+"""A catch-up of this many events (a start, a merge) gives the memory it freed back to the system."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
 
@@ -136,6 +139,8 @@ class Store:
                     self.rebuilds += 1
                     self._reset()
                     applied = cursors.catch_up_once(self.derived, self.reading, progress)
+                if applied >= GIVE_BACK_AFTER_EVENTS:
+                    give_back_freed_memory()  # (what reading and folding them freed)
                 self._snapshot_if_due()
             finally:
                 self.derived.encoded_state = None  # (if no snapshot used it)
@@ -199,6 +204,7 @@ class Store:
         """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
             self._forget_other_models()
+        give_back_freed_memory()  # (the embedding's batches)
         self.save_snapshot(background=True)
 
     def usage_extension(self, memory_id: str, record: MemoryRecord) -> float:

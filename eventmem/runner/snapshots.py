@@ -31,6 +31,7 @@ from eventmem.projectors.base import Batch
 from eventmem.projectors.vectors import VectorIndex
 from eventmem.runner.cursors import only_appended, prefix_hasher, stat_after_load
 from eventmem.runner.derived import Cursor, Derived
+from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.projection import projected
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "encoded_fold",
     "load",
     "read_snapshot",
+    "release_pages",
     "take",
     "write",
 ]
@@ -105,15 +107,33 @@ def read_snapshot(path: Path) -> StoredSnapshot:
 
     The map is not closed here: the encoded memories point into it (it is read-only and the file is
     only ever replaced by a rename, so the pages stay valid); it goes with the last of them."""
+    return _read_mapped(path)[0]
+
+
+def _read_mapped(path: Path) -> tuple[StoredSnapshot, mmap.mmap]:
+    """:func:`read_snapshot`, and the map it was read from (see :func:`release_pages`)."""
     with open(path, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return msgspec.msgpack.decode(mapped, type=StoredSnapshot)
+        return msgspec.msgpack.decode(mapped, type=StoredSnapshot), mapped
     finally:
         if enabled:
             gc.enable()
+
+
+def release_pages(mapped: mmap.mmap) -> None:
+    """Let the pages of a read snapshot's map go from this process's memory: decoding read all of
+    the file (as large as 3.6 KB a memory), but only the encoded memories stay in use, and each is
+    read again from the file (the system's page cache) when it is first decoded. The map is read-only
+    and the file only ever replaced by a rename, so what is read again is what was read."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is not None and not mapped.closed:
+        try:
+            mapped.madvise(advice)
+        except (OSError, ValueError):  # (an advice is only advice)
+            pass
 
 
 def take(
@@ -195,6 +215,9 @@ def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex,
     except (OSError, UnsafePath) as exc:
         log.warning("could not write snapshot: %s", exc)
         return False
+    finally:
+        del snapshot, vectors  # (the copies: the encoded fold, the vector index's codes)
+        give_back_freed_memory()
     return True
 
 
@@ -209,7 +232,7 @@ def load(
     trust have no hasher yet (see :func:`~eventmem.runner.cursors.make_hashers`)."""
     started = time.perf_counter()
     try:
-        snapshot = read_snapshot(paths.cache_dir / "snapshot.bin")
+        snapshot, mapped = _read_mapped(paths.cache_dir / "snapshot.bin")
     except OSError:
         return None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
@@ -275,6 +298,7 @@ def load(
     else:
         rebuild_columns(derived)
     derived.hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
+    release_pages(mapped)
     log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
     return derived
 
