@@ -50,6 +50,8 @@ OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
 GIVE_BACK_AFTER_EVENTS = 1000
 """A catch-up of this many events (a start, a merge) gives the memory it freed back to the system."""
+GIVE_BACK_WAIT_SECONDS = 600.0
+"""How long a server waits for the threads a large catch-up started before it gives memory back anyway."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
 
@@ -76,6 +78,8 @@ class Store:
         """Access counts from the clone's local usage stream (never in git)."""
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
+        self._giving_back: threading.Thread | None = None
+        """Gives memory back once the threads of a large catch-up are done (see _give_back_when_settled)."""
         self._snapshot_timer: threading.Timer | None = None
         """A snapshot due in a server, taken a moment after the call (see :meth:`_snapshot_if_due`)."""
         self.embedding = EmbeddingQueue(
@@ -140,12 +144,30 @@ class Store:
                     self._reset()
                     applied = cursors.catch_up_once(self.derived, self.reading, progress)
                 if applied >= GIVE_BACK_AFTER_EVENTS:
-                    give_back_freed_memory()  # (what reading and folding them freed)
+                    self._give_back_when_settled()
                 self._snapshot_if_due()
             finally:
                 self.derived.encoded_state = None  # (if no snapshot used it)
             self.derived.refresh_expiries(self.usage.refresh())
             return max(applied, 0)
+
+    def _give_back_when_settled(self) -> None:
+        """Give the memory a large catch-up freed back to the system (see :mod:`~eventmem.runner.heap`):
+        at once, and in a server again once the keyword postings and the vector worker it started
+        are done (their threads free as much again)."""
+        give_back_freed_memory()
+        if not self.deferral.enabled or (self._giving_back is not None and self._giving_back.is_alive()):
+            return
+        ranking = self.derived.keywords.index.ranking
+
+        def later() -> None:
+            if ranking is not None:
+                ranking.wait(GIVE_BACK_WAIT_SECONDS)
+            self.embedding.wait(GIVE_BACK_WAIT_SECONDS)
+            give_back_freed_memory()
+
+        self._giving_back = threading.Thread(target=later, name="eventmem-give-back", daemon=True)
+        self._giving_back.start()
 
     def _snapshot_if_due(self) -> None:
         if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
@@ -310,16 +332,44 @@ class Store:
                 owner=self.paths.cache_owner(),
                 embeddings_end=self.embeddings.end(),
             )
+            fold = (self.derived, len(self.derived.state.seen))
         if taken is None:
             return False
         if not background:
-            return snapshots.write(self.paths.cache_dir, self._snapshot_lock, *taken)
-        thread = threading.Thread(
-            target=snapshots.write, args=(self.paths.cache_dir, self._snapshot_lock, *taken), name="eventmem-snapshot"
-        )
+            return self._write_snapshot(taken, fold)
+        thread = threading.Thread(target=self._write_snapshot, args=(taken, fold), name="eventmem-snapshot")
         thread.start()
         self._snapshot_thread = thread
         return True
+
+    def _write_snapshot(self, taken: snapshots.Taken, fold: tuple[Derived, int]) -> bool:
+        """Write a snapshot :func:`snapshots.take` took of ``fold`` (the derived state, its number of
+        event ids then); then, if the fold's records were made in this process, leave them in the file."""
+        if not snapshots.write(self.paths.cache_dir, self._snapshot_lock, *taken):
+            return False
+        derived, seen = fold
+        if self.deferral.enabled and not isinstance(derived.state.memories, MemoryRecords):
+            self._records_from_snapshot(derived, seen, taken[0].vectors_file)
+        return True
+
+    def _records_from_snapshot(self, derived: Derived, seen: int, vectors_file: str) -> None:
+        """A server that folded its journal itself (a rebuild, a first start) holds every memory's
+        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones. Once
+        a snapshot of that very fold is written, the records are swapped for their encodings in the
+        file, decoded again when first used, as after a start from a snapshot (unchanged: nothing
+        was folded since, and a record encodes and decodes to an equal one)."""
+        memories = snapshots.written_memories(self.paths.cache_dir, vectors_file)
+        if memories is None:
+            return
+        with self.lock:
+            state = derived.state
+            if self.derived is not derived or len(state.seen) != seen or isinstance(state.memories, MemoryRecords):
+                return
+            if memories.keys() != state.memories.keys():
+                return
+            state.memories = MemoryRecords(memories)
+        del memories
+        give_back_freed_memory()
 
     def load_snapshot(self, *, map_vectors: bool = False) -> bool:
         """Load the snapshot if it matches this version, embedder and journal, and swap it in; else

@@ -38,12 +38,14 @@ __all__ = [
     "SNAPSHOT_FORMAT",
     "Snapshot",
     "StoredSnapshot",
+    "Taken",
     "encoded_fold",
     "load",
     "read_snapshot",
     "release_pages",
     "take",
     "write",
+    "written_memories",
 ]
 
 log = logging.getLogger("eventmem.runner")
@@ -123,6 +125,37 @@ def _read_mapped(path: Path) -> tuple[StoredSnapshot, mmap.mmap]:
             gc.enable()
 
 
+class _StoredMemories(msgspec.Struct):
+    memories: dict[str, msgspec.Raw] = {}
+
+
+class _StoredFold(msgspec.Struct):
+    """Of a snapshot, only the fold's memories (left encoded) and the name that tells which one it is."""
+
+    state: _StoredMemories
+    vectors_file: str = ""
+
+
+def written_memories(cache: Path, vectors_file: str) -> dict[str, msgspec.Raw] | None:
+    """The fold's memories, encoded, from the snapshot in ``cache`` if it is the one that names
+    ``vectors_file`` (the one this process just wrote, not another process's since), else ``None``.
+    They point into the file's map, whose pages are let go (see :func:`release_pages`)."""
+    try:
+        with open(cache / "snapshot.bin", "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            stored = msgspec.msgpack.decode(mapped, type=_StoredFold)
+        finally:
+            if enabled:
+                gc.enable()
+    except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    release_pages(mapped)
+    return stored.state.memories if stored.vectors_file == vectors_file else None
+
+
 def release_pages(mapped: mmap.mmap) -> None:
     """Let the pages of a read snapshot's map go from this process's memory: decoding read all of
     the file (as large as 3.6 KB a memory), but only the encoded memories stay in use, and each is
@@ -136,9 +169,12 @@ def release_pages(mapped: mmap.mmap) -> None:
             pass
 
 
-def take(
-    derived: Derived, *, embedder: str, owner: str, embeddings_end: int
-) -> tuple[Snapshot, VectorIndex, Callable[[], bytes]] | None:
+Taken = tuple[Snapshot, VectorIndex, Callable[[], bytes]]
+"""What :func:`take` takes and :func:`write` writes: the snapshot, a copy of the vector index, and
+the function that encodes the keyword index."""
+
+
+def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) -> Taken | None:
     """A snapshot of ``derived`` (and a copy of its vector index, and the function that encodes its
     keyword index's postings as they are now) to :func:`write` from any thread, or ``None`` when the
     fold cannot be encoded. Uses (and forgets) the fold encoded ahead while the
