@@ -8,11 +8,13 @@ the numpy arrays the derived state holds, the vector index's bytes (FAISS, not t
 heap (the keyword index, not traced), and what is left (interpreter, libraries, allocator slack).
 
 ``--mode build`` opens a project without a cache (the first start builds it); ``--mode snapshot``
-opens it again from the snapshot the first wrote. ``--code DIR`` runs another checkout's package.
+opens it again from the snapshot the first wrote. ``--baseline REF`` measures the code of a git ref
+(``git archive``, first on the child's ``PYTHONPATH``) on the same project first; ``--trace`` adds a
+run of each side under ``tracemalloc`` for the breakdown (its RSS includes tracemalloc's own).
 
 Usage::
 
-    python tools/serving_memory.py --memories 20000 --out memory.json
+    python tools/serving_memory.py --memories 20000 --baseline main --trace --out memory.json
 """
 
 from __future__ import annotations
@@ -134,9 +136,7 @@ def child(root: Path, queries: int, trace: bool) -> dict[str, Any]:
     out["rss_peak"] = sizes["VmHWM"]
     out["sqlite_heap"] = sqlite_heap()
     vectors = derived.vectors.index
-    out["vector_index_bytes"] = {
-        name: int(getattr(value, "nbytes", 0)) for name, value in vars(vectors).items() if hasattr(value, "nbytes")
-    }
+    out["vector_codes_bytes"] = len(vectors) * vectors.dim * 2  # (FAISS's float16 codes: not traced)
     arrays: dict[str, int] = {}
     arrays_of(derived, set(), "derived", arrays)
     out["numpy_arrays"] = dict(sorted(arrays.items(), key=lambda kv: -kv[1])[:30])
@@ -161,8 +161,7 @@ def child(root: Path, queries: int, trace: bool) -> dict[str, Any]:
 
 def run_child(root: Path, code: Path | None, mode: str, queries: int, trace: bool, env: dict[str, str]) -> Any:
     environment = dict(env)
-    if code is not None:
-        environment["PYTHONPATH"] = str(code)
+    environment["PYTHONPATH"] = str(code if code is not None else ROOT)
     args = [sys.executable, str(Path(__file__).resolve()), "--child", str(root), "--queries", str(queries)]
     if not trace:
         args.append("--no-trace")
@@ -177,23 +176,40 @@ def run_child(root: Path, code: Path | None, mode: str, queries: int, trace: boo
         "rss_peak": round(result["rss_peak"] / per, 1),
         "rss_above_imports": round((result["rss"] - result["rss_after_imports"]) / per, 1),
         "sqlite_heap": round(result["sqlite_heap"] / per, 1),
-        "vector_index": round(sum(result["vector_index_bytes"].values()) / per, 1),
+        "vector_codes": round(result["vector_codes_bytes"] / per, 1),
         "traced_python_heap": round(result.get("traced_bytes", 0) / per, 1),
         "numpy_arrays": {k: round(v / per, 1) for k, v in result["numpy_arrays"].items() if v / per >= 1},
         "traced_by_file": {k: round(v / per, 1) for k, v in result.get("traced_by_file", {}).items() if v / per >= 5},
         "traced_by_line": {k: round(v / per, 1) for k, v in result.get("traced_by_line", {}).items() if v / per >= 5},
     }
+    if trace:  # (the rest: interpreter and libraries, allocator slack, FAISS's maps, tracemalloc's own)
+        rest = result["rss"] - result.get("traced_bytes", 0) - result["sqlite_heap"] - result["vector_codes_bytes"]
+        result["per_memory"]["untraced_rest"] = round(rest / per, 1)
     return result
+
+
+def archive(ref: str, into: Path) -> Path:
+    """The tree of ``ref`` (its ``eventmem`` package) unpacked into ``into``."""
+    into.mkdir(parents=True)
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "eventmem"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def ratios(this: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    keys = ("rss", "rss_peak", "rss_above_imports", "sqlite_heap")
+    return {key: round(this["per_memory"][key] / base["per_memory"][key], 3) for key in keys if base["per_memory"][key]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=30)
-    parser.add_argument("--code", type=Path, help="another checkout's root (its eventmem package is run)")
-    parser.add_argument("--project", type=Path, help="reuse this project (its cache is deleted first)")
-    parser.add_argument("--no-trace", action="store_true")
+    parser.add_argument("--baseline", metavar="REF", help="a git ref whose code is measured beside this one")
+    parser.add_argument("--project", type=Path, help="reuse this project (its cache is deleted before each side)")
+    parser.add_argument("--trace", action="store_true", help="also a run under tracemalloc per side: the breakdown")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--no-trace", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -208,14 +224,30 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_")}
         env |= {"EVENTMEM_GLOBAL_DIR": str(tmp / "global"), "EVENTMEM_LOG_LEVEL": "WARNING"}
         root = args.project or tmp / "project"
-        if root.exists():
-            subprocess.run(["rm", "-rf", str(root / ".eventmem" / "cache")], check=True)
-        else:
+        if not root.exists():
             Project(root).create(args.memories)
-        result: dict[str, Any] = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
-        for mode in ("build", "snapshot"):
-            result[mode] = run_child(root, args.code, mode, args.queries, not args.no_trace, env)
-            print(json.dumps(result[mode]["per_memory"], indent=1), file=sys.stderr)
+        result: dict[str, Any] = {
+            "script": "tools/serving_memory.py",
+            "memories": args.memories,
+            "baseline": args.baseline,
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        }
+        sides: list[tuple[str, Path | None]] = [("this", None)]
+        if args.baseline:
+            sides.insert(0, ("baseline_side", archive(args.baseline, tmp / "baseline-code")))
+        for traced in (False, True) if args.trace else (False,):
+            for side, code in sides:
+                subprocess.run(["rm", "-rf", str(root / ".eventmem" / "cache")], check=True)
+                into = result.setdefault(side, {})
+                if traced:
+                    into = into.setdefault("traced", {})
+                for mode in ("build", "snapshot"):
+                    into[mode] = run_child(root, code, mode, args.queries, traced, env)
+                    print(side, "traced" if traced else "", mode, json.dumps(into[mode]["per_memory"]), file=sys.stderr)
+        if args.baseline:
+            result["ratios_to_baseline"] = {
+                mode: ratios(result["this"][mode], result["baseline_side"][mode]) for mode in ("build", "snapshot")
+            }
         result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(result, indent=2)
     print(text)
