@@ -52,8 +52,19 @@ GIVE_BACK_AFTER_EVENTS = 1000
 """A catch-up of this many events (a start, a merge) gives the memory it freed back to the system."""
 GIVE_BACK_WAIT_SECONDS = 600.0
 """How long a server waits for the threads a large catch-up started before it gives memory back anyway."""
+DECODED_TO_SWAP = 1000
+"""A server leaves its records in the snapshot it wrote from this many decoded on (see _records_from_snapshot)."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
+
+
+def _many_decoded(memories: dict[str, MemoryRecord]) -> bool:
+    """Whether the fold holds enough decoded records to leave them in a snapshot's file: all of them
+    (folded here), or at least :data:`DECODED_TO_SWAP` and a twentieth (a merge, a long session)."""
+    if not isinstance(memories, MemoryRecords):
+        return bool(memories)
+    decoded = len(memories) - memories.encoded
+    return decoded >= DECODED_TO_SWAP and decoded * 20 >= len(memories)
 
 
 class Store:
@@ -348,22 +359,23 @@ class Store:
         if not snapshots.write(self.paths.cache_dir, self._snapshot_lock, *taken):
             return False
         derived, seen = fold
-        if self.deferral.enabled and not isinstance(derived.state.memories, MemoryRecords):
+        if self.deferral.enabled and _many_decoded(derived.state.memories):
             self._records_from_snapshot(derived, seen, taken[0].vectors_file)
         return True
 
     def _records_from_snapshot(self, derived: Derived, seen: int, vectors_file: str) -> None:
         """A server that folded its journal itself (a rebuild, a first start) holds every memory's
-        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones. Once
-        a snapshot of that very fold is written, the records are swapped for their encodings in the
-        file, decoded again when first used, as after a start from a snapshot (unchanged: nothing
-        was folded since, and a record encodes and decodes to an equal one)."""
+        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones; a
+        merged branch decodes thousands more. Once a snapshot of that very fold is written, the
+        records are swapped for their encodings in the file, decoded again when first used, as after
+        a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
+        decodes to an equal one)."""
         memories = snapshots.written_memories(self.paths.cache_dir, vectors_file)
         if memories is None:
             return
         with self.lock:
             state = derived.state
-            if self.derived is not derived or len(state.seen) != seen or isinstance(state.memories, MemoryRecords):
+            if self.derived is not derived or len(state.seen) != seen or not _many_decoded(state.memories):
                 return
             if memories.keys() != state.memories.keys():
                 return
