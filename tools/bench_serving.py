@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "settled_rss_bytes_per_memory",
         "next_call_after_merge_s",
         "rss_bytes_per_memory_after_merge",
+        "settled_rss_bytes_per_memory_after_merge",
         "restart_first_call_s",
         "restart_retrieve_p50_ms",
         "restart_rss_bytes_per_memory",

@@ -208,6 +208,10 @@ async def serving(
             out["retrieve_p50_ms_after_merge"] = p50_ms(after)
             log(f"serving: next call after a merge of {len(events)} events: {out['next_call_after_merge_s']}s")
             out["rss_bytes_per_memory_after_merge"] = round(rss_bytes(pid).get("VmRSS", 0) / len(project.live), 1)
+            await asyncio.sleep(SETTLE_SECONDS)  # (the snapshot the merge made due, written)
+            await call(session, "retrieve_context", {"query": texts[0]})
+            settled = rss_bytes(pid).get("VmRSS", 0)
+            out["settled_rss_bytes_per_memory_after_merge"] = round(settled / len(project.live), 1)
         if restart:  # a server started again, from the snapshot the first one left
             await asyncio.sleep(SETTLE_SECONDS)  # (its snapshot written)
             async with AsyncExitStack() as stack:

@@ -100,6 +100,16 @@ def arrays_of(obj: object, seen: set[int], path: str, out: dict[str, int], depth
             arrays_of(value, seen, f"{path}.{key}", out, depth + 1)
 
 
+def where(filename: str) -> str:
+    """A traced file's name without the machine's paths: ``eventmem/...``, a package's path, or its name."""
+    name = str(filename)
+    if "/eventmem/" in name:
+        return "eventmem/" + name.rsplit("/eventmem/", 1)[1]
+    if "site-packages/" in name:
+        return name.split("site-packages/")[-1]
+    return name.rsplit("/", 1)[-1] if name.startswith("/") else name
+
+
 def child(root: Path, queries: int, trace: bool) -> dict[str, Any]:
     import tracemalloc
 
@@ -144,15 +154,10 @@ def child(root: Path, queries: int, trace: bool) -> dict[str, Any]:
         snapshot = tracemalloc.take_snapshot()
         out["traced_bytes"] = sum(stat.size for stat in snapshot.statistics("filename"))
         by_file = snapshot.statistics("filename")
-        out["traced_by_file"] = {
-            str(stat.traceback[0].filename).split("site-packages/")[-1].replace(str(ROOT) + "/", ""): stat.size
-            for stat in by_file[:25]
-        }
+        out["traced_by_file"] = {where(stat.traceback[0].filename): stat.size for stat in by_file[:25]}
         by_line = snapshot.statistics("lineno")
         out["traced_by_line"] = {
-            f"{str(stat.traceback[0].filename).split('site-packages/')[-1].replace(str(ROOT) + '/', '')}:"
-            f"{stat.traceback[0].lineno}": stat.size
-            for stat in by_line[:40]
+            f"{where(stat.traceback[0].filename)}:{stat.traceback[0].lineno}": stat.size for stat in by_line[:40]
         }
         tracemalloc.stop()
     service.close()

@@ -163,12 +163,12 @@ class Store:
             return max(applied, 0)
 
     def _give_back_when_settled(self) -> None:
-        """Give the memory a large catch-up freed back to the system (see :mod:`~eventmem.runner.heap`):
-        at once, and in a server again once the keyword postings and the vector worker it started
-        are done (their threads free as much again)."""
-        give_back_freed_memory()
+        """Give the memory a large catch-up freed back to the system (see :mod:`~eventmem.runner.heap`)
+        from a thread, once the keyword postings and the vector worker it started are done (their
+        threads free as much again), never on the call's path: pages given back are faulted in again
+        by the next allocations, which would slow the work still to do."""
         if not self.deferral.enabled or (self._giving_back is not None and self._giving_back.is_alive()):
-            return
+            return  # (a command's process ends soon; a server's thread is running)
         ranking = self.derived.keywords.index.ranking
 
         def later() -> None:
