@@ -291,7 +291,7 @@ class FailingFill:
         self.db = db
 
     def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
-        if "FROM temp.bulk_rows" in sql:
+        if "FROM scratch.bulk_rows" in sql:
             raise sqlite3.OperationalError("injected")
         return self.db.execute(sql, *args)
 
@@ -308,6 +308,7 @@ def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_e
     assert len(index) == 0 and not index.df
     assert not real.in_transaction and hashsize(index) == 1024 * 1024
     assert real.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0] == 0
+    assert "scratch" not in [row[1] for row in real.execute("PRAGMA database_list")]
     assert index.search("cache", 5) == []
     index.upsert(varied_rows(10))
     assert index.search("cache", 5)

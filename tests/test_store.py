@@ -608,6 +608,28 @@ def test_the_first_read_of_the_embedding_cache_keeps_the_first_of_equal_hashes(t
     assert vectors[0].tolist() == other.tolist() and vectors[1].tolist() == first.tolist()
 
 
+def test_the_embedding_cache_reads_vectors_from_its_file_and_a_replaced_file_gives_misses_not_other_vectors(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "embeddings"
+    cache = EmbeddingCache(folder, "model", 4)
+    vectors = np.arange(4 * 300, dtype=np.float32).reshape(300, 4)
+    hashes = [i.to_bytes(16, "little") for i in range(300)]
+    cache.store(hashes, vectors)
+    reader = EmbeddingCache(folder, "model", 4)
+    reader.refresh()
+    asked = [hashes[299], hashes[0], b"x" * 16, hashes[150], hashes[0]]  # scattered, missing, repeated
+    found, missing = reader.lookup(asked)
+    assert missing == [2]
+    assert found[[0, 1, 3, 4]].tolist() == vectors[[299, 0, 150, 0]].tolist()
+    # the file replaced under the reader (the cache deleted, another model's file): its rows now hold
+    # other texts, which are never taken for the ones asked
+    cache.path.unlink()
+    EmbeddingCache(folder, "model", 4).store(hashes[::-1][:200], vectors[:200] + 1)
+    found, missing = reader.lookup([hashes[299], hashes[0]])
+    assert missing == [0, 1] and found.tolist() == [[0.0] * 4] * 2
+
+
 def test_vectors_another_process_embedded_after_the_snapshot_are_reused_not_embedded_again(project: Path) -> None:
     first = reopen(project)
     first.save("The deploy pipeline runs the smoke tests before the canary.", title="Deploy pipeline")
@@ -789,6 +811,27 @@ def test_a_loaded_snapshot_decodes_only_the_memories_a_call_reads(service: Memor
         assert answers(later) == before == fresh_answers(project)
     finally:
         later.close()
+
+
+def test_a_server_that_folded_its_journal_keeps_its_records_in_the_snapshot_it_wrote(
+    service: MemoryService, project: Path
+) -> None:
+    ids = save_topics(service)
+    crowd(service, 60)
+    service.delete(ids[1])
+    service.close()
+    shutil.rmtree(project / ".eventmem" / "cache")  # the server below folds the journal itself
+    server = open_service(RootChoice(project, "test"), background_vectors=True)
+    try:
+        assert server.project.save_snapshot()
+        server.project.wait_snapshot()
+        memories = stored_memories(server)  # swapped for the encodings in the file it wrote
+        assert memories.encoded == len(ids) + 60
+        assert answers(server) == fresh_answers(project)
+        server.update(ids[0], importance=0.95)  # the fold goes on from the encoded records
+        assert server.get(ids[0]).importance == 0.95
+    finally:
+        server.close()
 
 
 def test_two_threads_reading_one_encoded_memory_get_the_same_record(service: MemoryService, project: Path) -> None:

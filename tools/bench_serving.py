@@ -2,9 +2,11 @@
 """A serving ``eventmem serve`` against the same server at a git ref (e.g. main), in one run.
 
 For each side, on its own copy of the same generated git project (``tools/scale_journal.py``): the
-first call, the retrieve p50, the server's memory (RSS) per memory, then a branch of
-``--branch-events`` events merged under the running server: the time until its next call answers
-with the merge (``tools/scale_inprocess.py``'s ``serving``). The baseline's code is ``git archive``
+first call, the retrieve p50, the server's memory (RSS and peak RSS) per memory, right after the
+queries and settled a few seconds later, then a branch of ``--branch-events`` events merged under the
+running server: the time until its next call answers with the merge (``tools/scale_inprocess.py``'s
+``serving``); then a server started again from the snapshot the first left: its first call, p50 and
+memory. The baseline's code is ``git archive``
 of the ref, put first on the server's ``PYTHONPATH``. Prints one JSON object with both sides and
 this side's ratios to the baseline.
 
@@ -58,7 +60,7 @@ def side(tmp: Path, name: str, code: Path | None, args: argparse.Namespace, text
     if code is not None:
         os.environ["PYTHONPATH"] = str(code) + (os.pathsep + before if before else "")
     try:
-        return dict(scale_inprocess.run_serving(project, place, texts, args.branch_events, None, log))
+        return dict(scale_inprocess.run_serving(project, place, texts, args.branch_events, None, log, restart=True))
     finally:
         if before is None:
             os.environ.pop("PYTHONPATH", None)
@@ -88,7 +90,20 @@ def main(argv: list[str] | None = None) -> int:
         result["baseline_side"] = side(tmp, "baseline", code, args, texts)
         result["this_side"] = side(tmp, "this", None, args, texts)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    keys = ("first_call_s", "retrieve_p50_ms", "rss_bytes_per_memory", "next_call_after_merge_s")
+    keys = (
+        "first_call_s",
+        "retrieve_p50_ms",
+        "rss_bytes_per_memory",
+        "rss_peak_bytes_per_memory",
+        "settled_rss_bytes_per_memory",
+        "next_call_after_merge_s",
+        "rss_bytes_per_memory_after_merge",
+        "settled_rss_bytes_per_memory_after_merge",
+        "restart_first_call_s",
+        "restart_retrieve_p50_ms",
+        "restart_rss_bytes_per_memory",
+        "restart_rss_peak_bytes_per_memory",
+    )
     result["ratios_to_baseline"] = {
         key: round(result["this_side"][key] / result["baseline_side"][key], 2)
         for key in keys

@@ -150,11 +150,23 @@ def merge(project: Project, branch: str) -> float:
     return time.perf_counter() - started
 
 
+SETTLE_SECONDS = 8.0
+"""How long a server is left before its memory is read again (its start's threads done)."""
+
+
 async def serving(
-    project: Project, tmp: Path, texts: list[str], branch_events: int, uri: str | None, log: Log
+    project: Project,
+    tmp: Path,
+    texts: list[str],
+    branch_events: int,
+    uri: str | None,
+    log: Log,
+    *,
+    restart: bool = False,
 ) -> dict[str, Any]:
     """A serving ``eventmem serve``: its first call, retrieve p50, memory; then a branch of
-    ``branch_events`` merged under it: the time until its next call answers with the merge."""
+    ``branch_events`` merged under it: the time until its next call answers with the merge. With
+    ``restart``, a second server started from the snapshot the first left: its first call, p50, memory."""
     servers = Servers(tmp, environment(tmp))
     out: dict[str, Any] = {}
     try:
@@ -169,6 +181,11 @@ async def serving(
             out["rss_bytes"] = rss_bytes(pid).get("VmRSS", 0)
             out["rss_peak_bytes"] = rss_bytes(pid).get("VmHWM", 0)
             out["rss_bytes_per_memory"] = round(out["rss_bytes"] / len(project.live), 1)
+            out["rss_peak_bytes_per_memory"] = round(out["rss_peak_bytes"] / len(project.live), 1)
+            # the same a moment later, with the threads the start left (postings, snapshot) done
+            await asyncio.sleep(SETTLE_SECONDS)
+            await call(session, "retrieve_context", {"query": texts[0]})
+            out["settled_rss_bytes_per_memory"] = round(rss_bytes(pid).get("VmRSS", 0) / len(project.live), 1)
             events, counts, marked = project.mixed_events(branch_events, 101, "mergemarkerone")
             project.branch("feature1", events)
             out["merged_branch"] = {"events": len(events), "by_type": counts}
@@ -190,6 +207,25 @@ async def serving(
             after = [await call(session, "retrieve_context", {"query": text}) for text in texts[:50]]
             out["retrieve_p50_ms_after_merge"] = p50_ms(after)
             log(f"serving: next call after a merge of {len(events)} events: {out['next_call_after_merge_s']}s")
+            out["rss_bytes_per_memory_after_merge"] = round(rss_bytes(pid).get("VmRSS", 0) / len(project.live), 1)
+            await asyncio.sleep(SETTLE_SECONDS)  # (the snapshot the merge made due, written)
+            await call(session, "retrieve_context", {"query": texts[0]})
+            settled = rss_bytes(pid).get("VmRSS", 0)
+            out["settled_rss_bytes_per_memory_after_merge"] = round(settled / len(project.live), 1)
+        if restart:  # a server started again, from the snapshot the first one left
+            await asyncio.sleep(SETTLE_SECONDS)  # (its snapshot written)
+            async with AsyncExitStack() as stack:
+                started = time.perf_counter()
+                session = await connect(stack, servers.eventmem(project.root), servers.errlog)
+                await call(session, "retrieve_context", {"query": "warm up"}, timeout=900)
+                out["restart_first_call_s"] = round(time.perf_counter() - started, 3)
+                samples = [await call(session, "retrieve_context", {"query": text}) for text in texts]
+                out["restart_retrieve_p50_ms"] = p50_ms(samples)
+                await asyncio.sleep(SETTLE_SECONDS)
+                await call(session, "retrieve_context", {"query": texts[0]})
+                sizes = rss_bytes(server_pid())
+                out["restart_rss_bytes_per_memory"] = round(sizes.get("VmRSS", 0) / len(project.live), 1)
+                out["restart_rss_peak_bytes_per_memory"] = round(sizes.get("VmHWM", 0) / len(project.live), 1)
     finally:
         servers.close()
     if uri is not None:
@@ -238,5 +274,14 @@ def first_and_incremental_sync(project: Project, tmp: Path, uri: str, log: Log) 
     }
 
 
-def run_serving(project: Project, tmp: Path, texts: list[str], branch_events: int, uri: str | None, log: Log) -> Any:
-    return asyncio.run(serving(project, tmp, texts, branch_events, uri, log))
+def run_serving(
+    project: Project,
+    tmp: Path,
+    texts: list[str],
+    branch_events: int,
+    uri: str | None,
+    log: Log,
+    *,
+    restart: bool = False,
+) -> Any:
+    return asyncio.run(serving(project, tmp, texts, branch_events, uri, log, restart=restart))

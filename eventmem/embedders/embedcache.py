@@ -36,19 +36,24 @@ def content_hash(text: str) -> bytes:
 
 
 class EmbeddingCache:
+    """The cache file of one model, indexed by hash. The vectors stay in the file: a lookup reads the
+    records it needs (the page cache keeps them warm), so a process holds 16 bytes of hash and a row
+    number per text, not a float32 copy of every vector (1.5 KB each at 384 dimensions)."""
+
     def __init__(self, folder: Path, model_id: str, dim: int) -> None:
         self.path = folder / f"{sanitize(model_id)}.bin"
         self.dim = dim
         self._lock = FileLock(folder / f"{sanitize(model_id)}.lock")
         self._record = np.dtype([("hash", f"V{HASH_BYTES}"), ("vector", np.float32, (dim,))])
         self._rows: dict[bytes, int] = {}
-        self._vectors: npt.NDArray[np.float32] = np.zeros((1024, dim), dtype=np.float32)
-        self._count = 0
+        """Hash -> its record's number in the file (the first of equal hashes)."""
+        self._unwritten: dict[bytes, npt.NDArray[np.float32]] = {}
+        """Vectors this process made that could not be written: kept here, used as if in the file."""
         self._offset = 0
         self.skipped = False
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._rows) + len(self._unwritten)
 
     def end(self) -> int:
         """The file's size in whole records (0 if it does not exist): where :meth:`skip_to_end` may start."""
@@ -61,7 +66,7 @@ class EmbeddingCache:
     def skip_to_end(self, end: int | None = None) -> None:
         """Start reading at ``end`` (an earlier :meth:`end`), or the file's current end: a loaded
         snapshot already holds every vector the cache had when it was taken, so a new process need
-        not read (and keep) the whole file for its first save. Records other processes appended
+        not read (and index) the whole file for its first save. Records other processes appended
         after ``end`` are read on the next miss (a merge another process embedded is not embedded again)."""
         current = self.end()
         if not current:
@@ -75,98 +80,117 @@ class EmbeddingCache:
         """Read the whole file again on the next miss (after :meth:`skip_to_end`, for a rebuild)."""
         if self.skipped:
             self._rows.clear()
-            self._count = 0
             self._offset = 0
             self.skipped = False
 
     def refresh(self) -> None:
-        """Read records other processes appended since the last call."""
+        """Index the records other processes appended since the last call (their hashes only, read a
+        block at a time: the vectors are read when looked up)."""
         size = self._record.itemsize
+        block = max(1, (16 << 20) // size)
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self._offset)
-                data = handle.read()
+                row = self._offset // size
+                while True:
+                    data = handle.read(block * size)
+                    usable = len(data) - len(data) % size
+                    if usable == 0:
+                        return
+                    hashes = np.frombuffer(data, dtype=self._record, count=usable // size)["hash"].tobytes()
+                    rows = self._rows
+                    for i in range(0, len(hashes), HASH_BYTES):
+                        rows.setdefault(hashes[i : i + HASH_BYTES], row)
+                        row += 1
+                    self._offset += usable
+                    if usable < len(data) or len(data) < block * size:
+                        return
         except FileNotFoundError:
             return
-        usable = len(data) - len(data) % size
-        if usable == 0:
-            return
-        records = np.frombuffer(data, dtype=self._record, count=usable // size)
-        hashes = records["hash"].tobytes()
-        rows = self._rows
-        start = self._count
-        if not rows:  # the first read: every record is kept, the first of equal hashes is used
-            keys = [hashes[i : i + HASH_BYTES] for i in range(0, len(hashes), HASH_BYTES)]
-            rows.update(zip(reversed(keys), range(start + len(keys) - 1, start - 1, -1), strict=True))
-            if start == 0:  # the vectors where they were read (read-only: _reserve copies on growth)
-                self._vectors = records["vector"]
-            else:
-                self._reserve(start + len(records))
-                self._vectors[start : start + len(records)] = records["vector"]
-            self._count += len(records)
-        else:
-            fresh: list[int] = []
-            for i in range(len(records)):
-                digest = hashes[i * HASH_BYTES : (i + 1) * HASH_BYTES]
-                if digest not in rows:
-                    rows[digest] = start + len(fresh)
-                    fresh.append(i)
-            if fresh:
-                self._reserve(start + len(fresh))
-                self._vectors[start : start + len(fresh)] = records["vector"][fresh]
-                self._count += len(fresh)
-        self._offset += usable
-
-    def _reserve(self, count: int) -> None:
-        if count > len(self._vectors):  # amortised growth: no copy of the whole cache per save
-            # (also what makes the read-only view of the first read writable)
-            grown = np.zeros((max(count, len(self._vectors) * 2), self.dim), dtype=np.float32)
-            grown[: self._count] = self._vectors[: self._count]
-            self._vectors = grown
-
-    def _append(self, digest: bytes, vector: npt.NDArray[np.float32]) -> None:
-        self._reserve(self._count + 1)
-        self._vectors[self._count] = vector
-        self._rows[digest] = self._count
-        self._count += 1
 
     def lookup(self, hashes: list[bytes]) -> tuple[npt.NDArray[np.float32], list[int]]:
         """Vectors for ``hashes`` (zeros where missing) and the positions that were missing."""
         found = np.fromiter(map(self._rows.get, hashes, itertools.repeat(-1)), dtype=np.int64, count=len(hashes))
-        missing_mask = found < 0
-        if missing_mask.all():  # (zeros are mapped lazily; a gather would copy row 0 for every hash)
-            return np.zeros((len(hashes), self.dim), dtype=np.float32), list(range(len(hashes)))
-        out = self._vectors[np.where(missing_mask, 0, found)]
-        out = np.asarray(out, dtype=np.float32)
-        out[missing_mask] = 0.0
-        return out, np.flatnonzero(missing_mask).tolist()
+        out = np.zeros((len(hashes), self.dim), dtype=np.float32)
+        read = self._read_rows(found, hashes, out)
+        if self._unwritten:
+            for i, digest in enumerate(hashes):
+                vector = self._unwritten.get(digest)
+                if vector is not None and not read[i]:
+                    out[i] = vector
+                    read[i] = True
+        return out, np.flatnonzero(~read).tolist()
+
+    def _read_rows(
+        self, found: npt.NDArray[np.int64], hashes: list[bytes], out: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.bool_]:
+        """Read the records ``found`` (-1: none) into ``out``, the nearby ones in one read; a record
+        gone from the file (or holding another hash: a file replaced) counts as not found."""
+        read = np.zeros(len(found), dtype=bool)
+        wanted = np.flatnonzero(found >= 0)
+        if not len(wanted):
+            return read
+        size = self._record.itemsize
+        order = wanted[np.argsort(found[wanted], kind="stable")]
+        rows = found[order]
+        # runs of records at most 64 apart are read in one go (as is a whole file, in blocks)
+        breaks = np.flatnonzero((np.diff(rows) > 64) | (np.diff(np.arange(len(rows)) // 8192) > 0)) + 1
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return read
+        try:
+            for run in np.split(np.arange(len(rows)), breaks):
+                first, last = int(rows[run[0]]), int(rows[run[-1]])
+                data = os.pread(fd, (last - first + 1) * size, first * size)
+                count = len(data) // size
+                records = np.frombuffer(data, dtype=self._record, count=count)
+                at = rows[run] - first
+                inside = at < count
+                places, at = order[run][inside], at[inside]
+                asked = np.frombuffer(b"".join(hashes[i] for i in places.tolist()), dtype=f"V{HASH_BYTES}")
+                same = records["hash"][at] == asked
+                out[places[same]] = records["vector"][at[same]]
+                read[places[same]] = True
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return read
 
     def store(self, hashes: list[bytes], vectors: npt.NDArray[np.float32]) -> None:
         """Append new vectors (best effort: the cache is derived, a failed write loses nothing)."""
-        new = [(h, v) for h, v in zip(hashes, vectors, strict=True) if h not in self._rows]
+        new = [(h, v) for h, v in zip(hashes, vectors, strict=True) if h not in self._rows and h not in self._unwritten]
+        new = list({h: (h, v) for h, v in reversed(new)}.values())[::-1]  # (the first of equal hashes)
         if not new:
             return
         records = np.zeros(len(new), dtype=self._record)
         records["hash"] = [np.void(h) for h, _ in new]
         records["vector"] = np.stack([v for _, v in new])
+        written = -1
         try:
             with self._lock.hold():
                 fd = open_append(self.path, os.O_RDWR)  # never through a link inside the project
                 try:
                     size = os.fstat(fd).st_size
                     if size % self._record.itemsize:  # a torn record from a killed process
-                        os.ftruncate(fd, size - size % self._record.itemsize)
+                        size -= size % self._record.itemsize
+                        os.ftruncate(fd, size)
                     view = memoryview(records.tobytes())
                     while view:
                         view = view[os.write(fd, view) :]
+                    written = size // self._record.itemsize
                 finally:
                     os.close(fd)
         except (OSError, UnsafePath):
             pass
-        # (no re-read here: records other processes wrote come in with the next refresh)
-        for digest, vector in new:  # usable in this process at once, even if the write failed
-            if digest not in self._rows:
-                self._append(digest, vector)
+        # usable in this process at once: by their place in the file (the next refresh reads them
+        # again and keeps these), or, if the write failed, from memory
+        for i, (digest, vector) in enumerate(new):
+            if written >= 0:
+                self._rows.setdefault(digest, written + i)
+            else:
+                self._unwritten[digest] = np.array(vector, dtype=np.float32)
 
 
 class QueryVectors:

@@ -33,7 +33,16 @@ import numpy.typing as npt
 from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
-from eventmem.projectors.keywords_bulk import DEFAULT_HASHSIZE, BulkLoad, Row, guarded_connection, words_of
+from eventmem.projectors.keywords_bulk import (
+    DEFAULT_HASHSIZE,
+    SCRATCH,
+    BulkLoad,
+    Row,
+    attach_scratch,
+    detach_scratch,
+    guarded_connection,
+    words_of,
+)
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
 __all__ = ["BULK_KEYWORDS_MIN", "UPSERT_BESIDE_FROM", "KeywordIndex", "KeywordsProjector", "fts_query", "query_words"]
@@ -146,12 +155,14 @@ class KeywordIndex:
         return slot in self._present
 
     def engine_state(self) -> tuple[int, int, bool]:
-        """(FTS5 ``hashsize``, temporary tables, in a transaction): a bulk load leaves them as it found them."""
+        """(FTS5 ``hashsize``, temporary tables and attached databases, in a transaction): a bulk load
+        leaves them as it found them."""
         (hashsize,) = self._db.execute("SELECT v FROM docs_config WHERE k = 'hashsize'").fetchone() or (
             DEFAULT_HASHSIZE,
         )
         (temporary,) = self._db.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()
-        return int(hashsize), int(temporary), self._db.in_transaction
+        attached = [row[1] for row in self._db.execute("PRAGMA database_list") if row[1] not in ("main", "temp")]
+        return int(hashsize), int(temporary) + len(attached), self._db.in_transaction
 
     def _forget(self, slots: list[int]) -> None:
         """Delete rows, taking their words out of the document frequencies. In increasing order: FTS5
@@ -219,10 +230,10 @@ class KeywordIndex:
         def write() -> None:
             with self.using:  # (the connection is not closed under it, even at exit)
                 try:
-                    db.execute("DELETE FROM docs WHERE rowid IN (SELECT slot FROM temp.upsert_gone)")
+                    db.execute(f"DELETE FROM docs WHERE rowid IN (SELECT slot FROM {SCRATCH}.upsert_gone)")
                     db.execute(
                         "INSERT INTO docs(rowid, title, summary, content, tags) "
-                        "SELECT slot, title, summary, content, tags FROM temp.upsert_rows ORDER BY slot"
+                        f"SELECT slot, title, summary, content, tags FROM {SCRATCH}.upsert_rows ORDER BY slot"
                     )
                     db.execute("COMMIT")
                 except BaseException as exc:  # (raised by finish)
@@ -231,15 +242,15 @@ class KeywordIndex:
         def end() -> None:
             if db.in_transaction:  # (failed before or at the commit)
                 db.execute("ROLLBACK")
-            db.execute("DROP TABLE IF EXISTS temp.upsert_rows")
-            db.execute("DROP TABLE IF EXISTS temp.upsert_gone")
+            detach_scratch(db)
 
+        attach_scratch(db)  # (not temporary tables: see attach_scratch)
         db.execute("BEGIN")
         try:
-            db.execute("CREATE TEMP TABLE upsert_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
-            db.executemany("INSERT INTO temp.upsert_rows VALUES (?, ?, ?, ?, ?)", rows)
-            db.execute("CREATE TEMP TABLE upsert_gone(slot INTEGER PRIMARY KEY)")
-            db.executemany("INSERT INTO temp.upsert_gone VALUES (?)", ((slot,) for slot in gone))
+            db.execute(f"CREATE TABLE {SCRATCH}.upsert_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany(f"INSERT INTO {SCRATCH}.upsert_rows VALUES (?, ?, ?, ?, ?)", rows)
+            db.execute(f"CREATE TABLE {SCRATCH}.upsert_gone(slot INTEGER PRIMARY KEY)")
+            db.executemany(f"INSERT INTO {SCRATCH}.upsert_gone VALUES (?)", ((slot,) for slot in gone))
             writer = threading.Thread(target=write, name="eventmem-keywords", daemon=True)
             writer.start()
         except BaseException:

@@ -38,6 +38,7 @@ from eventmem.runner import cursors, projection, snapshots
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived, ttl_float
 from eventmem.runner.embedding import EmbeddingQueue, Progress
+from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.readview import ReadView
 from eventmem.runner.tuning import Tuning
 
@@ -47,8 +48,23 @@ log = logging.getLogger("eventmem.runner")
 
 OWN_VECTORS_AFTER_SECONDS = 1.0
 """A server copies a mapped vector index into memory this long after opening (see VectorIndex.own)."""
+GIVE_BACK_AFTER_EVENTS = 1000
+"""A catch-up of this many events (a start, a merge) gives the memory it freed back to the system."""
+GIVE_BACK_WAIT_SECONDS = 600.0
+"""How long a server waits for the threads a large catch-up started before it gives memory back anyway."""
+DECODED_TO_SWAP = 1000
+"""A server leaves its records in the snapshot it wrote from this many decoded on (see _records_from_snapshot)."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
+
+
+def _many_decoded(memories: dict[str, MemoryRecord]) -> bool:
+    """Whether the fold holds enough decoded records to leave them in a snapshot's file: all of them
+    (folded here), or at least :data:`DECODED_TO_SWAP` and a twentieth (a merge, a long session)."""
+    if not isinstance(memories, MemoryRecords):
+        return bool(memories)
+    decoded = len(memories) - memories.encoded
+    return decoded >= DECODED_TO_SWAP and decoded * 20 >= len(memories)
 
 
 class Store:
@@ -73,6 +89,8 @@ class Store:
         """Access counts from the clone's local usage stream (never in git)."""
         self.rebuilds = 0
         self._snapshot_thread: threading.Thread | None = None
+        self._giving_back: threading.Thread | None = None
+        """Gives memory back once the threads of a large catch-up are done (see _give_back_when_settled)."""
         self._snapshot_timer: threading.Timer | None = None
         """A snapshot due in a server, taken a moment after the call (see :meth:`_snapshot_if_due`)."""
         self.embedding = EmbeddingQueue(
@@ -136,11 +154,31 @@ class Store:
                     self.rebuilds += 1
                     self._reset()
                     applied = cursors.catch_up_once(self.derived, self.reading, progress)
+                if applied >= GIVE_BACK_AFTER_EVENTS:
+                    self._give_back_when_settled()
                 self._snapshot_if_due()
             finally:
                 self.derived.encoded_state = None  # (if no snapshot used it)
             self.derived.refresh_expiries(self.usage.refresh())
             return max(applied, 0)
+
+    def _give_back_when_settled(self) -> None:
+        """Give the memory a large catch-up freed back to the system (see :mod:`~eventmem.runner.heap`)
+        from a thread, once the keyword postings and the vector worker it started are done (their
+        threads free as much again), never on the call's path: pages given back are faulted in again
+        by the next allocations, which would slow the work still to do."""
+        if not self.deferral.enabled or (self._giving_back is not None and self._giving_back.is_alive()):
+            return  # (a command's process ends soon; a server's thread is running)
+        ranking = self.derived.keywords.index.ranking
+
+        def later() -> None:
+            if ranking is not None:
+                ranking.wait(GIVE_BACK_WAIT_SECONDS)
+            self.embedding.wait(GIVE_BACK_WAIT_SECONDS)
+            give_back_freed_memory()
+
+        self._giving_back = threading.Thread(target=later, name="eventmem-give-back", daemon=True)
+        self._giving_back.start()
 
     def _snapshot_if_due(self) -> None:
         if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
@@ -199,6 +237,7 @@ class Store:
         """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
             self._forget_other_models()
+        give_back_freed_memory()  # (the embedding's batches)
         self.save_snapshot(background=True)
 
     def usage_extension(self, memory_id: str, record: MemoryRecord) -> float:
@@ -304,16 +343,45 @@ class Store:
                 owner=self.paths.cache_owner(),
                 embeddings_end=self.embeddings.end(),
             )
+            fold = (self.derived, len(self.derived.state.seen))
         if taken is None:
             return False
         if not background:
-            return snapshots.write(self.paths.cache_dir, self._snapshot_lock, *taken)
-        thread = threading.Thread(
-            target=snapshots.write, args=(self.paths.cache_dir, self._snapshot_lock, *taken), name="eventmem-snapshot"
-        )
+            return self._write_snapshot(taken, fold)
+        thread = threading.Thread(target=self._write_snapshot, args=(taken, fold), name="eventmem-snapshot")
         thread.start()
         self._snapshot_thread = thread
         return True
+
+    def _write_snapshot(self, taken: snapshots.Taken, fold: tuple[Derived, int]) -> bool:
+        """Write a snapshot :func:`snapshots.take` took of ``fold`` (the derived state, its number of
+        event ids then); then, if the fold's records were made in this process, leave them in the file."""
+        if not snapshots.write(self.paths.cache_dir, self._snapshot_lock, *taken):
+            return False
+        derived, seen = fold
+        if self.deferral.enabled and _many_decoded(derived.state.memories):
+            self._records_from_snapshot(derived, seen, taken[0].vectors_file)
+        return True
+
+    def _records_from_snapshot(self, derived: Derived, seen: int, vectors_file: str) -> None:
+        """A server that folded its journal itself (a rebuild, a first start) holds every memory's
+        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones; a
+        merged branch decodes thousands more. Once a snapshot of that very fold is written, the
+        records are swapped for their encodings in the file, decoded again when first used, as after
+        a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
+        decodes to an equal one)."""
+        memories = snapshots.written_memories(self.paths.cache_dir, vectors_file)
+        if memories is None:
+            return
+        with self.lock:
+            state = derived.state
+            if self.derived is not derived or len(state.seen) != seen or not _many_decoded(state.memories):
+                return
+            if memories.keys() != state.memories.keys():
+                return
+            state.memories = MemoryRecords(memories)
+        del memories
+        give_back_freed_memory()
 
     def load_snapshot(self, *, map_vectors: bool = False) -> bool:
         """Load the snapshot if it matches this version, embedder and journal, and swap it in; else

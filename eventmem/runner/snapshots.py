@@ -31,17 +31,21 @@ from eventmem.projectors.base import Batch
 from eventmem.projectors.vectors import VectorIndex
 from eventmem.runner.cursors import only_appended, prefix_hasher, stat_after_load
 from eventmem.runner.derived import Cursor, Derived
+from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.projection import projected
 
 __all__ = [
     "SNAPSHOT_FORMAT",
     "Snapshot",
     "StoredSnapshot",
+    "Taken",
     "encoded_fold",
     "load",
     "read_snapshot",
+    "release_pages",
     "take",
     "write",
+    "written_memories",
 ]
 
 log = logging.getLogger("eventmem.runner")
@@ -105,20 +109,72 @@ def read_snapshot(path: Path) -> StoredSnapshot:
 
     The map is not closed here: the encoded memories point into it (it is read-only and the file is
     only ever replaced by a rename, so the pages stay valid); it goes with the last of them."""
+    return _read_mapped(path)[0]
+
+
+def _read_mapped(path: Path) -> tuple[StoredSnapshot, mmap.mmap]:
+    """:func:`read_snapshot`, and the map it was read from (see :func:`release_pages`)."""
     with open(path, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return msgspec.msgpack.decode(mapped, type=StoredSnapshot)
+        return msgspec.msgpack.decode(mapped, type=StoredSnapshot), mapped
     finally:
         if enabled:
             gc.enable()
 
 
-def take(
-    derived: Derived, *, embedder: str, owner: str, embeddings_end: int
-) -> tuple[Snapshot, VectorIndex, Callable[[], bytes]] | None:
+class _StoredMemories(msgspec.Struct):
+    memories: dict[str, msgspec.Raw] = {}
+
+
+class _StoredFold(msgspec.Struct):
+    """Of a snapshot, only the fold's memories (left encoded) and the name that tells which one it is."""
+
+    state: _StoredMemories
+    vectors_file: str = ""
+
+
+def written_memories(cache: Path, vectors_file: str) -> dict[str, msgspec.Raw] | None:
+    """The fold's memories, encoded, from the snapshot in ``cache`` if it is the one that names
+    ``vectors_file`` (the one this process just wrote, not another process's since), else ``None``.
+    They point into the file's map, whose pages are let go (see :func:`release_pages`)."""
+    try:
+        with open(cache / "snapshot.bin", "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            stored = msgspec.msgpack.decode(mapped, type=_StoredFold)
+        finally:
+            if enabled:
+                gc.enable()
+    except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    release_pages(mapped)
+    return stored.state.memories if stored.vectors_file == vectors_file else None
+
+
+def release_pages(mapped: mmap.mmap) -> None:
+    """Let the pages of a read snapshot's map go from this process's memory: decoding read all of
+    the file (as large as 3.6 KB a memory), but only the encoded memories stay in use, and each is
+    read again from the file (the system's page cache) when it is first decoded. The map is read-only
+    and the file only ever replaced by a rename, so what is read again is what was read."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is not None and not mapped.closed:
+        try:
+            mapped.madvise(advice)
+        except (OSError, ValueError):  # (an advice is only advice)
+            pass
+
+
+Taken = tuple[Snapshot, VectorIndex, Callable[[], bytes]]
+"""What :func:`take` takes and :func:`write` writes: the snapshot, a copy of the vector index, and
+the function that encodes the keyword index."""
+
+
+def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) -> Taken | None:
     """A snapshot of ``derived`` (and a copy of its vector index, and the function that encodes its
     keyword index's postings as they are now) to :func:`write` from any thread, or ``None`` when the
     fold cannot be encoded. Uses (and forgets) the fold encoded ahead while the
@@ -195,6 +251,9 @@ def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex,
     except (OSError, UnsafePath) as exc:
         log.warning("could not write snapshot: %s", exc)
         return False
+    finally:
+        del snapshot, vectors  # (the copies: the encoded fold, the vector index's codes)
+        give_back_freed_memory()
     return True
 
 
@@ -209,7 +268,7 @@ def load(
     trust have no hasher yet (see :func:`~eventmem.runner.cursors.make_hashers`)."""
     started = time.perf_counter()
     try:
-        snapshot = read_snapshot(paths.cache_dir / "snapshot.bin")
+        snapshot, mapped = _read_mapped(paths.cache_dir / "snapshot.bin")
     except OSError:
         return None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
@@ -275,6 +334,7 @@ def load(
     else:
         rebuild_columns(derived)
     derived.hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
+    release_pages(mapped)
     log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
     return derived
 
