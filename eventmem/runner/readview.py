@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress
 from typing import cast
 
 import numpy as np
@@ -238,8 +239,11 @@ class ReadView:
             return []
         columns = self._derived.columns
         order, saved = columns.creation_order(len(among))
-        # (memoryviews: an item read from one is a Python float or bool, without numpy's call)
-        created, times = cast("Sequence[float]", columns.columns.created.data), cast("Sequence[float]", saved.data)
+        # (memoryviews: an item or a slice's list read from one is of Python floats, ints and bools,
+        # without numpy's calls)
+        in_order, saved_times = order.data, saved.data
+        created, times = cast("Sequence[float]", columns.columns.created.data), cast("Sequence[float]", saved_times)
+        allowed = cast("Sequence[bool]", among.data)
         ids = self._derived.table.ids
         out: list[tuple[int, int, int]] = []
         for lender in positions:
@@ -249,13 +253,15 @@ class ReadView:
             if end - first <= 1:  # (itself alone in its sitting)
                 continue
             if end - first <= _FEW:
-                allowed = cast("Sequence[bool]", among.data)
-                near = [(times[i], slot) for i, slot in enumerate(order[first:end].tolist(), first) if allowed[slot]]
-                slots, when = [slot for _, slot in near], [moment for moment, _ in near]
+                slots = in_order[first:end].tolist()
+                when = cast("list[float]", saved_times[first:end].tolist())
+                kept = [allowed[slot] for slot in slots]
+                if not all(kept):
+                    slots, when = list(compress(slots, kept)), list(compress(when, kept))
             else:
                 window = order[first:end]
-                kept = among[window]
-                slots, when = window[kept].tolist(), saved[first:end][kept].tolist()
+                inside = among[window]
+                slots, when = window[inside].tolist(), saved[first:end][inside].tolist()
             if len(slots) == 2 and lender in slots:  # (one other memory in the sitting: the nearest on its side)
                 out.append((slots[0] if slots[1] == lender else slots[1], lender, 1))
             elif len(slots) > 1:
