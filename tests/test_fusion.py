@@ -4,6 +4,7 @@ journal's own order (the save times), so that a rebuild or another process gives
 
 from __future__ import annotations
 
+import random
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 from conftest import reopen, write_events
 
 from eventmem.core.events import MemorySaved
-from eventmem.core.ids import new_id, to_iso
+from eventmem.core.ids import iso_to_epoch, new_id, to_iso
 from eventmem.core.query_rules import FEW_TO_FUSE, NEIGHBOUR_SHARE, fuse, with_neighbours
 from eventmem.service import MemoryService
 
@@ -79,6 +80,60 @@ def test_neighbours_follow_the_save_times_not_the_order_a_journal_was_read_in_an
         assert answers(again) == before
     finally:
         again.close()
+
+
+def brute_force_neighbours(
+    times: list[float], ids: list[str], lender: int, allowed: list[bool], steps: int, seconds: float
+) -> list[tuple[int, int, int]]:
+    """The sitting neighbours by their definition: every allowed memory within ``seconds`` of the
+    lender, ordered by (creation time, id), the ``steps`` nearest on each side."""
+    own = (times[lender], ids[lender])
+    near = sorted(
+        (times[slot], ids[slot], slot)
+        for slot in range(len(times))
+        if allowed[slot] and slot != lender and abs(times[slot] - own[0]) <= seconds
+    )
+    earlier = [slot for when, memory, slot in reversed(near) if (when, memory) < own][:steps]
+    later = [slot for when, memory, slot in near if (when, memory) > own][:steps]
+    return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side, 1)]
+
+
+def test_the_neighbours_read_from_the_creation_order_are_those_of_their_definition_ties_and_filters_included(
+    project: Path,
+) -> None:
+    """Memories saved at a few moments (many at the same second, ordered by id there, not by the order
+    the journal holds them in), a long sitting that a filter leaves mostly out, and lenders anywhere:
+    the neighbours found are those of a brute force."""
+    rng = random.Random(11)
+    start = datetime.now(UTC) - timedelta(days=2)
+    moments = [start + timedelta(seconds=rng.randrange(0, 7200, 20)) for _ in range(40)]
+    events = [saved(f"note {i}", rng.choice(moments)) for i in range(260)]
+    events += [saved(f"crowd {i}", start + timedelta(hours=5, seconds=i)) for i in range(120)]
+    rng.shuffle(events)  # (the journal's order, and so the positions', is not the ids')
+    write_events(project, events)
+    service = reopen(project)
+    try:
+        with service.project.read() as view:
+            ids = list(view.positions())
+            memories = view.memories()
+            times = [iso_to_epoch(memories[memory].created_at) for memory in ids]
+            assert len(set(times)) < len(times) // 2
+            for trial in range(60):
+                share = (0.03, 0.3, 1.0)[trial % 3]
+                allowed = [rng.random() < share for _ in ids]
+                lenders = rng.sample(range(len(ids)), 4)
+                for lender in lenders:  # (a lender is one of the query's results: the filters allow it)
+                    allowed[lender] = True
+                steps, seconds = rng.choice(((1, 600.0), (2, 600.0), (3, 60.0), (2, 0.0), (4, 7200.0)))
+                mask = np.array(allowed, dtype=bool)
+                expected = [
+                    pair
+                    for lender in lenders
+                    for pair in brute_force_neighbours(times, ids, lender, allowed, steps, seconds)
+                ]
+                assert view.saved_beside(lenders, mask, steps, seconds) == expected
+    finally:
+        service.close()
 
 
 def test_a_neighbour_gets_a_share_of_its_lender_divided_by_the_steps_between_them() -> None:

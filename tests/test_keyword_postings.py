@@ -127,6 +127,29 @@ def test_searches_between_removals_and_replacements_rank_each_state_like_fts5() 
     assert answers(index, QUERIES, allowed) == answers(fts5_only(sorted(final.values())), QUERIES, allowed)
 
 
+HELD_OR_NOT = [*WORDS, *FILLER, "parsed", "configs", "zebra", "nowhere", "x86", "64", "CAFÉ", "über_alles"]
+
+
+def test_whether_a_memory_holds_a_word_is_answered_from_the_postings_as_fts5_answers_it_through_every_change() -> None:
+    index = ranked_in_memory(fts5_only(rows(21, 150)))
+    final = {r[0]: r for r in rows(21, 150)}
+    for step in range(4):
+        expected = [fts5_only(sorted(final.values())).holds(word) for word in HELD_OR_NOT]
+        assert [index.holds(word) for word in HELD_OR_NOT] == expected
+        assert True in expected and False in expected
+        gone = list(range(step, 150, 4))
+        index.remove(gone)
+        for slot in gone:
+            final.pop(slot, None)
+        replaced = [(slot, "zebra parsed", "", " ".join(FILLER[step:]), "") for slot in range(10 * step, 10 * step + 3)]
+        index.upsert(replaced)
+        final.update((r[0], r) for r in replaced)
+    assert index.holds("zebras")
+    index.remove([slot for slot, row in final.items() if "zebra" in row[1]])
+    assert not index.holds("zebras")  # (the word's stem is known: its rows are gone)
+    assert not fts5_only(sorted(r for r in final.values() if "zebra" not in r[1])).holds("zebras")
+
+
 def test_a_tie_in_score_is_ordered_by_slot_by_both_rankings() -> None:
     same = [(slot, "zebra", "", " ".join(FILLER), "") for slot in (9, 3, 7, 1)]
     index = fts5_only([*same, *rows(6, 30, first=20)])

@@ -31,6 +31,8 @@ __all__ = [
     "VECTOR_FLOOR",
     "Filters",
     "fuse",
+    "fuse_few",
+    "lent_to",
     "spread",
     "spreads",
     "unknown_words_floor",
@@ -193,10 +195,30 @@ def _fuse_few(
     use_vectors: bool,
     use_keywords: bool,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """:func:`fuse`'s linear fusion of raw cosines in Python floats, each value as numpy computes it
-    (``np.maximum(c, 0.0)`` is ``0.0`` for ``-0.0`` and keeps a NaN: so does the test here)."""
+    """:func:`fuse_few` in arrays, as :func:`fuse` returns them."""
     import numpy as np
 
+    scores, vector_part, keyword_part = fuse_few(
+        candidates, vector_hits, cosines, keyword_hits, top_keyword, weights, searched, use_vectors, use_keywords
+    )
+    return np.array(scores, np.float64), np.array(vector_part, np.float64), np.array(keyword_part, np.float64)
+
+
+def fuse_few(
+    candidates: Sequence[int],
+    vector_hits: Mapping[int, float],
+    cosines: Mapping[int, float],
+    keyword_hits: Mapping[int, float],
+    top_keyword: float,
+    weights: tuple[float, float],
+    searched: int,
+    use_vectors: bool,
+    use_keywords: bool,
+) -> tuple[list[float], list[float], list[float]]:
+    """:func:`fuse`'s linear fusion of raw cosines in Python floats, each value as numpy computes it
+    (``np.maximum(c, 0.0)`` is ``0.0`` for ``-0.0`` and keeps a NaN: so does the test here), for a
+    few candidates (at most :data:`FEW_TO_FUSE`: the new neighbours of a sitting); ``top_keyword``:
+    the best of ``keyword_hits``' values (0 without any). Pure."""
     vector_weight, keyword_weight = weights
     found = [vector_hits[s] if s in vector_hits else cosines.get(s, 0.0) for s in candidates]
     vector_part = [0.0 if c <= 0.0 else c for c in found]
@@ -209,7 +231,7 @@ def _fuse_few(
         (vector_weight * v * use_vectors + keyword_weight * k * use_keywords) / total
         for v, k in zip(vector_part, keyword_part, strict=True)
     ]
-    return np.array(scores, np.float64), np.array(vector_part, np.float64), np.array(keyword_part, np.float64)
+    return scores, vector_part, keyword_part
 
 
 def with_neighbours(
@@ -222,17 +244,27 @@ def with_neighbours(
     lender's score, divided by the step between them, but never up to the lender's own score (a
     neighbour stays just below it: the memory that matches keeps its rank, and MRR with it).
     ``pairs``: rows ``(i, j, step)``, candidate ``j`` lending to candidate ``i``, ``step`` memories
-    away (1: saved right before or after it). Pure."""
+    away (1: saved right before or after it). Pure; :func:`lent_to` over Python floats."""
     if not len(pairs) or share == 0:
         return scores
-    values = scores.tolist()
+    import numpy as np
+
+    rows = pairs.tolist() if not isinstance(pairs, Sequence) else pairs
+    return np.array(lent_to(scores.tolist(), rows, share), np.float64)
+
+
+def lent_to(values: list[float], pairs: Sequence[Sequence[int]], share: float = NEIGHBOUR_SHARE) -> list[float]:
+    """:func:`with_neighbours` over a list of scores (a new list; ``values`` itself unchanged), each
+    value as numpy adds it."""
+    if not pairs or share == 0:
+        return values
     context: dict[int, float] = {}
-    for borrower, lender, step in pairs.tolist() if not isinstance(pairs, Sequence) else pairs:
+    for borrower, lender, step in pairs:
         lent = share * max(values[lender], 0.0) / step
         if values[borrower] < values[lender]:  # (a neighbour scored above its lender already may rise further)
             lent = min(lent, math.nextafter(values[lender], -math.inf) - values[borrower])
         context[borrower] = max(context.get(borrower, 0.0), lent, 0.0)
-    out = scores.copy()
+    out = list(values)
     for borrower, lent in context.items():
         out[borrower] += lent
     return out

@@ -187,7 +187,11 @@ class KeywordIndex:
         return self.df.get(word, 0)
 
     def holds(self, word: str) -> bool:
-        """Whether any memory holds ``word`` (or a form of its stem)."""
+        """Whether any memory holds ``word`` (or a form of its stem): from the in-memory postings once
+        they are made (a word of one token), else from FTS5 (a phrase, such as ``parse_config``)."""
+        postings = self.ranking.ready() if self.ranking is not None else None
+        if postings is not None and (held := postings.holds(word)) is not None:
+            return held
         quoted = '"' + word.replace('"', '""') + '"'
         return self._db.execute("SELECT 1 FROM docs WHERE docs MATCH ? LIMIT 1", [quoted]).fetchone() is not None
 

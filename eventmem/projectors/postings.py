@@ -267,6 +267,14 @@ class Postings:
         self._checked[token] = self._removals
         return entries
 
+    def holds(self, word: str) -> bool | None:
+        """Whether a row holds ``word`` (FTS5's ``MATCH '"word"'``), for a word of one token; ``None``
+        for a word of several tokens (a phrase) or of none: FTS5 answers those."""
+        tokens = self.tokens.numbered([word], new=False)[0]
+        if len(tokens) != 1:
+            return None
+        return self._holders(tokens[0]) is not None
+
     def search(
         self,
         words: Sequence[str],

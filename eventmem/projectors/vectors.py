@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -184,14 +184,12 @@ class VectorIndex:
     def similarities(self, slots: list[int], query: npt.NDArray[np.float32]) -> dict[int, float]:
         """Inner product of ``query`` with the vectors of those ``slots`` that are in the index
         (one call into FAISS for all of them)."""
-        if not slots:
+        held = cast("Sequence[bool]", self._present.data)  # (an item of a memoryview: a bool, without numpy's call)
+        present = [slot for slot in slots if 0 <= slot < len(held) and held[slot]]
+        if not present:
             return {}
-        wanted = np.asarray(slots, dtype=np.int64)
-        present = self._in_index(wanted[wanted >= 0])
-        if not len(present):
-            return {}
-        scores = self._stored_rows().query_scores(present, query)
-        return dict(zip(present.tolist(), scores.astype(np.float32).tolist(), strict=True))
+        scores = self._stored_rows().query_scores(np.array(present, np.int64), query)
+        return dict(zip(present, scores.astype(np.float32).tolist(), strict=True))
 
     def _scores(self, slots: Slots, query: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The inner products of these slots' vectors (each in the index) with ``query``, in float64,

@@ -231,35 +231,45 @@ class ReadView:
         """``(neighbour, lender, step)``: for each of ``positions`` (the lenders), the ``steps``
         positions ``among`` allows of the memories created just before it and the ``steps`` just
         after it, in creation time then id (``step`` 1 the closest), at most ``seconds`` apart. Read
-        from the positions kept in creation order by two binary searches a lender, nothing more when
-        it is alone in its ``seconds`` (the common case); a few memories a lender are read one by
-        one (numpy's calls cost more than they do), a long sitting's with numpy."""
+        from the positions kept in that order (see :meth:`ColumnsProjector.creation_order`): one
+        binary search finds a lender, and its neighbours are read outwards from it, one by one
+        (numpy's calls cost more than they do); a sitting where more than a few memories are not
+        allowed is read with numpy."""
         if not len(positions) or steps <= 0:
             return []
         columns = self._derived.columns
         order, saved = columns.creation_order(len(among))
-        # (memoryviews: an item read from one is a Python float or bool, without numpy's call)
+        # (memoryviews: an item read from one is a Python float, int or bool, without numpy's call)
         created, times = cast("Sequence[float]", columns.columns.created.data), cast("Sequence[float]", saved.data)
-        ids = self._derived.table.ids
+        in_order, allowed = cast("Sequence[int]", order.data), cast("Sequence[bool]", among.data)
+        last = len(times) - 1
         out: list[tuple[int, int, int]] = []
         for lender in positions:
             at = created[lender]
-            first = bisect.bisect_left(times, at - seconds)
-            end = bisect.bisect_right(times, at + seconds, first)
-            if end - first <= 1:  # (itself alone in its sitting)
+            here = bisect.bisect_left(times, at)
+            while here <= last and in_order[here] != lender:  # (memories created at the same time: in id order)
+                here += 1
+            if here > last:
                 continue
-            if end - first <= _FEW:
-                allowed = cast("Sequence[bool]", among.data)
-                near = [(times[i], slot) for i, slot in enumerate(order[first:end].tolist(), first) if allowed[slot]]
-                slots, when = [slot for _, slot in near], [moment for moment, _ in near]
-            else:
-                window = order[first:end]
-                kept = among[window]
-                slots, when = window[kept].tolist(), saved[first:end][kept].tolist()
-            if len(slots) == 2 and lender in slots:  # (one other memory in the sitting: the nearest on its side)
-                out.append((slots[0] if slots[1] == lender else slots[1], lender, 1))
-            elif len(slots) > 1:
-                out += _beside(lender, (at, ids[lender]), slots, when, ids, steps)
+            found: list[tuple[int, int, int]] = []
+            for way, edge in ((-1, at - seconds), (1, at + seconds)):
+                step, place, read = 0, here + way, 0
+                while (
+                    step < steps and 0 <= place <= last and (times[place] >= edge if way < 0 else times[place] <= edge)
+                ):
+                    read += 1
+                    if read > _FEW:
+                        break
+                    slot = in_order[place]
+                    if allowed[slot]:
+                        step += 1
+                        found.append((slot, lender, step))
+                    place += way
+                else:
+                    continue
+                found = _beside_with_numpy(lender, here, order, saved, among, steps, seconds)
+                break
+            out += found
         return out
 
     def updated_at(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -320,29 +330,25 @@ class ReadView:
 
 
 _FEW = 32
-"""A sitting of at most this many memories is read one by one (:meth:`ReadView.saved_beside`)."""
+"""Memories read one by one on each side of a lender before its sitting is read with numpy
+(:meth:`ReadView.saved_beside`: a long sitting most of which the query's filters leave out)."""
 
 
-def _beside(
-    lender: int, own: tuple[float, str], slots: list[int], times: list[float], ids: Sequence[str], steps: int
+def _beside_with_numpy(
+    lender: int,
+    here: int,
+    order: npt.NDArray[np.int64],
+    saved: npt.NDArray[np.float64],
+    among: Mask,
+    steps: int,
+    seconds: float,
 ) -> list[tuple[int, int, int]]:
-    """``(neighbour, lender, step)`` for the ``steps`` of ``slots`` (their creation ``times`` in
-    order) that come just before ``own`` (the lender's time and id) and the ``steps`` just after
-    it, in time then id; only the few near it are ordered by id (those of the times nearest it, ties
-    at the edge included)."""
-    at = own[0]
-    before, after = bisect.bisect_left(times, at), bisect.bisect_right(times, at)
-    lowest = max(before - steps, 0)
-    while lowest > 0 and times[lowest - 1] == times[lowest]:
-        lowest -= 1
-    highest = min(after + steps, len(times))
-    while highest < len(times) and times[highest] == times[highest - 1]:
-        highest += 1
-    if after - before == 1 and slots[before] == lender and len(set(times[lowest:highest])) == highest - lowest:
-        # (no two of these times alike: their order is the times', and the ids need not be read)
-        earlier, later = slots[lowest:before][::-1], slots[after:highest]
-        return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]
-    near = sorted((times[i], ids[slots[i]], slots[i]) for i in range(lowest, highest))
-    earlier = [slot for when, memory, slot in reversed(near) if (when, memory) < own]
-    later = [slot for when, memory, slot in near if (when, memory) > own]
-    return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side[:steps], 1)]
+    """:meth:`ReadView.saved_beside` for one lender at ``here`` in ``order`` (the slots in creation
+    time then id; ``saved`` their times), its sitting read with numpy."""
+    at = float(saved[here])
+    first = int(np.searchsorted(saved, at - seconds, side="left"))
+    end = int(np.searchsorted(saved, at + seconds, side="right"))
+    before, after = order[first:here], order[here + 1 : end]
+    earlier = before[among[before]][::-1][:steps].tolist()
+    later = after[among[after]][:steps].tolist()
+    return [(slot, lender, step) for side in (earlier, later) for step, slot in enumerate(side, 1)]

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import (
     FEW_KEYWORD_MATCHES,
+    FEW_TO_FUSE,
     NEIGHBOUR_SOURCES,
     NEIGHBOUR_STEPS,
     SITTING_SECONDS,
@@ -30,9 +31,10 @@ from eventmem.core.query_rules import (
     VECTOR_FLOOR,
     Filters,
     fuse,
+    fuse_few,
+    lent_to,
     spreads,
     unknown_words_floor,
-    with_neighbours,
 )
 from eventmem.core.timewords import NAMED_DAYS_CHARS, closeness, days_named
 from eventmem.core.words import STOPWORDS
@@ -119,18 +121,18 @@ def sitting_neighbours(
     return view.saved_beside(lenders, mask, steps, SITTING_SECONDS)
 
 
-def best_of(view: SearchView, candidates: list[int], scores: npt.NDArray[np.float64], count: int) -> list[int]:
-    """The ``count`` best scored of ``candidates`` (a tie by id, as the answers are ordered); in
-    Python: a few scores, where numpy's calls cost more than the work."""
+def best_of(view: SearchView, candidates: list[int], values: list[float], count: int) -> list[int]:
+    """The indices of the ``count`` best scored of ``candidates`` (``values``: their scores; a tie by
+    id, as the answers are ordered), best first; in Python: a few scores, where numpy's calls cost
+    more than the work."""
     if count <= 0:
         return []
-    values = scores.tolist()
     top: list[int] = list(range(len(values)))
     if len(values) > count:
         cut = sorted(values)[-count]
         top = [i for i, value in enumerate(values) if value >= cut]
-    ranked = sorted(top, key=lambda i: (-values[i], view.id_at(candidates[i])))
-    return [candidates[i] for i in ranked[:count]]
+    top.sort(key=lambda i: (-values[i], view.id_at(candidates[i])))
+    return top[:count]
 
 
 def closeness_of_days_named(view: SearchView, text: str, candidates: list[int], now: float) -> npt.NDArray[np.float64]:
@@ -239,25 +241,37 @@ def hybrid_search(
     if config.fusion == "linear" and use_vectors and use_keywords:
         # (a hybrid answer only: a vector or keyword search lists what matches; reciprocal ranks are
         # too close together to add a share of one)
-        pairs = sitting_neighbours(view, best_of(view, candidates, scores, NEIGHBOUR_SOURCES), mask, NEIGHBOUR_STEPS)
+        values = scores.tolist()
+        lenders = best_of(view, candidates, values, NEIGHBOUR_SOURCES)
+        pairs = sitting_neighbours(view, [candidates[i] for i in lenders], mask, NEIGHBOUR_STEPS)
         if pairs:
-            index = {s: i for i, s in enumerate(candidates)}
-            new = sorted({n for n, _, _ in pairs if n not in index})
+            index = dict(zip(candidates, range(len(candidates)), strict=True))
+            new = sorted({n for n, _, _ in pairs}.difference(index))
             if new:
-                index.update((s, i) for i, s in enumerate(new, len(candidates)))
+                index.update(zip(new, range(len(candidates), len(candidates) + len(new)), strict=True))
                 if query_vector is not None:
                     others.update(view.vector_similarities(new, query_vector))
-                again = fused(candidates + new if spread_cosines else new)  # (scaled to the best of them all)
-                if spread_cosines:
-                    scores, vector_scores, keyword_scores = again
+                if spread_cosines or len(new) > FEW_TO_FUSE:  # (scaled to the best of them all)
+                    scores, vector_scores, keyword_scores = fused(candidates + new)
+                    values = scores.tolist()
                 else:  # (raw cosines: a new candidate's score does not depend on the others')
-                    scores, vector_scores, keyword_scores = (
-                        np.concatenate([old, more])
-                        for old, more in zip((scores, vector_scores, keyword_scores), again, strict=True)
+                    more, vector_more, keyword_more = fuse_few(
+                        new,
+                        vector_hits,
+                        others,
+                        keyword_hits,
+                        max(keyword_hits.values(), default=0.0),
+                        weights,
+                        searched,
+                        use_vectors,
+                        use_keywords,
                     )
+                    values += more
+                    vector_scores = np.concatenate([vector_scores, vector_more])
+                    keyword_scores = np.concatenate([keyword_scores, keyword_more])
                 candidates = candidates + new
                 slots = np.asarray(candidates, dtype=np.int64)
-            scores = with_neighbours(scores, [(index[n], index[s], step) for n, s, step in pairs])
+            scores = np.array(lent_to(values, [(index[n], index[s], step) for n, s, step in pairs]), np.float64)
     boosts = config.importance_boost * (view.importance_at(slots) - 0.5)
     if config.recency_boost:
         age_days = np.maximum(now - view.updated_at(slots), 0.0) / 86400.0
