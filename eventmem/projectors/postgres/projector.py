@@ -60,16 +60,16 @@ EMBED_BATCH = 256
 LOAD_CHUNK = 4096
 """Memories a load copies before their keyword postings (a chunk's postings are held in memory)."""
 BULK_INDEX_FROM = 1000
-"""A load of at least this many memories (and more than the other projects hold), or a batch changing
-this many (and :data:`BULK_APPLY_SHARE` of the rows), drops every secondary index and makes it again
-after instead of inserting each row into it (measured at 20,000 memories: a merged branch of 10,000
-events in 70-94 s instead of 271-438 s, 0.22x the server's CPU seconds)."""
+"""A load of at least this many memories (and more than the other projects hold) drops every secondary
+index and makes it again after instead of inserting each row into it; a batch changing this many (and
+:data:`BULK_APPLY_SHARE` of the rows) removes its postings by one read of the posting table."""
 BULK_APPLY_SHARE = 0.2
-"""A batch changing at least this share of the rows every project holds (upserts and removals) is
-written with the secondary indexes dropped, then makes them again (see :func:`.bulk.secondary_indexes`).
-Below it, inserting costs less (2,000 mixed events onto 20,000 memories: 15 CPU seconds of the
-server inserted, where making the HNSW and postings' indexes again alone took 20-50 s), and the
-readers, who wait while a table's index is dropped, are not stopped."""
+"""A batch changing at least this share of the rows every project holds (upserts and removals: a merged
+branch) finds the postings it removes by reading the posting table once, not through its index, a
+posting at a time (measured at 20,000 memories in main's code: 156 s of a 10,000-event merge's 241 s
+were those look-ups, random reads of a 362 MB index). Its indexes stay: dropping them for the batch
+and making them again wrote the same merge in 70-94 s, but every reader of the database waits while
+a table's index is dropped, and a server answering recall must not stop for a minute."""
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 128
 """The HNSW graph's links per node and candidates kept while building it (pgvector's defaults: 16, 64).
@@ -143,8 +143,12 @@ _DROP_POSTINGS_OF = (
 """Remove these memories' postings, named by the stems their rows hold (before the rows change),
 each found through the postings' index (:data:`_BY_INDEX`)."""
 _DROP_POSTINGS_READ = "DELETE FROM eventmem_postings WHERE project = %s AND id = ANY(%s)"
-"""Remove these memories' postings by reading the posting table once (its index dropped for a bulk
-write, :meth:`PostgresProjector._indexes_made_again`)."""
+"""Remove these memories' postings by reading the posting table once (with :data:`_SEQUENTIAL`, for a
+batch that removes many: :meth:`PostgresProjector._large`)."""
+_SEQUENTIAL = (
+    "SELECT set_config('enable_indexscan', %s, true), set_config('enable_bitmapscan', %s, true), "
+    "set_config('enable_indexonlyscan', %s, true)"
+)
 _BY_INDEX = "SELECT set_config('enable_hashjoin', %s, true), set_config('enable_mergejoin', %s, true)"
 """(The planner, underestimating the postings of the rows named, chose to hash the whole posting table
 instead: 2,000 memories' postings in 20,000's removed in 16 s, spilling to disk, and its time grows
@@ -213,11 +217,7 @@ class PostgresProjector:
         vectors = vector_bytes(self._embed(batch.upserts))
         with self.conn.transaction():
             self._claim()
-            indexes = self._indexes_made_again(batch)
-            drop_indexes(self._cursor(), indexes)
-            self._write(batch, vectors, indexed=not indexes)
-            if indexes:
-                create_indexes(self._cursor(), indexes, self._index_memory_mb())
+            self._write(batch, vectors, by_index=not self._large(batch))
             if batch.position:
                 self._cursor().executemany(
                     _UPSERT_POSITION,
@@ -357,19 +357,16 @@ class PostgresProjector:
             f"WITH (m = {m}, ef_construction = {ef_construction})"
         )
 
-    def _indexes_made_again(self, batch: Batch) -> list[tuple[str, str]]:
-        """The indexes this batch is written without and then made again (as the catalog defines
-        them): none unless it changes at least :data:`BULK_INDEX_FROM` memories and a
-        :data:`BULK_APPLY_SHARE` of the rows every project holds."""
+    def _large(self, batch: Batch) -> bool:
+        """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
+        :data:`BULK_APPLY_SHARE` of the rows every project holds (a merged branch)."""
         changed = len(batch.upserts) + len(batch.removals)
         if changed < BULK_INDEX_FROM:
-            return []
+            return False
         row = self.conn.execute(
             "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
         ).fetchone()
-        if row is not None and changed < int(row[0]) * BULK_APPLY_SHARE:
-            return []
-        return secondary_indexes(self._cursor())
+        return row is None or changed >= int(row[0]) * BULK_APPLY_SHARE
 
     def _rows_of_others(self) -> int:
         row = self.conn.execute("SELECT count(*) FROM eventmem_memories WHERE project <> %s", [self.project]).fetchone()
@@ -475,9 +472,9 @@ class PostgresProjector:
             vectors[chunk] = self.embedder.embed([texts[i] for i in chunk])
         return vectors
 
-    def _write(self, batch: Batch, vectors: list[VectorBytes], *, indexed: bool = True) -> None:
-        """Write a batch's rows (``indexed``: the postings' index is there to find a memory's postings
-        by; else they are found by reading the posting table once)."""
+    def _write(self, batch: Batch, vectors: list[VectorBytes], *, by_index: bool = True) -> None:
+        """Write a batch's rows (``by_index``: the postings it removes are found through the postings'
+        index; else by reading the posting table once, as for a load or a large batch)."""
         cursor = self._cursor()
         changed = [*batch.removals, *(p.record.id for p in batch.upserts)]
         if changed:  # the keyword statistics lose the rows replaced or removed, and gain the new ones
@@ -504,12 +501,14 @@ class PostgresProjector:
             last = {p.record.id: (k.tokens, k.stems, k.freqs) for p, k in zip(batch.upserts, found, strict=True)}
             reposted = [*batch.removals, *(i for i, keyed in last.items() if held.get(i) != keyed)]
             if reposted:
-                if indexed:
+                if by_index:
                     cursor.execute(_BY_INDEX, ["off", "off"])
                     cursor.execute(_DROP_POSTINGS_OF, [self.project, reposted])
                     cursor.execute(_BY_INDEX, ["on", "on"])
                 else:
+                    cursor.execute(_SEQUENTIAL, ["off", "off", "off"])
                     cursor.execute(_DROP_POSTINGS_READ, [self.project, reposted])
+                    cursor.execute(_SEQUENTIAL, ["on", "on", "on"])
         else:
             found, reposted = [], []
         if batch.removals:
