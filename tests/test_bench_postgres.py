@@ -44,6 +44,8 @@ def test_the_sync_benchmark_reports_first_incremental_and_merge_throughput(tmp_p
     assert data["incremental_sync_events"] == 100 and data["merge_events"] == 300
     for key in ("sync_events_per_s", "incremental_sync_events_per_s", "merge_events_per_s"):
         assert data[key] > 0, key
+    for part in ("sync", "incremental_sync", "merge"):  # (the work each asked, beside its wall time)
+        assert data[f"{part}_client_cpu_s"] > 0 and data[f"{part}_server_cpu_s"] > 0, part
     mixes = data["incremental_sync_mix"], data["merge_mix"]
     assert all(mix["saved"] and mix["deleted"] for mix in mixes)
     saved = sum(mix["saved"] for mix in mixes)

@@ -7,6 +7,8 @@ UTF-8 and an awaited event arriving later are handled."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,9 @@ def steps(service: MemoryService) -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("index_rebuilt", [False, True], ids=["index kept", "index rebuilt by the load"])
+@pytest.mark.parametrize(
+    "index_rebuilt", [False, True], ids=["indexes kept", "indexes made again by the load and by each batch"]
+)
 def test_incremental_applies_answer_like_one_bulk_load(
     service: MemoryService,
     project: Path,
@@ -135,7 +139,9 @@ def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
         return {name: conn.execute(sql, [project]).fetchall() for name, sql in tables.items()}
 
 
-@pytest.mark.parametrize("index_rebuilt", [False, True], ids=["index kept", "index rebuilt by the load"])
+@pytest.mark.parametrize(
+    "index_rebuilt", [False, True], ids=["indexes kept", "indexes made again by the load and by each batch"]
+)
 def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
     service: MemoryService,
     project: Path,
@@ -172,6 +178,83 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:
     feed = JournalFeed(project)
     return [(segment, feed.journal.scan(segment.path).events) for segment in feed.journal.segments()]
+
+
+def _index_definitions(conn: Any) -> set[str]:
+    with conn.transaction():
+        found = conn.execute(
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ANY(%s::regclass[])",
+            [["eventmem_memories", "eventmem_postings", "eventmem_events", "eventmem_links"]],
+        ).fetchall()
+    return {str(r[0]) for r in found}
+
+
+def test_a_large_batch_keeps_its_indexes_lets_readers_read_and_one_killed_midway_changes_nothing(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    pg_uri: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A merged branch's batch removes its postings by reading the posting table, not by dropping an
+    index: a reader of the database is answered while the batch is being written (a dropped index
+    would make it wait for the commit), and a batch killed before its commit leaves the rows as they
+    were, so the next sync answers like a rebuild."""
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 1)  # (every batch large enough)
+    history = steps(service)
+    next(history)
+    feed = JournalFeed(project)
+    projector = projector_factory("p")
+    projector.load(feed.full())
+    indexes = _index_definitions(conn)
+    assert any("hnsw" in i for i in indexes) and any("eventmem_postings_key" in i for i in indexes)
+    next(history)
+    batch = feed.tail()
+    assert batch is not None
+    projector.apply(batch)
+    assert _index_definitions(conn) == indexes
+    next(history)
+    batch = feed.tail()
+    assert batch is not None
+    blocker = psycopg.connect(pg_uri)  # (holds the batch's last write back, its indexes made again)
+    blocker.execute("LOCK TABLE eventmem_positions IN EXCLUSIVE MODE")
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            projector.apply(batch)
+        except psycopg.Error as exc:
+            failed.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    pid = projector.conn.info.backend_pid
+    deadline = time.monotonic() + 60
+    while not conn.execute(
+        "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'", [pid]
+    ).fetchone():
+        conn.rollback()
+        assert time.monotonic() < deadline, "the batch never reached the positions"
+        time.sleep(0.05)
+    conn.rollback()
+    conn.execute("SET lock_timeout = '5s'")  # (the batch's rows and postings are written, not committed)
+    assert conn.execute("SELECT count(*) FROM eventmem_memories WHERE project = 'p'").fetchone()[0] > 0
+    assert conn.execute("SELECT count(*) FROM eventmem_postings WHERE project = 'p'").fetchone()[0] > 0
+    conn.rollback()
+    conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+    conn.commit()
+    writer.join(timeout=60)
+    blocker.close()
+    assert failed and isinstance(failed[0], psycopg.OperationalError)
+    assert _index_definitions(conn) == indexes
+    for _ in history:
+        pass
+    again = projector_factory("p")
+    ProjectSync(again, project).start()
+    projector_factory("rebuilt").load(JournalFeed(project).full())
+    assert answers(conn, "p") == answers(conn, "rebuilt")
+    assert _index_definitions(conn) == indexes
 
 
 def test_resuming_from_the_committed_position_answers_like_a_rebuild(

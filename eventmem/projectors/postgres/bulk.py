@@ -196,3 +196,34 @@ def copy_data(cursor: psycopg.Cursor[Any], table: str, columns: str, data: bytes
     """Append a whole binary ``COPY`` stream (signature, rows, trailer) to ``table``."""
     with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.write(data)
+
+
+BULK_TABLES = ("eventmem_memories", "eventmem_postings")
+"""The tables a bulk write fills with their secondary indexes dropped (:func:`secondary_indexes`)."""
+
+
+def secondary_indexes(cursor: psycopg.Cursor[Any], tables: Sequence[str] = BULK_TABLES) -> list[tuple[str, str]]:
+    """(name, definition) of every index of ``tables`` but their keys (a primary key, a constraint's
+    index: an upsert needs them), as the catalog holds it (``pg_get_indexdef``), so that whatever index
+    the schema defines is made again as it was."""
+    rows = cursor.execute(
+        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+        "WHERE i.indrelid = ANY(%s::regclass[]) AND NOT i.indisprimary "
+        "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) ORDER BY 1",
+        [list(tables)],
+    ).fetchall()
+    return [(str(name), str(definition)) for name, definition in rows]
+
+
+def drop_indexes(cursor: psycopg.Cursor[Any], indexes: Sequence[tuple[str, str]]) -> None:
+    """Drop these indexes (in the cursor's transaction: a rollback brings them back)."""
+    if indexes:
+        cursor.execute("DROP INDEX " + ", ".join(name for name, _ in indexes))
+
+
+def create_indexes(cursor: psycopg.Cursor[Any], indexes: Sequence[tuple[str, str]], memory_mb: int) -> None:
+    """Make these indexes again from their definitions, each given ``memory_mb`` of memory to sort or
+    build its graph in (for the rest of the transaction) and the server's parallel workers."""
+    cursor.execute(f"SET LOCAL maintenance_work_mem = '{int(memory_mb)}MB'")
+    for _, definition in indexes:
+        cursor.execute(definition)

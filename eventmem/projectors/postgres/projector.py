@@ -34,10 +34,13 @@ from eventmem.projectors.postgres.bulk import (
     VectorBytes,
     copy_data,
     copy_rows,
+    create_indexes,
+    drop_indexes,
     postings_data,
     real_array,
     register_arrays,
     register_vectors,
+    secondary_indexes,
     text_array,
     vector_bytes,
 )
@@ -57,8 +60,16 @@ EMBED_BATCH = 256
 LOAD_CHUNK = 4096
 """Memories a load copies before their keyword postings (a chunk's postings are held in memory)."""
 BULK_INDEX_FROM = 1000
-"""A load of at least this many memories (and more than the other projects hold) builds the HNSW
-index anew instead of inserting into it."""
+"""A load of at least this many memories (and more than the other projects hold) drops every secondary
+index and makes it again after instead of inserting each row into it; a batch changing this many (and
+:data:`BULK_APPLY_SHARE` of the rows) removes its postings by one read of the posting table."""
+BULK_APPLY_SHARE = 0.2
+"""A batch changing at least this share of the rows every project holds (upserts and removals: a merged
+branch) finds the postings it removes by reading the posting table once, not through its index, a
+posting at a time (measured at 20,000 memories in main's code: 156 s of a 10,000-event merge's 241 s
+were those look-ups, random reads of a 362 MB index). Its indexes stay: dropping them for the batch
+and making them again wrote the same merge in 70-94 s, but every reader of the database waits while
+a table's index is dropped, and a server answering recall must not stop for a minute."""
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 128
 """The HNSW graph's links per node and candidates kept while building it (pgvector's defaults: 16, 64).
@@ -131,6 +142,13 @@ _DROP_POSTINGS_OF = (
 )
 """Remove these memories' postings, named by the stems their rows hold (before the rows change),
 each found through the postings' index (:data:`_BY_INDEX`)."""
+_DROP_POSTINGS_READ = "DELETE FROM eventmem_postings WHERE project = %s AND id = ANY(%s)"
+"""Remove these memories' postings by reading the posting table once (with :data:`_SEQUENTIAL`, for a
+batch that removes many: :meth:`PostgresProjector._large`)."""
+_SEQUENTIAL = (
+    "SELECT set_config('enable_indexscan', %s, true), set_config('enable_bitmapscan', %s, true), "
+    "set_config('enable_indexonlyscan', %s, true)"
+)
 _BY_INDEX = "SELECT set_config('enable_hashjoin', %s, true), set_config('enable_mergejoin', %s, true)"
 """(The planner, underestimating the postings of the rows named, chose to hash the whole posting table
 instead: 2,000 memories' postings in 20,000's removed in 16 s, spilling to disk, and its time grows
@@ -141,10 +159,6 @@ _ANALYZE = (
 )
 """The columns searches filter and join on: not the texts, records, vectors and stems (measured at
 20,000 memories: 0.7 s instead of 4.6 s, most of it the element statistics of every row's stems)."""
-_POSTINGS_INDEX = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS eventmem_postings_key ON eventmem_postings (project, stem, id) "
-    "INCLUDE (freq, tokens)"  # (as schema 4 makes it)
-)
 _UPSERT_POSITION = (
     "INSERT INTO eventmem_positions (project, segment, byte_offset, digest) VALUES (%s, %s, %s, %s) "
     "ON CONFLICT (project, segment) DO UPDATE SET byte_offset = excluded.byte_offset, digest = excluded.digest"
@@ -203,7 +217,7 @@ class PostgresProjector:
         vectors = vector_bytes(self._embed(batch.upserts))
         with self.conn.transaction():
             self._claim()
-            self._write(batch, vectors)
+            self._write(batch, vectors, by_index=not self._large(batch))
             if batch.position:
                 self._cursor().executemany(
                     _UPSERT_POSITION,
@@ -221,21 +235,20 @@ class PostgresProjector:
                 "eventmem_postings",
             ):
                 self.conn.execute(f"DELETE FROM {table} WHERE project = %s", [self.project])
-            # building the HNSW index once costs less than inserting into it row by row (measured:
-            # 3,000 rows took 9 s inserted one by one), when this load brings most of its rows
+            # building an index once costs less than inserting into it row by row (measured: 3,000
+            # rows took 9 s inserted one by one into HNSW), when this load brings most of its rows
             others = self._rows_of_others()
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and others <= len(batch.upserts)
-            if rebuild:  # (the keyword postings' index too: built at once, not a posting at a time)
-                self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
-                self.conn.execute("DROP INDEX IF EXISTS eventmem_postings_key")
+            indexes = secondary_indexes(self._cursor()) if rebuild else []
+            drop_indexes(self._cursor(), indexes)
             words, tokens = self._copy_memories(batch.upserts)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
             self._copy_events(batch.events)
-            if rebuild:
-                self.conn.execute(f"SET LOCAL maintenance_work_mem = '{self._index_memory_mb()}MB'")
+            if rebuild:  # (the vector index as the size asks: HNSW_SMALL up to HNSW_SMALL_UP_TO)
+                vector_index = self._vector_index()
+                create_indexes(self._cursor(), [i for i in indexes if i[0] != vector_index], self._index_memory_mb())
                 self._create_vector_index(others + len(batch.upserts))
-                self.conn.execute(_POSTINGS_INDEX)
             self.conn.execute(_ANALYZE)  # (the planner then knows the HNSW index pays)
             self.conn.execute("ANALYZE eventmem_postings")
             # (the narrow copies the triggers wrote: without statistics, a filtered scan of 20,000 was
@@ -347,6 +360,17 @@ class PostgresProjector:
             f"WITH (m = {m}, ef_construction = {ef_construction})"
         )
 
+    def _large(self, batch: Batch) -> bool:
+        """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
+        :data:`BULK_APPLY_SHARE` of the rows every project holds (a merged branch)."""
+        changed = len(batch.upserts) + len(batch.removals)
+        if changed < BULK_INDEX_FROM:
+            return False
+        row = self.conn.execute(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
+        ).fetchone()
+        return row is None or changed >= int(row[0]) * BULK_APPLY_SHARE
+
     def _rows_of_others(self) -> int:
         row = self.conn.execute("SELECT count(*) FROM eventmem_memories WHERE project <> %s", [self.project]).fetchone()
         return int(row[0]) if row is not None else 0
@@ -451,7 +475,9 @@ class PostgresProjector:
             vectors[chunk] = self.embedder.embed([texts[i] for i in chunk])
         return vectors
 
-    def _write(self, batch: Batch, vectors: list[VectorBytes]) -> None:
+    def _write(self, batch: Batch, vectors: list[VectorBytes], *, by_index: bool = True) -> None:
+        """Write a batch's rows (``by_index``: the postings it removes are found through the postings'
+        index; else by reading the posting table once, as for a load or a large batch)."""
         cursor = self._cursor()
         changed = [*batch.removals, *(p.record.id for p in batch.upserts)]
         if changed:  # the keyword statistics lose the rows replaced or removed, and gain the new ones
@@ -478,9 +504,14 @@ class PostgresProjector:
             last = {p.record.id: (k.tokens, k.stems, k.freqs) for p, k in zip(batch.upserts, found, strict=True)}
             reposted = [*batch.removals, *(i for i, keyed in last.items() if held.get(i) != keyed)]
             if reposted:
-                cursor.execute(_BY_INDEX, ["off", "off"])
-                cursor.execute(_DROP_POSTINGS_OF, [self.project, reposted])
-                cursor.execute(_BY_INDEX, ["on", "on"])
+                if by_index:
+                    cursor.execute(_BY_INDEX, ["off", "off"])
+                    cursor.execute(_DROP_POSTINGS_OF, [self.project, reposted])
+                    cursor.execute(_BY_INDEX, ["on", "on"])
+                else:
+                    cursor.execute(_SEQUENTIAL, ["off", "off", "off"])
+                    cursor.execute(_DROP_POSTINGS_READ, [self.project, reposted])
+                    cursor.execute(_SEQUENTIAL, ["on", "on", "on"])
         else:
             found, reposted = [], []
         if batch.removals:
