@@ -285,6 +285,45 @@ def test_a_client_that_writes_its_requests_and_closes_stdin_gets_every_answer(
     assert found["isError"] is False and "blue-green" in json.dumps(found)
 
 
+def test_a_recall_sent_right_after_a_save_without_waiting_finds_it(tmp_path: Path, processes: ProcessGroup) -> None:
+    """As a script or a hook does: every line written at once (the handshake, a save, a recall), into
+    a new project whose memory is still opening, then on one server pairs of a save and a recall
+    sent back to back. The SDK runs each call in a thread of its own; the recall still sees the save
+    that arrived before it, every time."""
+    for attempt in range(4):
+        project = tmp_path / f"project-{attempt}"
+        project.mkdir()
+        git(project, "init", "-q", "-b", "main")
+        proc, lines = start_raw(processes, project, tmp_path / f"stderr-{attempt}.log")
+        assert proc.stdin is not None
+        handshake = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "piped", "version": "0"},
+            },
+        }
+        messages = [
+            handshake,
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            tool_call(2, "save_context", {"context_text": f"Note {attempt}: the smoke test saved this."}),
+            tool_call(3, "retrieve_context", {"query": "smoke test note", "limit": 3}),
+        ]
+        for word in ("kestrel", "osprey", "merlin"):
+            messages.append(tool_call(len(messages) + 1, "store_memory", {"content": f"The {word} runbook is in ops."}))
+            messages.append(tool_call(len(messages) + 1, "recall_memories", {"query": f"{word} runbook"}))
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        proc.stdin.flush()
+        seen: list[bytes] = []
+        assert f"Note {attempt}" in json.dumps(receive(lines, seen, 3)["result"]), attempt
+        for position, word in ((6, "kestrel"), (8, "osprey"), (10, "merlin")):
+            assert f"The {word} runbook" in json.dumps(receive(lines, seen, position)["result"]), (attempt, word)
+        assert close_and_wait(proc) == 0
+
+
 def test_a_request_the_sdk_cannot_read_is_answered_with_its_id_and_nothing_is_written(
     project: Path, tmp_path: Path, processes: ProcessGroup
 ) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
+import anyio
 import msgspec
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -42,6 +43,7 @@ __all__ = [
     "READ_ONLY",
     "App",
     "ArgumentErrors",
+    "ArrivalOrder",
     "EntryText",
     "MetadataMap",
     "Running",
@@ -364,3 +366,40 @@ class ArgumentErrors:
         except Exception:  # a check that fails on its own is the call's original error to report
             return result
         return result
+
+
+class ArrivalOrder:
+    """Middleware: tool calls take effect in the order they arrived. The SDK runs each call in a
+    thread of its own as it comes, so a client that sends a save and then a recall without waiting
+    for the save's answer (a script, a hook, a client's parallel calls) could be answered as if the
+    save came after. Each call waits until every call that changes the memory (a tool not marked
+    read-only) and arrived before it has finished; read-only calls wait for no other and hold none
+    back. The waits are taken in arrival order: the middleware is entered without a pause in each
+    request's task, and the tasks start in the order the requests were read."""
+
+    def __init__(self, server: MCPServer[Any]) -> None:
+        self.server = server
+        self._changing: list[anyio.Event] = []
+        """One event a call that changes the memory, in arrival order; set when it has finished."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call" or not isinstance(ctx.params, dict):
+            return await call_next(ctx)
+        earlier = list(self._changing)
+        mine: anyio.Event | None = None
+        if self._changes(ctx.params.get("name")):
+            mine = anyio.Event()
+            self._changing.append(mine)
+        try:
+            for finished in earlier:
+                await finished.wait()
+            return await call_next(ctx)
+        finally:
+            if mine is not None:
+                mine.set()
+                self._changing.remove(mine)
+
+    def _changes(self, name: object) -> bool:
+        tool = registered_tool(self.server, name) if isinstance(name, str) else None
+        hints = tool.annotations if tool is not None else None
+        return tool is not None and not (hints is not None and hints.read_only_hint)

@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from eventmem import __version__
-from eventmem.adapters.mcp.app import App, ArgumentErrors, Running, app_of
+from eventmem.adapters.mcp.app import App, ArgumentErrors, ArrivalOrder, Running, app_of
 from eventmem.adapters.mcp.sdk import run_stdio_answering_every_request, serve_resource_subscriptions
 from eventmem.adapters.mcp.toolsets import context as context_tools
 from eventmem.adapters.mcp.toolsets import memory as memory_tools
@@ -368,6 +368,7 @@ def build_server(
         subscriptions=bus,
     )
     server.middleware.append(open_after_handshake)
+    server.middleware.append(ArrivalOrder(server))  # a recall sent after a save sees it
     server.middleware.append(ArgumentErrors(server))  # argument errors in one line
 
     register_tools(server, chosen)
