@@ -38,27 +38,14 @@ SELECT importance, created_at, updated_at, expires_at, superseded, project, id, 
        embedding::halfvec
 FROM eventmem_memories;
 
-CREATE FUNCTION eventmem_searched_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+-- (one function for both: an insert's trigger has no table of removed rows, and never reads it)
+CREATE FUNCTION eventmem_searched_written() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO eventmem_searched
-    SELECT importance, created_at, updated_at, expires_at, superseded, project, id, kind, scope, origin_project,
-           tags, embedding::halfvec
-    FROM written
-    ON CONFLICT (project, id) DO UPDATE SET
-        kind = excluded.kind, scope = excluded.scope, tags = excluded.tags, importance = excluded.importance,
-        origin_project = excluded.origin_project, created_at = excluded.created_at,
-        updated_at = excluded.updated_at, expires_at = excluded.expires_at, superseded = excluded.superseded,
-        embedding = excluded.embedding;
-    RETURN NULL;
-END
-$$;
-
-CREATE FUNCTION eventmem_searched_updated() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    -- (a memory whose key changed: never done by the sync, kept right all the same)
-    DELETE FROM eventmem_searched s USING removed r
-    WHERE s.project = r.project AND s.id = r.id
-      AND NOT EXISTS (SELECT 1 FROM written w WHERE w.project = r.project AND w.id = r.id);
+    IF TG_OP = 'UPDATE' THEN  -- (a memory whose key changed: never done by the sync, kept right all the same)
+        DELETE FROM eventmem_searched s USING removed r
+        WHERE s.project = r.project AND s.id = r.id
+          AND NOT EXISTS (SELECT 1 FROM written w WHERE w.project = r.project AND w.id = r.id);
+    END IF;
     INSERT INTO eventmem_searched
     SELECT importance, created_at, updated_at, expires_at, superseded, project, id, kind, scope, origin_project,
            tags, embedding::halfvec
@@ -87,9 +74,9 @@ END
 $$;
 
 CREATE TRIGGER eventmem_searched_inserted AFTER INSERT ON eventmem_memories
-    REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION eventmem_searched_inserted();
+    REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION eventmem_searched_written();
 CREATE TRIGGER eventmem_searched_updated AFTER UPDATE ON eventmem_memories
-    REFERENCING OLD TABLE AS removed NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION eventmem_searched_updated();
+    REFERENCING OLD TABLE AS removed NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION eventmem_searched_written();
 CREATE TRIGGER eventmem_searched_deleted AFTER DELETE ON eventmem_memories
     REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION eventmem_searched_deleted();
 CREATE TRIGGER eventmem_searched_truncated AFTER TRUNCATE ON eventmem_memories
