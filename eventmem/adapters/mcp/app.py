@@ -379,25 +379,27 @@ class ArrivalOrder:
 
     def __init__(self, server: MCPServer[Any]) -> None:
         self.server = server
-        self._changing: list[anyio.Event] = []
-        """One event a call that changes the memory, in arrival order; set when it has finished."""
+        self._last_change: anyio.Event | None = None
+        """Set when the last call that changes the memory to arrive has finished. Such calls form one
+        chain (each waits for the one before), so waiting for the last waits for them all."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call" or not isinstance(ctx.params, dict):
             return await call_next(ctx)
-        earlier = list(self._changing)
-        mine: anyio.Event | None = None
-        if self._changes(ctx.params.get("name")):
-            mine = anyio.Event()
-            self._changing.append(mine)
+        before = self._last_change
+        mine = anyio.Event() if self._changes(ctx.params.get("name")) else None
+        if mine is not None:
+            self._last_change = mine
         try:
-            for finished in earlier:
-                await finished.wait()
+            if before is not None:
+                await before.wait()
             return await call_next(ctx)
         finally:
             if mine is not None:
+                if before is not None and not before.is_set():  # (cancelled while waiting: the chain holds)
+                    with anyio.CancelScope(shield=True):
+                        await before.wait()
                 mine.set()
-                self._changing.remove(mine)
 
     def _changes(self, name: object) -> bool:
         tool = registered_tool(self.server, name) if isinstance(name, str) else None
