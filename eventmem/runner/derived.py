@@ -45,12 +45,17 @@ class Cursor(msgspec.Struct, kw_only=True):
 class Derived:
     """The fold, its projections and its cursors (see the module docstring); empty when made.
 
-    ``submit`` takes the texts the vector projector wants embedded (the runner's embedding queue);
-    ``extension`` is the usage's extension of a TTL. ``tuning`` says where the projectors' bulk paths
-    begin (fixed for the life of this object)."""
+    ``submit`` takes the texts the vector projector wants embedded (the runner's embedding queue),
+    ``backlog`` says whether it still has some to hand back; ``extension`` is the usage's extension of
+    a TTL. ``tuning`` says where the projectors' bulk paths begin (fixed for the life of this object)."""
 
     def __init__(
-        self, dim: int, tuning: Tuning, submit: Callable[[list[EmbedItem]], None], extension: Extension
+        self,
+        dim: int,
+        tuning: Tuning,
+        submit: Callable[[list[EmbedItem]], None],
+        extension: Extension,
+        backlog: Callable[[], bool] = lambda: False,
     ) -> None:
         self.tuning = tuning
         self.extension = extension
@@ -68,7 +73,7 @@ class Derived:
         self.keywords = KeywordsProjector(
             self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from
         )
-        self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from)
+        self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from, backlog=backlog)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         """The corrupt lines the fold skipped, by (segment, offset)."""
         self.events_since_snapshot = 0

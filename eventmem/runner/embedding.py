@@ -193,19 +193,23 @@ class EmbeddingQueue:
             vectors, missing = self.cache.lookup([h for _, _, h in items])
         absent = set(missing)
         cached = [i for i in range(len(items)) if i not in absent]
-        if cached:
-            self._put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
         for i in cached:
             self._pending.pop(items[i][0], None)
+        backlog = self._pending or self._inflight or self._error is not None
+        inline = (
+            self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX)
+        )
+        if not inline:  # (first: the vectors put below are then known to be part of a backlog)
+            for i in missing:
+                slot, text, digest = items[i]
+                self._pending[slot] = (text, digest)
+        if cached:
+            self._put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
         if not missing:
             return
-        backlog = self._pending or self._inflight or self._error is not None
-        if self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX):
+        if inline:
             self._embed_inline([items[i] for i in missing])
             return
-        for i in missing:
-            slot, text, digest = items[i]
-            self._pending[slot] = (text, digest)
         self._ensure_worker()
 
     def _embed_inline(self, items: list[EmbedItem]) -> None:

@@ -122,7 +122,10 @@ class Store:
         self.lock.acquire()
 
     def _new_derived(self) -> Derived:
-        return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension)
+        return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension, self._backlog)
+
+    def _backlog(self) -> bool:
+        return self.embedding.busy
 
     def _swap(self, derived: Derived) -> None:
         """Make ``derived`` the current state (the lock held): work queued for the old one is dropped."""
@@ -236,6 +239,8 @@ class Store:
     def _vectors_done(self) -> None:
         """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
+            if not self.embedding.busy:  # (a backlog added since is the next worker's)
+                self.derived.vectors.settled()
             self._forget_other_models()
         give_back_freed_memory()  # (the embedding's batches)
         self.save_snapshot(background=True)
@@ -446,11 +451,11 @@ class Store:
                 copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.derived.vectors.index.own)
                 copier.name, copier.daemon = "eventmem-vectors-own", True
                 copier.start()
+            # a large backlog (a fresh clone's every memory, a merged branch) is embedded by the
+            # worker while keywords answer, and the answers say so (see EmbeddingQueue.note)
+            self.embedding.backlog_to_worker = background_vectors
             self.catch_up()
             self._forget_other_models()
-            # from now on a large backlog (a merged branch) is embedded by the worker while keywords
-            # answer; what the start itself found to embed was embedded above
-            self.embedding.backlog_to_worker = background_vectors
 
     def _model_seen(self) -> None:
         if not self._model_recorded:  # the first save of a project that had no journal yet
