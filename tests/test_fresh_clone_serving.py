@@ -1,6 +1,7 @@
 """A server started on a fresh clone (the journal, no cache) answers its first call from the keyword
-index at once, saying that vectors are incomplete, while its memories are embedded in the background;
-then it answers with vectors as a rebuild does, its approximate vector index built once, over them all."""
+index at once, saying that vectors are incomplete, while its memories are embedded in the background
+(and its dedup keys made); then it answers with vectors as a rebuild does, its approximate vector
+index built once, over them all."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
     marked = MemorySaved(
         id=new_id(), ts=now_iso(), memory=new_id(), title=f"{MARKER} ledger", content="Where it lives."
     )
-    write_events(project, [marked, *(saved(rng, n) for n in range(MEMORIES))])
+    events = [marked, *(saved(rng, n) for n in range(MEMORIES))]
+    write_events(project, events)
     shutil.rmtree(ProjectPaths(project).cache_dir, ignore_errors=True)  # (a clone holds the journal only)
     errlog = tmp_path / "serve.log"
     env = server_env(EVENTMEM_RECENCY_BOOST="0", EVENTMEM_ANN_FROM=str(ANN_FROM), EVENTMEM_LOG_LEVEL="INFO")
@@ -66,6 +68,9 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
         assert first["results"][0]["id"] == marked.memory  # the keyword index answers the first call
         (warning,) = first["warnings"]
         assert "still being embedded" in warning and "keyword matches only" in warning, warning
+        # a save of a memory's text (cased and spaced anew) is that memory, as soon as the server answers
+        again = await call(session, "store_memory", content=f"  {events[7].content.upper()}\n")
+        assert again["deduplicated"] is True and again["memory"]["id"] == events[7].memory
 
         await vectors_ready(session)
         builds = await approximate_builds(errlog)

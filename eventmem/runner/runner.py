@@ -34,6 +34,7 @@ from eventmem.journal.files import FileLock
 from eventmem.journal.journal import Journal, describe_os_error
 from eventmem.journal.project import ProjectPaths
 from eventmem.journal.usage import UsageLog
+from eventmem.projectors.columns import make_dedup_keys
 from eventmem.runner import cursors, projection, snapshots
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived, ttl_float
@@ -91,6 +92,8 @@ class Store:
         self._snapshot_thread: threading.Thread | None = None
         self._giving_back: threading.Thread | None = None
         """Gives memory back once the threads of a large catch-up are done (see _give_back_when_settled)."""
+        self._keying: list[MemoryRecord] | None = None
+        """The records whose dedup keys a thread is making (see :meth:`_dedup_keys_beside`)."""
         self._snapshot_timer: threading.Timer | None = None
         """A snapshot due in a server, taken a moment after the call (see :meth:`_snapshot_if_due`)."""
         self.embedding = EmbeddingQueue(
@@ -159,6 +162,7 @@ class Store:
                     applied = cursors.catch_up_once(self.derived, self.reading, progress)
                 if applied >= GIVE_BACK_AFTER_EVENTS:
                     self._give_back_when_settled()
+                self._dedup_keys_beside()
                 self._snapshot_if_due()
             finally:
                 self.derived.encoded_state = None  # (if no snapshot used it)
@@ -182,6 +186,24 @@ class Store:
 
         self._giving_back = threading.Thread(target=later, name="eventmem-give-back", daemon=True)
         self._giving_back.start()
+
+    def _dedup_keys_beside(self) -> None:
+        """A load of the filter columns leaves its dedup keys to make (see
+        :meth:`~eventmem.projectors.columns.ColumnsProjector.unmade_keys`): a server makes them in a
+        thread, off the lock, after the call; a command's process, when it needs them."""
+        columns = self.derived.columns
+        records = columns.unmade_keys()
+        if records is None or not self.deferral.enabled or records is self._keying:
+            return
+        self._keying = records
+
+        def make() -> None:
+            keys = make_dedup_keys(records)
+            with self.lock:
+                columns.install_keys(records, keys)
+                self._keying = None
+
+        threading.Thread(target=make, name="eventmem-dedup-keys", daemon=True).start()
 
     def _snapshot_if_due(self) -> None:
         if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
