@@ -9,6 +9,7 @@ import random
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -34,15 +35,19 @@ QUERIES = ("cache expires after seconds", "webhook retries", f"{MARKER} ledger",
 BUILT = r"approximate vector index of (\d+) built in [0-9.]+s, trained on (\d+) of them"
 
 
-async def approximate_builds(errlog: Path) -> list[tuple[str, str]]:
-    """(vectors, vectors trained on) of each approximate vector index the server logged it built,
-    once it logged one (it builds in the background once the vectors are in)."""
+EMBEDDED = f"embedded {MEMORIES + 1} memories with hashing-v4-384: every vector is in"
+POSTINGS = f"keyword postings of {MEMORIES + 1} memories made"
+
+
+async def logged(errlog: Path, pattern: str) -> list[Any]:
+    """What ``pattern`` finds in the server's log, once it finds something (the server logs the
+    work of its threads as it ends: vectors, the approximate index, the keyword postings)."""
     for _ in range(1200):
-        builds = re.findall(BUILT, errlog.read_text(encoding="utf-8"))
-        if builds:
-            return builds
+        found = re.findall(pattern, errlog.read_text(encoding="utf-8"))
+        if found:
+            return found
         await anyio.sleep(0.05)
-    raise AssertionError("the server never built its approximate vector index")
+    raise AssertionError(f"the server never logged {pattern!r}")
 
 
 def saved(rng: random.Random, n: int) -> MemorySaved:
@@ -73,7 +78,8 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
         assert again["deduplicated"] is True and again["memory"]["id"] == events[7].memory
 
         await vectors_ready(session)
-        builds = await approximate_builds(errlog)
+        builds = await logged(errlog, BUILT)
+        await logged(errlog, POSTINGS)
         by_vector = await call(session, "search_memories", query="where it lives", mode="vector", limit=3)
         assert "warnings" not in by_vector  # (the vector index answered, not the keyword fallback)
         assert by_vector["results"][0]["id"] == marked.memory
@@ -87,7 +93,10 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
         }
     assert_clean_stderr(errlog)
     # one approximate index, trained on every vector (not on the first batches, then again)
-    assert builds == re.findall(BUILT, errlog.read_text(encoding="utf-8")) == [(str(MEMORIES + 1), str(MEMORIES + 1))]
+    said = errlog.read_text(encoding="utf-8")
+    assert builds == re.findall(BUILT, said) == [(str(MEMORIES + 1), str(MEMORIES + 1))]
+    # the keyword postings were made once the vectors were (threads that share the interpreter)
+    assert said.index(EMBEDDED) < said.index(POSTINGS)
 
     # a clone whose derived state is rebuilt from the journal (embedding before it answers) answers alike
     clone = tmp_path / "rebuilt"

@@ -378,7 +378,7 @@ class VectorsProjector:
         """Vectors made for these slots (by the embedding queue)."""
         self.index.upsert(slots, vectors, settled=not self._backlog())
 
-    def settled(self) -> None:
+    def backlog_done(self) -> None:
         """Every vector asked for is in (a backlog embedded): the approximate index is built if due."""
         self.index.refresh()
 

@@ -71,7 +71,7 @@ class Derived:
         unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self.visible)
         self.keywords = KeywordsProjector(
-            self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from
+            self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from, backlog=backlog
         )
         self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from, backlog=backlog)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
@@ -85,6 +85,12 @@ class Derived:
         :func:`~eventmem.runner.snapshots.encoded_fold`)."""
         self.embeddings_end: int | None = None
         """Where the embedding cache ended when the snapshot this was loaded from was taken."""
+
+    def backlog_done(self) -> None:
+        """The embedding queue handed back every vector of a backlog: what waited for it starts (the
+        approximate vector index, trained on them all; the in-memory keyword postings)."""
+        self.vectors.backlog_done()
+        self.keywords.backlog_done()
 
     def visible(self, memory_id: str) -> MemoryRecord | None:
         return self.state.visible(memory_id)

@@ -326,4 +326,5 @@ class EmbeddingQueue:
                 self._done.notify_all()
             return
         if finished:
+            log.info("embedded %d memories with %s: every vector is in", done, self.embedder.model_id)
             self._on_done()

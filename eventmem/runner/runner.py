@@ -128,7 +128,8 @@ class Store:
         return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension, self._backlog)
 
     def _backlog(self) -> bool:
-        return self.embedding.busy
+        """Vectors are still being made for a backlog (not waiting on an embedder that failed)."""
+        return self.embedding.busy and not self.embedding.failing
 
     def _swap(self, derived: Derived) -> None:
         """Make ``derived`` the current state (the lock held): work queued for the old one is dropped."""
@@ -262,7 +263,7 @@ class Store:
         """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
             if not self.embedding.busy:  # (a backlog added since is the next worker's)
-                self.derived.vectors.settled()
+                self.derived.backlog_done()
             self._forget_other_models()
         give_back_freed_memory()  # (the embedding's batches)
         self.save_snapshot(background=True)
