@@ -85,9 +85,10 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
     env = server_env(EVENTMEM_RECENCY_BOOST="0")
     async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
         await session.initialize()
+        await vectors_ready(session)  # (a start embeds what it finds in the background too)
         before = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)
         assert marked not in {hit["id"] for hit in before["results"]}
-        assert "warnings" not in before  # (a start embeds what it finds before it answers)
+        assert "warnings" not in before
 
         git(project, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
         found = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)

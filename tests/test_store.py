@@ -7,6 +7,7 @@ folds the journal from scratch (no snapshot), the reference every other path mus
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import sqlite3
@@ -29,11 +30,13 @@ from eventmem.core.errors import InvalidInput, SnapshotDamaged
 from eventmem.core.events import LinkAdded, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso, to_iso
 from eventmem.core.query_rules import Filters
-from eventmem.core.records import MemoryRecords
+from eventmem.core.records import MemoryRecord, MemoryRecords
+from eventmem.core.stamps import key_of
 from eventmem.core.state import State, StoredState
 from eventmem.embedders.embedcache import EmbeddingCache
 from eventmem.journal.project import RootChoice
-from eventmem.projectors.columns import ColumnsProjector, SlotTable
+from eventmem.projectors.base import Batch, Projected
+from eventmem.projectors.columns import ColumnsProjector, SlotTable, make_dedup_keys
 from eventmem.runner.snapshots import Snapshot, StoredSnapshot
 from eventmem.runner.tuning import BULK_PATHS, Tuning
 from eventmem.service import MemoryService, open_service
@@ -1009,3 +1012,31 @@ def test_an_event_whose_prev_arrives_later_is_folded_again_from_the_journal(
     assert service.get(memory_id).title == "2"  # written after "1", so it wins over its far stamp
     assert service.project.rebuilds == 1
     assert fresh_answers(project) == answers(service)
+
+
+def test_dedup_keys_a_load_leaves_to_make_answer_as_if_made_at_once_with_the_changes_since() -> None:
+    def record(memory_id: str, content: str) -> MemoryRecord:
+        stamp = key_of(0, "2026-01-01T00:00:00.000000Z", new_id())
+        return MemoryRecord(id=memory_id, exists=True, content=content, created_stamp=stamp)
+
+    def batch(*records: MemoryRecord, removals: tuple[str, ...] = ()) -> Batch:
+        return Batch(upserts=tuple(Projected(r, False, math.inf) for r in records), removals=removals)
+
+    loaded = [record(f"m{i}", f"Note number {i}.") for i in range(6)]
+    table = SlotTable([r.id for r in loaded])
+    by_id = {r.id: r for r in loaded}
+    for made_later in (True, False):
+        columns = ColumnsProjector(table, by_id.get)
+        columns.load(batch(*loaded))
+        records = columns.unmade_keys()
+        assert records is not None and len(records) == len(loaded)  # (a load leaves them)
+        columns.apply(batch(record("m1", "Changed text."), removals=("m2",)))  # changes before they are made
+        if made_later:  # (as a server's thread does, off the lock)
+            columns.install_keys(records, make_dedup_keys(records))
+            assert columns.unmade_keys() is None
+        assert columns.duplicates("  NOTE number 0. ") == ["m0"]
+        assert columns.duplicates("note number 1.") == []  # (its text changed)
+        assert columns.duplicates("changed TEXT.") == ["m1"]
+        assert columns.duplicates("Note number 2.") == []  # (removed)
+        columns.install_keys(records, {})  # (too late: made already, nothing taken)
+        assert columns.duplicates("Note number 5.") == ["m5"]

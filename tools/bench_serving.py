@@ -10,9 +10,14 @@ memory. The baseline's code is ``git archive``
 of the ref, put first on the server's ``PYTHONPATH``. Prints one JSON object with both sides and
 this side's ratios to the baseline.
 
+With ``--fresh-only``: a fresh clone alone (one generated project whose cache is deleted before each
+start), both sides alternated for ``--rounds``: the first call's time, what it warned of, and when
+vectors were complete, with medians and ratios.
+
 Usage::
 
     python tools/bench_serving.py --memories 20000 --baseline main --out serving.json
+    python tools/bench_serving.py --memories 100000 --fresh-only --rounds 3 --baseline main
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +75,39 @@ def side(tmp: Path, name: str, code: Path | None, args: argparse.Namespace, text
             os.environ["PYTHONPATH"] = before
 
 
+def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[str]) -> dict[str, Any]:
+    """The first call of a server on a fresh clone (no cache), each side in turn, ``--rounds`` times."""
+    project = Project(tmp / "fresh" / "project")
+    project.create(args.memories)
+    rounds: list[dict[str, Any]] = []
+    for number in range(args.rounds):
+        figures: dict[str, Any] = {}
+        for name, side_code in (("baseline", code), ("this", None)):
+            shutil.rmtree(project.paths.cache_dir, ignore_errors=True)
+            place = tmp / "fresh" / f"{name}-{number}"
+            place.mkdir()
+            before = os.environ.get("PYTHONPATH")
+            if side_code is not None:
+                os.environ["PYTHONPATH"] = str(side_code) + (os.pathsep + before if before else "")
+            try:
+                run = scale_inprocess.run_serving(project, place, texts, 0, None, log, fresh_only=True)
+            finally:
+                if before is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = before
+            run["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            log(f"fresh clone {number} {name}: first call {run['first_call_s']}s, vectors {run['vectors_complete_s']}s")
+            figures[name] = run
+        rounds.append(figures)
+    out: dict[str, Any] = {"rounds": rounds}
+    for key in ("first_call_s", "vectors_complete_s"):
+        base = statistics.median(r["baseline"][key] for r in rounds)
+        this = statistics.median(r["this"][key] for r in rounds)
+        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=20_000)
@@ -75,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--baseline", metavar="REF", default="main")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--fresh-only", action="store_true", help="a fresh clone's first call alone (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="--fresh-only: starts of each side")
     args = parser.parse_args(argv)
     texts = Corpus(11).queries(args.queries)
     result: dict[str, Any] = {
@@ -87,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-serving-") as name:
         tmp = Path(name)
         code = archive(args.baseline, tmp / "baseline-code")
+        if args.fresh_only:
+            result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
+            result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            return emit(result, args.out)
         result["baseline_side"] = side(tmp, "baseline", code, args, texts)
         result["this_side"] = side(tmp, "this", None, args, texts)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -109,10 +155,14 @@ def main(argv: list[str] | None = None) -> int:
         for key in keys
         if result["baseline_side"].get(key)
     }
+    return emit(result, args.out)
+
+
+def emit(result: dict[str, Any], out: Path | None) -> int:
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    if out:
+        out.write_text(text + "\n")
     return 0
 
 

@@ -379,7 +379,12 @@ class ApproximateIndex:
                     made.add(changed, replacement)
             self._current, self._log = (made if made.live >= max(self.start_from, 1) else None), None
             self.unkept = self._current is not None
-        log.info("approximate vector index of %d built in %.3fs", made.live, time.perf_counter() - started)
+        log.info(
+            "approximate vector index of %d built in %.3fs, trained on %d of them",
+            made.live,
+            time.perf_counter() - started,
+            made.trained_on,
+        )
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a build in progress; true if none is left running."""

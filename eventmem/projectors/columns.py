@@ -24,7 +24,7 @@ from eventmem.core.ids import iso_to_epoch, isos_to_epochs
 from eventmem.core.records import MemoryRecord
 from eventmem.projectors.base import Batch, SegmentPosition
 
-__all__ = ["Columns", "ColumnsProjector", "SlotTable"]
+__all__ = ["Columns", "ColumnsProjector", "SlotTable", "make_dedup_keys"]
 
 log = logging.getLogger("eventmem.projectors.columns")
 
@@ -157,6 +157,9 @@ class ColumnsProjector:
         """Memory ids by dedup key; ``None``: made from ``_keys`` on the next lookup."""
         self._encoded: msgspec.Raw | None = None
         """Dedup keys restored and not decoded yet; ``_keys`` then holds the changes since."""
+        self._unmade: list[MemoryRecord] | None = None
+        """The records of a load whose dedup keys are not made yet (see :meth:`unmade_keys`); ``_keys``
+        then holds the changes since, as for ``_encoded``."""
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -240,8 +243,7 @@ class ColumnsProjector:
 
     def snapshot(self) -> bytes:
         count = len(self.table)
-        if self._encoded is not None:
-            self._decode_keys()
+        self._settle_keys()
         return msgspec.msgpack.encode(_Saved(count, self.columns.dump(count), msgspec.Raw(_encode_keys(self._keys))))
 
     def restore(self, data: bytes | memoryview | None) -> bool:
@@ -335,8 +337,7 @@ class ColumnsProjector:
 
     def duplicates(self, text: str) -> list[str]:
         """Visible memories whose content normalises to the same text (see :func:`dedup_key`)."""
-        if self._encoded is not None:
-            self._decode_keys()
+        self._settle_keys()
         groups = self._groups
         if groups is None:
             groups = self._groups = {}
@@ -376,9 +377,8 @@ class ColumnsProjector:
 
     def _learn_keys(self, records: list[MemoryRecord]) -> None:
         keys, groups = self._keys, self._groups
-        if not keys and groups is not None and not groups and self._encoded is None:
-            keys.update(zip((r.id for r in records), map(dedup_key, (r.content for r in records)), strict=True))
-            self._groups = None
+        if not keys and groups is not None and not groups and self._encoded is None and self._unmade is None:
+            self._unmade, self._groups = records, None  # (made later: see unmade_keys)
             return
         for record in records:
             key = dedup_key(record.content)
@@ -394,23 +394,47 @@ class ColumnsProjector:
     def _forget_keys(self, memory_ids: Iterable[str]) -> None:
         keys, groups = self._keys, self._groups
         for memory_id in memory_ids:
-            if self._encoded is not None:
-                keys[memory_id] = b""  # (a removal, replayed once the restored keys are decoded)
+            if self._encoded is not None or self._unmade is not None:
+                keys[memory_id] = b""  # (a removal, replayed once the restored or made keys are in)
                 continue
             old = keys.pop(memory_id, None)
             if old is not None and groups is not None:
                 groups.get(old, set()).discard(memory_id)
 
+    def unmade_keys(self) -> list[MemoryRecord] | None:
+        """The records of a load whose dedup keys are still to make, or ``None``: a load leaves them,
+        so that a server's first answer does not wait for them (a tenth of a fresh clone's start);
+        :func:`make_dedup_keys` makes them off the lock and :meth:`install_keys` takes them. Whatever
+        needs them first (a duplicate lookup, a snapshot) makes them itself."""
+        return self._unmade
+
+    def install_keys(self, records: list[MemoryRecord], keys: dict[str, bytes]) -> None:
+        """Take the dedup keys :func:`make_dedup_keys` made of ``records`` (from :meth:`unmade_keys`),
+        unless they were made meanwhile; the changes since are replayed on them."""
+        if self._unmade is records:
+            self._unmade = None
+            self._replay_on(keys)
+
+    def _settle_keys(self) -> None:
+        if self._encoded is not None:
+            self._decode_keys()
+        elif self._unmade is not None:
+            self.install_keys(self._unmade, make_dedup_keys(self._unmade))
+
     def _decode_keys(self) -> None:
         """Decode the keys a restore kept encoded, then replay the changes made since."""
         encoded, self._encoded = self._encoded, None
-        changes = self._keys
         try:
             assert encoded is not None
             restored = msgspec.msgpack.decode(encoded, type=dict[str, bytes])
         except (msgspec.DecodeError, msgspec.ValidationError):
             self._rebuild_keys()
             return
+        self._replay_on(restored)
+
+    def _replay_on(self, restored: dict[str, bytes]) -> None:
+        """Make ``restored`` (the keys as of a restore or a load) the keys, with the changes since on them."""
+        changes = self._keys
         for memory_id, key in changes.items():
             if key:
                 restored[memory_id] = key
@@ -424,7 +448,12 @@ class ColumnsProjector:
         for memory_id, slot in self.table.of.items():
             if cols.live[slot] and (record := self._records(memory_id)) is not None:
                 keys[memory_id] = dedup_key(record.content)
-        self._keys, self._groups, self._encoded = keys, None, None
+        self._keys, self._groups, self._encoded, self._unmade = keys, None, None, None
+
+
+def make_dedup_keys(records: list[MemoryRecord]) -> dict[str, bytes]:
+    """Each record's dedup key, by memory id (see :meth:`ColumnsProjector.unmade_keys`)."""
+    return dict(zip((r.id for r in records), map(dedup_key, (r.content for r in records)), strict=True))
 
 
 def _epochs(times: list[str]) -> npt.NDArray[np.float64]:

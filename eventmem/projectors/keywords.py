@@ -424,9 +424,17 @@ class KeywordsProjector:
     version = 1
 
     def __init__(
-        self, table: SlotTable, *, bulk_from: int | None = None, postings_from: int = DEFAULT_POSTINGS_FROM
+        self,
+        table: SlotTable,
+        *,
+        bulk_from: int | None = None,
+        postings_from: int = DEFAULT_POSTINGS_FROM,
+        backlog: Callable[[], bool] = lambda: False,
     ) -> None:
         self.table = table
+        self._backlog = backlog
+        """Whether the vectors of a backlog are still being made (a fresh clone, a merge): the in-memory
+        postings wait for them (see :meth:`backlog_done`)."""
         self.bulk_from = bulk_from
         """From this many rows on a load is filled by a thread; ``None``: :data:`BULK_KEYWORDS_MIN`."""
         self.postings_from = postings_from
@@ -444,8 +452,16 @@ class KeywordsProjector:
             and self._change is None
             and self.index.ranking is None
             and len(self.index) >= self.postings_from
+            and not self._backlog()
         ):
             self.index.rank_in_memory()
+
+    def backlog_done(self) -> None:
+        """The vectors of a backlog are made: the in-memory postings are made now if due. (Both are
+        made by threads that share the interpreter: made together, each took twice as long, and
+        recall answers by keywords alone, from FTS5 or from the postings, until the vectors are in.)"""
+        if self._bulk is None and self._change is None:
+            self._rank_if_due()
 
     def ranked_in_memory(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for the in-memory postings; whether they now rank searches."""

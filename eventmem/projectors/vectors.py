@@ -85,7 +85,9 @@ class VectorIndex:
         known = slots[slots < len(self._present)]
         return known[self._present[known]]
 
-    def upsert(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
+    def upsert(self, slots: Slots, vectors: npt.NDArray[np.float32], *, settled: bool = True) -> None:
+        """Put these vectors in (replacing the slots' earlier ones). ``settled``: no other vectors are
+        on their way (see :meth:`refresh`)."""
         if len(slots) == 0:
             return
         self.own()
@@ -98,9 +100,10 @@ class VectorIndex:
         self._index.add_with_ids(vectors, slots)
         self._mark(slots, True)
         self._approx.changed(slots, self._index.reconstruct_batch(slots))  # (as the exact codes hold them)
-        self._refresh()
+        if settled:
+            self.refresh()
 
-    def remove(self, slots: Slots) -> None:
+    def remove(self, slots: Slots, *, settled: bool = True) -> None:
         if len(slots):
             self.own()
             self._stored = None
@@ -110,7 +113,8 @@ class VectorIndex:
                 self._index.remove_ids(present)
                 self._approx.removed(present)
             self._mark(slots, False)
-            self._refresh()
+            if settled:
+                self.refresh()
 
     # -- the approximate index --------------------------------------------------------------------
 
@@ -121,7 +125,7 @@ class VectorIndex:
             self._approx = ApproximateIndex(self.dim, ann_from)
         if stored and len(self) >= ann_from:
             self._approx.install(stored, np.flatnonzero(self._present))
-        self._refresh()
+        self.refresh()
 
     def approximate_stored(self) -> bytes | None:
         """The approximate index in a form to keep beside this index's codes (``None``: none ready)."""
@@ -132,10 +136,12 @@ class VectorIndex:
         """An approximate index was built since a snapshot last kept one."""
         return self._approx.unkept
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """Start a build of the approximate index if one is due, from every vector in slot order: read
         by the build's thread from a mapped index (which never changes: a change replaces it, see
-        :meth:`own`), copied now from one in memory."""
+        :meth:`own`), copied now from one in memory. A change made while more vectors are on their
+        way (a backlog being embedded batch by batch) leaves it to the call once they are all in: a
+        build over part of them would train the codes on that part, and be made again after."""
         if self._approx.due(len(self)):
             source = self._index
             if self._mapped:
@@ -325,11 +331,20 @@ class VectorsProjector:
     version = 1
 
     def __init__(
-        self, table: SlotTable, dim: int, embed: Callable[[list[EmbedItem]], None], *, ann_from: int = DEFAULT_ANN_FROM
+        self,
+        table: SlotTable,
+        dim: int,
+        embed: Callable[[list[EmbedItem]], None],
+        *,
+        ann_from: int = DEFAULT_ANN_FROM,
+        backlog: Callable[[], bool] = lambda: False,
     ) -> None:
         self.table = table
         self.dim = dim
         self._embed = embed
+        self._backlog = backlog
+        """Whether more vectors are on their way from ``embed`` (the approximate index waits for them:
+        see :meth:`VectorIndex.refresh`)."""
         self.ann_from = ann_from
         """Vectors from which searches go through the approximate index (see :mod:`eventmem.projectors.ann`)."""
         self.index = VectorIndex(dim, ann_from)
@@ -361,11 +376,15 @@ class VectorsProjector:
 
     def put(self, slots: Slots, vectors: npt.NDArray[np.float32]) -> None:
         """Vectors made for these slots (by the embedding queue)."""
-        self.index.upsert(slots, vectors)
+        self.index.upsert(slots, vectors, settled=not self._backlog())
+
+    def backlog_done(self) -> None:
+        """Every vector asked for is in (a backlog embedded): the approximate index is built if due."""
+        self.index.refresh()
 
     def remove(self, slots: list[int]) -> None:
         if slots:
-            self.index.remove(np.asarray(slots, np.int64))
+            self.index.remove(np.asarray(slots, np.int64), settled=not self._backlog())
 
     def adopt(self, index: VectorIndex, approximate: bytes | memoryview | None = None) -> None:
         """Take an index read from the runner's snapshot file (see :meth:`VectorIndex.load`), and the

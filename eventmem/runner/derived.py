@@ -45,12 +45,17 @@ class Cursor(msgspec.Struct, kw_only=True):
 class Derived:
     """The fold, its projections and its cursors (see the module docstring); empty when made.
 
-    ``submit`` takes the texts the vector projector wants embedded (the runner's embedding queue);
-    ``extension`` is the usage's extension of a TTL. ``tuning`` says where the projectors' bulk paths
-    begin (fixed for the life of this object)."""
+    ``submit`` takes the texts the vector projector wants embedded (the runner's embedding queue),
+    ``backlog`` says whether it still has some to hand back; ``extension`` is the usage's extension of
+    a TTL. ``tuning`` says where the projectors' bulk paths begin (fixed for the life of this object)."""
 
     def __init__(
-        self, dim: int, tuning: Tuning, submit: Callable[[list[EmbedItem]], None], extension: Extension
+        self,
+        dim: int,
+        tuning: Tuning,
+        submit: Callable[[list[EmbedItem]], None],
+        extension: Extension,
+        backlog: Callable[[], bool] = lambda: False,
     ) -> None:
         self.tuning = tuning
         self.extension = extension
@@ -66,9 +71,9 @@ class Derived:
         unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self.visible)
         self.keywords = KeywordsProjector(
-            self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from
+            self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from, backlog=backlog
         )
-        self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from)
+        self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from, backlog=backlog)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
         """The corrupt lines the fold skipped, by (segment, offset)."""
         self.events_since_snapshot = 0
@@ -80,6 +85,12 @@ class Derived:
         :func:`~eventmem.runner.snapshots.encoded_fold`)."""
         self.embeddings_end: int | None = None
         """Where the embedding cache ended when the snapshot this was loaded from was taken."""
+
+    def backlog_done(self) -> None:
+        """The embedding queue handed back every vector of a backlog: what waited for it starts (the
+        approximate vector index, trained on them all; the in-memory keyword postings)."""
+        self.vectors.backlog_done()
+        self.keywords.backlog_done()
 
     def visible(self, memory_id: str) -> MemoryRecord | None:
         return self.state.visible(memory_id)

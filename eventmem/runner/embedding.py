@@ -28,6 +28,7 @@ from eventmem.projectors.vectors import EmbedItem
 
 __all__ = [
     "BUILTIN_INLINE_EMBED_MAX",
+    "BUILTIN_WORKER_BATCH",
     "EMBED_BATCH",
     "INLINE_EMBED_MAX",
     "RETRY_UNAVAILABLE_SECONDS",
@@ -41,6 +42,10 @@ EMBED_BATCH = 256
 INLINE_EMBED_MAX = 16
 """With a model-backed embedder in the background mode, at most this many new texts are embedded
 inside a call (a save reads its own vector at once); a larger backlog goes to the worker."""
+BUILTIN_WORKER_BATCH = 2048
+"""The texts the worker takes at once with the built-in embedder (a model's worker takes
+:data:`EMBED_BATCH`): fewer turns of the lock and of the vector index's bookkeeping, the same vectors
+(a text's vector does not depend on its batch); 8% sooner done at 100k than batches of 256."""
 BUILTIN_INLINE_EMBED_MAX = 256
 """The same for the built-in embedder (about 0.1 ms a text) in a server once it is open: a larger
 backlog (a merged branch) goes to the worker, and recall answers from the keyword index meanwhile."""
@@ -81,6 +86,7 @@ class EmbeddingQueue:
         self.progress: Progress | None = None
         """Called with (embedded, to embed) as a large batch of texts is embedded."""
         self._ready = not isinstance(embedder, Loadable) or embedder.loaded
+        self._batch = BUILTIN_WORKER_BATCH if isinstance(embedder, HashingEmbedder) else EMBED_BATCH
         self._replacing = False
         """The project's vectors are another model's (a new version of the built-in embedder): in the
         background mode a large backlog goes to the worker, as a model's does (see :meth:`start`)."""
@@ -193,19 +199,23 @@ class EmbeddingQueue:
             vectors, missing = self.cache.lookup([h for _, _, h in items])
         absent = set(missing)
         cached = [i for i in range(len(items)) if i not in absent]
-        if cached:
-            self._put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
         for i in cached:
             self._pending.pop(items[i][0], None)
+        backlog = self._pending or self._inflight or self._error is not None
+        inline = (
+            self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX)
+        )
+        if not inline:  # (first: the vectors put below are then known to be part of a backlog)
+            for i in missing:
+                slot, text, digest = items[i]
+                self._pending[slot] = (text, digest)
+        if cached:
+            self._put(np.asarray([items[i][0] for i in cached], np.int64), vectors[cached])
         if not missing:
             return
-        backlog = self._pending or self._inflight or self._error is not None
-        if self._ready and not backlog and len(missing) <= (INLINE_EMBED_MAX if slow else BUILTIN_INLINE_EMBED_MAX):
+        if inline:
             self._embed_inline([items[i] for i in missing])
             return
-        for i in missing:
-            slot, text, digest = items[i]
-            self._pending[slot] = (text, digest)
         self._ensure_worker()
 
     def _embed_inline(self, items: list[EmbedItem]) -> None:
@@ -282,7 +292,7 @@ class EmbeddingQueue:
                         self._replacing = self._replacing and not finished
                         break
                     generation = self._generation
-                    batch = list(itertools.islice(self._pending.items(), EMBED_BATCH))
+                    batch = list(itertools.islice(self._pending.items(), self._batch))
                     for slot, _ in batch:
                         del self._pending[slot]
                     self._inflight = len(batch)
@@ -316,4 +326,5 @@ class EmbeddingQueue:
                 self._done.notify_all()
             return
         if finished:
+            log.info("embedded %d memories with %s: every vector is in", done, self.embedder.model_id)
             self._on_done()

@@ -34,6 +34,7 @@ from eventmem.journal.files import FileLock
 from eventmem.journal.journal import Journal, describe_os_error
 from eventmem.journal.project import ProjectPaths
 from eventmem.journal.usage import UsageLog
+from eventmem.projectors.columns import make_dedup_keys
 from eventmem.runner import cursors, projection, snapshots
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived, ttl_float
@@ -91,6 +92,8 @@ class Store:
         self._snapshot_thread: threading.Thread | None = None
         self._giving_back: threading.Thread | None = None
         """Gives memory back once the threads of a large catch-up are done (see _give_back_when_settled)."""
+        self._keying: list[MemoryRecord] | None = None
+        """The records whose dedup keys a thread is making (see :meth:`_dedup_keys_beside`)."""
         self._snapshot_timer: threading.Timer | None = None
         """A snapshot due in a server, taken a moment after the call (see :meth:`_snapshot_if_due`)."""
         self.embedding = EmbeddingQueue(
@@ -122,7 +125,11 @@ class Store:
         self.lock.acquire()
 
     def _new_derived(self) -> Derived:
-        return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension)
+        return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension, self._backlog)
+
+    def _backlog(self) -> bool:
+        """Vectors are still being made for a backlog (not waiting on an embedder that failed)."""
+        return self.embedding.busy and not self.embedding.failing
 
     def _swap(self, derived: Derived) -> None:
         """Make ``derived`` the current state (the lock held): work queued for the old one is dropped."""
@@ -156,6 +163,7 @@ class Store:
                     applied = cursors.catch_up_once(self.derived, self.reading, progress)
                 if applied >= GIVE_BACK_AFTER_EVENTS:
                     self._give_back_when_settled()
+                self._dedup_keys_beside()
                 self._snapshot_if_due()
             finally:
                 self.derived.encoded_state = None  # (if no snapshot used it)
@@ -179,6 +187,24 @@ class Store:
 
         self._giving_back = threading.Thread(target=later, name="eventmem-give-back", daemon=True)
         self._giving_back.start()
+
+    def _dedup_keys_beside(self) -> None:
+        """A load of the filter columns leaves its dedup keys to make (see
+        :meth:`~eventmem.projectors.columns.ColumnsProjector.unmade_keys`): a server makes them in a
+        thread, off the lock, after the call; a command's process, when it needs them."""
+        columns = self.derived.columns
+        records = columns.unmade_keys()
+        if records is None or not self.deferral.enabled or records is self._keying:
+            return
+        self._keying = records
+
+        def make() -> None:
+            keys = make_dedup_keys(records)
+            with self.lock:
+                columns.install_keys(records, keys)
+                self._keying = None
+
+        threading.Thread(target=make, name="eventmem-dedup-keys", daemon=True).start()
 
     def _snapshot_if_due(self) -> None:
         if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
@@ -236,6 +262,8 @@ class Store:
     def _vectors_done(self) -> None:
         """The worker emptied a backlog: every memory has its vector."""
         with self.lock:
+            if not self.embedding.busy:  # (a backlog added since is the next worker's)
+                self.derived.backlog_done()
             self._forget_other_models()
         give_back_freed_memory()  # (the embedding's batches)
         self.save_snapshot(background=True)
@@ -446,11 +474,11 @@ class Store:
                 copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.derived.vectors.index.own)
                 copier.name, copier.daemon = "eventmem-vectors-own", True
                 copier.start()
+            # a large backlog (a fresh clone's every memory, a merged branch) is embedded by the
+            # worker while keywords answer, and the answers say so (see EmbeddingQueue.note)
+            self.embedding.backlog_to_worker = background_vectors
             self.catch_up()
             self._forget_other_models()
-            # from now on a large backlog (a merged branch) is embedded by the worker while keywords
-            # answer; what the start itself found to embed was embedded above
-            self.embedding.backlog_to_worker = background_vectors
 
     def _model_seen(self) -> None:
         if not self._model_recorded:  # the first save of a project that had no journal yet
