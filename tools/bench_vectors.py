@@ -133,7 +133,7 @@ def recall(found: list[Any], truth: list[Any]) -> float:
     return round(hits / max(1, sum(len(b) for b in truth)), 4)
 
 
-def measure(name: str, vectors: Vectors, queries: Vectors) -> dict[str, Any]:
+def measure(name: str, vectors: Vectors, queries: Vectors, factors: list[float]) -> dict[str, Any]:
     count = len(vectors)
     index = VectorIndex(DIM, ann_from=1)
     started = time.perf_counter()
@@ -166,6 +166,7 @@ def measure(name: str, vectors: Vectors, queries: Vectors) -> dict[str, Any]:
     depth = {"k": DEPTH, "candidates": candidate_count(DEPTH), "exact": exact_t, "approximate": approx_t}
     depth["recall"] = recall(approx, exact)
     log(f"{name} top {DEPTH}: exact {exact_t['p50_ms']} ms, approximate {approx_t['p50_ms']} ms, {depth['recall']}")
+    depth["by_candidates"] = against_exact(index, queries, DEPTH, widths_for(DEPTH, factors))["by_candidates"]
     faster = [row["allowed_share"] for row in rows if row["speed_up"] > 1.0]
     return {
         "vectors": count,
@@ -264,13 +265,16 @@ def shipped_sets() -> list[TextSet]:
 
 def locomo_set(path: Path) -> TextSet:
     """Every turn of a LoCoMo file as ``tools/eval.py --locomo`` saves it (``save_context``: the text is
-    the content, no title, kind ``general``), tagged here with its speaker so a tag filter has a share
-    to pass; the questions of categories 1-4. Read from ``path`` at run time, nothing of it kept."""
+    the content, no title, kind ``general``), tagged here with its conversation and speaker (``c1-speaker_a``)
+    so a tag filter has a share to pass; the questions of categories 1-4. Read from ``path`` at run
+    time, nothing of it kept."""
     texts, tags, asked = [], [], []
-    for sample in load_locomo(path):
+    for number, sample in enumerate(load_locomo(path), 1):
+        first = sample["conversation"].get("speaker_a", "")
         for _, text in locomo_turns(sample):
             texts.append(text)
-            tags.append((text.split("] ", 1)[-1].split(":", 1)[0].lower(),))
+            speaker = text.split("] ", 1)[-1].split(":", 1)[0]
+            tags.append((f"c{number}-speaker_{'a' if speaker == first else 'b'}",))  # (no name of the set)
         asked += [q["question"] for q in locomo_questions(sample)]
     return TextSet("locomo", texts, ["general"] * len(texts), tags, asked)
 
@@ -353,13 +357,18 @@ def against_exact(
     allowed: npt.NDArray[np.bool_] | None = None,
 ) -> dict[str, Any]:
     """Recall@``k`` of the approximate path (forced) against the exact answer with each number of
-    candidates, and p50 times, the sides interleaved query by query (the order turns each query)."""
+    candidates, and p50 times: the exact scan first, then the widths interleaved query by query in a
+    shuffled order (each follows the others equally often: the scan of 77 MB would leave the caches
+    cold for whichever came after it)."""
     sides: list[int | None] = [None, *widths]  # (None: exact)
     found: dict[int | None, list[Any]] = {side: [] for side in sides}
     scored: dict[int | None, list[Any]] = {side: [] for side in sides}
     times: dict[int | None, list[float]] = {side: [] for side in sides}
-    for number, query in enumerate(queries):
-        for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
+    rng = np.random.default_rng(23)
+    rounds = [[None] for _ in queries] + [[widths[i] for i in rng.permutation(len(widths))] for _ in queries]
+    for number, order in enumerate(rounds):
+        query = queries[number % len(queries)]
+        for side in order:
             started = time.perf_counter()
             if side is None:
                 slots, scores = index.search(query, k, allowed, how="exact")
@@ -532,12 +541,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.real_text_only:
         log(f"embedding {args.size} memories")
         vectors, questions = retrieval(args.size)
-        result["retrieval"] = measure("retrieval", vectors, questions)  # (every question of both evaluations)
+        result["retrieval"] = measure("retrieval", vectors, questions, factors)  # (every question of both evaluations)
         rng = np.random.default_rng(11)
         vectors = unit(rng.standard_normal((args.size, DIM)))
-        result["random"] = measure("random", vectors, unit(rng.standard_normal((args.queries, DIM))))
+        result["random"] = measure("random", vectors, unit(rng.standard_normal((args.queries, DIM))), factors)
         near = vectors[rng.integers(0, args.size, args.queries)] + 0.02 * rng.standard_normal((args.queries, DIM))
-        result["random-near"] = measure("random-near", vectors, unit(near))
+        result["random-near"] = measure("random-near", vectors, unit(near), factors)
     result["real_text"] = {}
     for spec in args.embedders.split(","):
         size = args.size if spec in ("", "hashing") else args.model_size
