@@ -122,3 +122,23 @@ def test_similarities_asked_again_with_one_query_after_another_are_its_exact_cos
             assert sorted(got) == slots
             for slot in slots:
                 assert np.float32(got[slot]).view(np.int32) == exact(codes[slot], query).view(np.int32)
+
+
+def test_the_approximate_path_given_every_vector_as_a_candidate_answers_as_the_exact_scan(
+    built: tuple[VectorIndex, npt.NDArray[np.float32]],
+) -> None:
+    """The number of candidates is what the approximate path trades: with all of them re-ranked its
+    answer holds the exact scan's memories, filtered or not (the benchmark compares narrower widths)."""
+    index, _ = built
+    allowed = np.random.default_rng(9).random(COUNT) < 0.6
+    narrow_differs = 0
+    for query in queries(20, 10):
+        for mask in (None, allowed):
+            for k in (10, 50):
+                slots, scores = index.search(query, k, mask, how="approximate", candidates=COUNT)
+                exact_slots, exact_scores = index.search(query, k, mask, how="exact")
+                assert slots.tolist() == exact_slots.tolist()
+                assert np.allclose(scores, exact_scores, rtol=0, atol=1e-6)  # (FAISS's scan sums in float32)
+                narrow = index.search(query, k, mask, how="approximate", candidates=k)[0]
+                narrow_differs += narrow.tolist() != exact_slots.tolist()
+    assert narrow_differs > 0  # (the codes alone, k candidates, miss some of the exact top k)

@@ -215,19 +215,23 @@ class VectorIndex:
         allowed: npt.NDArray[np.bool_] | None = None,
         *,
         how: Literal["auto", "exact", "approximate"] = "auto",
+        candidates: int | None = None,
     ) -> tuple[Slots, npt.NDArray[np.float32]]:
         """Top ``k`` slots by cosine among ``allowed`` (a mask indexed by slot; ``None`` = all).
 
         The filter applies before the cut: the answer is the true top ``k`` of the allowed set (of
         the candidates, on the approximate path). ``how``: the path by the size rules, or one forced
-        (``approximate`` where the approximate index is built; the benchmarks compare the two)."""
+        (``approximate`` where the approximate index is built; the benchmarks compare the two).
+        ``candidates``: how many approximate candidates to re-rank (default :func:`candidate_count`;
+        the benchmarks compare widths)."""
         total = len(self)
         if total == 0 or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         approximate = how != "exact" and self._approx.ready
+        wanted = candidate_count(k) if candidates is None else max(candidates, k)
         if allowed is None:
-            found = self._approx.search(q, candidate_count(k)) if approximate else None
+            found = self._approx.search(q, wanted) if approximate else None
             if found is not None and len(found[0]) >= min(k, total):  # (a query of ties can leave the scan short)
                 return self._rerank(found, q, k)
             scores, ids = self._index.search(q, min(k, total))
@@ -237,7 +241,7 @@ class VectorIndex:
         if count == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if approximate and (how == "approximate" or count >= self._approx.start_from * 2 // 5):
-            found = self._approx.search(q, candidate_count(k), allowed, count)
+            found = self._approx.search(q, wanted, allowed, count)
             if found is not None and len(found[0]) >= min(k, count):
                 return self._rerank(found, q, k)
         fraction = count / max(total, 1)
