@@ -27,7 +27,7 @@ def test_the_vector_benchmark_reports_exact_and_approximate_figures_for_every_da
             assert 0.99 <= row["recall_at_10"] <= 1.0  # (400 candidates of 3000)
         assert 0.95 <= figures["top_50"]["recall"] <= 1.0
         assert figures["re_rank"]["identical"] is True  # (the scores read by their bits are numpy's)
-        assert figures["re_rank"]["candidates"] == 1000
+        assert figures["re_rank"]["candidates"] == 500
     assert data["retrieval"]["queries"] == 160 + 516  # every question of both evaluations
 
 
@@ -42,7 +42,7 @@ def test_the_vector_benchmark_compares_candidate_widths_on_the_shipped_evaluatio
         assert part["same_answers_from_a_second_build"] is True
         assert part["filters"] and all(0.01 <= share < 1.0 for share in part["filters"].values())
         for figures in part["questions"].values():
-            for k, default in ((10, 400), (50, 1000)):
+            for k, default in ((10, 400), (50, 500)):
                 widths = figures[f"top_{k}"]["by_candidates"]
                 assert [row["candidates"] for row in widths] == [default, 2 * default]  # (--quick: two widths)
                 assert widths[0]["time_to_default"] == 1.0

@@ -4,7 +4,7 @@
 ``retrieve_context``. It opens the project's memory as ``eventmem serve`` does (the snapshot, the
 exact float16 codes and the approximate index kept beside them), waits for the approximate index,
 and answers a query with the least a recall of the required quality does: the question embedded,
-the 4-bit codes scanned for 1,000 candidates (500 before 2026-12-02), those re-ranked exactly (so
+the 4-bit codes scanned for 500 candidates, those re-ranked exactly (so
 recall@10 against an exact scan stays at least 0.99), and the best five as eventmem's hits. No
 keyword side, fusion, boosts, filters, catch-up with other processes, global memory or access
 counts: what its round trip costs over the no-op's is a floor under ``retrieve_context``'s at this

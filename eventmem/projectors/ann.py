@@ -1,7 +1,7 @@
 """Approximate candidates for the vector index above a size: 4-bit product-quantized codes scanned whole.
 
 Above ``ann_from`` live vectors, :class:`~eventmem.projectors.vectors.VectorIndex` asks this index for
-a candidate set (``max(20k, 400)``: 1,000 for the service's top 50; wider under a filter) and re-ranks
+a candidate set (``max(10k, 400)``: 500 for the service's top 50; wider under a filter) and re-ranks
 the candidates with its exact float16 codes, so every score returned is the exact cosine: FAISS's SIMD
 scan scores them in float32 first, and only those within twice float32's rounding bound of the
 ``k``-th are scored exactly (:meth:`StoredRows.contenders`: about ``k`` of them, and the answer is the
@@ -16,17 +16,17 @@ on the evaluations' 676 questions among synthetic notes, 0.998 on random unit ve
 stored ones, 0.994-1.0 under filters; recall@50 (the service's fusion depth) 0.973-0.979. A top 50
 takes 0.62-0.67 ms (0.76-0.79 ms with every candidate scored exactly, in the same session), a tenth of
 the exact scan's; the fast scan is 0.40 ms of it, the re-rank 0.1 ms. Codes cost 96 bytes a vector (10
-MB at 100k) and a build 2-4 s of one core, in the background. These figures are of 500 candidates for
-a top 50, the setting until 2026-12-02.
+MB at 100k) and a build 2-4 s of one core, in the background.
 
 On real text (``tools/bench_vectors.py --locomo PATH --embedders hashing,onnx:minilm``, 2026-12-02,
 load 4-6 on 2 cores; ``docs/bench/vectors-real-text-2026-12.json``): the shipped evaluations' and a
 LoCoMo conversation set's memories among synthetic notes to 100k (built-in embedder), recall@10
 against exact with 400 candidates 0.986 (evaluation), 0.992 (hard evaluation), 0.998 (LoCoMo), and
 0.987-1.0 under a type or tag filter; the first ten of a top 50 0.989-0.998 with 500. Recall@50
-with 500 was 0.960, 0.973 and 0.991, so a top 50 now takes 1,000: 0.986, 0.990, 0.997 (0.995-0.999
-under a filter passing 37%), for 1.19-1.28x the approximate path's p50 in the same run (1.20 ->
-1.54 ms, 0.70 -> 0.88 ms; 750 reached 0.977 on the evaluation for 1.12x). With MiniLM
+with 500 is 0.960, 0.973 and 0.991; 1,000 would make it 0.986, 0.990, 0.997 (0.995-0.999 under a
+filter passing 37%), for 1.19-1.28x the approximate path's p50 in the same run (1.20 -> 1.54 ms,
+0.70 -> 0.88 ms; 750 reached 0.977 on the evaluation for 1.12x): not taken, as the recall@10 asked
+for holds with the default and the stdio retrieve at 100k has no time to spare. With MiniLM
 (``onnx:minilm``) at 30k memories (the approximate path forced; the model embeds 5-70 texts a
 second here, so no larger), the real sets' figures are 0.9994-1.0 with either setting; each set
 alone (345 to 2,400 memories) 0.9994-1.0 with either embedder, the misses being duplicate memories
@@ -108,12 +108,13 @@ GROWTH = 2.0
 
 
 def candidate_count(k: int) -> int:
-    """How many approximate candidates are re-ranked exactly for a top ``k``: 400 for a top 10, 1,000 for
-    the service's top 50. Recall@50 against exact at 100k among synthetic notes (built-in embedder) with
-    500, 750, 1,000: the evaluations' questions 0.960, 0.977, 0.986; the hard evaluation's 0.973,
-    0.986, 0.990; recall@10 with 400: 0.986 and 0.992 (0.96 with 100, 0.986 with 200 on the older
-    retrieval corpus)."""
-    return max(20 * k, 400)
+    """How many approximate candidates are re-ranked exactly for a top ``k``: 400 for a top 10, 500 for
+    the service's top 50. Recall@10 against exact at 100k among synthetic notes (built-in embedder) with
+    400: the evaluations' questions 0.986, the hard evaluation's 0.992, LoCoMo's 0.998 (0.96 with 100,
+    0.986 with 200 on the older retrieval corpus). Recall@50 with 500, 750, 1,000: 0.960, 0.977, 0.986
+    and 0.973, 0.986, 0.990, the first ten of the top 50 0.989-0.998 with 500: 1,000 would cost
+    1.19-1.28x the path's time (+0.2-0.3 ms), so it was measured and not taken."""
+    return max(10 * k, 400)
 
 
 class Rows:
