@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,31 @@ def old_memory(content: str, *, days: float, ttl: int | None = 3600, **fields: A
 def reopen(project: Path) -> MemoryService:
     """A fresh service on the same project, as another process would see it."""
     return open_service(RootChoice(project, "test"))
+
+
+Answers = dict[tuple[str, str], list[tuple[str, float]]]
+"""(query, mode) -> the (memory id, score) of each hit, best first."""
+
+
+def rebuilt_answers(project: Path, clone: Path, queries: Sequence[str], **environ: str) -> tuple[int, Answers]:
+    """A copy of ``project`` at ``clone`` with its derived state rebuilt from the journal (embedding
+    before it answers), with ``environ`` set: its number of memories and its vector and keyword
+    answers (top 8) to each query."""
+    shutil.copytree(project, clone)
+    shutil.rmtree(ProjectPaths(clone).cache_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environ.items():
+            patch.setenv(name, value)
+        service = reopen(clone)
+        try:
+            answers = {
+                (query, mode): [(hit.id, hit.score) for hit in service.search(query, mode=mode, limit=8)]
+                for query in queries
+                for mode in ("vector", "keyword")
+            }
+            return service.stats()["memories"], answers
+        finally:
+            service.close()
 
 
 class ProcessGroup:

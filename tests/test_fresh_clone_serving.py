@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import reopen, write_events
+from conftest import rebuilt_answers, write_events
 from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
 from eventmem.core.events import MemorySaved
@@ -99,20 +99,7 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
     assert said.index(EMBEDDED) < said.index(POSTINGS)
 
     # a clone whose derived state is rebuilt from the journal (embedding before it answers) answers alike
-    clone = tmp_path / "rebuilt"
-    shutil.copytree(project, clone)
-    shutil.rmtree(ProjectPaths(clone).cache_dir)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVENTMEM_RECENCY_BOOST", "0")
-        patch.setenv("EVENTMEM_ANN_FROM", str(ANN_FROM))
-        service = reopen(clone)
-        try:
-            assert service.stats()["memories"] == MEMORIES + 1
-            rebuilt = {
-                (query, mode): [(hit.id, hit.score) for hit in service.search(query, mode=mode, limit=8)]
-                for query in QUERIES
-                for mode in ("vector", "keyword")
-            }
-        finally:
-            service.close()
+    environ = {"EVENTMEM_RECENCY_BOOST": "0", "EVENTMEM_ANN_FROM": str(ANN_FROM)}
+    memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", QUERIES, **environ)
+    assert memories == MEMORIES + 1
     assert served == rebuilt

@@ -5,17 +5,15 @@ are embedded in the background; once they are, it answers with vectors, as a reb
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, reopen, write_events
+from conftest import git, rebuilt_answers, write_events
 from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
 from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
 from eventmem.core.ids import new_id, now_iso
-from eventmem.journal.project import ProjectPaths
 
 pytestmark = pytest.mark.anyio
 
@@ -113,21 +111,8 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
     assert_clean_stderr(errlog)
 
     # a clone of the merged project, its derived state rebuilt from the journal, answers alike
-    clone = tmp_path / "rebuilt"
-    shutil.copytree(project, clone)
-    shutil.rmtree(ProjectPaths(clone).cache_dir)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("EVENTMEM_RECENCY_BOOST", "0")
-        service = reopen(clone)
-        try:
-            assert service.stats()["memories"] == ON_MAIN + SAVED_ON_BRANCH + 1 - 100
-            rebuilt = {
-                (query, mode): [(hit.id, hit.score) for hit in service.search(query, mode=mode, limit=8)]
-                for query in QUERIES
-                for mode in ("vector", "keyword")
-            }
-        finally:
-            service.close()
+    memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", QUERIES, EVENTMEM_RECENCY_BOOST="0")
+    assert memories == ON_MAIN + SAVED_ON_BRANCH + 1 - 100
     for query in QUERIES:  # the same vectors, as a rebuild embeds them
         assert served[query, "vector"] == rebuilt[query, "vector"]
         # the same keyword scores (memories of equal score may be ranked in another order: slots
