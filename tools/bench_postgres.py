@@ -16,6 +16,12 @@ Usage::
     python tools/bench_postgres.py --memories 100000
     python tools/bench_postgres.py --quick --out bench-postgres.json
     python tools/bench_postgres.py --sync-only --memories 20000 --baseline ../main   # sync alone, beside main
+    python tools/bench_postgres.py --memories 20000 --queries 40 --embedder onnx:minilm
+
+``--embedder SPEC`` (default ``hashing``, the built-in one) is the embedder of every side: both
+services read it as ``EVENTMEM_EMBEDDER`` (as ``eventmem serve`` does), the sync and the HNSW
+measures embed with it. With a model slower than the built-in one the embedding is timed on the first
+``EMBED_TIMED`` texts instead of all of them (``embed_texts_per_s``).
 
 ``--sync-only`` measures ``eventmem sync``'s runner alone, on a git project of ``tools/scale_journal.py``:
 a first sync into an empty database (vectors from the embedding cache the in-process store made), an
@@ -54,7 +60,8 @@ from bench import Corpus, saved_event  # noqa: E402
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import to_iso  # noqa: E402
 from eventmem.core.query_rules import Filters  # noqa: E402
-from eventmem.embedders.embedder import HashingEmbedder  # noqa: E402
+from eventmem.embedders.embedder import Embedder  # noqa: E402
+from eventmem.embedders.providers import make_embedder_from_spec  # noqa: E402
 from eventmem.journal.project import ProjectPaths, RootChoice  # noqa: E402
 from eventmem.projectors.postgres import queries  # noqa: E402
 from eventmem.projectors.postgres.runner import SyncRunner  # noqa: E402
@@ -96,6 +103,19 @@ FILTERS: dict[str, Filters | None] = {
 }
 """The recalls compared: without a filter, with a tag (``filtered``), a type and a scope, as
 ``recall_memories`` takes them."""
+
+
+EMBED_TIMED = 2000
+"""Texts whose embedding is timed with an embedder other than the built-in one (all of them with it)."""
+
+
+def bench_environ(root: Path, spec: str) -> dict[str, str]:
+    """The environment both services open with: no user-wide global memory, the embedder ``spec``."""
+    return {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global"), "EVENTMEM_EMBEDDER": spec}
+
+
+def is_built_in(spec: str) -> bool:
+    return spec in ("", "hashing")
 
 
 def overlap(a: list[str], b: list[str]) -> float:
@@ -163,27 +183,47 @@ def explained_recall(uri: str, sent: list[tuple[str, Any]]) -> list[dict[str, An
     return out
 
 
-def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
-    """``serve`` and ``serve --store`` (their services) answering the same recalls, interleaved: p50
-    of each, their ratio, and how alike their top 10s are; without and with each filter of
-    :data:`FILTERS`; and the statements of one recall, explained, with its round trips."""
+def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> dict[str, Any]:
+    """``serve`` and ``serve --store`` (their services, both with the embedder ``spec``) answering the
+    same recalls, interleaved: p50 of each, their ratio, and how alike their top 10s are; without and
+    with each filter of :data:`FILTERS`; the statements of one recall, explained, with its round trips;
+    the machine's load average at the start and end of each filter's part; and the p50 of embedding one
+    query, a part of both sides' time.
+
+    Each filter's part asks queries of its own (``texts``, cut in as many parts), after a warm-up of
+    other ones: the in-process store keeps the vectors of the queries it embedded, ``serve --store``
+    embeds every query, so a query asked again would time the in-process search without its embedding
+    (a few tenths of a millisecond with the built-in embedder, tens with a model)."""
     from eventmem.service import open_service
 
-    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
+    environ = bench_environ(root, spec)
     local = open_service(RootChoice(root, "bench"), environ=environ)
     served = open_service(RootChoice(root, "bench"), environ=environ, store=uri, store_name="bench")
     out: dict[str, Any] = {}
     try:
         assert served.database is not None and served.database.connected, "the database was not reached"
-        for label, filters in FILTERS.items():
-            for text in texts[:5]:  # (warm both: caches, the planner, prepared statements)
+        embedder = served.database.embedder
+        assert embedder.model_id == local.project.embedder.model_id, "the two sides embed differently"
+        embed_ms: list[float] = []
+        for text in texts:
+            t0 = time.perf_counter()
+            embedder.embed([text])
+            embed_ms.append(time.perf_counter() - t0)
+        out["embedder"] = embedder.model_id
+        out["query_embed_p50_ms"] = p50_ms(embed_ms)
+        size = len(texts) // len(FILTERS)
+        warm_up = Corpus(5).queries(5 * len(FILTERS))
+        for part, (label, filters) in enumerate(FILTERS.items()):
+            for text in warm_up[5 * part : 5 * part + 5]:  # (warm both: caches, the planner, prepared statements)
                 local.recall(text, limit=10, filters=filters)
                 served.recall(text, limit=10, filters=filters)
+            asked = texts[size * part : size * (part + 1)]
+            load_at_start = round(os.getloadavg()[0], 2)
             local_ms: list[float] = []
             served_ms: list[float] = []
             shares: list[float] = []
             same = 0
-            for text in texts:
+            for text in asked:
                 t0 = time.perf_counter()
                 mine = [h.id for h in local.recall(text, limit=10, filters=filters)]
                 t1 = time.perf_counter()
@@ -195,7 +235,7 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
                 served_ms.append(t2 - t1)
                 shares.append(overlap(mine, theirs))
                 same += mine == theirs
-            sent, trips = statements_of(served, texts[0], filters)
+            sent, trips = statements_of(served, asked[0], filters)
             out[label] = {
                 "round_trips_per_recall": trips,
                 "statements_per_recall": len(sent),
@@ -203,7 +243,8 @@ def compare(uri: str, root: Path, texts: list[str]) -> dict[str, Any]:
                 "postgres_recall_p50_ms": p50_ms(served_ms),
                 "ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
                 "top10_overlap": round(statistics.fmean(shares), 4),
-                "same_top10_in_order": round(same / len(texts), 4),
+                "same_top10_in_order": round(same / len(asked), 4),
+                "load_average": [load_at_start, round(os.getloadavg()[0], 2)],
             }
             log(f"{label}: {out[label]}")
             out[label]["explain"] = explained_recall(uri, sent)
@@ -225,13 +266,13 @@ def append_events(root: Path, count: int, seed: int) -> None:
         segment.write(b"".join(lines))
 
 
-def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any]:
+def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "hashing") -> dict[str, Any]:
     import psycopg
 
     from eventmem.service import open_service
 
-    embedder = HashingEmbedder()
-    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(root.parent / "no-global")}
+    embedder: Embedder = make_embedder_from_spec(spec)
+    environ = bench_environ(root, spec)
     started = time.perf_counter()
     open_service(RootChoice(root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
     log(f"in-process store opened (embedded) in {time.perf_counter() - started:.2f}s")
@@ -249,6 +290,8 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
     from eventmem.projectors.postgres.sync import JournalFeed
 
     records = [p.record for p in JournalFeed(root).full().upserts]
+    if not is_built_in(spec):  # (a model: the first texts, not every one again)
+        records = records[:EMBED_TIMED]
     started = time.perf_counter()
     for start in range(0, len(records), 256):
         embedder.embed([embed_text(r) for r in records[start : start + 256]])
@@ -276,9 +319,10 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         # (the narrow copy of each memory the scans read, schema 7, where there is one)
         row = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass('eventmem_searched')), 0)").fetchone()
         narrow = int(row[0]) if row is not None else 0
-    answers = compare(uri, root, texts)
+    answers = compare(uri, root, Corpus(11).queries(query_count * len(FILTERS)), spec)
     return {
         "memories": count,
+        "embedder": embedder.model_id,
         "queries": len(texts),
         "sync_seconds": round(sync_seconds, 3),
         "sync_events_per_s": round(taken / sync_seconds, 1),
@@ -287,7 +331,9 @@ def measure(uri: str, root: Path, count: int, query_count: int) -> dict[str, Any
         "incremental_sync_events_per_s": round(more / incremental_seconds, 1),
         "hybrid_p50_ms": answers["unfiltered"]["postgres_recall_p50_ms"],
         "in_process_search_p50_ms": answers["unfiltered"]["in_process_recall_p50_ms"],
-        "embed_seconds": round(embed_seconds, 3),
+        **({"embed_seconds": round(embed_seconds, 3)} if is_built_in(spec) else {}),
+        "embed_texts_timed": len(records),
+        "embed_texts_per_s": round(len(records) / embed_seconds, 1),
         "vector_exact_p50_ms": p50_ms(exact_ms),
         "vector_hnsw_p50_ms": p50_ms(hnsw_ms),
         "hnsw_recall_at_10": round(statistics.mean(recalls), 4),
@@ -330,7 +376,9 @@ def server_cpu_seconds(pgdata: Path | None) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int, pgdata: Path | None) -> dict[str, Any]:
+def measure_sync(
+    uri: str, tmp: Path, count: int, incremental: int, merge: int, pgdata: Path | None, spec: str = "hashing"
+) -> dict[str, Any]:
     """``eventmem sync``'s runner alone: first sync, incremental sync, a merged branch (see the
     module's text); the machine's load average beside each, and the CPU seconds of the sync's
     process and of the server (``pgdata``: its data folder) each took."""
@@ -340,10 +388,11 @@ def measure_sync(uri: str, tmp: Path, count: int, incremental: int, merge: int, 
 
     project = Project(tmp / "sync-project")
     project.create(count)
-    environ = {**os.environ, "EVENTMEM_GLOBAL_DIR": str(tmp / "no-global")}
+    environ = bench_environ(project.root, spec)
     open_service(RootChoice(project.root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
-    runner = SyncRunner(uri, [Target("bench", project.root)], HashingEmbedder())
-    out: dict[str, Any] = {"memories": count}
+    embedder = make_embedder_from_spec(spec)
+    runner = SyncRunner(uri, [Target("bench", project.root)], embedder)
+    out: dict[str, Any] = {"memories": count, "embedder": embedder.model_id}
     try:
         started, cpu, server = time.perf_counter(), time.process_time(), server_cpu_seconds(pgdata)
         taken = runner.start()["bench"]
@@ -430,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         "--incremental", type=int, default=2000, help="--sync-only: mixed events of the incremental sync"
     )
     parser.add_argument("--merge", type=int, default=10_000, help="--sync-only: mixed events of the merged branch")
+    parser.add_argument(
+        "--embedder", default="hashing", help="every side's embedder spec (default: the built-in one; e.g. onnx:minilm)"
+    )
     parser.add_argument("--to", help="an existing server's database (default: a pgserver for the run)")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -462,9 +514,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             log(f"{args.memories} memories, {args.queries} queries")
             if args.sync_only:
-                results = measure_sync(uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata)
+                results = measure_sync(
+                    uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata, args.embedder
+                )
             else:
-                results = measure(uri, root, args.memories, args.queries)
+                results = measure(uri, root, args.memories, args.queries, args.embedder)
         finally:
             if server is not None:
                 server.cleanup()
@@ -482,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         log(f"the baseline: {args.baseline}")
         command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]
+        command += ["--embedder", args.embedder]
         if args.sync_only:
             command += ["--sync-only", "--incremental", str(args.incremental), "--merge", str(args.merge)]
         done = subprocess.run([*command, "--queries", str(args.queries)], capture_output=True, text=True, check=False)
