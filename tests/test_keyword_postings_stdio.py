@@ -14,7 +14,7 @@ import pytest
 from cli_runner import eventmem
 from conftest import eventmem_command, wait_until, write_events
 from mcp import ClientSession
-from mcp_client import assert_clean_stderr, call, serve, server_env
+from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
 from eventmem.core.events import MemorySaved
 from eventmem.core.ids import new_id, now_iso
@@ -76,6 +76,7 @@ async def served_answers(project: Path, errlog: Path, postings_from: str, *, cha
     async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
         await session.initialize()
         await call(session, "retrieve_context", query="warm up")  # (the store opens on the first call)
+        await vectors_ready(session)  # (a fresh start embeds its memories in the background)
         if int(postings_from) <= MEMORIES:
             await wait_until(
                 lambda: "keyword postings of" in errlog.read_text(encoding="utf-8"),
