@@ -460,8 +460,7 @@ class KeywordsProjector:
         """The vectors of a backlog are made: the in-memory postings are made now if due. (Both are
         made by threads that share the interpreter: made together, each took twice as long, and
         recall answers by keywords alone, from FTS5 or from the postings, until the vectors are in.)"""
-        if self._bulk is None and self._change is None:
-            self._rank_if_due()
+        self._rank_if_due()
 
     def ranked_in_memory(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for the in-memory postings; whether they now rank searches."""
