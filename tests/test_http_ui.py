@@ -132,6 +132,24 @@ def test_a_search_shows_each_hit_and_why_it_matched(site: tuple[Page, str]) -> N
     assert "keyword" in first.locator(".why").inner_text() and "vector" in first.locator(".why").inner_text()
 
 
+def test_a_query_being_typed_is_kept_when_a_change_arrives_and_the_results_then_follow_changes(
+    site: tuple[Page, str],
+) -> None:
+    tab, api = site
+    seed(api)
+    page = tab.open("#/search", "search")
+    page.get_by_label("Query").fill("blue-green deploy")
+    checked = int(page.locator("main").get_attribute("data-checked") or 0)
+    httpx.post(f"{api}/memories", json={"content": "Another note saved while the query is typed."})
+    page.wait_for_function("n => Number(document.querySelector('main').dataset.checked || 0) > n", arg=checked)
+    assert page.get_by_label("Query").input_value() == "blue-green deploy"  # (not pulled from under the user)
+
+    page.get_by_role("button", name="Search").click()
+    page.locator("ol.results li").first.wait_for()
+    httpx.post(f"{api}/memories", json={"content": "A blue-green deploy runbook, saved after the search."})
+    page.wait_for_selector("ol.results li:has-text('A blue-green deploy runbook')")  # (a live refresh asks again)
+
+
 def test_an_edit_is_saved_and_shows_in_the_history_then_delete_and_restore(site: tuple[Page, str]) -> None:
     tab, api = site
     memory = seed(api)["style"]

@@ -205,6 +205,7 @@ const views = {
       field("Mode", h("select", { name: "mode" }, ["hybrid", "keyword", "vector"].map((m) => h("option", { value: m, selected: s.mode === m, text: m })))),
       h("button", { type: "submit", text: "Search" }));
     form.addEventListener("submit", (event) => { event.preventDefault(); Object.assign(s, Object.fromEntries(new FormData(form))); render(); });
+    form.addEventListener("input", () => form.setAttribute("data-editing", "")); // a query being typed is kept from a live refresh
     el.append(h("h2", { text: "Search" }), form);
     if (!s.query) return;
     const { data } = await api(projectPath() + "/memories/search", { method: "POST", body: { query: s.query, mode: s.mode, limit: 25 } });
