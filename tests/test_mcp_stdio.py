@@ -206,20 +206,18 @@ def drain(lines: queue.Queue[bytes], seen: list[bytes]) -> None:
         seen.append(line)
 
 
+def initialize_request(client: str) -> dict[str, Any]:
+    """The ``initialize`` request (id 1) of a client named ``client``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client, "version": "0"}},
+    }
+
+
 def initialize(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes], seen: list[bytes]) -> dict[str, Any]:
-    send(
-        proc,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw-client", "version": "0"},
-            },
-        },
-    )
+    send(proc, initialize_request("raw-client"))
     response = receive(lines, seen, 1)
     send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     return response
@@ -303,18 +301,8 @@ def test_a_recall_sent_right_after_a_save_without_waiting_finds_it(tmp_path: Pat
         git(project, "init", "-q", "-b", "main")
         proc, lines = start_raw(processes, project, tmp_path / f"stderr-{attempt}.log")
         assert proc.stdin is not None
-        handshake = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "piped", "version": "0"},
-            },
-        }
         messages = [
-            handshake,
+            initialize_request("piped"),
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             tool_call(2, "save_context", {"context_text": f"Note {attempt}: the smoke test saved this."}),
             tool_call(3, "retrieve_context", {"query": "smoke test note", "limit": 3}),

@@ -149,7 +149,7 @@ def fuse(
         return scores, vector_scores, keyword_scores
     top_keyword = max(keyword_hits.values(), default=0.0)
     if count <= FEW_TO_FUSE and not spread_cosines:
-        return _fuse_few(
+        parts = fuse_few(
             candidates,
             vector_hits,
             cosines or {},
@@ -160,6 +160,7 @@ def fuse(
             use_vectors,
             use_keywords,
         )
+        return np.array(parts[0], np.float64), np.array(parts[1], np.float64), np.array(parts[2], np.float64)
     cosine_of = {**(cosines or {}), **vector_hits}
     found = np.fromiter(map(cosine_of.get, candidates, repeat(0.0)), np.float64, count)
     vector_scores = np.maximum(found, 0.0)
@@ -182,26 +183,6 @@ def fuse(
 FEW_TO_FUSE = 16
 """Up to this many candidates (the new neighbours of a sitting) are fused in Python: numpy's calls
 would cost more than the arithmetic, which is the same, operation for operation, in float64."""
-
-
-def _fuse_few(
-    candidates: Sequence[int],
-    vector_hits: Mapping[int, float],
-    cosines: Mapping[int, float],
-    keyword_hits: Mapping[int, float],
-    top_keyword: float,
-    weights: tuple[float, float],
-    searched: int,
-    use_vectors: bool,
-    use_keywords: bool,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """:func:`fuse_few` in arrays, as :func:`fuse` returns them."""
-    import numpy as np
-
-    scores, vector_part, keyword_part = fuse_few(
-        candidates, vector_hits, cosines, keyword_hits, top_keyword, weights, searched, use_vectors, use_keywords
-    )
-    return np.array(scores, np.float64), np.array(vector_part, np.float64), np.array(keyword_part, np.float64)
 
 
 def fuse_few(
