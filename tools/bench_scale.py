@@ -30,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -194,7 +195,7 @@ def run_project(tmp: Path, fresh: Any, parts: list[str], args: argparse.Namespac
         uri = fresh("eventmem_scale_sync")
         out["sync"] = scale_inprocess.first_and_incremental_sync(project, tmp, uri, log)
     if "catch_up" in parts:
-        server = scale_inprocess.run_serving(project, tmp, texts, args.branch_events, uri, log)
+        server = asyncio.run(scale_inprocess.serving(project, tmp, texts, args.branch_events, uri, log))
         out["catch_up"] = {
             "memories_before": args.memories,
             "running_server": server,

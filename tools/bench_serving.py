@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -67,7 +68,7 @@ def side(tmp: Path, name: str, code: Path | None, args: argparse.Namespace, text
     if code is not None:
         os.environ["PYTHONPATH"] = str(code) + (os.pathsep + before if before else "")
     try:
-        return dict(scale_inprocess.run_serving(project, place, texts, args.branch_events, None, log, restart=True))
+        return asyncio.run(scale_inprocess.serving(project, place, texts, args.branch_events, None, log, restart=True))
     finally:
         if before is None:
             os.environ.pop("PYTHONPATH", None)
@@ -90,7 +91,7 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
             if side_code is not None:
                 os.environ["PYTHONPATH"] = str(side_code) + (os.pathsep + before if before else "")
             try:
-                run = scale_inprocess.run_serving(project, place, texts, 0, None, log, fresh_only=True)
+                run = asyncio.run(scale_inprocess.serving(project, place, texts, 0, None, log, fresh_only=True))
             finally:
                 if before is None:
                     os.environ.pop("PYTHONPATH", None)

@@ -296,17 +296,3 @@ def first_and_incremental_sync(project: Project, tmp: Path, uri: str, log: Log) 
         "note": "wall time of the `eventmem sync` command, its start included (see sync_with_nothing_new_s); "
         "vectors from the project's embedding cache, which the in-process store filled",
     }
-
-
-def run_serving(
-    project: Project,
-    tmp: Path,
-    texts: list[str],
-    branch_events: int,
-    uri: str | None,
-    log: Log,
-    *,
-    restart: bool = False,
-    fresh_only: bool = False,
-) -> Any:
-    return asyncio.run(serving(project, tmp, texts, branch_events, uri, log, restart=restart, fresh_only=fresh_only))
