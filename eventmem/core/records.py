@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -114,6 +114,8 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
 
 _RECORD = msgspec.msgpack.Decoder(MemoryRecord)
 _MISSING: Any = object()
+RawReader = Callable[[msgspec.Raw], bytes | msgspec.Raw]
+"""Where an encoded record's bytes are read from when it is decoded (a snapshot's file, not its map)."""
 
 
 class MemoryRecords(dict[str, MemoryRecord]):
@@ -125,10 +127,13 @@ class MemoryRecords(dict[str, MemoryRecord]):
     Fresh states (the fold from the journal) hold only records and pay nothing for this.
     """
 
-    __slots__ = ("_encoded", "_lock", "damaged")
+    __slots__ = ("_encoded", "_lock", "_read", "damaged")
 
-    def __init__(self, encoded: Mapping[str, msgspec.Raw] | None = None) -> None:
+    def __init__(self, encoded: Mapping[str, msgspec.Raw] | None = None, read: RawReader | None = None) -> None:
         super().__init__()
+        self._read = read
+        """Reads one record's bytes to decode it (see :class:`~eventmem.runner.snapshots.MappedRecords`);
+        listing every value decodes them where they lie."""
         self._lock = threading.Lock()
         self._encoded = 0
         self.damaged = False
@@ -154,9 +159,9 @@ class MemoryRecords(dict[str, MemoryRecord]):
                 return self._decode_one(memory_id, value) if isinstance(value, msgspec.Raw) else value  # type: ignore[return-value]
             return current  # type: ignore[no-any-return]
 
-    def _decode_one(self, memory_id: str, raw: msgspec.Raw) -> MemoryRecord:
+    def _decode_one(self, memory_id: str, raw: msgspec.Raw, *, read: bool = True) -> MemoryRecord:
         try:
-            record = _RECORD.decode(raw)
+            record = _RECORD.decode(self._read(raw) if read and self._read is not None else raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.damaged = True
             raise SnapshotDamaged(memory_id, str(exc)) from exc
@@ -171,7 +176,7 @@ class MemoryRecords(dict[str, MemoryRecord]):
         with self._lock:
             for memory_id, value in list(dict.items(self)):
                 if isinstance(value, msgspec.Raw):
-                    dict.__setitem__(self, memory_id, self._decode_one(memory_id, value))
+                    dict.__setitem__(self, memory_id, self._decode_one(memory_id, value, read=False))
                     self._encoded -= 1
 
     def __getitem__(self, memory_id: str) -> MemoryRecord:

@@ -44,7 +44,7 @@ from eventmem.core.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.core.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords
+from eventmem.core.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords, RawReader
 from eventmem.core.stamps import NO_DEPTH, depth_digits, event_digest, key_of, normalize_ts
 
 __all__ = ["State", "StoredState"]
@@ -364,9 +364,10 @@ class StoredState(msgspec.Struct, kw_only=True):
     conflicts: dict[str, bytes] = {}
     unread: dict[str, bytes] = {}
 
-    def state(self) -> State:
+    def state(self, read: RawReader | None = None) -> State:
+        """The state, its memories left encoded (``read``: where a record's bytes are read from)."""
         return State(
-            memories=MemoryRecords(self.memories),
+            memories=MemoryRecords(self.memories, read),
             links=self.links,
             seen=self.seen,
             unknown=self.unknown,

@@ -398,17 +398,18 @@ class Store:
         records are swapped for their encodings in the file, decoded again when first used, as after
         a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
         decodes to an equal one)."""
-        memories = snapshots.written_memories(self.paths.cache_dir, vectors_file)
-        if memories is None:
+        written = snapshots.written_memories(self.paths.cache_dir, vectors_file)
+        if written is None:
             return
+        memories, records = written
         with self.lock:
             state = derived.state
             if self.derived is not derived or len(state.seen) != seen or not _many_decoded(state.memories):
                 return
             if memories.keys() != state.memories.keys():
                 return
-            state.memories = MemoryRecords(memories)
-        del memories
+            state.memories = MemoryRecords(memories, records)
+        del memories, written
         give_back_freed_memory()
 
     def load_snapshot(self, *, map_vectors: bool = False) -> bool:
@@ -469,11 +470,14 @@ class Store:
             self.deferral.enabled = background_vectors
             if background_vectors:
                 self.embedding.start()
-            if self.load_snapshot(map_vectors=background_vectors) and self.derived.vectors.index.mapped:
+            loaded = self.load_snapshot(map_vectors=background_vectors)
+            if loaded and self.derived.vectors.index.mapped:
                 # (a moment later: the first calls of a session come first)
                 copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, self.derived.vectors.index.own)
                 copier.name, copier.daemon = "eventmem-vectors-own", True
                 copier.start()
+            if loaded:  # (decoding it and its keyword postings freed as much as they keep)
+                self._give_back_when_settled()
             # a large backlog (a fresh clone's every memory, a merged branch) is embedded by the
             # worker while keywords answer, and the answers say so (see EmbeddingQueue.note)
             self.embedding.backlog_to_worker = background_vectors
