@@ -349,6 +349,8 @@ class Servers:
         self.base_env = base_env
         self.baseline_code = baseline_code
         """Another checkout whose eventmem :meth:`baseline` runs (``--baseline-code``)."""
+        self.baseline_name = baseline_code.name if baseline_code else ""
+        """The checkout's folder name, for the JSON (not its path on this machine)."""
         self.errlog_path = tmp / "servers.stderr.log"
         self.errlog = open(self.errlog_path, "a", encoding="utf-8")  # closed in close()
 
@@ -580,7 +582,7 @@ async def round_trips(
         },
     }
     if base is not None:
-        out["baseline_code"] = baseline_figures(samples, str(servers.baseline_code))
+        out["baseline_code"] = baseline_figures(samples, servers.baseline_name)
     return out
 
 
@@ -965,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
             "segment_events": SEGMENT_EVENTS,
             "ann_from": args.ann_from,
             "postings_from": args.postings_from,
-            "baseline_code": str(baseline_code) if baseline_code else None,
+            "baseline_code": str(args.baseline_code) if args.baseline_code else None,  # (as given: no machine path)
         },
         "population": {},
         "mcp_round_trip": {},
