@@ -5,10 +5,13 @@ No timing is asserted: absolute numbers depend on the machine and its load.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_quick_benchmark
+from conftest import REPO, run_quick_benchmark
 
 
 @pytest.mark.slow
@@ -45,3 +48,34 @@ def test_bench_quick_prints_every_figure_as_json(tmp_path: Path) -> None:
     assert {"fsync", "flush", "ratio", "target"} <= throughput.keys()
     assert throughput["fsync"]["saves_per_s"] > 0 and throughput["flush"]["saves_per_s"] > 0
     assert "verdicts" in data
+
+
+@pytest.mark.slow
+def test_bench_times_another_checkouts_server_in_the_same_rotations(tmp_path: Path) -> None:
+    checkout = tmp_path / "other-checkout"
+    shutil.copytree(REPO / "eventmem", checkout / "eventmem", ignore=shutil.ignore_patterns("__pycache__"))
+
+    data = run_quick_benchmark("bench.py", tmp_path, "--sizes", "200", "--baseline-code", str(checkout))
+
+    assert data["settings"]["baseline_code"] == str(checkout)
+    beside = data["mcp_round_trip"]["200"]["baseline_code"]
+    assert beside["code"] == "other-checkout"
+    for figure in ("save_context", "retrieve_context", "recall_memories_decision", "recall_memories_error"):
+        numbers = beside[figure]
+        assert numbers["baseline_p50_ms"] > 0 and numbers["this_p50_ms"] > 0, figure
+        assert numbers["baseline_ratio_to_noop"] > 0 and numbers["this_over_baseline"] > 0, figure
+
+
+@pytest.mark.slow
+def test_bench_refuses_a_baseline_folder_without_eventmem(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench.py"), "--quick", "--baseline-code", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+
+    assert result.returncode != 0
+    assert "no eventmem package there" in result.stderr

@@ -16,7 +16,10 @@ Figures (for each size unless said otherwise):
   and eventmem's store, answering with the vector path alone: embedding, scan, exact re-rank, the
   best five) against the no-op: what a retrieve of the required recall costs at the least, as a
   ratio to the no-op's, in a rotation of its own (not a target; it tells how much of the 2x the rest
-  of a recall can have).
+  of a recall can have). ``baseline_code`` (with ``--baseline-code DIR``): the same save, retrieve
+  and filtered recall answered by another checkout's eventmem (``python -m eventmem serve`` with
+  ``DIR`` first on ``PYTHONPATH``, on a copy of the warmed project), in the same rotations, against
+  the no-op and against this code's server.
 - ``save_vs_journal_size``: save p50 at each size (saving must not slow down as the journal grows).
 - ``recall_in_process``: ``MemoryService.recall`` p50/p95 (no filter, a type filter, vector-only,
   keyword-only) next to a plain numpy scan of the same vectors (query embedding, matrix-vector
@@ -43,6 +46,7 @@ Usage::
     python tools/bench.py --quick               # tiny sizes, few iterations (smoke test)
     python tools/bench.py --out bench.json      # also write the JSON to a file
     python tools/bench.py --sizes 100000 --ann-from 1000000 --postings-from 1000000   # exact scan, FTS5 ranking
+    python tools/bench.py --sizes 100000 --baseline-code ../base-main   # another checkout's server beside this one
 """
 
 from __future__ import annotations
@@ -340,9 +344,13 @@ def background_indexes(memories: int) -> list[str]:
 class Servers:
     """Spawn parameters for eventmem and the no-op server, with their stderr kept in a file."""
 
-    def __init__(self, tmp: Path, base_env: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, base_env: dict[str, str], baseline_code: Path | None = None) -> None:
         self.tmp = tmp
         self.base_env = base_env
+        self.baseline_code = baseline_code
+        """Another checkout whose eventmem :meth:`baseline` runs (``--baseline-code``)."""
+        self.baseline_name = baseline_code.name if baseline_code else ""
+        """The checkout's folder name, for the JSON (not its path on this machine)."""
         self.errlog_path = tmp / "servers.stderr.log"
         self.errlog = open(self.errlog_path, "a", encoding="utf-8")  # closed in close()
 
@@ -358,6 +366,17 @@ class Servers:
 
         env = self._env(root) | ({"EVENTMEM_LOG_LEVEL": log_level} if log_level else {})
         return StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], env=env, cwd=str(root))
+
+    def baseline(self, root: Path, *, log_level: str | None = None) -> Any:
+        """eventmem of :attr:`baseline_code` (first on ``PYTHONPATH``) serving ``root``."""
+        from mcp import StdioServerParameters
+
+        assert self.baseline_code is not None
+        env = self._env(root) | ({"EVENTMEM_LOG_LEVEL": log_level} if log_level else {})
+        path = os.pathsep.join(p for p in (str(self.baseline_code), env.get("PYTHONPATH", "")) if p)
+        return StdioServerParameters(
+            command=sys.executable, args=["-m", "eventmem", "serve"], env=env | {"PYTHONPATH": path}, cwd=str(root)
+        )
 
     async def ready(self, since: int, lines: list[str], timeout: float = 600.0) -> float:
         """Wait until the servers' stderr, past byte ``since``, holds every one of ``lines``; the seconds waited."""
@@ -429,10 +448,23 @@ async def round_trips(
         await call(em, "retrieve_context", {"query": "warm up the memory"}, timeout=900)
         first_call_s = time.perf_counter() - started
         background_s = await servers.ready(since, background) if background else 0.0
+        base: Any = None
+        if servers.baseline_code is not None:
+            # on a copy of the warmed project: its saves and its cache are its own
+            copy = project.root.with_name(project.root.name + "-baseline")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(project.root, copy, symlinks=True)
+            servers.errlog.flush()
+            since = servers.errlog_path.stat().st_size
+            level = "INFO" if background else None
+            base = await connect(stack, servers.baseline(copy, log_level=level), servers.errlog)
+            await call(base, "retrieve_context", {"query": "warm up the memory"}, timeout=900)
+            if background:
+                await servers.ready(since, background)
         noop = await connect(stack, servers.noop(project.root), servers.errlog)
         floor = await connect(stack, servers.floor(project.root), servers.errlog)
         await call(floor, "retrieve", {"query": "warm up the memory"}, timeout=900)
-        samples: dict[str, list[float]] = {}
+        samples: dict[str, Any] = {}
         done: list[tuple[float, ...]] = []
 
         async def rotate(i: int, *calls: Callable[[], Awaitable[float]]) -> None:
@@ -443,11 +475,16 @@ async def round_trips(
                 times[j] = await calls[j]()
             done.append(tuple(times))
 
+        def based(name: str, arguments: dict[str, Any]) -> list[Callable[[], Awaitable[float]]]:
+            """The same call to the baseline code's server, if there is one (last in the rotation's list)."""
+            return [] if base is None else [lambda: call(base, name, arguments)]
+
         def saves(text: str, tags: list[str]) -> list[Callable[[], Awaitable[float]]]:
             return [
                 lambda: call(em, "save_context", {"context_text": text, "tags": tags}),
                 lambda: call(noop, "save", {"text": text}),
                 lambda: call(noop, "save_context", {"context_text": text, "tags": tags}),
+                *based("save_context", {"context_text": text, "tags": tags}),
             ]
 
         def retrieves(query: str) -> list[Callable[[], Awaitable[float]]]:
@@ -455,11 +492,16 @@ async def round_trips(
                 lambda: call(em, "retrieve_context", {"query": query}),
                 lambda: call(noop, "retrieve", {"query": query}),
                 lambda: call(noop, "retrieve_context", {"query": query}),
+                *based("retrieve_context", {"query": query}),
             ]
 
         def filtered(query: str, kind: str) -> list[Callable[[], Awaitable[float]]]:
             arguments = {"query": query, "type": kind, "include_content": False}
-            return [lambda: call(em, "recall_memories", arguments), lambda: call(noop, "retrieve", {"query": query})]
+            return [
+                lambda: call(em, "recall_memories", arguments),
+                lambda: call(noop, "retrieve", {"query": query}),
+                *based("recall_memories", arguments),
+            ]
 
         def floors(query: str) -> list[Callable[[], Awaitable[float]]]:
             return [lambda: call(floor, "retrieve", {"query": query}), lambda: call(noop, "retrieve", {"query": query})]
@@ -472,18 +514,22 @@ async def round_trips(
         done.clear()
         for i in range(iterations):
             await rotate(i, *saves(corpus.text(), sorted(corpus.rng.sample(TAGS, 2))))
-        samples["em_save"], samples["noop_save"], samples["sig_save"] = (list(x) for x in zip(*done, strict=True))
+        samples["em_save"], samples["noop_save"], samples["sig_save"], *samples["base_save"] = (
+            list(x) for x in zip(*done, strict=True)
+        )
         done.clear()
         for i, query in enumerate(corpus.queries(iterations)):
             await rotate(i, *retrieves(query))
-        samples["em_retrieve"], samples["noop_retrieve"], samples["sig_retrieve"] = (
+        samples["em_retrieve"], samples["noop_retrieve"], samples["sig_retrieve"], *samples["base_retrieve"] = (
             list(x) for x in zip(*done, strict=True)
         )
         for kind in FILTER_KINDS:
             done.clear()
             for i, query in enumerate(corpus.queries(iterations)):
                 await rotate(i, *filtered(query, kind))
-            samples[f"em_{kind}"], samples[f"noop_{kind}"] = (list(x) for x in zip(*done, strict=True))
+            samples[f"em_{kind}"], samples[f"noop_{kind}"], *samples[f"base_{kind}"] = (
+                list(x) for x in zip(*done, strict=True)
+            )
         done.clear()
         for i, query in enumerate(corpus.queries(iterations)):
             await rotate(i, *floors(query))
@@ -495,7 +541,7 @@ async def round_trips(
     floor_ratio = ratio(floor_ret["p50_ms"], noop_floor["p50_ms"])
     save_ratio = ratio(em_save["p50_ms"], noop_save["p50_ms"])
     retrieve_ratio = ratio(em_ret["p50_ms"], noop_ret["p50_ms"])
-    return {
+    out: dict[str, Any] = {
         "eventmem": {"save_context": em_save, "retrieve_context": em_ret},
         "noop": {"save": noop_save, "retrieve": noop_ret},
         "noop_same_signature": {
@@ -535,6 +581,34 @@ async def round_trips(
             "retrieve_ratio_less_floor_ratio": round(retrieve_ratio - floor_ratio, 3),
         },
     }
+    if base is not None:
+        out["baseline_code"] = baseline_figures(samples, servers.baseline_name)
+    return out
+
+
+def baseline_figures(samples: dict[str, Any], code: str) -> dict[str, Any]:
+    """The baseline code's server beside this code's and the no-op, call for call in the same rotations."""
+    out: dict[str, Any] = {
+        "code": code,
+        "is": "the same calls to another checkout's eventmem, on a copy of the project",
+    }
+    for figure, mine, noop in [
+        ("save_context", "em_save", "noop_save"),
+        ("retrieve_context", "em_retrieve", "noop_retrieve"),
+        *((f"recall_memories_{kind}", f"em_{kind}", f"noop_{kind}") for kind in FILTER_KINDS),
+    ]:
+        base = stats(samples["base_" + mine[3:]][0])
+        this, idle = stats(samples[mine]), stats(samples[noop])
+        out[figure] = {
+            "baseline_p50_ms": base["p50_ms"],
+            "baseline_p95_ms": base["p95_ms"],
+            "this_p50_ms": this["p50_ms"],
+            "noop_p50_ms": idle["p50_ms"],
+            "baseline_ratio_to_noop": ratio(base["p50_ms"], idle["p50_ms"]),
+            "this_ratio_to_noop": ratio(this["p50_ms"], idle["p50_ms"]),
+            "this_over_baseline": ratio(this["p50_ms"], base["p50_ms"]),
+        }
+    return out
 
 
 FILTER_KINDS = ("decision", "error")
@@ -840,6 +914,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few iterations (smoke test)")
     parser.add_argument("--out", help="also write the JSON to this file")
     parser.add_argument(
+        "--baseline-code",
+        type=Path,
+        help="another checkout of eventmem whose server answers the same calls in the same rotations",
+    )
+    parser.add_argument(
         "--ann-from",
         type=int,
         help="EVENTMEM_ANN_FROM for every server and store of the run (above the largest size: the exact scan only)",
@@ -867,6 +946,9 @@ def main(argv: list[str] | None = None) -> int:
             return 30
         return 200 if n <= 10_000 else 100
 
+    baseline_code = args.baseline_code.resolve() if args.baseline_code else None
+    if baseline_code is not None and not (baseline_code / "eventmem" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline-code {args.baseline_code}: no eventmem package there")
     tmp = Path(tempfile.mkdtemp(prefix="eventmem-bench-"))
     env = {"EVENTMEM_GLOBAL_DIR": str(tmp / "global"), "EVENTMEM_LOG_LEVEL": "WARNING"}
     if args.ann_from is not None:
@@ -885,13 +967,14 @@ def main(argv: list[str] | None = None) -> int:
             "segment_events": SEGMENT_EVENTS,
             "ann_from": args.ann_from,
             "postings_from": args.postings_from,
+            "baseline_code": str(args.baseline_code) if args.baseline_code else None,  # (as given: no machine path)
         },
         "population": {},
         "mcp_round_trip": {},
         "recall_in_process": {},
         "naive_sqlite_blob": {},
     }
-    servers = Servers(tmp, env)
+    servers = Servers(tmp, env, baseline_code)
     try:
         naive_last: tuple[int, float] | None = None
         for n in sizes:

@@ -190,11 +190,14 @@ def hybrid_search(
     vector_hits: dict[int, float] = {}
     query_vector = None
     keywords: Future[list[tuple[int, float]]] | None = None
-    if use_keywords and use_vectors and view.vector_count() >= PARALLEL_FROM:
-        # both indexes scan in C with the GIL released: on a second core, the keyword side is free
-        keywords = _keyword_worker().submit(view.keyword_search, text, depth, mask, beside_vectors=True)
     if use_vectors and view.vector_count():
+        # the question is embedded before the keyword side starts: both are mostly Python, and run
+        # side by side they only take the GIL from each other (the embedding took 2-4 times as long)
         query_vector = view.embed_query(text)
+    if use_keywords and query_vector is not None and view.vector_count() >= PARALLEL_FROM:
+        # the vector scan runs in C with the GIL released: on a second core, the keyword side is free
+        keywords = _keyword_worker().submit(view.keyword_search, text, depth, mask, beside_vectors=True)
+    if query_vector is not None:
         found, similarity = view.vector_search(query_vector, depth, mask)
         vector_hits = dict(zip(found.tolist(), similarity.tolist(), strict=True))
     keyword_hits: dict[int, float] = {}
