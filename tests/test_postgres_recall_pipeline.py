@@ -1,14 +1,13 @@
 """A recall from PostgreSQL spends less of its time waiting: the keyword list runs in the server
 while the query is embedded (its hits' cosines asked once the vector is known, with the same
-answers), on a second connection reading the first one's snapshot (the same answers; a memory
-committed meanwhile is in neither list), a question asked again through ``serve --store`` takes its vector from the store's cache
+answers), a question asked again through ``serve --store`` takes its vector from the store's cache
 instead of the model, and a learned model's vectors are searched through HNSW with fewer candidates
 than the built-in embedder's near-random ones."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,56 +48,6 @@ def loaded(service: MemoryService, project: Path, pg_uri: str) -> Iterator[Any]:
         projector.load(JournalFeed(project).full())
         projector.close()
         yield conn
-
-
-class SaveOnFirstStatement:
-    """A connection that runs ``save`` just before the first statement it is sent."""
-
-    def __init__(self, conn: Any, save: Callable[[], None]) -> None:
-        self.conn = conn
-        self.save: Callable[[], None] | None = save
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-    def execute(self, *args: Any, **kwargs: Any) -> Any:
-        if self.save is not None:
-            save, self.save = self.save, None
-            save()
-        return self.conn.execute(*args, **kwargs)
-
-
-def test_the_keyword_list_on_a_second_connection_reads_the_snapshot_of_the_first_and_answers_alike(
-    service: MemoryService, project: Path, loaded: Any, pg_uri: str
-) -> None:
-    embedder = HashingEmbedder()
-    with psycopg.connect(pg_uri, autocommit=True) as beside:
-        for filters in (Filters(), Filters(tags=("t1",))):
-            for text in TEXTS:
-                with loaded.transaction():
-                    alone = database_search.hybrid(loaded, ("p",), embedder, text, 10, filters, now=NOW)
-                with loaded.transaction():
-                    both = database_search.hybrid(loaded, ("p",), embedder, text, 10, filters, now=NOW, beside=beside)
-                assert both == alone, (text, filters)
-        # a memory committed once the recall's transaction has begun is in neither of its lists
-        projector = PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main")
-        feed = JournalFeed(project)
-        feed.full()
-
-        def save() -> None:
-            service.save("The zebra quokka migration runs nightly.", title="zebra quokka")
-            batch = feed.tail()
-            assert batch is not None
-            projector.apply(batch)  # type: ignore[arg-type]
-
-        late = SaveOnFirstStatement(beside, save)
-        with loaded.transaction():
-            before = database_search.hybrid(loaded, ("p",), embedder, "zebra quokka", 10, Filters(), beside=late)
-        with loaded.transaction():
-            after = database_search.hybrid(loaded, ("p",), embedder, "zebra quokka", 10, Filters(), beside=beside)
-        projector.close()
-    assert late.save is None and not [s for s in before if s.keyword_score > 0]
-    assert [s.keyword_score > 0 for s in after][:1] == [True]
 
 
 def _statement_of(watcher: Any, pid: int) -> str:

@@ -131,34 +131,24 @@ VECTOR_LITERAL = re.compile(r"'\[[-0-9.,e]+\]'")
 def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list[tuple[str, Any]], int]:
     """The statements one recall of the served service sends (SQL, parameters, in order) and its
     round trips to the server: the times the client asks for the answers sent so far (a Sync or a
-    Flush, or a simple query) and reads them, from libpq's trace of the connection. Where the code
-    sends a recall's keyword list on a second connection (``Database.beside``), its statements are
-    recorded too (in the order sent), and its round trips, which overlap the first's, are not counted."""
-    database = served.database
-    conns = [database.runner.conn]
-    if hasattr(database, "beside"):
-        conns.append(database.beside())
+    Flush, or a simple query) and reads them, from libpq's trace of the connection."""
+    conn = served.database.runner.conn
     sent: list[tuple[str, Any]] = []
+    execute = conn.execute
 
-    def recording(execute: Any) -> Any:
-        def record(query: Any, params: Any = None, **kwargs: Any) -> Any:
-            sent.append((str(query), params))
-            return execute(query, params, **kwargs)
+    def recording(query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append((str(query), params))
+        return execute(query, params, **kwargs)
 
-        return record
-
-    conn = conns[0]
     trips = 0
     with tempfile.TemporaryFile("w+") as trace:
-        for each in conns:
-            each.execute = recording(each.execute)
+        conn.execute = recording
         conn.pgconn.trace(trace.fileno())
         try:
             served.recall(text, limit=10, filters=filters)
         finally:
             conn.pgconn.untrace()
-            for each in conns:
-                del each.execute
+            del conn.execute
         trace.seek(0)
         asked = False
         for line in trace:  # (timestamp, F from the client or B from the server, length, message)
@@ -184,8 +174,8 @@ def explained_recall(uri: str, sent: list[tuple[str, Any]]) -> list[dict[str, An
     out: list[dict[str, Any]] = []
     with psycopg.connect(uri) as conn, conn.transaction(force_rollback=True):
         for sql, params in sent:
-            if sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "SET TRANSACTION")) or "SNAPSHOT" in sql.upper():
-                continue  # (the read's transaction, and the snapshot a second connection shares)
+            if sql.lstrip().upper().startswith(("BEGIN", "COMMIT")):
+                continue
             if "set_config(" in sql:
                 conn.execute(sql, params)
                 out.append({"statement": sql.strip()})
@@ -272,39 +262,22 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
 def asked_again(local: Any, served: Any, asked: list[str], filters: Filters | None) -> dict[str, Any]:
     """The same questions asked again of both sides, interleaved: each side then has the query's
     vector where it keeps the vectors of the last questions (the in-process store; ``serve --store``
-    since it uses that cache too), so the p50s are of the searches without the embedding. Where the
-    code runs a recall's keyword list on a second connection (``Database.beside``), each question is
-    also asked with one connection only, in turn with two, for the second connection's own effect."""
-    database = served.database
-    split = hasattr(database, "beside")
+    where it uses that cache too), so the p50s are of the searches without the embedding."""
     local_ms: list[float] = []
     served_ms: list[float] = []
-    one_ms: list[float] = []
     for text in asked:
         t0 = time.perf_counter()
         local.recall(text, limit=10, filters=filters)
         t1 = time.perf_counter()
-        two = [h.id for h in served.recall(text, limit=10, filters=filters)]
+        served.recall(text, limit=10, filters=filters)
         t2 = time.perf_counter()
         local_ms.append(t1 - t0)
         served_ms.append(t2 - t1)
-        if split:
-            database.beside = lambda: None  # (the keyword list on the recall's own connection)
-            try:
-                t0 = time.perf_counter()
-                one = [h.id for h in served.recall(text, limit=10, filters=filters)]
-                one_ms.append(time.perf_counter() - t0)
-            finally:
-                del database.beside
-            assert one == two, "one connection and two answered differently"
-    out: dict[str, Any] = {
+    return {
         "asked_again_in_process_p50_ms": p50_ms(local_ms),
         "asked_again_postgres_p50_ms": p50_ms(served_ms),
         "asked_again_ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
     }
-    if one_ms:
-        out["asked_again_postgres_one_connection_p50_ms"] = p50_ms(one_ms)
-    return out
 
 
 def append_events(root: Path, count: int, seed: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from eventmem.core.errors import EventmemError
 from eventmem.embedders.embedder import Embedder
-from eventmem.projectors.postgres.connection import DatabaseUnavailable, check_uri, connect, describe, shown_uri
+from eventmem.projectors.postgres.connection import check_uri, describe, shown_uri
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
@@ -69,8 +69,6 @@ class Database:
         self._trying = False
         """A background try to connect is running."""
         self._closed = False
-        self._beside: Any | None = None
-        """The second connection (:meth:`beside`), once made."""
 
     @property
     def shown(self) -> str:
@@ -115,29 +113,10 @@ class Database:
             try:
                 return read(self.runner.conn)
             except Exception as exc:
-                self._drop_beside()  # (in whatever state the read left it)
                 if not _is_database_error(exc):
                     raise
                 self._lost(exc)
                 raise DatabaseDown(self.problem) from None
-
-    def beside(self) -> Any:
-        """A second connection to the database (in autocommit), for a read in :meth:`use` to send a
-        statement on while its connection runs another (a recall's keyword list beside its vector
-        list, :func:`eventmem.service.database_search.hybrid`); made on first use, dropped with the
-        first connection or after a read that failed."""
-        with self.lock:
-            if self._beside is None or self._beside.closed:
-                self._beside = connect(self.uri, autocommit=True, application_name=APPLICATION_NAME)
-            return self._beside
-
-    def _drop_beside(self) -> None:
-        beside, self._beside = self._beside, None
-        if beside is not None:
-            try:
-                beside.close()
-            except Exception:  # (a connection already gone)
-                pass
 
     @contextmanager
     def projecting(self) -> Iterator[None]:
@@ -158,7 +137,6 @@ class Database:
     def close(self) -> None:
         with self.lock:
             self._closed = True
-            self._drop_beside()
             try:
                 self.runner.close()
             except Exception:  # a connection already gone
@@ -225,7 +203,6 @@ class Database:
         self.problem = problem or "unknown error"
         self.connected = False
         self._next_try = time.monotonic() + RETRY_EVERY_S
-        self._drop_beside()
         try:
             self.runner.close()
         except Exception:  # (closing a broken connection may raise again)
@@ -255,8 +232,6 @@ def sync(
 
 
 def _is_database_error(exc: BaseException) -> bool:
-    if isinstance(exc, DatabaseUnavailable):  # (the second connection could not be made)
-        return True
     try:
         import psycopg
     except ImportError:  # pragma: no cover - the driver is there whenever a connection was made

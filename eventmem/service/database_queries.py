@@ -301,7 +301,6 @@ class DatabaseQueries(Part, Reads):
                 # (the in-process store's cache of the last questions' vectors: a question asked
                 # again is not embedded again)
                 embed_query=self.project.embedding.embed_query,
-                beside=self.database.beside() if vectors else None,
             )
             asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
             read.commit()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -49,12 +49,8 @@ class DatabaseView:
         narrowed: str | None,
         stats: keywords.Statistics | None,
         vector: npt.NDArray[np.float32] | None,
-        beside: Any | None = None,
     ) -> None:
         self.conn = conn
-        self.beside = conn if beside is None else beside
-        """The connection the keyword list is sent on (:meth:`ask_keywords`): ``conn``, or a second
-        one reading the same snapshot, so that the server runs both lists at once."""
         self.project = project
         self.embedder = embedder
         self.filters = filters
@@ -100,9 +96,9 @@ class DatabaseView:
                 self.project, text, depth, where, params, beside_vectors=beside_vectors, vector=self.literal
             )
         if query is None:
-            query = self._keyword_query(text, depth, beside_vectors, self.beside)
+            query = self._keyword_query(text, depth, beside_vectors)
         if query is not None:
-            self._asked[("keywords", text, depth, beside_vectors)] = self.beside.execute(*query)
+            self._asked[("keywords", text, depth, beside_vectors)] = self.conn.execute(*query)
         else:
             self._answers[("keywords", text, depth, beside_vectors)] = []
 
@@ -147,23 +143,13 @@ class DatabaseView:
                 self._answers[key] = found
         self._asked = {}
 
-    def _keyword_query(
-        self, text: str, limit: int, beside: bool, conn: Any | None = None
-    ) -> tuple[str, list[object]] | None:
+    def _keyword_query(self, text: str, limit: int, beside: bool) -> tuple[str, list[object]] | None:
         where, params = self._where()
         if self.literal is None and self.vector is not None:
             self.literal = queries.vector_literal(self.vector)
         literal = self.literal
         return keywords.ranking(
-            self.conn if conn is None else conn,
-            self.project,
-            text,
-            limit,
-            where,
-            params,
-            beside_vectors=beside,
-            known=self.stats,
-            vector=literal,
+            self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
         )
 
     def _place(self, rows: Sequence[queries.Row], cosines: Sequence[float | None]) -> list[int]:
@@ -310,14 +296,11 @@ def hybrid(
     now: float | None = None,
     project: str | None = None,
     embed_query: Callable[[str], npt.NDArray[np.float32]] | None = None,
-    beside: Any | None = None,
 ) -> list[Scored]:
     """The best ``limit`` of the filtered memories of ``projects`` for ``text``, each project searched
     as its own store, merged by score then id (in one transaction: the caller's, if it opened one).
     ``embed_query``: the query's vector (e.g. from a cache of the last questions' vectors), else
-    ``embedder`` embeds it. ``beside``: a second connection (in autocommit, no transaction open) on
-    which the keyword lists run at the same time as the vector lists, in the snapshot of ``conn``'s
-    transaction (which must be opened by the caller, or here, with no statement run in it yet)."""
+    ``embedder`` embeds it."""
     now = time.time() if now is None else now
     if limit <= 0:
         return []
@@ -328,9 +311,8 @@ def hybrid(
         # passes (it reads them anyway) and the keyword list's chooses its words in SQL; without, the
         # statistics are read first, with the count
         if use_vectors:
-            views = [DatabaseView(conn, one, embedder, filters, now, project, None, None, beside) for one in projects]
+            views = [DatabaseView(conn, one, embedder, filters, now, project, None, None) for one in projects]
         else:
-            beside = None
             bounds = [(one, (*queries.visible_where([one], filters, now, project), BOUND)) for one in projects]
             stats = keywords.statistics_of(conn, bounds, text)
             views = [
@@ -339,11 +321,7 @@ def hybrid(
                 if stats[one].searched
             ]
         # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
-        with ExitStack() as stack:
-            if not conn.pgconn.pipeline_status:
-                stack.enter_context(conn.pipeline())
-            if beside is not None and views:
-                stack.enter_context(queries.beside_read(beside, queries.exported_snapshot(conn)))
+        with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
             for view in views:
                 view.ask_keywords(text, depth, beside_vectors=use_vectors)
             if use_vectors:

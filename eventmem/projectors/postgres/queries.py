@@ -148,29 +148,6 @@ def one_read(conn: Any) -> Iterator[OneRead]:
             conn.autocommit = False
 
 
-def exported_snapshot(conn: Any) -> str:
-    """Make the read transaction just opened on ``conn`` (no statement run in it yet) repeatable, and
-    export its snapshot (:func:`beside_read`): a round trip."""
-    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
-    return str(row[0])
-
-
-@contextmanager
-def beside_read(conn: Any, snapshot: str) -> Iterator[None]:
-    """A read-only transaction on ``conn`` (a second connection, in autocommit) that sees the rows of
-    ``snapshot`` (:func:`exported_snapshot`, whose transaction must stay open meanwhile), in a
-    pipeline: the statements of the block are sent with its ``BEGIN`` and ``COMMIT``, and answered
-    while the first connection runs its own."""
-    from psycopg import sql
-
-    with conn.pipeline():
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-        yield
-        conn.execute("COMMIT")
-
-
 def visible_where(
     projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
 ) -> tuple[str, list[object]]:
