@@ -33,6 +33,7 @@ their vectors embedded by the sync), and a merged branch of ``--merge`` mixed ev
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -105,6 +106,8 @@ FILTERS: dict[str, Filters | None] = {
 ``recall_memories`` takes them."""
 
 
+HYBRID_DEPTH = 50
+"""The depth a hybrid recall of 10 asks of each list (``hnsw_recall_at_50``)."""
 EMBED_TIMED = 2000
 """Texts whose embedding is timed with an embedder other than the built-in one (all of them with it)."""
 
@@ -235,8 +238,10 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
                 served_ms.append(t2 - t1)
                 shares.append(overlap(mine, theirs))
                 same += mine == theirs
+            again = asked_again(local, served, asked, filters)
             sent, trips = statements_of(served, asked[0], filters)
             out[label] = {
+                **again,
                 "round_trips_per_recall": trips,
                 "statements_per_recall": len(sent),
                 "in_process_recall_p50_ms": p50_ms(local_ms),
@@ -252,6 +257,27 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
         local.close()
         served.close()
     return out
+
+
+def asked_again(local: Any, served: Any, asked: list[str], filters: Filters | None) -> dict[str, Any]:
+    """The same questions asked again of both sides, interleaved: each side then has the query's
+    vector where it keeps the vectors of the last questions (the in-process store; ``serve --store``
+    where it uses that cache too), so the p50s are of the searches without the embedding."""
+    local_ms: list[float] = []
+    served_ms: list[float] = []
+    for text in asked:
+        t0 = time.perf_counter()
+        local.recall(text, limit=10, filters=filters)
+        t1 = time.perf_counter()
+        served.recall(text, limit=10, filters=filters)
+        t2 = time.perf_counter()
+        local_ms.append(t1 - t0)
+        served_ms.append(t2 - t1)
+    return {
+        "asked_again_in_process_p50_ms": p50_ms(local_ms),
+        "asked_again_postgres_p50_ms": p50_ms(served_ms),
+        "asked_again_ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
+    }
 
 
 def append_events(root: Path, count: int, seed: int) -> None:
@@ -297,23 +323,35 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
         embedder.embed([embed_text(r) for r in records[start : start + 256]])
     embed_seconds = time.perf_counter() - started
     texts = Corpus(11).queries(query_count)
-    exact_ms, hnsw_ms, recalls, filtered_recalls = [], [], [], []
+    exact_ms, hnsw_ms, recalls, filtered_recalls, deep_recalls, deep_filtered = [], [], [], [], [], []
+    # (HNSW searched as a recall searches it: with the embedder's hnsw.ef_search where the code chooses
+    # it by embedder; a baseline whose vector_hits takes no model searches as it always did)
+    by_model = "model" in inspect.signature(queries.vector_hits).parameters
+    model: dict[str, Any] = {"model": embedder.model_id} if by_model else {}
+
+    def recall_of(exact: list[Any], approx: list[Any]) -> float:
+        truth = {key for key, _ in exact}
+        return len(truth & {key for key, _ in approx}) / max(len(truth), 1)
+
     with psycopg.connect(uri) as conn:
         for text in texts:
             vector = embedder.embed([text])[0]
             t0 = time.perf_counter()
             exact = queries.vector_hits(conn, ("bench",), vector, 10, Filters(), exact=True)
             t1 = time.perf_counter()
-            approx = queries.vector_hits(conn, ("bench",), vector, 10, Filters(), exact=False)
+            approx = queries.vector_hits(conn, ("bench",), vector, 10, Filters(), exact=False, **model)
             t2 = time.perf_counter()
             exact_ms.append(t1 - t0)
             hnsw_ms.append(t2 - t1)
-            truth = {key for key, _ in exact}
-            recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
+            recalls.append(recall_of(exact, approx))
             exact = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=True)
-            approx = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=False)
-            truth = {key for key, _ in exact}
-            filtered_recalls.append(len(truth & {key for key, _ in approx}) / max(len(truth), 1))
+            approx = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=False, **model)
+            filtered_recalls.append(recall_of(exact, approx))
+            # the depth a hybrid recall asks of the vector list (what the fusion reads)
+            for filters, out in ((Filters(), deep_recalls), (FILTER, deep_filtered)):
+                exact = queries.vector_hits(conn, ("bench",), vector, HYBRID_DEPTH, filters, exact=True)
+                approx = queries.vector_hits(conn, ("bench",), vector, HYBRID_DEPTH, filters, exact=False, **model)
+                out.append(recall_of(exact, approx))
         row = conn.execute("SELECT pg_total_relation_size('eventmem_memories')").fetchone()
         disk = int(row[0]) if row is not None else 0
         # (the narrow copy of each memory the scans read, schema 7, where there is one)
@@ -338,7 +376,10 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
         "vector_hnsw_p50_ms": p50_ms(hnsw_ms),
         "hnsw_recall_at_10": round(statistics.mean(recalls), 4),
         "hnsw_recall_at_10_filtered": round(statistics.mean(filtered_recalls), 4),
-        "hnsw_ef_search_top10": queries.ef_search(10),
+        "hnsw_recall_at_50": round(statistics.mean(deep_recalls), 4),
+        "hnsw_recall_at_50_filtered": round(statistics.mean(deep_filtered), 4),
+        "hnsw_ef_search_top10": queries.ef_search(10, **model),
+        "hnsw_ef_search_top50": queries.ef_search(HYBRID_DEPTH, **model),
         "hybrid_uses": "exact" if count <= getattr(queries, "SCANNED_UP_TO", queries.EXACT_UP_TO) else "hnsw",
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),

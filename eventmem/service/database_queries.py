@@ -298,6 +298,9 @@ class DatabaseQueries(Part, Reads):
                 use_keywords=mode != "vector" or not vectors,
                 now=time.time() if now is None else now,
                 project=narrowed,
+                # (the in-process store's cache of the last questions' vectors: a question asked
+                # again is not embedded again)
+                embed_query=self.project.embedding.embed_query,
             )
             asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
             read.commit()

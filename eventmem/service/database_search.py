@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -34,9 +34,10 @@ class DatabaseView:
     """One project's filtered memories in the database, asked as :func:`hybrid_search` asks a store's
     read view. A position is a memory's place in the order it was first named here; ``among`` is not
     read (the filters are applied in SQL). The lists :func:`hybrid_search` asks for are fetched before
-    it runs (:meth:`ask`, every project's in one round trip: on a busy machine each costs more than
-    the queries), with the columns the fusion reads and the keyword hits' cosines; a list asked
-    otherwise is fetched when asked."""
+    it runs (every project's in one pipeline: on a busy machine a round trip costs more than the
+    queries), with the columns the fusion reads and the keyword hits' cosines: the keyword lists
+    (:meth:`ask_keywords`) while the query is embedded, then the vector lists (:meth:`ask_vectors`)
+    and the keyword hits' cosines (:meth:`ask_cosines`); a list asked otherwise is fetched when asked."""
 
     def __init__(
         self,
@@ -59,7 +60,7 @@ class DatabaseView:
         """The project's keyword statistics, if read before the lists (without a vector: the lists'
         statements then need none)."""
         self.vector = vector
-        """The query's vector, made before the searches (the keyword search then brings the cosines)."""
+        """The query's vector, once made (:meth:`ask_vectors`; the keyword list is sent before it)."""
         self.literal = None if vector is None else queries.vector_literal(vector)
         """The vector as a pgvector literal, made once for the statements that send it."""
         self.searched = stats.searched if stats is not None else BOUND
@@ -84,35 +85,51 @@ class DatabaseView:
         scanned = self.stats is None and queries.narrows(self.filters, self.narrowed)
         return self.searched <= (queries.SCANNED_UP_TO if scanned else queries.EXACT_UP_TO)
 
-    def ask(self, text: str, depth: int) -> None:
-        """Send the queries of the lists :func:`hybrid_search` asks for ``text`` at ``depth`` (in a
-        pipeline: their answers are read by :meth:`collect`)."""
-        if self.vector is not None:
-            setting, sql, values = queries.counted_vector_query(
-                [self.project],
-                self.vector,
-                depth,
-                self.filters,
-                self.now,
-                project=self.narrowed,
-                literal=self.literal,
-            )
-            self.conn.execute(setting)
-            self._asked[("vectors", depth)] = self.conn.execute(sql, values)
-            self.conn.execute(queries.SORTING_BACK)
-        beside = self.vector is not None
+    def ask_keywords(self, text: str, depth: int, *, beside_vectors: bool) -> None:
+        """Send the keyword list :func:`hybrid_search` asks for ``text`` at ``depth`` (in a pipeline:
+        its answer is read by :meth:`ask_cosines` or :meth:`collect`). Beside vectors it is sent
+        before the query is embedded, without the hits' cosines (:meth:`ask_cosines` asks them)."""
         query = None
         if self.stats is None:  # (the words chosen in SQL: no statistics read before)
             where, params = self._where()
             query = keywords.ranking_at_once(
-                self.project, text, depth, where, params, beside_vectors=beside, vector=self.literal
+                self.project, text, depth, where, params, beside_vectors=beside_vectors, vector=self.literal
             )
         if query is None:
-            query = self._keyword_query(text, depth, beside)
+            query = self._keyword_query(text, depth, beside_vectors)
         if query is not None:
-            self._asked[("keywords", text, depth, beside)] = self.conn.execute(*query)
+            self._asked[("keywords", text, depth, beside_vectors)] = self.conn.execute(*query)
         else:
-            self._answers[("keywords", text, depth, beside)] = []
+            self._answers[("keywords", text, depth, beside_vectors)] = []
+
+    def ask_vectors(self, vector: npt.NDArray[np.float32], depth: int) -> None:
+        """Send the vector list of the query's ``vector`` at ``depth`` (read by :meth:`collect`)."""
+        self.vector = vector
+        self.literal = queries.vector_literal(vector)
+        setting, sql, values = queries.counted_vector_query(
+            [self.project],
+            vector,
+            depth,
+            self.filters,
+            self.now,
+            project=self.narrowed,
+            literal=self.literal,
+            model=self.embedder.model_id,
+        )
+        self.conn.execute(setting)
+        self._asked[("vectors", depth)] = self.conn.execute(sql, values)
+        self.conn.execute(queries.SORTING_BACK)
+
+    def ask_cosines(self) -> None:
+        """Read the keyword list sent before the query's vector was known, and send the cosines of its
+        hits with that vector (:meth:`ask_vectors` first): the statement the keyword list's own
+        subquery computed them by, on the same rows, so the same values (read by :meth:`collect`)."""
+        assert self.literal is not None
+        for key in [key for key in self._asked if key[0] == "keywords"]:
+            self._answers[key] = found = self._asked.pop(key).fetchall()
+            keys = [(self.project, str(row[0])) for row in found if (self.project, str(row[0])) not in self._cosines]
+            if keys:
+                self._asked[("cosines", key)] = self.conn.execute(*queries.cosines_query(keys, self.literal))
 
     def collect(self) -> None:
         for key, cursor in self._asked.items():
@@ -120,6 +137,8 @@ class DatabaseView:
             if key[0] == "vectors":
                 rows, self.searched = queries.counted_rows_of(found)
                 self._answers[key] = rows
+            elif key[0] == "cosines":
+                self._cosines.update(queries.cosines_of(found))
             else:
                 self._answers[key] = found
         self._asked = {}
@@ -177,6 +196,7 @@ class DatabaseView:
                 self.now,
                 exact=self._exact(),
                 project=self.narrowed,
+                model=self.embedder.model_id,
             )
         positions = self._place(rows, [row[1] for row in rows])
         return np.asarray(positions, np.int64), np.asarray([row[1] for row in rows], np.float32)
@@ -275,32 +295,43 @@ def hybrid(
     use_keywords: bool = True,
     now: float | None = None,
     project: str | None = None,
+    embed_query: Callable[[str], npt.NDArray[np.float32]] | None = None,
 ) -> list[Scored]:
     """The best ``limit`` of the filtered memories of ``projects`` for ``text``, each project searched
-    as its own store, merged by score then id (in one transaction: the caller's, if it opened one)."""
+    as its own store, merged by score then id (in one transaction: the caller's, if it opened one).
+    ``embed_query``: the query's vector (e.g. from a cache of the last questions' vectors), else
+    ``embedder`` embeds it."""
     now = time.time() if now is None else now
     if limit <= 0:
         return []
-    vector = embedder.embed([text])[0] if use_vectors else None
+    depth = max(limit * 4, DEPTH)
     found: list[Scored] = []
     with queries.reading(conn):
         # with a vector, no statement before the lists: the vector list's counts the memories a filter
         # passes (it reads them anyway) and the keyword list's chooses its words in SQL; without, the
         # statistics are read first, with the count
-        if vector is not None:
-            views = [DatabaseView(conn, one, embedder, filters, now, project, None, vector) for one in projects]
+        if use_vectors:
+            views = [DatabaseView(conn, one, embedder, filters, now, project, None, None) for one in projects]
         else:
             bounds = [(one, (*queries.visible_where([one], filters, now, project), BOUND)) for one in projects]
             stats = keywords.statistics_of(conn, bounds, text)
             views = [
-                DatabaseView(conn, one, embedder, filters, now, project, stats[one], vector)
+                DatabaseView(conn, one, embedder, filters, now, project, stats[one], None)
                 for one in projects
                 if stats[one].searched
             ]
         # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
         with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
             for view in views:
-                view.ask(text, max(limit * 4, DEPTH))
+                view.ask_keywords(text, depth, beside_vectors=use_vectors)
+            if use_vectors:
+                # the keyword lists run in the server while the query is embedded; their hits' cosines
+                # are asked once the vector is known, after the vector lists
+                vector = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+                for view in views:
+                    view.ask_vectors(vector, depth)
+                for view in views:
+                    view.ask_cosines()
         for view in views:
             view.collect()
         for view in views:

@@ -78,6 +78,14 @@ EF_SEARCH_PER_HIT = 16
 """A hybrid search's depth of 50 candidates searches with 800: recall of its top 50 is the fusion's."""
 EF_SEARCH_MAX = 1000
 """pgvector's own bound of ``hnsw.ef_search``."""
+EF_SEARCH_PER_HIT_LEARNED = 8
+""":data:`EF_SEARCH_PER_HIT` for a learned model's vectors (every embedder but the built-in hashing
+one, :data:`HASHED`): a hybrid search's depth of 50 searches with 400 (the floor), where hashing
+vectors search with 800. Measured with MiniLM at 20,000 memories (``tools/bench_scale.py``, top 10,
+50 queries): recall@10 against exact 0.962 at 200, 0.992 at 400, 0.998 at 800; real embeddings
+cluster, and a graph finds their neighbours with fewer candidates than near-random hashed ones."""
+HASHED = "hashing"
+"""The built-in embedder's ``model_id`` (its first part): near-random vectors, the hard case of HNSW."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,9 +264,12 @@ def _vector(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, vector.astype("float64").tolist())) + "]"
 
 
-def ef_search(k: int) -> int:
-    """``hnsw.ef_search`` for a search of the ``k`` nearest."""
-    return min(max(EF_SEARCH_MIN, EF_SEARCH_PER_HIT * k), EF_SEARCH_MAX)
+def ef_search(k: int, model: str | None = None) -> int:
+    """``hnsw.ef_search`` for a search of the ``k`` nearest among vectors of the embedder ``model``
+    (its ``model_id``; ``None``: not known, searched as hashing vectors are, the wider search)."""
+    learned = model is not None and model.split("-", 1)[0] != HASHED
+    per_hit = EF_SEARCH_PER_HIT_LEARNED if learned else EF_SEARCH_PER_HIT
+    return min(max(EF_SEARCH_MIN, per_hit * k), EF_SEARCH_MAX)
 
 
 Row = tuple[Key, float, float, float, float]
@@ -275,9 +286,11 @@ def vector_hits(
     *,
     exact: bool | None = None,
     project: str | None = None,
+    model: str | None = None,
 ) -> list[tuple[Key, float]]:
-    """The ``k`` nearest (key, cosine) among the filtered memories, best first (ties by key)."""
-    rows = vector_rows(conn, projects, vector, k, filters, now, exact=exact, project=project)
+    """The ``k`` nearest (key, cosine) among the filtered memories, best first (ties by key);
+    ``model``: the embedder's ``model_id`` (:func:`ef_search`)."""
+    rows = vector_rows(conn, projects, vector, k, filters, now, exact=exact, project=project, model=model)
     return [(row[0], row[1]) for row in rows]
 
 
@@ -291,6 +304,7 @@ def vector_rows(
     *,
     exact: bool | None = None,
     project: str | None = None,
+    model: str | None = None,
 ) -> list[Row]:
     """:func:`vector_hits` with each memory's importance, update and creation times."""
     if k <= 0:
@@ -298,7 +312,7 @@ def vector_rows(
     if exact is None:
         bound = SCANNED_UP_TO if narrows(filters, project) else EXACT_UP_TO
         exact = count(conn, projects, filters, now, project=project, up_to=bound + 1) <= bound
-    setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project)
+    setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project, model=model)
     with reading(conn):
         if setting:
             conn.execute(setting)
@@ -318,6 +332,7 @@ def vector_query(
     exact: bool,
     project: str | None = None,
     literal: str | None = None,
+    model: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
     parameters, none when exact) and the query with its parameters."""
@@ -342,7 +357,7 @@ def vector_query(
     setting = (
         ""
         if exact
-        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k))}', true), "
+        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k, model))}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
     return setting, sql, [literal, *params, literal, k]
@@ -378,6 +393,7 @@ def counted_vector_query(
     *,
     project: str | None = None,
     literal: str | None = None,
+    model: str | None = None,
 ) -> tuple[str, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
     memories passing the filters counted beside each row: one statement, and none read before it.
@@ -395,7 +411,7 @@ def counted_vector_query(
     distance = f"m.embedding <#> %s::halfvec({dim})"
     columns = "m.importance, m.updated_at, m.created_at"
     setting, hnsw, values = vector_query(
-        projects, vector, k, filters, now, exact=False, project=project, literal=literal
+        projects, vector, k, filters, now, exact=False, project=project, literal=literal, model=model
     )
     keep = f"SELECT m.project, m.id, {distance} AS d, {columns} FROM {SEARCHED} m WHERE {where}"
     # (the distances computed in the scan and kept without the vectors: counted over the kept rows, a
@@ -445,15 +461,25 @@ def cosines(conn: Any, keys: Sequence[Key], vector: npt.NDArray[np.float32]) -> 
     """The cosine of each of these memories with ``vector``."""
     if not keys:
         return {}
-    dim = int(vector.shape[0])
+    with reading(conn):
+        return cosines_of(conn.execute(*cosines_query(keys, _vector(vector))).fetchall())
+
+
+def cosines_query(keys: Sequence[Key], literal: str) -> tuple[str, list[object]]:
+    """What :func:`cosines` runs for the vector ``literal`` (:func:`vector_literal`): the score of the
+    vector lists and of the keyword list's subquery (the inner product of the narrow row's
+    half-precision vector with the query)."""
     sql = (
-        f"SELECT m.project, m.id, -(m.embedding <#> %s::halfvec({dim})) FROM {SEARCHED} m "
+        f"SELECT m.project, m.id, -(m.embedding <#> %s::halfvec) FROM {SEARCHED} m "
         "JOIN unnest(%s::text[], %s::text[]) AS k(project, id) ON m.project = k.project AND m.id = k.id "
         f"WHERE m.embedding IS NOT NULL"
     )
-    with reading(conn):
-        rows = conn.execute(sql, [_vector(vector), [p for p, _ in keys], [i for _, i in keys]]).fetchall()
-    return {(str(p), str(i)): float(c) for p, i, c in rows}
+    return sql, [literal, [p for p, _ in keys], [i for _, i in keys]]
+
+
+def cosines_of(found: Sequence[Sequence[Any]]) -> dict[Key, float]:
+    """:func:`cosines`' answer from the rows of :func:`cosines_query`'s query."""
+    return {(str(p), str(i)): float(c) for p, i, c in found}
 
 
 def columns(conn: Any, keys: Sequence[Key]) -> dict[Key, tuple[float, float, float]]:

@@ -1,0 +1,149 @@
+"""A recall from PostgreSQL spends less of its time waiting: the keyword list runs in the server
+while the query is embedded (its hits' cosines asked once the vector is known, with the same
+answers), a question asked again through ``serve --store`` takes its vector from the store's cache
+instead of the model, and a learned model's vectors are searched through HNSW with fewer candidates
+than the built-in embedder's near-random ones."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+import pytest
+from embedding_standins import StandIn
+from embedding_standins import serve as serve_embeddings
+from mcp_client import serve, server_env
+from pg_answers import NOW
+from test_postgres_serve import recall, store
+from test_postgres_sync import new_project
+
+from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import HashingEmbedder
+from eventmem.journal.config import Config
+from eventmem.projectors.postgres import queries
+from eventmem.projectors.postgres.projector import PostgresProjector
+from eventmem.projectors.postgres.sync import JournalFeed
+from eventmem.service import MemoryService, database_search
+from eventmem.service.search import hybrid_search
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+DEADLINE_S = 30.0
+TEXTS = ("common caching rare", "note 3 about caching", "ruff lint", "rare", "no such word here")
+
+
+@pytest.fixture
+def loaded(service: MemoryService, project: Path, pg_uri: str) -> Iterator[Any]:
+    """A project of 300 notes sharing words (so that the keyword list reaches memories the vector
+    list's top 50 does not) projected into the database; a connection to it."""
+    for n in range(300):
+        extra = " rare" if n % 50 == 0 else ""
+        service.save(f"common note {n} about caching{extra}", title=f"note {n % 7}", tags=[f"t{n % 4}"])
+    with psycopg.connect(pg_uri) as conn:
+        projector = PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main")
+        projector.load(JournalFeed(project).full())
+        projector.close()
+        yield conn
+
+
+def _statement_of(watcher: Any, pid: int) -> str:
+    row = watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    return str(row[0]) if row is not None else ""
+
+
+def _before_this_change(conn: Any, text: str, filters: Filters) -> list[tuple[str, float, float, float]]:
+    """The recall as it was asked before: the query embedded first, then each list fetched when the
+    fusion asks for it, the keyword list with its hits' cosines in its own statement."""
+    embedder = HashingEmbedder()
+    vector = embedder.embed([text])[0]
+    with conn.transaction():
+        view = database_search.DatabaseView(conn, "p", embedder, filters, NOW, None, None, vector)
+        searched = queries.count(conn, ("p",), filters, NOW, up_to=database_search.BOUND)
+        scored = hybrid_search(view, text, 10, np.ones(searched, bool), Config(), now=NOW)
+        return [(view.id_at(s.slot), s.score, s.vector_score, s.keyword_score) for s in scored]
+
+
+def test_the_keyword_list_runs_in_the_server_while_the_query_is_embedded_and_answers_as_before(
+    loaded: Any, pg_uri: str
+) -> None:
+    embedder = HashingEmbedder()
+    pid = loaded.info.backend_pid
+    seen: list[str] = []
+    with psycopg.connect(pg_uri, autocommit=True) as watcher:
+
+        def embed(asked: str) -> npt.NDArray[np.float32]:
+            # the server is asked what the recall's connection runs, until it names the keyword list
+            # (bounded: without the change nothing is sent before the query's vector exists)
+            deadline = time.monotonic() + 5.0
+            while "eventmem_postings" not in (statement := _statement_of(watcher, pid)):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            seen.append(statement)
+            return embedder.embed([asked])[0]
+
+        for filters in (Filters(), Filters(tags=("t1",))):
+            for text in TEXTS:
+                seen.clear()
+                with loaded.transaction():
+                    found = database_search.hybrid(
+                        loaded, ("p",), embedder, text, 10, filters, now=NOW, embed_query=embed
+                    )
+                assert len(seen) == 1 and "eventmem_postings" in seen[0], (text, filters)
+                got = [(s.id, s.score, s.vector_score, s.keyword_score) for s in found]
+                assert got == _before_this_change(loaded, text, filters), (text, filters)
+
+
+def test_a_learned_models_vectors_are_searched_through_hnsw_with_fewer_candidates_than_hashing_ones(
+    loaded: Any,
+) -> None:
+    class Learned(HashingEmbedder):
+        """The built-in vectors under a learned model's name (as a database of its vectors holds)."""
+
+        @property
+        def model_id(self) -> str:
+            return "onnx-minilm-384"
+
+    explored = {}
+    for embedder in (HashingEmbedder(), Learned()):
+        with loaded.transaction():  # (the setting holds for the search's transaction only)
+            database_search.hybrid(loaded, ("p",), embedder, "common caching", 10, Filters(), now=NOW)
+            explored[embedder.model_id] = int(loaded.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
+    assert explored == {"hashing-v4-384": 800, "onnx-minilm-384": 400}  # (a hybrid's depth of 50)
+
+
+def _asked(standin: StandIn, text: str) -> int:
+    """The requests that asked the stand-in for the vector of ``text`` alone (a query)."""
+    with standin.lock:
+        return sum(1 for body in standin.requests if body["input"] in (text, [text]))
+
+
+async def test_a_question_asked_again_through_serve_store_is_not_embedded_again(tmp_path: Path, pg_uri: str) -> None:
+    import anyio
+
+    root = new_project(tmp_path, "alpha")
+    question = "which compiler version is pinned"
+    with serve_embeddings(StandIn()) as standin:
+        spec = f"ollama:nomic-embed-text@{standin.url}"
+        env = server_env(EVENTMEM_EMBEDDER=spec)
+        async with serve(root, env, tmp_path / "server.log", args=["--tools", "all", "--store", pg_uri]) as session:
+            await session.initialize()
+            await store(session, "Alpha pins the compiler to version 17.", "compiler pin")
+            deadline = time.monotonic() + DEADLINE_S
+            while True:  # (until the saved memory has its vector: the recall then embeds its query)
+                hits = (await recall(session, question))["results"]
+                if hits and hits[0]["vector_score"] > 0:
+                    break
+                assert time.monotonic() < deadline, "the memory's vector never came"
+                await anyio.sleep(0.2)
+            embedded = _asked(standin, question)
+            assert embedded >= 1
+            again = (await recall(session, question))["results"]
+            assert _asked(standin, question) == embedded  # (from the cache of the last questions' vectors)
+            assert [(h["id"], h["score"]) for h in again] == [(h["id"], h["score"]) for h in hits]
+            await recall(session, "another question entirely")
+            assert _asked(standin, "another question entirely") == 1
