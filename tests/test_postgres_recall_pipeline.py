@@ -1,8 +1,9 @@
 """A recall from PostgreSQL spends less of its time waiting: the keyword list runs in the server
-while the query is embedded (its hits' cosines asked once the vector is known, with the same
-answers), a question asked again through ``serve --store`` takes its vector from the store's cache
-instead of the model, and a learned model's vectors are searched through HNSW with fewer candidates
-than the built-in embedder's near-random ones."""
+while a model embeds the query (its hits' cosines asked once the vector is known, with the same
+answers; the built-in embedder's vector, made in less than a round trip, is made first), a question
+asked again through ``serve --store`` takes its vector from the store's cache instead of the model,
+and a learned model's vectors are searched through HNSW with fewer candidates than the built-in
+embedder's near-random ones."""
 
 from __future__ import annotations
 
@@ -50,15 +51,25 @@ def loaded(service: MemoryService, project: Path, pg_uri: str) -> Iterator[Any]:
         yield conn
 
 
+class LearnedModel(HashingEmbedder):
+    """The built-in embedder's vectors under a learned model's name: a recall treats it as a model
+    (the database holds the built-in embedder's vectors, so the answers can be compared)."""
+
+    @property
+    def model_id(self) -> str:
+        return "minilm-standin-384"
+
+
 def _statement_of(watcher: Any, pid: int) -> str:
     row = watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
     return str(row[0]) if row is not None else ""
 
 
-def _before_this_change(conn: Any, text: str, filters: Filters) -> list[tuple[str, float, float, float]]:
+def _before_this_change(
+    conn: Any, text: str, filters: Filters, embedder: HashingEmbedder
+) -> list[tuple[str, float, float, float]]:
     """The recall as it was asked before: the query embedded first, then each list fetched when the
     fusion asks for it, the keyword list with its hits' cosines in its own statement."""
-    embedder = HashingEmbedder()
     vector = embedder.embed([text])[0]
     with conn.transaction():
         view = database_search.DatabaseView(conn, "p", embedder, filters, NOW, None, None, vector)
@@ -67,18 +78,17 @@ def _before_this_change(conn: Any, text: str, filters: Filters) -> list[tuple[st
         return [(view.id_at(s.slot), s.score, s.vector_score, s.keyword_score) for s in scored]
 
 
-def test_the_keyword_list_runs_in_the_server_while_the_query_is_embedded_and_answers_as_before(
-    loaded: Any, pg_uri: str
-) -> None:
-    embedder = HashingEmbedder()
-    pid = loaded.info.backend_pid
+def _recall_watched(
+    conn: Any, pg_uri: str, embedder: HashingEmbedder, text: str, filters: Filters
+) -> tuple[list[tuple[str, float, float, float]], str]:
+    """A recall through ``database_search.hybrid``, and what its connection was running in the server
+    while the query was embedded (waiting up to 1 s for the keyword list to show)."""
+    pid = conn.info.backend_pid
     seen: list[str] = []
     with psycopg.connect(pg_uri, autocommit=True) as watcher:
 
         def embed(asked: str) -> npt.NDArray[np.float32]:
-            # the server is asked what the recall's connection runs, until it names the keyword list
-            # (bounded: without the change nothing is sent before the query's vector exists)
-            deadline = time.monotonic() + 5.0
+            deadline = time.monotonic() + 1.0
             while "eventmem_postings" not in (statement := _statement_of(watcher, pid)):
                 if time.monotonic() > deadline:
                     break
@@ -86,16 +96,30 @@ def test_the_keyword_list_runs_in_the_server_while_the_query_is_embedded_and_ans
             seen.append(statement)
             return embedder.embed([asked])[0]
 
-        for filters in (Filters(), Filters(tags=("t1",))):
-            for text in TEXTS:
-                seen.clear()
-                with loaded.transaction():
-                    found = database_search.hybrid(
-                        loaded, ("p",), embedder, text, 10, filters, now=NOW, embed_query=embed
-                    )
-                assert len(seen) == 1 and "eventmem_postings" in seen[0], (text, filters)
-                got = [(s.id, s.score, s.vector_score, s.keyword_score) for s in found]
-                assert got == _before_this_change(loaded, text, filters), (text, filters)
+        with conn.transaction():
+            found = database_search.hybrid(conn, ("p",), embedder, text, 10, filters, now=NOW, embed_query=embed)
+    assert len(seen) == 1
+    return [(s.id, s.score, s.vector_score, s.keyword_score) for s in found], seen[0]
+
+
+def test_the_keyword_list_runs_in_the_server_while_a_model_embeds_the_query_and_answers_as_before(
+    loaded: Any, pg_uri: str
+) -> None:
+    for filters in (Filters(), Filters(tags=("t1",))):
+        for text in TEXTS:
+            got, running = _recall_watched(loaded, pg_uri, LearnedModel(), text, filters)
+            assert "eventmem_postings" in running, (text, filters)
+            assert got == _before_this_change(loaded, text, filters, LearnedModel()), (text, filters)
+
+
+def test_the_built_in_embedders_vector_is_made_before_anything_is_sent_and_answers_as_before(
+    loaded: Any, pg_uri: str
+) -> None:
+    for filters in (Filters(), Filters(tags=("t1",))):
+        for text in TEXTS:
+            got, running = _recall_watched(loaded, pg_uri, HashingEmbedder(), text, filters)
+            assert "eventmem_postings" not in running, (text, filters)  # (no round trip spent waiting)
+            assert got == _before_this_change(loaded, text, filters, HashingEmbedder()), (text, filters)
 
 
 def test_a_learned_models_vectors_are_searched_through_hnsw_with_fewer_candidates_than_hashing_ones(

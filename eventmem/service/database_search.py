@@ -36,8 +36,10 @@ class DatabaseView:
     read (the filters are applied in SQL). The lists :func:`hybrid_search` asks for are fetched before
     it runs (every project's in one pipeline: on a busy machine a round trip costs more than the
     queries), with the columns the fusion reads and the keyword hits' cosines: the keyword lists
-    (:meth:`ask_keywords`) while the query is embedded, then the vector lists (:meth:`ask_vectors`)
-    and the keyword hits' cosines (:meth:`ask_cosines`); a list asked otherwise is fetched when asked."""
+    (:meth:`ask_keywords`) while a model embeds the query, then the vector lists (:meth:`ask_vectors`)
+    and the keyword hits' cosines (:meth:`ask_cosines`); with the built-in embedder (a vector in well
+    under a millisecond) the vector lists, then the keyword lists with their hits' cosines. A list
+    asked otherwise is fetched when asked."""
 
     def __init__(
         self,
@@ -87,8 +89,9 @@ class DatabaseView:
 
     def ask_keywords(self, text: str, depth: int, *, beside_vectors: bool) -> None:
         """Send the keyword list :func:`hybrid_search` asks for ``text`` at ``depth`` (in a pipeline:
-        its answer is read by :meth:`ask_cosines` or :meth:`collect`). Beside vectors it is sent
-        before the query is embedded, without the hits' cosines (:meth:`ask_cosines` asks them)."""
+        its answer is read by :meth:`ask_cosines` or :meth:`collect`). Beside a model's vectors it is
+        sent before the query is embedded, without the hits' cosines (:meth:`ask_cosines` asks them);
+        beside the built-in embedder's, after :meth:`ask_vectors`, with them."""
         query = None
         if self.stats is None:  # (the words chosen in SQL: no statistics read before)
             where, params = self._where()
@@ -322,11 +325,17 @@ def hybrid(
             ]
         # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
         with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
+            # a model's vector takes milliseconds: the keyword lists run in the server while the query is
+            # embedded, and their hits' cosines are asked once it is known; the built-in embedder's takes
+            # less than a round trip: it is made first, and the keyword lists bring the cosines themselves
+            overlapped = use_vectors and queries.learned(embedder.model_id)
+            if use_vectors and not overlapped:
+                vector = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+                for view in views:
+                    view.ask_vectors(vector, depth)
             for view in views:
                 view.ask_keywords(text, depth, beside_vectors=use_vectors)
-            if use_vectors:
-                # the keyword lists run in the server while the query is embedded; their hits' cosines
-                # are asked once the vector is known, after the vector lists
+            if overlapped:
                 vector = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
                 for view in views:
                     view.ask_vectors(vector, depth)

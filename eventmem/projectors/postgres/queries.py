@@ -41,6 +41,7 @@ __all__ = [
     "counted_rows_of",
     "counted_vector_query",
     "keyword_hits",
+    "learned",
     "matching",
     "reading",
     "vector_hits",
@@ -264,11 +265,15 @@ def _vector(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, vector.astype("float64").tolist())) + "]"
 
 
+def learned(model: str) -> bool:
+    """Whether the embedder ``model`` (its ``model_id``) is a learned model, not the built-in hashing one."""
+    return model.split("-", 1)[0] != HASHED
+
+
 def ef_search(k: int, model: str | None = None) -> int:
     """``hnsw.ef_search`` for a search of the ``k`` nearest among vectors of the embedder ``model``
     (its ``model_id``; ``None``: not known, searched as hashing vectors are, the wider search)."""
-    learned = model is not None and model.split("-", 1)[0] != HASHED
-    per_hit = EF_SEARCH_PER_HIT_LEARNED if learned else EF_SEARCH_PER_HIT
+    per_hit = EF_SEARCH_PER_HIT_LEARNED if model is not None and learned(model) else EF_SEARCH_PER_HIT
     return min(max(EF_SEARCH_MIN, per_hit * k), EF_SEARCH_MAX)
 
 
