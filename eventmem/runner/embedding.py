@@ -193,6 +193,13 @@ class EmbeddingQueue:
         if not self.background or (not slow and (not self.backlog_to_worker or len(items) <= BUILTIN_INLINE_EMBED_MAX)):
             self._embed_inline(items)
             return
+        if self._ready and self.backlog_to_worker and len(items) > BUILTIN_INLINE_EMBED_MAX:
+            # a backlog (a merged branch): the worker looks its texts up in the cache too, batch by
+            # batch, after the call (about 30 us a text at 100k memories)
+            for slot, text, digest in items:
+                self._pending[slot] = (text, digest)
+            self._ensure_worker()
+            return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
         if missing:
             self.cache.refresh()
@@ -256,6 +263,20 @@ class EmbeddingQueue:
         row = {digest: i for i, digest in enumerate(unique)}
         return fresh[[row[d] for d in digests]]
 
+    def _put_cached(self, batch: list[tuple[int, tuple[str, bytes]]]) -> list[tuple[int, tuple[str, bytes]]]:
+        """Put the vectors the cache holds for a batch the worker took (the lock held); the rest of it,
+        to embed."""
+        digests = [digest for _, (_, digest) in batch]
+        vectors, missing = self.cache.lookup(digests)
+        if missing:  # (another process may have embedded them: read what it appended)
+            self.cache.refresh()
+            vectors, missing = self.cache.lookup(digests)
+        absent = set(missing)
+        cached = [i for i in range(len(batch)) if i not in absent]
+        if cached:
+            self._put(np.asarray([batch[i][0] for i in cached], np.int64), vectors[cached])
+        return [batch[i] for i in missing]
+
     def _failed(self, exc: BaseException) -> None:
         log.warning("embedder %s failed: %s", self.embedder.model_id, exc)
         self._error = str(exc)
@@ -292,11 +313,15 @@ class EmbeddingQueue:
                         self._replacing = self._replacing and not finished
                         break
                     generation = self._generation
-                    batch = list(itertools.islice(self._pending.items(), self._batch))
-                    for slot, _ in batch:
+                    taken = list(itertools.islice(self._pending.items(), self._batch))
+                    for slot, _ in taken:
                         del self._pending[slot]
+                    total = done + len(taken) + len(self._pending)
+                    batch = self._put_cached(taken)
+                    done += len(taken) - len(batch)
                     self._inflight = len(batch)
-                    total = done + len(batch) + len(self._pending)
+                    if not batch:
+                        continue
                 try:
                     fresh = self._embed_unique([text for _, (text, _) in batch], [d for _, (_, d) in batch])
                 except BaseException:
