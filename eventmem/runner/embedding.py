@@ -263,19 +263,22 @@ class EmbeddingQueue:
         row = {digest: i for i, digest in enumerate(unique)}
         return fresh[[row[d] for d in digests]]
 
-    def _put_cached(self, batch: list[tuple[int, tuple[str, bytes]]]) -> list[tuple[int, tuple[str, bytes]]]:
-        """Put the vectors the cache holds for a batch the worker took (the lock held); the rest of it,
-        to embed."""
+    def _vectors_of(self, batch: list[tuple[int, tuple[str, bytes]]]) -> tuple[npt.NDArray[np.float32], list[int]]:
+        """The vectors of a batch the worker took, and the positions it embedded (the others were in
+        the cache). The cache is read without the lock (its index only grows under it, each record
+        once written), so that the call that handed the batch on is not kept waiting; the records
+        other processes appended are indexed under it."""
         digests = [digest for _, (_, digest) in batch]
         vectors, missing = self.cache.lookup(digests)
-        if missing:  # (another process may have embedded them: read what it appended)
-            self.cache.refresh()
-            vectors, missing = self.cache.lookup(digests)
-        absent = set(missing)
-        cached = [i for i in range(len(batch)) if i not in absent]
-        if cached:
-            self._put(np.asarray([batch[i][0] for i in cached], np.int64), vectors[cached])
-        return [batch[i] for i in missing]
+        if missing:
+            with self.lock:
+                self.cache.refresh()
+            found, still = self.cache.lookup([digests[i] for i in missing])
+            vectors[missing] = found
+            missing = [missing[i] for i in still]
+        if missing:
+            vectors[missing] = self._embed_unique([batch[i][1][0] for i in missing], [digests[i] for i in missing])
+        return vectors, missing
 
     def _failed(self, exc: BaseException) -> None:
         log.warning("embedder %s failed: %s", self.embedder.model_id, exc)
@@ -313,17 +316,13 @@ class EmbeddingQueue:
                         self._replacing = self._replacing and not finished
                         break
                     generation = self._generation
-                    taken = list(itertools.islice(self._pending.items(), self._batch))
-                    for slot, _ in taken:
+                    batch = list(itertools.islice(self._pending.items(), self._batch))
+                    for slot, _ in batch:
                         del self._pending[slot]
-                    total = done + len(taken) + len(self._pending)
-                    batch = self._put_cached(taken)
-                    done += len(taken) - len(batch)
                     self._inflight = len(batch)
-                    if not batch:
-                        continue
+                    total = done + len(batch) + len(self._pending)
                 try:
-                    fresh = self._embed_unique([text for _, (text, _) in batch], [d for _, (_, d) in batch])
+                    vectors, embedded = self._vectors_of(batch)
                 except BaseException:
                     with self.lock:
                         self._inflight = 0
@@ -333,12 +332,13 @@ class EmbeddingQueue:
                     raise
                 with self.lock:
                     self._inflight = 0
-                    self.cache.store([digest for _, (_, digest) in batch], fresh)
+                    if embedded:
+                        self.cache.store([batch[i][1][1] for i in embedded], vectors[embedded])
                     if generation != self._generation:
                         continue
                     keep = [i for i, (slot, _) in enumerate(batch) if self._wanted(slot) and slot not in self._pending]
                     if keep:
-                        self._put(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
+                        self._put(np.asarray([batch[i][0] for i in keep], np.int64), vectors[keep])
                     done += len(batch)
                     if self.progress is not None:
                         self.progress(done, total)
