@@ -24,6 +24,7 @@ import numpy.typing as npt
 from eventmem.embedders.embedcache import EmbeddingCache, QueryVectors, recorded_model
 from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.embedders.providers import ProviderError
+from eventmem.projectors.base import AFTER_CALL_SECONDS
 from eventmem.projectors.vectors import EmbedItem
 
 __all__ = [
@@ -100,6 +101,8 @@ class EmbeddingQueue:
         self._last_worker: threading.Thread | None = None
         self._stop = threading.Event()
         self._done = threading.Condition(lock)
+        self._not_before = 0.0
+        """The worker takes no batch before this moment (``time.monotonic``): see :meth:`submit`."""
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -198,6 +201,7 @@ class EmbeddingQueue:
             # batch, after the call (about 30 us a text at 100k memories)
             for slot, text, digest in items:
                 self._pending[slot] = (text, digest)
+            self._not_before = time.monotonic() + AFTER_CALL_SECONDS
             self._ensure_worker()
             return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
@@ -307,6 +311,8 @@ class EmbeddingQueue:
                 with self.lock:
                     self._ready = True
             while True:
+                if (wait := self._not_before - time.monotonic()) > 0:
+                    self._stop.wait(wait)  # (the call that handed a backlog on answered first)
                 with self.lock:
                     if self._stop.is_set() or not self._pending:
                         # decided under the lock: a backlog added after this starts a new worker
