@@ -42,12 +42,13 @@ def child(place: Path, profile: bool) -> dict[str, Any]:
     import io
     import pstats
 
-    from scale_journal import git
-
+    import eventmem
     from eventmem.journal.project import RootChoice
     from eventmem.service import open_service
 
     root = place / "project"
+    from scale_journal import git  # (after eventmem: it puts this checkout's root first on the path)
+
     os.environ["EVENTMEM_GLOBAL_DIR"] = str(place / "global")
     os.environ["EVENTMEM_LOG_LEVEL"] = "WARNING"
     service = open_service(RootChoice(root, "bench"), background_vectors=True)
@@ -61,8 +62,6 @@ def child(place: Path, profile: bool) -> dict[str, Any]:
     store.wait_snapshot()
     service.search("warm up again", limit=5)  # (the postings made are now the ones that rank)
     git(root, "merge", "-q", "--no-ff", "-m", "merge feature1", "feature1")
-    import eventmem
-
     out: dict[str, Any] = {"load_average_at_merge": [round(x, 2) for x in os.getloadavg()]}
     out["code"] = "baseline" if "baseline-code" in eventmem.__file__ else "this"
     profiler = cProfile.Profile() if profile else None

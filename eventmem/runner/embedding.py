@@ -7,7 +7,9 @@ that holds the runner's lock only to take a batch and to put the vectors in; unt
 :meth:`EmbeddingQueue.status` is not "ready" and recall answers from the keyword index alone. The
 runner writes no snapshot while anything is pending, so a snapshot never lacks a vector. The
 built-in embedder embeds within the call, but in a server that is open, a backlog larger than
-:data:`BUILTIN_INLINE_EMBED_MAX` (a branch merged under it) goes to the worker in the same way.
+:data:`BUILTIN_INLINE_EMBED_MAX` (a branch merged under it) goes to the worker in the same way; such
+a backlog is handed on whole, and the worker looks each batch up in the embedding cache itself
+(without the lock), so that the call that folded the merge does not.
 """
 
 from __future__ import annotations
