@@ -224,11 +224,11 @@ class KeywordIndex:
         self._phrases.clear()
         db = self._db
         gone = sorted({s for s in removed if s in self._present} | {r[0] for r in rows if r[0] in self._present})
-        old: dict[int, str] = {}
+        old: list[str] = []
         for start in range(0, len(gone), 500):
             chunk = gone[start : start + 500]
-            sql = f"SELECT rowid, title, summary, content, tags FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})"
-            old.update((row[0], " ".join(row[1:])) for row in db.execute(sql, chunk))
+            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})"
+            old += (" ".join(row) for row in db.execute(sql, chunk))
         failed: list[BaseException] = []
 
         def write() -> None:
@@ -264,15 +264,16 @@ class KeywordIndex:
         def finish() -> None:
             try:
                 try:
-                    lost, gained = _words_changed(old, {row[0]: " ".join(row[1:]) for row in rows})
+                    lost = Counter(chain.from_iterable(map(words_of, old)))
+                    gained = Counter(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
                 finally:
                     writer.join()
             finally:
                 end()
             if failed:
                 raise failed[0]
-            self.df.subtract(Counter(chain.from_iterable(lost)))
-            self.df.update(chain.from_iterable(gained))  # (counted into it, in C)
+            self.df.subtract(lost)
+            self.df.update(gained)
             self._present.difference_update(gone)
             self._present.update(r[0] for r in rows)
             if self.ranking is not None:
@@ -403,25 +404,6 @@ class KeywordIndex:
             return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
 
         return framed
-
-
-def _words_changed(old: dict[int, str], new: dict[int, str]) -> tuple[list[set[str]], list[set[str]]]:
-    """The words (see :func:`words_of`) each row loses and gains, from its text before (``old``, by
-    slot: the rows removed or replaced) and after (``new``): a row replaced loses and gains only the
-    words that differ, so that the words an update keeps are not counted twice."""
-    lost: list[set[str]] = []
-    gained: list[set[str]] = []
-    for slot, text in old.items():
-        before = words_of(text)
-        after_text = new.get(slot)
-        if after_text is None:
-            lost.append(before)
-            continue
-        after = words_of(after_text)
-        lost.append(before - after)
-        gained.append(after - before)
-    gained.extend(words_of(text) for slot, text in new.items() if slot not in old)
-    return lost, gained
 
 
 UPSERT_BESIDE_FROM: Final = 500
