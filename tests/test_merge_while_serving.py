@@ -42,10 +42,11 @@ def commit(root: Path, message: str) -> None:
     git(root, "commit", "-q", "-m", message)
 
 
-def branch_with_many_events(project: Path) -> tuple[str, str, int]:
+def branch_with_many_events(project: Path) -> tuple[list[MemorySaved], list[AnyEvent]]:
     """Main with :data:`ON_MAIN` memories, and a branch ``feature`` that saves :data:`SAVED_ON_BRANCH`
-    more (one titled with :data:`MARKER`), changes the text of :data:`UPDATED` of main's and deletes 100. Returns
-    (the marked memory, an updated one's new word, the branch's number of events)."""
+    more (the first titled with :data:`MARKER`), changes the text of :data:`UPDATED` of main's (the
+    first ones; each new text holds the word ``quixotrel``) and deletes 100 (from the 300th). Returns
+    (main's events, the branch's events)."""
     rng = random.Random(32)
     first = [saved(rng, n) for n in range(ON_MAIN)]
     write_events(project, first)
@@ -67,7 +68,7 @@ def branch_with_many_events(project: Path) -> tuple[str, str, int]:
     write_events(project, events)
     commit(project, "many events on a branch")
     git(project, "checkout", "-q", "main")
-    return events[0].memory, "quixotrel", len(events)
+    return first, events
 
 
 def ranked(answer: dict[str, Any]) -> list[tuple[str, float]]:
@@ -78,7 +79,9 @@ def ranked(answer: dict[str, Any]) -> list[tuple[str, float]]:
 async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later_with_vectors_as_a_rebuild_does(
     project: Path, tmp_path: Path
 ) -> None:
-    marked, renamed_word, count = branch_with_many_events(project)
+    on_main, on_branch = branch_with_many_events(project)
+    marked, renamed_word, count = on_branch[0].memory, "quixotrel", len(on_branch)
+    assert isinstance(on_branch[1], MemorySaved)
     errlog = tmp_path / "serve.log"
     env = server_env(EVENTMEM_RECENCY_BOOST="0")
     async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
@@ -95,6 +98,16 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
         assert "still being embedded" in warning and "keyword matches only" in warning, warning
         renamed = await call(session, "search_memories", query=renamed_word, limit=100)
         assert len(renamed["results"]) == UPDATED  # the changed texts too
+        # the merge's dedup keys (made by a thread after the call, or by the first save that needs
+        # them): a save of a branch memory's text, cased and spaced anew, is that memory; one of a
+        # text the branch replaced or deleted is a new memory, and a save of its text again is it
+        again = await call(session, "store_memory", content=f"  {on_branch[1].content.upper()}\n")
+        assert again["deduplicated"] is True and again["memory"]["id"] == on_branch[1].memory
+        for gone in (on_main[0], on_main[300]):  # (updated, deleted on the branch)
+            anew = await call(session, "store_memory", content=gone.content)
+            assert "deduplicated" not in anew and anew["memory"]["id"] != gone.memory
+            twice = await call(session, "store_memory", content=gone.content.upper())
+            assert twice["deduplicated"] is True and twice["memory"]["id"] == anew["memory"]["id"]
 
         await vectors_ready(session)
         done = await call(session, "retrieve_context", query=f"{MARKER} ledger", limit=5)
@@ -112,7 +125,7 @@ async def test_the_next_call_after_a_large_merge_answers_from_keywords_and_later
 
     # a clone of the merged project, its derived state rebuilt from the journal, answers alike
     memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", QUERIES, EVENTMEM_RECENCY_BOOST="0")
-    assert memories == ON_MAIN + SAVED_ON_BRANCH + 1 - 100
+    assert memories == ON_MAIN + SAVED_ON_BRANCH + 1 - 100 + 2  # (and the two saved after the merge)
     for query in QUERIES:  # the same vectors, as a rebuild embeds them
         assert served[query, "vector"] == rebuilt[query, "vector"]
         # the same keyword scores (memories of equal score may be ranked in another order: slots

@@ -611,6 +611,19 @@ def test_the_first_read_of_the_embedding_cache_keeps_the_first_of_equal_hashes(t
     assert vectors[0].tolist() == other.tolist() and vectors[1].tolist() == first.tolist()
 
 
+def test_the_embedding_cache_reads_the_records_another_process_appended_between_its_own(tmp_path: Path) -> None:
+    folder = tmp_path / "embeddings"
+    cache, other = EmbeddingCache(folder, "model", 4), EmbeddingCache(folder, "model", 4)
+    mine, theirs, later = (np.full((1, 4), value, np.float32) for value in (1.0, 2.0, 3.0))
+    cache.store([b"a" * 16], mine)  # (its own records, at the end it had read to: not read again)
+    other.store([b"b" * 16], theirs)
+    cache.store([b"c" * 16], later)  # (after another process's record: that one is read on a refresh)
+    cache.refresh()
+    vectors, missing = cache.lookup([b"a" * 16, b"b" * 16, b"c" * 16])
+    assert missing == [] and len(cache) == 3
+    assert vectors.tolist() == [mine[0].tolist(), theirs[0].tolist(), later[0].tolist()]
+
+
 def test_the_embedding_cache_reads_vectors_from_its_file_and_a_replaced_file_gives_misses_not_other_vectors(
     tmp_path: Path,
 ) -> None:

@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_peak_bytes_per_memory",
         "settled_rss_bytes_per_memory",
         "next_call_after_merge_s",
+        "server_cpu_s_until_next_call_answered",
         "rss_bytes_per_memory_after_merge",
         "settled_rss_bytes_per_memory_after_merge",
         "restart_first_call_s",

@@ -111,6 +111,12 @@ def rss_bytes(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def server_pid() -> int:
     """The ``eventmem serve`` this process started."""
     for entry in Path("/proc").iterdir():
@@ -217,10 +223,14 @@ async def serving(
             project.branch("feature1", events)
             out["merged_branch"] = {"events": len(events), "by_type": counts}
             out["load_average_at_merge"] = [round(x, 2) for x in os.getloadavg()]
+            cpu = cpu_seconds(pid)
             out["git_merge_s"] = round(merge(project, "feature1"), 3)
             started = time.perf_counter()
             result = await session.call_tool("retrieve_context", {"query": "mergemarkerone"}, read_timeout_seconds=900)
             out["next_call_after_merge_s"] = round(time.perf_counter() - started, 3)
+            # the server's CPU time (every thread) from the merge to the answer: less moved by the
+            # machine's other work than the wall time
+            out["server_cpu_s_until_next_call_answered"] = round(cpu_seconds(pid) - cpu, 3)
             answer = json.loads(result.content[0].text)
             out["next_call_sees_merge"] = marked in {hit["id"] for hit in answer.get("results", [])}
             out["next_call_warnings"] = answer.get("warnings", [])

@@ -180,6 +180,8 @@ class EmbeddingCache:
                     while view:
                         view = view[os.write(fd, view) :]
                     written = size // self._record.itemsize
+                    if size == self._offset:  # (read up to here: the next refresh need not read these)
+                        self._offset = size + len(new) * self._record.itemsize
                 finally:
                     os.close(fd)
         except (OSError, UnsafePath):

@@ -28,7 +28,13 @@ from eventmem.core.codec import UnknownEvent
 from eventmem.core.events import AnyEvent
 from eventmem.core.records import LinkRecord, MemoryRecord
 
-__all__ = ["Batch", "Projected", "Projector", "SegmentPosition"]
+__all__ = ["AFTER_CALL_SECONDS", "Batch", "Projected", "Projector", "SegmentPosition"]
+
+AFTER_CALL_SECONDS = 0.3
+"""The threads a large change (a merged branch) starts to finish it off the call's path (the keyword
+postings, the dedup keys, the embedding of its texts) begin their work this long after, so that the
+call that waited for the change is answered first: on two cores, each of them would take a share of
+the interpreter (and of the cores) from it."""
 
 
 class Projected(msgspec.Struct, frozen=True):

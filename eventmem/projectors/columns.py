@@ -24,9 +24,13 @@ from eventmem.core.ids import iso_to_epoch, isos_to_epochs
 from eventmem.core.records import MemoryRecord
 from eventmem.projectors.base import Batch, SegmentPosition
 
-__all__ = ["Columns", "ColumnsProjector", "SlotTable", "make_dedup_keys"]
+__all__ = ["KEYS_BESIDE_FROM", "Columns", "ColumnsProjector", "SlotTable", "make_dedup_keys"]
 
 log = logging.getLogger("eventmem.projectors.columns")
+
+KEYS_BESIDE_FROM = 500
+"""Memories changed at once (a merged branch) from which their dedup keys are made after the call,
+by a server's thread (see :meth:`ColumnsProjector.unmade_keys`): about 20 us a memory."""
 
 _KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 _SCOPE_CODE = {scope: code for code, scope in enumerate(SCOPES)}
@@ -158,8 +162,10 @@ class ColumnsProjector:
         self._encoded: msgspec.Raw | None = None
         """Dedup keys restored and not decoded yet; ``_keys`` then holds the changes since."""
         self._unmade: list[MemoryRecord] | None = None
-        """The records of a load whose dedup keys are not made yet (see :meth:`unmade_keys`); ``_keys``
-        then holds the changes since, as for ``_encoded``."""
+        """The records of a load, or of a large change (a merged branch), whose dedup keys are not made
+        yet (see :meth:`unmade_keys`); ``_keys`` then holds the changes since, as for ``_encoded``."""
+        self._below: dict[str, bytes] = {}
+        """While keys are unmade: the keys (or, over ``_encoded``, the changes) from before those records."""
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -377,8 +383,10 @@ class ColumnsProjector:
 
     def _learn_keys(self, records: list[MemoryRecord]) -> None:
         keys, groups = self._keys, self._groups
-        if not keys and groups is not None and not groups and self._encoded is None and self._unmade is None:
-            self._unmade, self._groups = records, None  # (made later: see unmade_keys)
+        first = not keys and groups is not None and not groups and self._encoded is None
+        if self._unmade is None and (first or len(records) >= KEYS_BESIDE_FROM):
+            # made later (see unmade_keys), laid over the keys as they are now
+            self._below, self._keys, self._unmade, self._groups = keys, {}, records, None
             return
         for record in records:
             key = dedup_key(record.content)
@@ -402,45 +410,41 @@ class ColumnsProjector:
                 groups.get(old, set()).discard(memory_id)
 
     def unmade_keys(self) -> list[MemoryRecord] | None:
-        """The records of a load whose dedup keys are still to make, or ``None``: a load leaves them,
-        so that a server's first answer does not wait for them (a tenth of a fresh clone's start);
-        :func:`make_dedup_keys` makes them off the lock and :meth:`install_keys` takes them. Whatever
-        needs them first (a duplicate lookup, a snapshot) makes them itself."""
+        """The records whose dedup keys are still to make, or ``None``: a load leaves them, so that a
+        server's first answer does not wait for them (a tenth of a fresh clone's start), and so does a
+        change of :data:`KEYS_BESIDE_FROM` memories or more (a merged branch: its next call does not
+        wait for them); :func:`make_dedup_keys` makes them off the lock and :meth:`install_keys` takes
+        them. Whatever needs them first (a duplicate lookup, a snapshot) makes them itself."""
         return self._unmade
 
     def install_keys(self, records: list[MemoryRecord], keys: dict[str, bytes]) -> None:
         """Take the dedup keys :func:`make_dedup_keys` made of ``records`` (from :meth:`unmade_keys`),
-        unless they were made meanwhile; the changes since are replayed on them."""
+        unless they were made meanwhile: laid over the keys from before them, the changes since on top."""
         if self._unmade is records:
-            self._unmade = None
-            self._replay_on(keys)
+            self._install(keys)
 
     def _settle_keys(self) -> None:
-        if self._encoded is not None:
-            self._decode_keys()
-        elif self._unmade is not None:
-            self.install_keys(self._unmade, make_dedup_keys(self._unmade))
+        if self._unmade is not None:
+            self._install(make_dedup_keys(self._unmade))
+        elif self._encoded is not None:
+            self._install({})
 
-    def _decode_keys(self) -> None:
-        """Decode the keys a restore kept encoded, then replay the changes made since."""
+    def _install(self, made: dict[str, bytes]) -> None:
+        """The keys, in layers from the bottom: those a restore kept encoded (decoded now), the changes
+        before the unmade records, ``made`` (their keys), the changes since."""
         encoded, self._encoded = self._encoded, None
-        try:
-            assert encoded is not None
-            restored = msgspec.msgpack.decode(encoded, type=dict[str, bytes])
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            self._rebuild_keys()
-            return
-        self._replay_on(restored)
-
-    def _replay_on(self, restored: dict[str, bytes]) -> None:
-        """Make ``restored`` (the keys as of a restore or a load) the keys, with the changes since on them."""
-        changes = self._keys
-        for memory_id, key in changes.items():
-            if key:
-                restored[memory_id] = key
-            else:
-                restored.pop(memory_id, None)
-        self._keys, self._groups = restored, None
+        below, self._below, self._unmade = self._below, {}, None
+        keys: dict[str, bytes] = {}
+        if encoded is not None:
+            try:
+                keys = msgspec.msgpack.decode(encoded, type=dict[str, bytes])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self._rebuild_keys()
+                return
+        _lay(keys, below)
+        keys.update(made)
+        _lay(keys, self._keys)
+        self._keys, self._groups = keys, None
 
     def _rebuild_keys(self) -> None:
         """Dedup keys made again from the records (saved ones were damaged or missing)."""
@@ -448,7 +452,16 @@ class ColumnsProjector:
         for memory_id, slot in self.table.of.items():
             if cols.live[slot] and (record := self._records(memory_id)) is not None:
                 keys[memory_id] = dedup_key(record.content)
-        self._keys, self._groups, self._encoded, self._unmade = keys, None, None, None
+        self._keys, self._groups, self._encoded, self._unmade, self._below = keys, None, None, None, {}
+
+
+def _lay(keys: dict[str, bytes], changes: dict[str, bytes]) -> None:
+    """Put ``changes`` (a key, or ``b""`` for a memory gone) over ``keys``, in place."""
+    for memory_id, key in changes.items():
+        if key:
+            keys[memory_id] = key
+        else:
+            keys.pop(memory_id, None)
 
 
 def make_dedup_keys(records: list[MemoryRecord]) -> dict[str, bytes]:

@@ -33,6 +33,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from eventmem.projectors.base import AFTER_CALL_SECONDS
 from eventmem.projectors.tokens import Tokens
 
 __all__ = ["DEFAULT_POSTINGS_FROM", "WEIGHTS", "BackgroundPostings", "PhraseScoresKept", "Postings", "StoredPostings"]
@@ -428,6 +429,8 @@ class BackgroundPostings:
         and replayed by :meth:`ready`). The thread alone touches ``postings`` until it is done."""
 
         def make(stopping: threading.Event) -> Postings:
+            if stopping.wait(AFTER_CALL_SECONDS):  # (the call that made the change answered first)
+                raise _Stopped
             for start in range(0, len(rows), CHUNK):
                 if stopping.is_set():
                     raise _Stopped

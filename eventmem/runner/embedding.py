@@ -7,7 +7,9 @@ that holds the runner's lock only to take a batch and to put the vectors in; unt
 :meth:`EmbeddingQueue.status` is not "ready" and recall answers from the keyword index alone. The
 runner writes no snapshot while anything is pending, so a snapshot never lacks a vector. The
 built-in embedder embeds within the call, but in a server that is open, a backlog larger than
-:data:`BUILTIN_INLINE_EMBED_MAX` (a branch merged under it) goes to the worker in the same way.
+:data:`BUILTIN_INLINE_EMBED_MAX` (a branch merged under it) goes to the worker in the same way; such
+a backlog is handed on whole, and the worker looks each batch up in the embedding cache itself
+(without the lock), so that the call that folded the merge does not.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy.typing as npt
 from eventmem.embedders.embedcache import EmbeddingCache, QueryVectors, recorded_model
 from eventmem.embedders.embedder import Embedder, HashingEmbedder, Loadable
 from eventmem.embedders.providers import ProviderError
+from eventmem.projectors.base import AFTER_CALL_SECONDS
 from eventmem.projectors.vectors import EmbedItem
 
 __all__ = [
@@ -100,6 +103,8 @@ class EmbeddingQueue:
         self._last_worker: threading.Thread | None = None
         self._stop = threading.Event()
         self._done = threading.Condition(lock)
+        self._not_before = 0.0
+        """The worker takes no batch before this moment (``time.monotonic``): see :meth:`submit`."""
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -193,6 +198,14 @@ class EmbeddingQueue:
         if not self.background or (not slow and (not self.backlog_to_worker or len(items) <= BUILTIN_INLINE_EMBED_MAX)):
             self._embed_inline(items)
             return
+        if self._ready and self.backlog_to_worker and len(items) > BUILTIN_INLINE_EMBED_MAX:
+            # a backlog (a merged branch): the worker looks its texts up in the cache too, batch by
+            # batch, after the call (about 30 us a text at 100k memories)
+            for slot, text, digest in items:
+                self._pending[slot] = (text, digest)
+            self._not_before = time.monotonic() + AFTER_CALL_SECONDS
+            self._ensure_worker()
+            return
         vectors, missing = self.cache.lookup([h for _, _, h in items])
         if missing:
             self.cache.refresh()
@@ -256,6 +269,23 @@ class EmbeddingQueue:
         row = {digest: i for i, digest in enumerate(unique)}
         return fresh[[row[d] for d in digests]]
 
+    def _vectors_of(self, batch: list[tuple[int, tuple[str, bytes]]]) -> tuple[npt.NDArray[np.float32], list[int]]:
+        """The vectors of a batch the worker took, and the positions it embedded (the others were in
+        the cache). The cache is read without the lock (its index only grows under it, each record
+        once written), so that the call that handed the batch on is not kept waiting; the records
+        other processes appended are indexed under it."""
+        digests = [digest for _, (_, digest) in batch]
+        vectors, missing = self.cache.lookup(digests)
+        if missing:
+            with self.lock:
+                self.cache.refresh()
+            found, still = self.cache.lookup([digests[i] for i in missing])
+            vectors[missing] = found
+            missing = [missing[i] for i in still]
+        if missing:
+            vectors[missing] = self._embed_unique([batch[i][1][0] for i in missing], [digests[i] for i in missing])
+        return vectors, missing
+
     def _failed(self, exc: BaseException) -> None:
         log.warning("embedder %s failed: %s", self.embedder.model_id, exc)
         self._error = str(exc)
@@ -283,6 +313,8 @@ class EmbeddingQueue:
                 with self.lock:
                     self._ready = True
             while True:
+                if (wait := self._not_before - time.monotonic()) > 0:
+                    self._stop.wait(wait)  # (the call that handed a backlog on answered first)
                 with self.lock:
                     if self._stop.is_set() or not self._pending:
                         # decided under the lock: a backlog added after this starts a new worker
@@ -298,7 +330,7 @@ class EmbeddingQueue:
                     self._inflight = len(batch)
                     total = done + len(batch) + len(self._pending)
                 try:
-                    fresh = self._embed_unique([text for _, (text, _) in batch], [d for _, (_, d) in batch])
+                    vectors, embedded = self._vectors_of(batch)
                 except BaseException:
                     with self.lock:
                         self._inflight = 0
@@ -308,12 +340,13 @@ class EmbeddingQueue:
                     raise
                 with self.lock:
                     self._inflight = 0
-                    self.cache.store([digest for _, (_, digest) in batch], fresh)
+                    if embedded:
+                        self.cache.store([batch[i][1][1] for i in embedded], vectors[embedded])
                     if generation != self._generation:
                         continue
                     keep = [i for i, (slot, _) in enumerate(batch) if self._wanted(slot) and slot not in self._pending]
                     if keep:
-                        self._put(np.asarray([batch[i][0] for i in keep], np.int64), fresh[keep])
+                        self._put(np.asarray([batch[i][0] for i in keep], np.int64), vectors[keep])
                     done += len(batch)
                     if self.progress is not None:
                         self.progress(done, total)

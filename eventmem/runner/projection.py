@@ -18,7 +18,7 @@ import msgspec
 
 from eventmem.core.events import AnyEvent
 from eventmem.core.records import MemoryRecord
-from eventmem.embedders.embedcache import HASH_BYTES, content_hash
+from eventmem.embedders.embedcache import HASH_BYTES
 from eventmem.projectors.base import Batch, Projected
 from eventmem.projectors.keywords import UPSERT_BESIDE_FROM
 from eventmem.projectors.vectors import EmbedItem, embed_text
@@ -86,10 +86,10 @@ def sync(
         else:
             was_live = bool(live[slot])
         text = embed_text(record)
-        digest = content_hash(text + "\x00" + record.summary)
+        text_hash, digest = text_hashes(text, record.summary)
         memory = projected(derived, record)
         if hashes[slot] != digest or not was_live:
-            to_embed.append((slot, text, content_hash(text)))
+            to_embed.append((slot, text, text_hash))
             texts.append(memory)
             hashes[slot] = digest
         upserts.append(memory)
@@ -130,7 +130,6 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
     records: list[MemoryRecord] = []
     to_embed: list[EmbedItem] = []
     try:
-        blake2b = hashlib.blake2b
         for memory_id, record in state.memories.items():
             if not record.exists or ((record.deleted_stamp or record.expired_stamp) and record.status != "live"):
                 continue
@@ -138,11 +137,8 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
             slot_ids.append(memory_id)
             records.append(record)
             text = embed_text(record)
-            # content_hash(text), then content_hash(text + "\x00" + summary) from the same state
-            hasher = blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
-            text_hash = hasher.digest()
-            hasher.update(b"\x00" + record.summary.encode("utf-8"))
-            slot_hashes.append(hasher.digest())
+            text_hash, digest = text_hashes(text, record.summary)
+            slot_hashes.append(digest)
             to_embed.append((slot, text, text_hash))
         derived.table.extend(slot_ids)
         batch = Batch(tuple(map(functools.partial(projected, derived), records)), ())
@@ -156,6 +152,15 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
                 derived.encoded_state = None
     finally:
         derived.keywords.settle()
+
+
+def text_hashes(text: str, summary: str) -> tuple[bytes, bytes]:
+    """``content_hash(text)`` (the embedding cache's key) and ``content_hash(text + "\x00" + summary)``
+    (a slot's digest: unchanged means no re-index), from one pass over the text."""
+    hasher = hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
+    text_hash = hasher.digest()
+    hasher.update(b"\x00" + summary.encode("utf-8"))
+    return text_hash, hasher.digest()
 
 
 def is_superseded(derived: Derived, memory_id: str) -> bool:

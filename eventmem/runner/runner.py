@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -34,6 +35,7 @@ from eventmem.journal.files import FileLock
 from eventmem.journal.journal import Journal, describe_os_error
 from eventmem.journal.project import ProjectPaths
 from eventmem.journal.usage import UsageLog
+from eventmem.projectors.base import AFTER_CALL_SECONDS
 from eventmem.projectors.columns import make_dedup_keys
 from eventmem.runner import cursors, projection, snapshots
 from eventmem.runner.deferral import Deferral
@@ -199,6 +201,7 @@ class Store:
         self._keying = records
 
         def make() -> None:
+            time.sleep(AFTER_CALL_SECONDS)  # (the call that made the change answered first)
             keys = make_dedup_keys(records)
             with self.lock:
                 columns.install_keys(records, keys)
