@@ -55,7 +55,6 @@ import argparse
 import gc
 import heapq
 import itertools
-import json
 import os
 import platform
 import random
@@ -74,6 +73,7 @@ from typing import Any
 import anyio
 import faiss
 import numpy as np
+from bench_json import emit
 
 import eventmem
 from eventmem.core.codec import encode_event
@@ -1059,10 +1059,7 @@ def main(argv: list[str] | None = None) -> int:
     result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["total_s"] = round(time.perf_counter() - STARTED, 1)
     result["verdicts"] = verdicts(result, largest)
-    text = json.dumps(result, indent=2)
-    sys.stdout.write(text + "\n")
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     log("done")
     return 0
 

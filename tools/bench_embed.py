@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bench_json import emit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -537,10 +538,7 @@ def main(argv: list[str] | None = None) -> int:
             result["rebuild"] = runs
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     result["machine"]["load_average_at_end"] = [round(x, 2) for x in load] if load else None
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import random
 import shutil
@@ -48,6 +47,7 @@ except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import Corpus, log, machine, ratio
+from bench_json import emit
 
 from eventmem.core.codec import decode_lines, encode_event
 from eventmem.core.events import AnyEvent, MemoryDeleted, MemorySaved, MemoryUpdated
@@ -303,10 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -40,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import Corpus, Project, ratio, stats
+from bench_json import emit
 
 TARGET_MS = 200.0
 
@@ -80,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(tmp, args.memories, args.rounds)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
+from bench_json import emit  # noqa: E402
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import to_iso  # noqa: E402
@@ -139,10 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         "same_answer": same_answer,
         "doctor_reported": [{"offset": problem["offset"], "reason": problem["reason"]} for problem in reported],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import socket
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_json import emit
 
 WAIT = 60.0
 
@@ -264,10 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent_saves": concurrent,
         "ui": ui,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0 if concurrent["lost"] == 0 and concurrent["refused"] == 0 else 1
 
 

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus  # noqa: E402
+from bench_json import emit  # noqa: E402
 
 Memory = tuple[str, str, tuple[str, ...], str, float]
 NODES = (
@@ -377,10 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         "memories": args.memories,
         "formats": results,
     }
-    text = json.dumps(result, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(result, args.out)
     return 0
 
 

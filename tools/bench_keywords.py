@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sqlite3
@@ -39,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench import Corpus  # noqa: E402
+from bench_json import emit  # noqa: E402
 
 from eventmem.projectors.keywords import KeywordIndex  # noqa: E402
 from eventmem.projectors.postings import BackgroundPostings  # noqa: E402
@@ -131,10 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": {str(size): measure(size, count) for size in sizes},
     }
     result["machine"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import os
 import platform
 import random
@@ -43,6 +42,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench_json import emit
 
 try:
     import eventmem  # noqa: F401
@@ -527,10 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         result["related_depth3"] = bench.related(args.links, args.queries)
         result["recall_filtered"] = bench.recall(args.memories, args.queries)
     result["seconds"] = round(time.perf_counter() - STARTED, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench_json import emit
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -158,10 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         this = statistics.median(r["this"][key] for r in rounds)
         result[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

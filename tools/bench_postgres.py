@@ -57,6 +57,7 @@ else:
     sys.path.insert(0, str(ROOT))
 
 from bench import Corpus, saved_event  # noqa: E402
+from bench_json import emit  # noqa: E402
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import to_iso  # noqa: E402
@@ -587,10 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline.pop("explain", None)
         result["baseline"] = {"source": _revision(args.baseline), **baseline}
         result["versus_baseline"] = versus(result, baseline)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -63,6 +63,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench_json import emit
+
 SCRIPT = Path(__file__).resolve()
 NOOP_SERVER = SCRIPT.parent / "noop_server.py"
 DEFAULT_SIZES = (1000, 10_000, 100_000)
@@ -1350,10 +1352,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args)
     finally:
         kill_everything_we_started()
-    text = json.dumps(result, indent=2)
-    sys.stdout.write(text + "\n")
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     if result.get("errors"):
         log(f"done, with failed sections: {', '.join(result['errors'])}")
         return 1

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_json import emit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -171,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes.split(","):
         result["sizes"].append(compare(args.baseline.resolve(), int(size), args.queries, args.rounds, args.chunk))
         print(json.dumps(result["sizes"][-1]), file=sys.stderr, flush=True)  # (each size as it is done)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

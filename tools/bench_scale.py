@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import scale_inprocess  # noqa: E402
 import scale_postgres  # noqa: E402
 from bench import Corpus  # noqa: E402
+from bench_json import emit  # noqa: E402
 from scale_journal import Project  # noqa: E402
 
 from eventmem.embedders.providers import make_embedder_from_spec  # noqa: E402
@@ -301,10 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     result["notes"] = {part: note for part, note in NOTES.items() if part in result}
     if len(args.earlier) > 1:
         result["notes"]["runs"] = NOTES["runs"]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

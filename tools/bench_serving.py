@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import statistics
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import scale_inprocess  # noqa: E402
 from bench import Corpus  # noqa: E402
+from bench_json import emit  # noqa: E402
 from scale_journal import Project  # noqa: E402
 
 
@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.fresh_only:
             result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
             result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-            return emit(result, args.out)
+            emit(result, args.out)
+            return 0
         result["baseline_side"] = side(tmp, "baseline", code, args, texts)
         result["this_side"] = side(tmp, "this", None, args, texts)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -157,14 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in keys
         if result["baseline_side"].get(key)
     }
-    return emit(result, args.out)
-
-
-def emit(result: dict[str, Any], out: Path | None) -> int:
-    text = json.dumps(result, indent=2)
-    print(text)
-    if out:
-        out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_json import emit
+
 SCRIPT = Path(__file__).resolve()
 REPO = SCRIPT.parent.parent
 NOOP_SERVER = SCRIPT.parent / "noop_server.py"
@@ -286,10 +288,7 @@ def main() -> None:
     size = options.size or (100 if options.quick else 1000)
     repeats = options.repeats or (2 if options.quick else 7)
     result = run(size, repeats)
-    text = json.dumps(result, indent=2)
-    if options.out is not None:
-        options.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    emit(result, options.out)
 
 
 if __name__ == "__main__":

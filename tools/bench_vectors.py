@@ -68,6 +68,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench import Corpus  # noqa: E402
+from bench_json import emit  # noqa: E402
 from eval_locomo import load as load_locomo  # noqa: E402
 from eval_locomo import questions as locomo_questions  # noqa: E402
 from eval_locomo import turns as locomo_turns  # noqa: E402
@@ -554,10 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         result["real_text"][spec] = real_text(spec, args.locomo, size, factors, args.queries, args.vector_cache)
         result["real_text"][spec]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     result["machine"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 

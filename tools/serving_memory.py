@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_json import emit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -254,10 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 mode: ratios(result["this"][mode], result["baseline_side"][mode]) for mode in ("build", "snapshot")
             }
         result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
     return 0
 
 
