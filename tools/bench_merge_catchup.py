@@ -81,7 +81,7 @@ def child(place: Path, profile: bool) -> dict[str, Any]:
     out["vector_status"] = store.vector_status()
     if profiler is not None:
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profiler, stream=text).strip_dirs().sort_stats("tottime").print_stats(25)
         out["profile"] = text.getvalue().splitlines()
     store.wait_vectors(900)
     service.close()
