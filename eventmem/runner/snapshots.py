@@ -130,10 +130,11 @@ class MappedRecords:
     its inode, which a new snapshot replaces by a rename, never rewrites), so the bytes are the map's.
     """
 
-    __slots__ = ("__weakref__", "_base", "_fd")
+    __slots__ = ("__weakref__", "_base", "_fd", "_size")
 
     def __init__(self, fd: int, mapped: mmap.mmap) -> None:
         self._fd = fd
+        self._size = len(mapped)
         weakref.finalize(self, os.close, fd)
         first = np.frombuffer(mapped, np.uint8, count=1)
         self._base = int(first.ctypes.data)
@@ -145,7 +146,7 @@ class MappedRecords:
         if not size:
             return raw
         offset = int(np.frombuffer(raw, np.uint8).ctypes.data) - self._base
-        if offset < 0:  # (not of this map)
+        if offset < 0 or offset + size > self._size:  # (not of this map)
             return raw
         data = os.pread(self._fd, size, offset)
         return data if len(data) == size else raw
