@@ -329,14 +329,15 @@ def hybrid(
             # embedded, and their hits' cosines are asked once it is known; the built-in embedder's takes
             # less than a round trip: it is made first, and the keyword lists bring the cosines themselves
             overlapped = use_vectors and queries.learned(embedder.model_id)
+            embed = embed_query or (lambda asked: embedder.embed([asked])[0])
             if use_vectors and not overlapped:
-                vector = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+                vector = embed(text)
                 for view in views:
                     view.ask_vectors(vector, depth)
             for view in views:
                 view.ask_keywords(text, depth, beside_vectors=use_vectors)
             if overlapped:
-                vector = embed_query(text) if embed_query is not None else embedder.embed([text])[0]
+                vector = embed(text)
                 for view in views:
                     view.ask_vectors(vector, depth)
                 for view in views:
