@@ -86,6 +86,8 @@ def test_every_rest_route_answers_with_what_the_service_did(api: httpx.Client, p
     assert deleted.status_code == 200 and deleted.json()["memory"]["status"] == "deleted"
     gone = api.get(f"/memories/{first['id']}")
     assert gone.status_code == 410 and "restore" in gone.json()["detail"]
+    assert api.get(f"/memories/{first['id']}/related").status_code == 410
+    assert api.get(f"/memories/{first['id']}/related", params={"any_status": "1"}).json()["related"] == []
     restored = api.post(f"/memories/{first['id']}/restore", json={})
     assert restored.status_code == 200 and restored.json()["memory"]["status"] == "live"
 

@@ -172,6 +172,35 @@ def test_an_edit_is_saved_and_shows_in_the_history_then_delete_and_restore(site:
     assert page.locator("tr.history-line").count() == 4
 
 
+def test_a_live_refresh_that_ends_after_a_delete_leaves_the_deleted_page_and_logs_no_error(
+    site: tuple[Page, str],
+) -> None:
+    tab, api = site
+    memory = seed(api)["style"]
+    page = tab.open(f"#/memory/{memory['id']}", "detail")
+    renders_checked = "n => Number(document.querySelector('main').dataset.checked || 0) >= n"
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route("**/related*", hold)  # the live refresh's last request waits until the delete is on screen
+    httpx.post(f"{api}/memories", json={"content": "Another agent's note arrives."})
+    while not held:
+        page.wait_for_timeout(50)
+    checked = page.evaluate("Number(document.querySelector('main').dataset.checked || 0)")
+    page.get_by_label("Reason").fill("outdated")
+    page.get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Restore").wait_for()
+    page.wait_for_function(renders_checked, arg=checked + 2)  # the click's render and the delete's live one
+    held[0].continue_()
+    page.unroute("**/related*", hold)
+    page.wait_for_function(renders_checked, arg=checked + 3)  # the held refresh, begun before the delete
+    assert page.get_by_role("button", name="Restore").is_visible()
+    page.get_by_role("button", name="Restore").click()
+    page.get_by_role("button", name="Edit").wait_for()
+
+
 def test_the_edit_form_sets_and_clears_a_lifetime_and_the_detail_shows_metadata(site: tuple[Page, str]) -> None:
     tab, api = site
     made = httpx.post(

@@ -138,10 +138,10 @@ OPERATIONS: list[Operation] = [
     (
         "get",
         "/projects/{project}/memories/{memory_id}/related",
-        "Memories linked to this one",
+        "Memories linked to this one (with any_status, none for a deleted or expired one instead of 410)",
         None,
         "object",
-        [P, ID, ("depth", "query", "integer")],
+        [P, ID, ("depth", "query", "integer"), ("any_status", "query", "string")],
     ),
     (
         "post",

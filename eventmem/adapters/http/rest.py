@@ -210,8 +210,16 @@ async def supersede_memory(request: Request, project: Project) -> Response:
 async def related(request: Request, project: Project) -> Response:
     memory_id = request.path_params["memory_id"]
     depth = whole(request.query_params.get("depth"), 1)
-    found = await call(project, lambda s: s.related(memory_id, depth=depth))
-    return as_json({"memory": memory_id, "related": found})
+    any_status = request.query_params.get("any_status", "") in ("1", "true")
+
+    def run(s: MemoryService) -> list[dict[str, Any]]:
+        # a deleted or expired memory asked with any_status has no live links to show (not 410): a page that
+        # read the memory live an instant before someone deleted it gets an answer, not an error
+        if any_status and memory_any_status(s, memory_id).status != "live":
+            return []
+        return s.related(memory_id, depth=depth)
+
+    return as_json({"memory": memory_id, "related": await call(project, run)})
 
 
 async def search(request: Request, project: Project) -> Response:

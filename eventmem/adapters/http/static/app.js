@@ -8,6 +8,9 @@ const ui = {
   changes: 0,
   types: [],
   refreshTimer: null,
+  renders: 0, // renders begun: one that ends after a later one began is dropped, the later one shows newer data
+  asked: 0, // the last render begun by the user (a click, a link), not by a live refresh
+  shown: 0, // the render on screen
 };
 
 function h(tag, attrs, ...children) {
@@ -86,6 +89,8 @@ async function render(live = false) {
   document.title = route[2] + " · eventmem";
   if (!ui.project) return;
   const view = h("div", { class: "view", "data-view": route[1] });
+  const begun = ++ui.renders;
+  if (!live) ui.asked = begun;
   let kept = false;
   try {
     kept = (await window.views[route[1]](view, ...args.slice(1).map(decodeURIComponent), { live })) === KEEP;
@@ -95,10 +100,14 @@ async function render(live = false) {
     if (error.status === 401) view.append(h("p", {}, "This server needs a token: enter it under ", h("a", { href: "#/settings", text: "Settings" }), "."));
   }
   main.dataset.checked = String(Number(main.dataset.checked || 0) + 1);
-  if (live && (kept || main.querySelector("[data-editing]"))) return; // never pull a form or a view from under the user
+  if (begun !== ui.renders) return; // a later render is on its way (a live refresh during a click's, or the reverse)
+  // the user asked for a page (a click, a link) since the one on screen was drawn: this render shows it, live or not
+  const asked = ui.asked > ui.shown;
+  if (kept || (live && !asked && main.querySelector("[data-editing]"))) return; // never pull a form or a view from under the user
   main.replaceChildren(view);
+  ui.shown = begun;
   main.dataset.rendered = String(Number(main.dataset.rendered || 0) + 1);
-  if (!live) main.focus({ preventScroll: true });
+  if (asked) main.focus({ preventScroll: true });
 }
 
 function changed() {

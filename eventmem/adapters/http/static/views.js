@@ -134,8 +134,8 @@ const views = {
       throw error;
     });
     const gone = ["deleted", "expired"].includes(memory.status);
-    const [{ data: hist }, related] = await Promise.all([api(path + "/history"),
-      gone ? Promise.resolve([]) : api(path + "/related").then((r) => r.data.related)]);
+    const [{ data: hist }, related] = await Promise.all([api(path + "/history"), // (any_status: deleted meanwhile, no 410)
+      gone ? Promise.resolve([]) : api(path + "/related?any_status=1").then((r) => r.data.related)]);
     const act = (fn) => async () => { try { await fn(); render(); } catch (e) { note.textContent = e.message; } };
     const note = h("p", { role: "alert", class: "alert-slot" });
     el.append(h("h2", { text: nameOf(memory) }, hookMark(memory)), note);
