@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from keyword_texts import TextsKept
 
 from eventmem.projectors import postings as postings_module
 from eventmem.projectors.columns import SlotTable
@@ -55,7 +56,7 @@ def answers(index: KeywordIndex, queries: list[str], allowed: np.ndarray) -> lis
 
 
 def fts5_only(final: list[Row]) -> KeywordIndex:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert(final)
     return index
 
@@ -162,13 +163,13 @@ def test_postings_kept_in_the_snapshot_rank_after_a_restore_exactly_like_fts5() 
     index = ranked_in_memory(fts5_only(rows(7, 200)))
     index.upsert(rows(8, 10, first=40))
     index.remove([3, 5])
-    restored = KeywordIndex(index.serialize())
+    restored = index.copy()
     assert restored.ranking is not None and restored.ranking.wait(60) and restored.ranking.ready() is not None
     allowed = np.random.default_rng(3).random(210) < 0.5
     expected = answers(index, QUERIES, allowed)
     assert answers(restored, QUERIES, allowed) == expected
     restored.upsert(rows(9, 5, first=60))
-    fts5 = KeywordIndex(restored.serialize())
+    fts5 = restored.copy()
     fts5.ranking = None
     assert answers(restored, QUERIES, allowed) == answers(fts5, QUERIES, allowed)
 
@@ -186,7 +187,7 @@ def test_the_tokens_whose_stems_were_asked_are_kept_with_the_postings_for_the_ne
     stems, known, numbers = postings_of(index).tokens.numbered_stems()
     assert {"parse", "config", "deploy", "parsings"} <= set(known) and "zebrafish" not in known
 
-    restored = KeywordIndex(index.serialize())
+    restored = index.copy()
     assert postings_of(restored).tokens.numbered_stems() == (stems, known, numbers)
     assert answers(restored, QUERIES, np.ones(60, bool)) == answers(index, QUERIES, np.ones(60, bool))
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from keyword_texts import TextsKept
 
 from eventmem.projectors.keywords import KeywordIndex, fts_query
 
@@ -20,7 +21,7 @@ def row(slot: int, title: str = "", content: str = FILLER, summary: str = "", ta
 
 def padded(rows: list[tuple[int, str, str, str, str]]) -> KeywordIndex:
     """An index holding ``rows`` among unrelated documents (BM25 needs them for a positive IDF)."""
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([*rows, *(row(100 + i, "unrelated", FILLER) for i in range(20))])
     return index
 
@@ -48,7 +49,7 @@ def test_a_tag_hit_ranks_above_a_body_hit() -> None:
 
 
 def test_stemming_matches_other_forms_of_a_word() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(0, "CI", "running the integration tests takes ten minutes"), row(1, "other", FILLER)])
     assert slots(index.search("run", 5)) == [0]
     assert slots(index.search("runs", 5)) == [0]
@@ -56,7 +57,7 @@ def test_stemming_matches_other_forms_of_a_word() -> None:
 
 
 def test_any_word_of_the_query_may_match() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(0, "alpha"), row(1, "beta"), row(2, "gamma")])
     assert sorted(slots(index.search("alpha gamma missing", 5))) == [0, 2]
 
@@ -86,7 +87,7 @@ def test_any_word_of_the_query_may_match() -> None:
     ],
 )
 def test_user_text_with_fts_syntax_never_raises(text: str) -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(0, "alpha beta", "gamma near docs title"), row(1, "hello world")])
     hits = index.search(text, 5)
     assert all(isinstance(slot, int) for slot, _ in hits)
@@ -100,13 +101,13 @@ def test_fts_query_quotes_every_word_and_joins_them_with_or() -> None:
 
 
 def test_operator_words_are_searched_as_plain_words() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(0, "the NOT operator in sql"), row(1, "unrelated")])
     assert slots(index.search("NOT", 5)) == [0]
 
 
 def test_the_allowed_mask_filters_before_the_cut() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     strong = [row(slot, "deploy deploy deploy", "deploy deploy") for slot in range(300)]
     weak = [row(300 + i, "notes", FILLER + f" deploy item{i}") for i in range(5)]
     index.upsert(strong + weak)
@@ -129,7 +130,7 @@ def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(barred
     matches stream in rank order. Both give the best k allowed matches."""
     import eventmem.projectors.keywords as keywords
 
-    index = KeywordIndex()
+    index = TextsKept()
     words = ["deploy", "notes", "cache", "key"]
     index.upsert(
         [row(s, words[s % 4] * (1 + s % 3), f"{FILLER} {words[(s * 7) % 4]} item{s % 10}") for s in range(120)]
@@ -148,14 +149,14 @@ def test_a_few_barred_slots_give_the_same_answer_as_streaming_every_match(barred
 
 
 def test_the_allowed_mask_excludes_slots_past_its_end() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(slot, "deploy") for slot in range(10)])
     hits = index.search("deploy", 10, np.ones(4, bool))
     assert sorted(slots(hits)) == [0, 1, 2, 3]
 
 
 def test_upsert_replaces_a_slot_and_remove_drops_it() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(0, "alpha"), row(1, "beta")])
     index.upsert([row(0, "gamma")])
     assert len(index) == 2
@@ -170,7 +171,7 @@ def test_changes_given_in_any_slot_order_answer_as_in_slot_order() -> None:
     rows = varied_rows(120)
     changed = [row(slot, "retry", f"a new text about retry {slot}") for slot in range(0, 120, 7)]
     removed = [slot for slot in range(3, 120, 11) if slot % 7]
-    ordered, shuffled = KeywordIndex(), KeywordIndex()
+    ordered, shuffled = TextsKept(), TextsKept()
     ordered.upsert(rows)
     shuffled.upsert(rows[::-1])
     ordered.remove(removed)
@@ -184,9 +185,9 @@ def test_changes_given_in_any_slot_order_answer_as_in_slot_order() -> None:
 
 
 def test_serialize_round_trip_gives_the_same_answers_and_an_independent_copy() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(slot, f"title {slot}", f"{FILLER} token{slot % 7} shared") for slot in range(50)])
-    copy = KeywordIndex(index.serialize())
+    copy = index.copy()
     assert len(copy) == 50
     allowed = np.arange(50) % 2 == 0
     for query in ("shared", "token3", "title 12", "nothing"):
@@ -197,7 +198,7 @@ def test_serialize_round_trip_gives_the_same_answers_and_an_independent_copy() -
 
 
 def test_an_empty_index_serializes_and_loads() -> None:
-    copy = KeywordIndex(KeywordIndex().serialize())
+    copy = TextsKept().copy()
     assert len(copy) == 0
     assert copy.search("anything", 5) == []
 
@@ -226,9 +227,9 @@ def hashsize(index: KeywordIndex) -> int:
 @pytest.mark.parametrize("count", [0, 1, 120])
 def test_a_bulk_load_answers_exactly_as_upserts_do(count: int) -> None:
     rows = varied_rows(count)
-    expected = KeywordIndex()
+    expected = TextsKept()
     expected.upsert(rows)
-    index = KeywordIndex()
+    index = TextsKept()
     bulk = index.bulk_load(rows)
     bulk.finish()
     bulk.finish()  # (a second call does nothing)
@@ -245,13 +246,13 @@ def test_a_bulk_load_answers_exactly_as_upserts_do(count: int) -> None:
     for target in (index, expected):
         target.upsert([row(3, "retry", "a different text about retry")])
         target.remove([5, 8])
-    loaded = KeywordIndex(index.serialize())
+    loaded = index.copy()
     for query in queries:
         assert loaded.search(query, 20) == index.search(query, 20) == expected.search(query, 20)
 
 
 def test_a_failed_bulk_load_raises_and_leaves_an_empty_index() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     with pytest.raises(sqlite3.IntegrityError):
         index.bulk_load([*varied_rows(10), row(3, "again")])  # a slot twice
     assert len(index) == 0 and not index.df
@@ -262,7 +263,7 @@ def test_a_failed_bulk_load_raises_and_leaves_an_empty_index() -> None:
 
 
 def test_a_bulk_load_needs_an_empty_index() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert(varied_rows(2))
     with pytest.raises(ValueError):
         index.bulk_load(varied_rows(2))
@@ -277,9 +278,9 @@ def test_a_bulk_load_counts_the_document_frequencies_of_any_text_as_upserts_do(
     fields: list[tuple[str, str, str, str]],
 ) -> None:
     rows = [(slot, *four) for slot, four in enumerate(fields)]
-    expected = KeywordIndex()
+    expected = TextsKept()
     expected.upsert(rows)
-    index = KeywordIndex()
+    index = TextsKept()
     index.bulk_load(rows).finish()
     assert index.df == expected.df
 
@@ -301,7 +302,7 @@ class FailingFill:
 
 def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_empty_index() -> None:
     real = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-    index = KeywordIndex(connection=FailingFill(real))  # type: ignore[arg-type]
+    index = TextsKept(connection=FailingFill(real))  # type: ignore[arg-type]
     bulk = index.bulk_load(varied_rows(30))
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         bulk.finish()
@@ -315,7 +316,7 @@ def test_a_bulk_load_that_fails_in_its_thread_raises_from_finish_and_leaves_an_e
 
 
 def test_beside_vectors_a_common_word_is_left_to_the_vectors_while_a_keyword_only_query_keeps_it() -> None:
-    index = KeywordIndex()
+    index = TextsKept()
     index.upsert([row(s, "", f"{FILLER} common item{s}" if s % 2 == 0 else FILLER) for s in range(1200)])
     index.upsert([row(2000 + s, "rare") for s in range(3)])
     assert index.query_words("rare common") == ["rare", "common"]
@@ -339,7 +340,7 @@ def changed_rows(count: int) -> list[tuple[int, str, str, str, str]]:
 @pytest.mark.parametrize("count", [600, 1200])
 def test_a_large_upsert_counts_and_answers_as_the_same_rows_given_a_few_at_a_time(count: int) -> None:
     changes = changed_rows(count)
-    large, few = KeywordIndex(), KeywordIndex()
+    large, few = TextsKept(), TextsKept()
     for index in (large, few):
         index.upsert(varied_rows(count))
     large.upsert(changes)  # (from this size on, written from a thread and counted by FTS5)
@@ -350,5 +351,5 @@ def test_a_large_upsert_counts_and_answers_as_the_same_rows_given_a_few_at_a_tim
     assert large.engine_state()[1:] == (0, False)  # no temporary table, no transaction left
     for query in ["cache", "branch ledger", "wörd café_x", "schema merged", "quokka naïve"]:
         assert large.search(query, 10) == few.search(query, 10)
-    loaded = KeywordIndex(large.serialize())
+    loaded = large.copy()
     assert loaded.search("merge zanzibar", 10) == few.search("merge zanzibar", 10)

@@ -170,6 +170,15 @@ class MemoryRecords(dict[str, MemoryRecord]):
             raise SnapshotDamaged(memory_id, f"holds memory {record.id}")
         return record
 
+    def held(self, memory_id: str) -> MemoryRecord | msgspec.Raw | None:
+        """The record as held now: still encoded (bytes that never change), or decoded; not decoded here."""
+        value: MemoryRecord | msgspec.Raw | None = dict.get(self, memory_id)
+        return value
+
+    def read(self, memory_id: str, held: MemoryRecord | msgspec.Raw) -> MemoryRecord:
+        """A record :meth:`held` gave, decoded without being kept (from any thread)."""
+        return self._decode_one(memory_id, held) if isinstance(held, msgspec.Raw) else held
+
     def decode_all(self) -> None:
         if not self._encoded:
             return

@@ -71,6 +71,12 @@ class Batch(msgspec.Struct, frozen=True):
     position: dict[str, SegmentPosition] = {}
     """Where the journal stands after the batch (segment name -> position); empty for a local append
     whose position the next catch-up reports."""
+    previous: dict[str, tuple[MemoryRecord, ...]] = {}
+    """Of the memories upserted or removed, the records they may have been projected with: as they
+    were before the events of this batch, and as they are (a batch's records are the fold's own,
+    which later folds change in place: one applied late holds the later texts). A projector that
+    keeps no copy of the texts it indexed, the keyword index, deletes its entries with the one it
+    was given; may hold other memories. Empty for a batch of memories new to every projector."""
 
 
 @runtime_checkable

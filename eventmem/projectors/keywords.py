@@ -14,6 +14,15 @@ MRR are the same with either budget, and the keyword search takes a third to a h
 From ``postings_from`` rows on (``Tuning.postings_from``), a search is ranked from in-memory postings
 (:mod:`eventmem.projectors.postings`) with FTS5's own scores and order, once a thread has made them
 from the rows; FTS5 still holds the rows, answers until then, and scores the words that are phrases.
+
+The FTS5 table is contentless (``content=''``): it holds the index of the texts (their tokens and
+positions, each row's size in tokens: all that BM25 and phrase queries read), not the texts, which
+the fold holds already (1.0 KB a memory at 100k before, 0.35 KB now). Removing or replacing a row
+then needs the texts it was made from (FTS5's ``'delete'`` command; SQLite before 3.43 has no other
+way): the caller hands them in (a :class:`~eventmem.projectors.base.Batch`'s ``previous`` records),
+and the index keeps an 8-byte digest of each row's texts, so that texts that are not the row's are
+refused (:class:`KeywordsOutOfStep`) instead of leaving the index damaged, and a row given again
+unchanged is left as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Final
 
@@ -30,6 +39,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from eventmem.core.records import MemoryRecord
 from eventmem.core.words import STOPWORDS
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.columns import SlotTable
@@ -40,21 +50,53 @@ from eventmem.projectors.keywords_bulk import (
     Row,
     attach_scratch,
     detach_scratch,
+    digests_of,
     guarded_connection,
+    texts_digest,
     words_of,
 )
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 
-__all__ = ["BULK_KEYWORDS_MIN", "UPSERT_BESIDE_FROM", "KeywordIndex", "KeywordsProjector", "fts_query", "query_words"]
+__all__ = [
+    "BULK_KEYWORDS_MIN",
+    "UPSERT_BESIDE_FROM",
+    "KeywordIndex",
+    "KeywordsOutOfStep",
+    "KeywordsProjector",
+    "Previous",
+    "RowsLater",
+    "fts_query",
+    "keyword_texts",
+    "query_words",
+]
 
 _SCHEMA: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
-    "title, summary, content, tags, tokenize='porter unicode61 remove_diacritics 2')"
+    "title, summary, content, tags, content='', tokenize='porter unicode61 remove_diacritics 2')"
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # BM25 column weights: a hit in the title or the tags says more than one in a long body.
 _RANK: Final = f"bm25(docs, {', '.join(map(str, WEIGHTS))})"  # (the postings score with the same weights)
-_ROWS: Final = "SELECT rowid, title, summary, content, tags FROM docs ORDER BY rowid"
+_DELETE: Final = "INSERT INTO docs(docs, rowid, title, summary, content, tags) VALUES ('delete', ?, ?, ?, ?, ?)"
+
+
+Texts = tuple[str, str, str, str]
+"""A row's texts: (title, summary, content, tags joined by spaces)."""
+Previous = Mapping[int, Sequence[Texts]]
+"""Per slot, texts its row may have been made from (the one whose digest is the row's is used)."""
+RowsLater = Callable[[list[int]], Callable[[], list[Row]]]
+"""Given slots (increasing), what a thread calls later for their rows as the fold holds them now
+(see :meth:`KeywordIndex.rank_in_memory`)."""
+
+
+def keyword_texts(record: MemoryRecord) -> Texts:
+    """The texts of a memory's row."""
+    return (record.title, record.summary, record.content, " ".join(record.tags))
+
+
+class KeywordsOutOfStep(Exception):
+    """The texts handed in to remove or replace a row are not the ones it was made from (the index,
+    holding no texts, cannot remove it exactly): a bug of the caller, the index is left as it was."""
 
 
 MAX_QUERY_WORDS: Final = 16
@@ -67,7 +109,7 @@ MAX_BARRED_FOR_LIMIT: Final = 1000
 many are barred (deleted, expired, superseded or filtered out), else streams rows in rank order."""
 
 
-_FRAME: Final = b"eventmem keywords 1\n"
+_FRAME: Final = b"eventmem keywords 2\n"
 """The start of a serialized index: then the database's length (8 bytes), the database, and the
 stored postings (none if not made)."""
 
@@ -124,6 +166,8 @@ class KeywordIndex:
         """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
         choose other query words once a rebuild gives the memories other slots."""
         self._present: set[int] = set()
+        self._digests = np.zeros(0, np.uint64)
+        """Per slot, the digest of its row's texts (:func:`~.keywords_bulk.texts_digest`), if present."""
         self._phrases = PhraseScoresKept()
         """Phrase scores asked of FTS5 since the last change (an identifier is often asked again)."""
         self.ranking: BackgroundPostings | None = None
@@ -131,12 +175,12 @@ class KeywordIndex:
         if data is not None:
             data, postings = _unframed(data)
             self._db.deserialize(data)
-            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'present'").fetchone():
-                (blob,) = self._db.execute("SELECT rowids FROM present").fetchone()
-                self._present = set(np.frombuffer(blob, dtype=np.int64).tolist())
-                self._db.execute("DROP TABLE present")
-            else:
-                self._present = {int(r[0]) for r in self._db.execute("SELECT rowid FROM docs")}
+            (blob, digests) = self._db.execute("SELECT rowids, digests FROM present").fetchone()
+            self._present = set(np.frombuffer(blob, dtype=np.int64).tolist())
+            self._digests = np.frombuffer(digests, dtype=np.uint64).copy()
+            self._db.execute("DROP TABLE present")
+            if self._present and max(self._present) >= len(self._digests):
+                raise ValueError("the keyword index's digests are of other rows")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
                 (counts,) = self._db.execute("SELECT counts FROM df").fetchone()
                 self._db.execute("DROP TABLE df")
@@ -164,20 +208,51 @@ class KeywordIndex:
         attached = [row[1] for row in self._db.execute("PRAGMA database_list") if row[1] not in ("main", "temp")]
         return int(hashsize), int(temporary) + len(attached), self._db.in_transaction
 
-    def _forget(self, slots: list[int]) -> None:
-        """Delete rows, taking their words out of the document frequencies. In increasing order: FTS5
-        flushes its pending terms whenever a row id is below the previous one's (random order: 10x slower)."""
+    def _old_rows(self, slots: list[int], previous: Previous) -> list[Row]:
+        """The rows of ``slots`` (present ones): of the texts ``previous`` offers for each, those
+        whose digest is the one kept (:class:`KeywordsOutOfStep` if none is)."""
+        rows: list[Row] = []
+        for slot in slots:
+            held = int(self._digests[slot])
+            texts = next((t for t in previous.get(slot, ()) if texts_digest(t) == held), None)
+            if texts is None:
+                raise KeywordsOutOfStep(f"none of the texts handed in to remove the keyword row {slot} is its own")
+            rows.append((slot, *texts))
+        return rows
+
+    def _unchanged(self, rows: list[Row]) -> tuple[list[Row], npt.NDArray[np.uint64]]:
+        """``rows`` but those the index holds already with these very texts, and the digests of the rest."""
+        digests = digests_of(rows)
+        top = len(self._digests)
+        keep = [
+            i
+            for i, row in enumerate(rows)
+            if not (row[0] in self._present and row[0] < top and self._digests[row[0]] == digests[i])
+        ]
+        if len(keep) == len(rows):
+            return rows, digests
+        return [rows[i] for i in keep], digests[keep]
+
+    def _keep_digests(self, rows: list[Row], digests: npt.NDArray[np.uint64]) -> None:
+        if not rows:
+            return
+        top = max(r[0] for r in rows)
+        if top >= len(self._digests):
+            grown = np.zeros(max(top + 1, 2 * len(self._digests), 1024), np.uint64)
+            grown[: len(self._digests)] = self._digests
+            self._digests = grown
+        self._digests[[r[0] for r in rows]] = digests
+
+    def _forget(self, slots: list[int], previous: Previous) -> None:
+        """Delete rows, taking their words out of the document frequencies; their texts are
+        ``previous`` (see :meth:`_old_rows`). In increasing order: FTS5 flushes its pending terms
+        whenever a row id is below the previous one's (random order: 10x slower)."""
         present = sorted({s for s in slots if s in self._present})
         if not present:
             return
-        for start in range(0, len(present), 500):
-            chunk = present[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({marks})"
-            self.df.subtract(
-                Counter(chain.from_iterable(words_of(" ".join(row)) for row in self._db.execute(sql, chunk)))
-            )
-        self._db.executemany("DELETE FROM docs WHERE rowid = ?", ((s,) for s in present))
+        old = self._old_rows(present, previous)
+        self.df.subtract(Counter(chain.from_iterable(words_of(" ".join(row[1:])) for row in old)))
+        self._db.executemany(_DELETE, old)
         self._present.difference_update(present)
         if self.ranking is not None:
             self.ranking.removed(present)
@@ -195,46 +270,57 @@ class KeywordIndex:
         quoted = '"' + word.replace('"', '""') + '"'
         return self._db.execute("SELECT 1 FROM docs WHERE docs MATCH ? LIMIT 1", [quoted]).fetchone() is not None
 
-    def upsert(self, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
-        """Rows of (slot, title, summary, content, tags), inserted in increasing slot order (see :meth:`_forget`)."""
-        rows = sorted(rows, key=lambda row: row[0])
+    def upsert(self, rows: Iterable[Row], previous: Previous | None = None) -> None:
+        """Rows of (slot, title, summary, content, tags), inserted in increasing slot order (see
+        :meth:`_forget`). A slot present is replaced: ``previous`` holds the texts of its row (a row
+        given again with the texts it has is left as it is)."""
+        rows, digests = self._unchanged(sorted(rows, key=lambda row: row[0]))
         if not rows:
             return
         self._phrases.clear()
         if len(rows) >= UPSERT_BESIDE_FROM:
-            self.change_beside(rows, [])()
+            self.change_beside(rows, [], previous)()
             return
         self._db.execute("BEGIN")
-        self._forget([r[0] for r in rows])
-        self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
-        self._db.execute("COMMIT")
+        try:
+            self._forget([r[0] for r in rows], previous or {})
+            self._db.executemany("INSERT INTO docs(rowid, title, summary, content, tags) VALUES (?, ?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
         self.df.update(chain.from_iterable(words_of(" ".join(row[1:])) for row in rows))
         self._present.update(r[0] for r in rows)
+        self._keep_digests(rows, digests)
         if self.ranking is not None:
             self.ranking.added(rows)
 
-    def change_beside(self, rows: list[Row], removed: list[int]) -> Callable[[], None]:
+    def change_beside(
+        self, rows: list[Row], removed: list[int], previous: Previous | None = None
+    ) -> Callable[[], None]:
         """Remove the rows of the slots ``removed``, then :meth:`upsert` ``rows`` (many: a merged
         branch; in slot order), as :class:`BulkLoad` fills an index: the rows are copied into a
         temporary table (about 2 us a row), and a thread started now replaces the index's rows from
         it in two statements, which SQLite runs without the GIL. The function returned counts the
         words the document frequencies lose and gain (in the caller's thread: the thread writes
         meanwhile), waits for the thread and raises what it raised; the index is not to be used
-        until it is called. The same rows, counts and answers as :meth:`remove` and :meth:`upsert`."""
+        until it is called. The same rows, counts and answers as :meth:`remove` and :meth:`upsert`
+        (``previous``: the texts of the rows removed or replaced)."""
         self._phrases.clear()
         db = self._db
+        rows, digests = self._unchanged(rows)
         gone = sorted({s for s in removed if s in self._present} | {r[0] for r in rows if r[0] in self._present})
-        old: list[str] = []
-        for start in range(0, len(gone), 500):
-            chunk = gone[start : start + 500]
-            sql = f"SELECT title, summary, content, tags FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})"
-            old += (" ".join(row) for row in db.execute(sql, chunk))
+        old_rows = self._old_rows(gone, previous or {})
+        old = [" ".join(row[1:]) for row in old_rows]
         failed: list[BaseException] = []
 
         def write() -> None:
             with self.using:  # (the connection is not closed under it, even at exit)
                 try:
-                    db.execute(f"DELETE FROM docs WHERE rowid IN (SELECT slot FROM {SCRATCH}.upsert_gone)")
+                    db.execute(
+                        "INSERT INTO docs(docs, rowid, title, summary, content, tags) "
+                        f"SELECT 'delete', slot, title, summary, content, tags FROM {SCRATCH}.upsert_gone ORDER BY slot"
+                    )
                     db.execute(
                         "INSERT INTO docs(rowid, title, summary, content, tags) "
                         f"SELECT slot, title, summary, content, tags FROM {SCRATCH}.upsert_rows ORDER BY slot"
@@ -253,8 +339,8 @@ class KeywordIndex:
         try:
             db.execute(f"CREATE TABLE {SCRATCH}.upsert_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
             db.executemany(f"INSERT INTO {SCRATCH}.upsert_rows VALUES (?, ?, ?, ?, ?)", rows)
-            db.execute(f"CREATE TABLE {SCRATCH}.upsert_gone(slot INTEGER PRIMARY KEY)")
-            db.executemany(f"INSERT INTO {SCRATCH}.upsert_gone VALUES (?)", ((slot,) for slot in gone))
+            db.execute(f"CREATE TABLE {SCRATCH}.upsert_gone(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
+            db.executemany(f"INSERT INTO {SCRATCH}.upsert_gone VALUES (?, ?, ?, ?, ?)", old_rows)
             writer = threading.Thread(target=write, name="eventmem-keywords", daemon=True)
             writer.start()
         except BaseException:
@@ -276,27 +362,19 @@ class KeywordIndex:
             self.df.update(gained)
             self._present.difference_update(gone)
             self._present.update(r[0] for r in rows)
+            self._keep_digests(rows, digests)
             if self.ranking is not None:
                 self.ranking.removed(gone)
                 self.ranking.added(rows)
 
         return finish
 
-    def rank_in_memory(self) -> None:
+    def rank_in_memory(self, rows_of: RowsLater) -> None:
         """Rank searches from in-memory postings, made by a thread from the rows there are now (FTS5
-        answers until they are; every later change reaches them). Once; the bulk load settled first."""
+        answers until they are; every later change reaches them). Once; the bulk load settled first.
+        The index holds no texts: ``rows_of`` gives the rows of its slots (the fold's texts)."""
         if self.ranking is None:
-            copy = self._db.serialize()  # (a copy of the pages: the thread reads the rows from it)
-
-            def rows() -> list[Row]:
-                db = sqlite3.connect(":memory:")
-                try:
-                    db.deserialize(copy)
-                    return db.execute(_ROWS).fetchall()
-                finally:
-                    db.close()
-
-            self.ranking = BackgroundPostings.of_rows(rows)
+            self.ranking = BackgroundPostings.of_rows(rows_of(sorted(self._present)), len(self._present))
 
     def _phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5 (or as it
@@ -317,16 +395,23 @@ class KeywordIndex:
             raise ValueError("bulk_load needs an empty keyword index")
         return BulkLoad(self._db, self.using, rows, self._loaded)
 
-    def _loaded(self, df: Counter[str], present: set[int]) -> None:
-        """A bulk load is in: its rows' document frequencies and slots."""
+    def _loaded(self, df: Counter[str], present: set[int], digests: npt.NDArray[np.uint64]) -> None:
+        """A bulk load is in: its rows' document frequencies, slots and digests (in slot order)."""
         self.df, self._present = df, present
+        self._digests = np.zeros(max(present) + 1 if present else 0, np.uint64)
+        self._digests[sorted(present)] = digests
         self._phrases.clear()
 
-    def remove(self, slots: Iterable[int]) -> None:
+    def remove(self, slots: Iterable[int], previous: Previous | None = None) -> None:
+        """Remove the rows of ``slots``; ``previous`` holds their texts."""
         self._phrases.clear()
         self._db.execute("BEGIN")
-        self._forget([int(s) for s in slots])
-        self._db.execute("COMMIT")
+        try:
+            self._forget([int(s) for s in slots], previous or {})
+            self._db.execute("COMMIT")
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
 
     def query_words(self, text: str, *, beside_vectors: bool = False) -> list[str]:
         """The words worth asking FTS5 for (see :func:`query_words`)."""
@@ -386,12 +471,13 @@ class KeywordIndex:
         """:meth:`serialize` in two steps: the database is copied now, the postings frozen (a copy of
         their arrays' lists), and the function returned encodes them, in any thread, as they are now."""
         self._db.execute("CREATE TABLE df(counts BLOB)")
-        self._db.execute("CREATE TABLE present(rowids BLOB)")  # (a set of 100k ints loads 10x faster so)
+        self._db.execute("CREATE TABLE present(rowids BLOB, digests BLOB)")  # (100k ints load 10x faster so)
         try:
             counts = msgspec.msgpack.encode({t: n for t, n in self.df.items() if n > 0})
             self._db.execute("INSERT INTO df VALUES (?)", (counts,))
             rowids = np.fromiter(self._present, dtype=np.int64, count=len(self._present))
-            self._db.execute("INSERT INTO present VALUES (?)", (rowids.tobytes(),))
+            top = max(self._present) + 1 if self._present else 0
+            self._db.execute("INSERT INTO present VALUES (?, ?)", (rowids.tobytes(), self._digests[:top].tobytes()))
             database = self._db.serialize()
         finally:
             self._db.execute("DROP TABLE df")
@@ -421,7 +507,7 @@ class KeywordsProjector:
     :meth:`search_slots`, which the runner asks (from any thread) only once it settled."""
 
     name = "keywords"
-    version = 1
+    version = 2
 
     def __init__(
         self,
@@ -430,8 +516,12 @@ class KeywordsProjector:
         bulk_from: int | None = None,
         postings_from: int = DEFAULT_POSTINGS_FROM,
         backlog: Callable[[], bool] = lambda: False,
+        rows_of: RowsLater | None = None,
     ) -> None:
         self.table = table
+        self._rows_of = rows_of
+        """The rows of slots as the fold holds them (the index holds no texts): the in-memory postings
+        are made from them; ``None``: no postings, FTS5 ranks every search."""
         self._backlog = backlog
         """Whether the vectors of a backlog are still being made (a fresh clone, a merge): the in-memory
         postings wait for them (see :meth:`backlog_done`)."""
@@ -451,10 +541,11 @@ class KeywordsProjector:
             self._bulk is None
             and self._change is None
             and self.index.ranking is None
+            and self._rows_of is not None
             and len(self.index) >= self.postings_from
             and not self._backlog()
         ):
-            self.index.rank_in_memory()
+            self.index.rank_in_memory(self._rows_of)
 
     def backlog_done(self) -> None:
         """The vectors of a backlog are made: the in-memory postings are made now if due. (Both are
@@ -470,22 +561,33 @@ class KeywordsProjector:
 
     def _rows(self, upserts: tuple[Projected, ...]) -> list[Row]:
         of = self.table.of
-        return [(of[r.id], r.title, r.summary, r.content, " ".join(r.tags)) for r in (p.record for p in upserts)]
+        return [(of[r.id], *keyword_texts(r)) for r in (p.record for p in upserts)]
+
+    def _previous(self, batch: Batch) -> dict[int, list[Texts]]:
+        """The texts the rows of the batch's memories may have been made from, by slot."""
+        get = self.table.get
+        return {
+            slot: [keyword_texts(record) for record in records]
+            for memory_id, records in batch.previous.items()
+            if (slot := get(memory_id)) is not None
+        }
 
     def apply(self, batch: Batch) -> None:
         """Take ``batch`` in; a large one (a merged branch) is written by a thread while the caller
-        goes on, until :meth:`settle` (see :meth:`KeywordIndex.change_beside`)."""
+        goes on, until :meth:`settle` (see :meth:`KeywordIndex.change_beside`). A row removed or
+        replaced is deleted with its texts from ``batch.previous`` (the index holds none)."""
         self.settle()
         get = self.table.get
         removed = [slot for memory_id in batch.removals if (slot := get(memory_id)) is not None]
+        previous = self._previous(batch)
         if len(batch.upserts) >= UPSERT_BESIDE_FROM:
             rows = sorted(self._rows(batch.upserts), key=lambda row: row[0])
-            self._change = self.index.change_beside(rows, removed)
+            self._change = self.index.change_beside(rows, removed, previous)
             return
         if removed:
-            self.index.remove(removed)
+            self.index.remove(removed, previous)
         if batch.upserts:
-            self.index.upsert(self._rows(batch.upserts))
+            self.index.upsert(self._rows(batch.upserts), previous)
         self._rank_if_due()
 
     def load(self, batch: Batch) -> None:
@@ -553,8 +655,7 @@ class KeywordsProjector:
             self.index = KeywordIndex()
             return False
         self._postings_kept = self.index.ranking is not None
-        self._rank_if_due()
-        return True
+        return True  # (postings not kept are made at the next settle: the fold they read is not in yet)
 
     def reset(self) -> None:
         try:

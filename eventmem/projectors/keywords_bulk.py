@@ -5,6 +5,7 @@ See :class:`BulkLoad`.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 import threading
@@ -12,6 +13,10 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from eventmem.projectors.tokens import FTS5_TOKEN_LIMIT, close_when_free
 
@@ -23,7 +28,9 @@ __all__ = [
     "Row",
     "attach_scratch",
     "detach_scratch",
+    "digests_of",
     "guarded_connection",
+    "texts_digest",
     "words_of",
 ]
 
@@ -40,6 +47,18 @@ _ASCII_WORDS: Final = bytes(
     (ord(chr(c).lower()) if chr(c).isalnum() or c == ord("_") else ord(" ")) if c < 128 else c for c in range(256)
 )
 """An ASCII byte to itself lower-cased if ``\\w`` matches it, else to a space."""
+
+
+def texts_digest(texts: tuple[str, ...]) -> int:
+    """8 bytes of BLAKE2b of a row's texts (title, summary, content, tags), as an unsigned integer:
+    what the keyword index keeps of a row to know the texts it was made from (see
+    :mod:`eventmem.projectors.keywords`). The texts are msgpack-encoded, so no two tuples share an input."""
+    return int.from_bytes(hashlib.blake2b(msgspec.msgpack.encode(texts), digest_size=8).digest(), "little")
+
+
+def digests_of(rows: list[Row]) -> npt.NDArray[np.uint64]:
+    """:func:`texts_digest` of each row's texts."""
+    return np.fromiter((texts_digest(row[1:]) for row in rows), np.uint64, len(rows))
 
 
 def words_of(text: str) -> set[str]:
@@ -82,7 +101,7 @@ def guarded_connection(owner: object, db: sqlite3.Connection) -> threading.Lock:
 class BulkLoad:
     """Rows for an empty keyword index (its connection ``db``, and the lock of the thread filling it,
     ``using``), indexed by a worker thread in one transaction; ``done`` is handed the document
-    frequencies and the slots once every row is in.
+    frequencies, the slots and the digests of their texts (see :func:`texts_digest`) once every row is in.
 
     The rows are first copied into a temporary table by the caller (about 2 us a row); the worker
     then fills the FTS5 index from it with one ``INSERT ... SELECT``, a single call into SQLite
@@ -101,7 +120,7 @@ class BulkLoad:
         db: sqlite3.Connection,
         using: threading.Lock,
         rows: list[Row],
-        done: Callable[[Counter[str], set[int]], None],
+        done: Callable[[Counter[str], set[int], npt.NDArray[np.uint64]], None],
     ) -> None:
         self._db = db
         self._using = using
@@ -147,7 +166,7 @@ class BulkLoad:
             )
             db.execute(
                 f"CREATE VIRTUAL TABLE {SCRATCH}.bulk_df USING fts5("
-                "text, tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", detail = none)"
+                "text, content = '', tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", detail = none)"
             )
             db.execute(f"CREATE VIRTUAL TABLE {SCRATCH}.bulk_df_vocabulary USING fts5vocab(bulk_df, row)")
             db.execute(f"INSERT INTO {SCRATCH}.bulk_df(text) SELECT text FROM {SCRATCH}.bulk_df_rows")
@@ -179,9 +198,10 @@ class BulkLoad:
         df = Counter[str]()
         for text in self._other_texts:
             df.update(words_of(text))
+        digests = digests_of(self._rows)
         self._thread.join()
         if self._error is not None:
             raise self._error
         for term, documents in self._vocabulary:
             df[term] += documents
-        self._done(df, {r[0] for r in self._rows})
+        self._done(df, {r[0] for r in self._rows}, digests)

@@ -381,11 +381,14 @@ class BackgroundPostings:
         self._thread.start()
 
     @classmethod
-    def of_rows(cls, rows: Callable[[], list[Row]]) -> BackgroundPostings:
-        """Postings made from ``rows`` (called by the thread: every row, in slot order, as they are now)."""
+    def of_rows(cls, rows: Callable[[], list[Row]], count: int) -> BackgroundPostings:
+        """Postings made from ``rows`` (called by the thread: every row, in slot order, as they are
+        now), which are ``count`` (else none are made: FTS5 ranks alone)."""
 
         def make(stopping: threading.Event) -> Postings:
             found = rows()
+            if len(found) != count:
+                raise ValueError(f"{len(found)} rows were read for the {count} of the keyword index")
             postings = Postings(Tokens())
             for start in range(0, len(found), CHUNK):
                 if stopping.is_set():

@@ -22,7 +22,7 @@ from eventmem.journal.journal import Appended, Journal, Segment, name_of_segment
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Cursor, Derived
 from eventmem.runner.embedding import EmbeddingQueue, Progress
-from eventmem.runner.projection import sync, sync_all
+from eventmem.runner.projection import records_before, sync, sync_all
 
 __all__ = [
     "Cursor",
@@ -139,6 +139,7 @@ def apply_work(
         if ahead is not None:
             ahead.stop()
     # one batch, so that a prev in a later segment and every copy of an event id are seen together
+    before = records_before(derived, events)
     folded, stale = derived.state.fold(events)
     if stale and not fresh:
         log.info("events arrived that change what was folded before (an awaited prev, another copy of an id)")
@@ -146,7 +147,7 @@ def apply_work(
     touched = set(folded)
     if touched:
         if len(derived.table):
-            sync(derived, touched, reading.embedding, reading.deferral)
+            sync(derived, touched, reading.embedding, reading.deferral, before=before)
         else:
             due = derived.events_since_snapshot + count >= derived.snapshot_due(reading.snapshot_every)
             sync_all(derived, touched, encode_ahead=due and not reading.embedding.busy)

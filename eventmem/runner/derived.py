@@ -20,10 +20,11 @@ import numpy as np
 
 from eventmem.core.errors import JournalCorrupt
 from eventmem.core.ids import iso_to_epoch
-from eventmem.core.records import MemoryRecord
+from eventmem.core.records import MemoryRecord, MemoryRecords
 from eventmem.core.state import State
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
-from eventmem.projectors.keywords import KeywordsProjector
+from eventmem.projectors.keywords import KeywordsProjector, Texts, keyword_texts
+from eventmem.projectors.keywords_bulk import Row
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
 from eventmem.runner.tuning import Tuning
 
@@ -71,7 +72,11 @@ class Derived:
         unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self.visible)
         self.keywords = KeywordsProjector(
-            self.table, bulk_from=tuning.bulk_keywords_min, postings_from=tuning.postings_from, backlog=backlog
+            self.table,
+            bulk_from=tuning.bulk_keywords_min,
+            postings_from=tuning.postings_from,
+            backlog=backlog,
+            rows_of=self.keyword_rows,
         )
         self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from, backlog=backlog)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}
@@ -94,6 +99,32 @@ class Derived:
 
     def visible(self, memory_id: str) -> MemoryRecord | None:
         return self.state.visible(memory_id)
+
+    def keyword_rows(self, slots: list[int]) -> Callable[[], list[Row]]:
+        """What a thread calls for the keyword rows of ``slots`` as the fold holds them now (the keyword
+        index holds no texts): the texts of decoded records are taken now (the fold changes records
+        in place), encoded ones (bytes that never change) are decoded by the thread, not kept."""
+        memories, ids = self.state.memories, self.table.ids
+        encoded = memories if isinstance(memories, MemoryRecords) and memories.encoded else None
+        held: list[Texts | tuple[str, msgspec.Raw]] = []
+        for slot in slots:
+            memory_id = ids[slot]
+            value = encoded.held(memory_id) if encoded is not None else memories[memory_id]
+            if value is None:
+                raise KeyError(f"the fold holds no memory {memory_id} of keyword row {slot}")
+            held.append((memory_id, value) if isinstance(value, msgspec.Raw) else keyword_texts(value))
+
+        def rows() -> list[Row]:
+            out: list[Row] = []
+            for slot, value in zip(slots, held, strict=True):
+                if len(value) == 2:  # (an encoded record, decoded here)
+                    assert encoded is not None
+                    out.append((slot, *keyword_texts(encoded.read(*value))))
+                else:
+                    out.append((slot, *value))
+            return out
+
+        return rows
 
     def expires_epoch(self, memory_id: str, record: MemoryRecord) -> float:
         """When a memory's TTL runs out (epoch seconds, the usage's extension included); inf without TTL."""

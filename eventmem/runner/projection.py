@@ -13,20 +13,22 @@ import functools
 import hashlib
 import math
 from collections.abc import Iterable
+from itertools import chain
 
 import msgspec
 
-from eventmem.core.events import AnyEvent
+from eventmem.core.codec import UnknownEvent
+from eventmem.core.events import AnyEvent, MemorySaved, MemoryUpdated
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import HASH_BYTES
 from eventmem.projectors.base import Batch, Projected
-from eventmem.projectors.keywords import UPSERT_BESIDE_FROM
+from eventmem.projectors.keywords import UPSERT_BESIDE_FROM, keyword_texts
 from eventmem.projectors.vectors import EmbedItem, embed_text
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived
 from eventmem.runner.embedding import EmbeddingQueue
 
-__all__ = ["apply_local", "index_texts", "projected", "sync", "sync_all"]
+__all__ = ["apply_local", "index_texts", "projected", "records_before", "sync", "sync_all"]
 
 
 def projected(derived: Derived, record: MemoryRecord) -> Projected:
@@ -43,18 +45,43 @@ def index_texts(derived: Derived, texts: Batch, items: list[EmbedItem]) -> None:
     derived.keywords.settle()
 
 
+def records_before(derived: Derived, events: Iterable[AnyEvent | UnknownEvent]) -> dict[str, MemoryRecord]:
+    """Copies of the records of the memories with a slot whose texts ``events`` may change, as the
+    fold holds them before it folds them: the keyword index, which keeps no copy of the texts,
+    deletes their rows with them (see :attr:`Batch.previous`). Taken just before the fold."""
+    if not len(derived.table):
+        return {}
+    memories, of = derived.state.memories, derived.table.of
+    before: dict[str, MemoryRecord] = {}
+    for event in events:
+        if isinstance(event, MemorySaved | MemoryUpdated) and event.memory in of and event.memory not in before:
+            record = memories.get(event.memory)
+            if record is not None:  # (a copy: the fold changes records in place)
+                before[event.memory] = msgspec.structs.replace(record)
+    return before
+
+
 def apply_local(derived: Derived, events: Iterable[AnyEvent], embedding: EmbeddingQueue, deferral: Deferral) -> None:
     """Fold in events this process just appended and bring the projections in step (the texts after
     the reply, when ``deferral`` is enabled), without waiting for the next catch-up."""
-    touched = set(derived.state.written(list(events)))
-    sync(derived, touched, embedding, deferral, defer_index=deferral.enabled)
+    events = list(events)
+    before = records_before(derived, events)
+    touched = set(derived.state.written(events))
+    sync(derived, touched, embedding, deferral, defer_index=deferral.enabled, before=before)
 
 
 def sync(
-    derived: Derived, touched: set[str], embedding: EmbeddingQueue, deferral: Deferral, *, defer_index: bool = False
+    derived: Derived,
+    touched: set[str],
+    embedding: EmbeddingQueue,
+    deferral: Deferral,
+    *,
+    defer_index: bool = False,
+    before: dict[str, MemoryRecord] | None = None,
 ) -> None:
     """Bring slots, columns, tags and the indexes in step with the fold for ``touched``; with
-    ``defer_index`` the new texts reach the keyword and vector indexes after the reply (through ``deferral``)."""
+    ``defer_index`` the new texts reach the keyword and vector indexes after the reply (through ``deferral``).
+    ``before``: the records the fold changed the texts of, as they were (:func:`records_before`)."""
     deferral.run()  # earlier texts first: the indexes take changes in order
     state = derived.state
     derived.changed.update(touched)
@@ -86,18 +113,26 @@ def sync(
         else:
             was_live = bool(live[slot])
         text = embed_text(record)
-        text_hash, digest = text_hashes(text, record.summary)
+        text_hash, digest = text_hashes(text, record)
         memory = projected(derived, record)
         if hashes[slot] != digest or not was_live:
             to_embed.append((slot, text, text_hash))
             texts.append(memory)
             hashes[slot] = digest
         upserts.append(memory)
+    # the texts the keyword rows removed or replaced were made from: as they were before the fold
+    # when it changed them, or as the fold holds them (a batch deferred holds the fold's records,
+    # which the fold that came before it ran changed in place)
+    before = before or {}
+    previous = {
+        memory_id: (*((before[memory_id],) if memory_id in before else ()), state.memories[memory_id])
+        for memory_id in chain(removals, (memory.record.id for memory in texts))
+    }
     deferred = defer_index and bool(texts or to_embed)
     if not deferred and len(texts) >= UPSERT_BESIDE_FROM:
         # many texts (a merged branch): their keyword rows are written by a thread (see
         # KeywordIndex.change_beside) while this one makes the columns and hands the vectors on
-        derived.keywords.apply(Batch(tuple(texts), tuple(removals)))
+        derived.keywords.apply(Batch(tuple(texts), tuple(removals), previous=previous))
         derived.columns.apply(Batch(tuple(upserts), tuple(removals)))
         if removed:
             embedding.forget(removed)
@@ -107,10 +142,10 @@ def sync(
     derived.columns.apply(Batch(tuple(upserts), tuple(removals)))
     if removed:
         embedding.forget(removed)
-        gone = Batch((), tuple(removals))
+        gone = Batch((), tuple(removals), previous=previous)
         derived.vectors.apply(gone)
         derived.keywords.apply(gone)
-    changed = Batch(tuple(texts), ())
+    changed = Batch(tuple(texts), (), previous=previous)
     if deferred:
         deferral.defer(functools.partial(index_texts, derived, changed, to_embed))
     else:
@@ -137,7 +172,7 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
             slot_ids.append(memory_id)
             records.append(record)
             text = embed_text(record)
-            text_hash, digest = text_hashes(text, record.summary)
+            text_hash, digest = text_hashes(text, record)
             slot_hashes.append(digest)
             to_embed.append((slot, text, text_hash))
         derived.table.extend(slot_ids)
@@ -154,12 +189,14 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
         derived.keywords.settle()
 
 
-def text_hashes(text: str, summary: str) -> tuple[bytes, bytes]:
-    """``content_hash(text)`` (the embedding cache's key) and ``content_hash(text + "\x00" + summary)``
-    (a slot's digest: unchanged means no re-index), from one pass over the text."""
+def text_hashes(text: str, record: MemoryRecord) -> tuple[bytes, bytes]:
+    """``content_hash(text)`` (the embedding cache's key, ``text`` the record's :func:`embed_text`)
+    and a slot's digest (unchanged means no re-index): of that text and the record's keyword texts,
+    each apart (``text`` alone does not tell a title from a body: the keyword row, which is deleted
+    with the texts it was made from, must change whenever they do)."""
     hasher = hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
     text_hash = hasher.digest()
-    hasher.update(b"\x00" + summary.encode("utf-8"))
+    hasher.update(b"\x00" + msgspec.msgpack.encode(keyword_texts(record)))
     return text_hash, hasher.digest()
 
 

@@ -54,12 +54,13 @@ __all__ = [
 
 log = logging.getLogger("eventmem.runner")
 
-SNAPSHOT_FORMAT = 10
+SNAPSHOT_FORMAT = 11
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
 columns projector's own snapshot; 8: a memory's metadata and source; 9: the keyword index's word
 counts of every row (they were of one slot in eight); 10: the keyword index's in-memory postings after
-its database."""
+its database; 11: a contentless keyword table with the digests of its rows' texts, and slot digests
+of the keyword texts each apart."""
 
 
 class Snapshot(msgspec.Struct, kw_only=True):
@@ -369,6 +370,7 @@ def load(
     else:
         rebuild_columns(derived)
     derived.hashers = hashers  # kept: the first catch-up goes on from them, not from byte 0
+    derived.keywords.settle()  # (postings the snapshot did not keep are made now, from the fold's texts)
     release_pages(mapped)
     log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
     return derived

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -44,7 +45,8 @@ from eventmem.core.state import State
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch, Projected, Projector
 from eventmem.projectors.columns import ColumnsProjector, SlotTable
-from eventmem.projectors.keywords import KeywordsProjector
+from eventmem.projectors.keywords import KeywordsProjector, RowsLater, keyword_texts
+from eventmem.projectors.keywords_bulk import Row
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
 
@@ -68,6 +70,12 @@ class Journal:
     batches: list[Batch] = field(default_factory=list)
 
     def fold(self, events: list[AnyEvent]) -> Batch:
+        before = {}  # the records whose texts the events may change, as they were (copies: folds change them in place)
+        for event in events:
+            if isinstance(event, MemorySaved | MemoryUpdated) and event.memory not in before:
+                record = self.state.memories.get(event.memory)
+                if record is not None:
+                    before[event.memory] = msgspec.structs.replace(record)
         touched, _ = self.state.fold(events)
         ids = set(touched)
         for memory_id in list(ids):  # a memory's superseded flag depends on its superseder
@@ -82,7 +90,11 @@ class Journal:
                 continue
             self.visible.add(memory_id)
             upserts.append(self.projected(record))
-        batch = Batch(tuple(upserts), tuple(removals), events=tuple(events))
+        previous = {  # (as the runner gives them: the batches are applied after every fold, as deferred ones are)
+            memory_id: (*((before[memory_id],) if memory_id in before else ()), self.state.memories[memory_id])
+            for memory_id in [*removals, *(p.record.id for p in upserts)]
+        }
+        batch = Batch(tuple(upserts), tuple(removals), events=tuple(events), previous=previous)
         self.batches.append(batch)
         return batch
 
@@ -172,6 +184,16 @@ def _keywords_postings_answers(projector: Projector, journal: Journal) -> Hashab
     assert isinstance(projector, KeywordsProjector)
     assert len(projector) == 0 or projector.ranked_in_memory(60)
     return _keywords_answers(projector, journal)
+
+
+def _rows_of(journal: Journal, table: SlotTable) -> RowsLater:
+    """The keyword rows of slots from the fold's texts (the keyword index holds none), as the runner reads them."""
+
+    def rows_of(slots: list[int]) -> Callable[[], list[Row]]:
+        rows = [(slot, *keyword_texts(journal.state.memories[table.ids[slot]])) for slot in slots]
+        return lambda: rows
+
+    return rows_of
 
 
 def _vectors(journal: Journal, table: SlotTable) -> Projector:
@@ -277,10 +299,18 @@ class PostgresProjectors:
 
 KINDS_OF_PROJECTOR = [
     Kind("columns", _columns, _columns_answers, _selected),
-    Kind("keywords", lambda j, t: KeywordsProjector(t), _keywords_answers, _searched),
-    Kind("keywords-bulk", lambda j, t: KeywordsProjector(t, bulk_from=0), _keywords_answers, _searched),
+    Kind("keywords", lambda j, t: KeywordsProjector(t, rows_of=_rows_of(j, t)), _keywords_answers, _searched),
     Kind(
-        "keywords-postings", lambda j, t: KeywordsProjector(t, postings_from=1), _keywords_postings_answers, _searched
+        "keywords-bulk",
+        lambda j, t: KeywordsProjector(t, bulk_from=0, rows_of=_rows_of(j, t)),
+        _keywords_answers,
+        _searched,
+    ),
+    Kind(
+        "keywords-postings",
+        lambda j, t: KeywordsProjector(t, postings_from=1, rows_of=_rows_of(j, t)),
+        _keywords_postings_answers,
+        _searched,
     ),
     Kind("vectors", _vectors, _vectors_answers, _searched),
     Kind("vectors-ann", _vectors_ann, _vectors_answers, _searched),
