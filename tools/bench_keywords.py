@@ -87,7 +87,7 @@ def measure(size: int, count: int) -> dict[str, Any]:
     expected = {name: [search(q) for q in queries] for name, search in cases.items()}
     log(f"{size}: making the postings")
     started = time.perf_counter()
-    index.rank_in_memory()
+    index.rank_in_memory(lambda slots: lambda: [rows[slot] for slot in slots])  # (the texts: the fold's)
     ranking = index.ranking
     assert isinstance(ranking, BackgroundPostings) and ranking.wait() and ranking.ready() is not None
     made_s = time.perf_counter() - started

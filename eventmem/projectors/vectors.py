@@ -312,6 +312,7 @@ class VectorIndex:
                     owned = faiss.deserialize_index(faiss.serialize_index(self._index))
                 self._index = owned
                 self._mapped = False
+                self._stored = None  # (it holds the mapped index: the file's pages would stay until the next search)
 
     @classmethod
     def deserialize(cls, data: bytes | memoryview, dim: int) -> VectorIndex:
