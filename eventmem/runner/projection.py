@@ -22,7 +22,7 @@ from eventmem.core.events import AnyEvent, MemorySaved, MemoryUpdated
 from eventmem.core.records import MemoryRecord
 from eventmem.embedders.embedcache import HASH_BYTES
 from eventmem.projectors.base import Batch, Projected
-from eventmem.projectors.keywords import UPSERT_BESIDE_FROM, keyword_texts
+from eventmem.projectors.keywords import UPSERT_BESIDE_FROM
 from eventmem.projectors.vectors import EmbedItem, embed_text
 from eventmem.runner.deferral import Deferral
 from eventmem.runner.derived import Derived
@@ -196,7 +196,9 @@ def text_hashes(text: str, record: MemoryRecord) -> tuple[bytes, bytes]:
     with the texts it was made from, must change whenever they do)."""
     hasher = hashlib.blake2b(text.encode("utf-8"), digest_size=HASH_BYTES)
     text_hash = hasher.digest()
-    hasher.update(b"\x00" + msgspec.msgpack.encode(keyword_texts(record)))
+    # the lengths of the parts ``text`` joins tell them apart: with the summary, the keyword texts
+    parts = f"{len(record.title)} {len(record.content)} {len(' '.join(record.tags))}"
+    hasher.update(b"\x00" + record.summary.encode("utf-8") + b"\x00" + parts.encode("ascii"))
     return text_hash, hasher.digest()
 
 
