@@ -80,7 +80,8 @@ async def test_the_keyword_index_holds_no_copy_of_the_texts_and_ranks_edits_and_
     write_events(project, events)
     cache = ProjectPaths(project).cache_dir
     env = server_env(EVENTMEM_LOG_LEVEL="INFO")
-    async with serve(project, env, tmp_path / "first.log", args=TOOLS) as session:  # it builds, then writes a snapshot
+    # it builds, then writes a snapshot
+    async with serve(project, env, tmp_path / "first.log", args=TOOLS) as session:
         await session.initialize()
         await vectors_ready(session)
         await snapshot_of(cache)
@@ -109,7 +110,8 @@ async def test_the_keyword_index_holds_no_copy_of_the_texts_and_ranks_edits_and_
     assert_clean_stderr(errlog)
     assert served["quokka ledger"] and served["webhook retries"]
 
-    async with serve(project, env, tmp_path / "third.log", args=TOOLS) as session:  # from a snapshot, the edits caught up
+    # from a snapshot, the edits caught up
+    async with serve(project, env, tmp_path / "third.log", args=TOOLS) as session:
         await session.initialize()
         assert await keyword_answers(session) == served
         assert "loaded snapshot" in (tmp_path / "third.log").read_text(encoding="utf-8")

@@ -15,14 +15,10 @@ From ``postings_from`` rows on (``Tuning.postings_from``), a search is ranked fr
 (:mod:`eventmem.projectors.postings`) with FTS5's own scores and order, once a thread has made them
 from the rows; FTS5 still holds the rows, answers until then, and scores the words that are phrases.
 
-The FTS5 table is contentless (``content=''``): it holds the index of the texts (their tokens and
-positions, each row's size in tokens: all that BM25 and phrase queries read), not the texts, which
-the fold holds already (1.0 KB a memory at 100k before, 0.35 KB now). Removing or replacing a row
-then needs the texts it was made from (FTS5's ``'delete'`` command; SQLite before 3.43 has no other
-way): the caller hands them in (a :class:`~eventmem.projectors.base.Batch`'s ``previous`` records),
-and the index keeps an 8-byte digest of each row's texts, so that texts that are not the row's are
-refused (:class:`KeywordsOutOfStep`) instead of leaving the index damaged, and a row given again
-unchanged is left as it is.
+The FTS5 table is contentless (``content=''``): the index of the texts (all BM25 and phrases read),
+not the texts, which the fold holds. A row is removed with the texts it was made from (FTS5's
+``'delete'``), which the caller hands in (``Batch.previous``); an 8-byte digest of each row's texts
+picks them, refuses others (:class:`KeywordsOutOfStep`) and leaves a row given again unchanged alone.
 """
 
 from __future__ import annotations
@@ -95,8 +91,7 @@ def keyword_texts(record: MemoryRecord) -> Texts:
 
 
 class KeywordsOutOfStep(Exception):
-    """The texts handed in to remove or replace a row are not the ones it was made from (the index,
-    holding no texts, cannot remove it exactly): a bug of the caller, the index is left as it was."""
+    """No texts handed in to remove a row are the ones it was made from: the index is left as it was."""
 
 
 MAX_QUERY_WORDS: Final = 16
@@ -166,8 +161,7 @@ class KeywordIndex:
         """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
         choose other query words once a rebuild gives the memories other slots."""
         self._present: set[int] = set()
-        self._digests = np.zeros(0, np.uint64)
-        """Per slot, the digest of its row's texts (:func:`~.keywords_bulk.texts_digest`), if present."""
+        self._digests = np.zeros(0, np.uint64)  # (per slot, its row's :func:`~.keywords_bulk.texts_digest`)
         self._phrases = PhraseScoresKept()
         """Phrase scores asked of FTS5 since the last change (an identifier is often asked again)."""
         self.ranking: BackgroundPostings | None = None
