@@ -241,3 +241,18 @@ def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: s
     with psycopg.connect(pg_uri) as conn:
         names = [row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
     assert "eventmem_memories_hnsw_384" in names and not any("semantic" in name for name in names), names
+
+
+def test_a_recalls_prepared_statements_are_planned_for_their_parameters_each_time(loaded: Any) -> None:
+    """(psycopg prepares a statement on its fifth run; PostgreSQL's generic plan of a recall's
+    statements, asked for its project and for the global memory, cost more than planning them)"""
+    embedder = HashingEmbedder()
+    for n in range(12):
+        for filters in (Filters(), Filters(tags=("t1",))):
+            with queries.one_read(loaded) as read:
+                database_search.hybrid(loaded, ("p", "q"), embedder, f"note {n} caching", 10, filters, now=NOW)
+                read.commit()
+    plans = loaded.execute(  # (a statement of no parameters has only its generic plan)
+        "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements WHERE parameter_types <> '{}'"
+    ).fetchone()
+    assert plans[0] == 0 and plans[1] > 0, plans
