@@ -3,7 +3,8 @@ while a model embeds the query (its hits' cosines asked once the vector is known
 answers; the built-in embedder's vector, made in less than a round trip, is made first), a question
 asked again through ``serve --store`` takes its vector from the store's cache instead of the model,
 and a learned model's vectors are searched through HNSW with fewer candidates than the built-in
-embedder's near-random ones."""
+embedder's near-random ones, and the built-in embedder's through the HNSW index of their semantic
+part, their candidates ranked by the whole vector."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from test_postgres_sync import new_project
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.journal.config import Config
+from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
-from eventmem.projectors.postgres.sync import JournalFeed
+from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
 from eventmem.service import MemoryService, database_search
 from eventmem.service.search import hybrid_search
 
@@ -137,7 +139,8 @@ def test_a_learned_models_vectors_are_searched_through_hnsw_with_fewer_candidate
         with loaded.transaction():  # (the setting holds for the search's transaction only)
             database_search.hybrid(loaded, ("p",), embedder, "common caching", 10, Filters(), now=NOW)
             explored[embedder.model_id] = int(loaded.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
-    assert explored == {"hashing-v4-384": 800, "onnx-minilm-384": 400}  # (a hybrid's depth of 50)
+    # (a hybrid's depth of 50: the built-in embedder's candidates found by their semantic part)
+    assert explored == {"hashing-v4-384": 600, "onnx-minilm-384": 400}
 
 
 def _asked(standin: StandIn, text: str) -> int:
@@ -171,3 +174,85 @@ async def test_a_question_asked_again_through_serve_store_is_not_embedded_again(
             assert [(h["id"], h["score"]) for h in again] == [(h["id"], h["score"]) for h in hits]
             await recall(session, "another question entirely")
             assert _asked(standin, "another question entirely") == 1
+
+
+def _plan(conn: Any, vector: npt.NDArray[np.float32], filters: Filters, model: str) -> str:
+    with conn.transaction():
+        setting, sql, values = queries.vector_query(("p",), vector, 50, filters, NOW, exact=False, model=model)
+        conn.execute(setting)
+        plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
+        conn.execute(queries.SORTING_BACK)
+    return plan
+
+
+def test_the_built_in_embedders_vectors_past_the_exact_bounds_are_found_by_their_semantic_part_and_ranked_exactly(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = HashingEmbedder()
+    filters_asked = (Filters(), Filters(tags=("t1",)), Filters(scope="project"))
+    exact_recalls = {
+        (text, filters): database_search.hybrid(loaded, ("p",), embedder, text, 10, filters, now=NOW)
+        for text in TEXTS
+        for filters in filters_asked
+    }
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)  # (300 memories: past both bounds, HNSW)
+    monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
+    for filters in filters_asked:
+        for text in TEXTS:
+            vector = embedder.embed([text])[0]
+            hits = queries.vector_hits(loaded, ("p",), vector, 50, filters, NOW, model=embedder.model_id)
+            assert hits == queries.vector_hits(loaded, ("p",), vector, 50, filters, NOW, exact=True), (text, filters)
+            found = database_search.hybrid(loaded, ("p",), embedder, text, 10, filters, now=NOW)
+            assert found == exact_recalls[(text, filters)], (text, filters)
+        plan = _plan(loaded, vector, filters, embedder.model_id)
+        assert "eventmem_searched_semantic_384" in plan and "eventmem_memories_hnsw" not in plan, plan
+    # a learned model's vectors (no semantic part) are searched through the whole vectors' index
+    assert "eventmem_memories_hnsw_384" in _plan(loaded, vector, Filters(), "onnx-minilm-384")
+
+
+def test_the_semantic_index_is_made_again_by_a_load_and_kept_by_the_syncs_after_it(
+    service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(40):
+        service.save(f"common note {n} about caching", tags=[f"t{n % 4}"])
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10)  # (a load of 40 drops and makes the indexes)
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
+    embedder = HashingEmbedder()
+    sync = ProjectSync(PostgresProjector(psycopg.connect(pg_uri), "p", embedder, branch="main"), project)
+    try:
+        assert sync.start() == 40
+        saved = service.save("the release checklist lives in docs/releasing.md", tags=["t9"])
+        assert sync.catch_up() == 1
+        with psycopg.connect(pg_uri) as conn:
+            valid = conn.execute(
+                "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = 'eventmem_searched_semantic_384'::regclass"
+            ).fetchone()
+            assert valid == (True,)
+            vector = embedder.embed(["release checklist docs releasing"])[0]
+            hits = queries.vector_hits(conn, ("p",), vector, 10, Filters(), NOW, model=embedder.model_id)
+            assert hits == queries.vector_hits(conn, ("p",), vector, 10, Filters(), NOW, exact=True)
+            assert hits[0][0] == ("p", saved.id)
+    finally:
+        sync.projector.close()  # type: ignore[attr-defined]
+
+
+def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: str) -> None:
+    PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main").close()
+    with psycopg.connect(pg_uri) as conn:
+        names = [row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
+    assert "eventmem_memories_hnsw_384" in names and not any("semantic" in name for name in names), names
+
+
+def test_a_recalls_prepared_statements_are_planned_for_their_parameters_each_time(loaded: Any) -> None:
+    """(psycopg prepares a statement on its fifth run; PostgreSQL's generic plan of a recall's
+    statements, asked for its project and for the global memory, cost more than planning them)"""
+    embedder = HashingEmbedder()
+    for n in range(12):
+        for filters in (Filters(), Filters(tags=("t1",))):
+            with queries.one_read(loaded) as read:
+                database_search.hybrid(loaded, ("p", "q"), embedder, f"note {n} caching", 10, filters, now=NOW)
+                read.commit()
+    plans = loaded.execute(  # (a statement of no parameters has only its generic plan)
+        "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements WHERE parameter_types <> '{}'"
+    ).fetchone()
+    assert plans[0] == 0 and plans[1] > 0, plans

