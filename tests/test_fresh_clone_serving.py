@@ -136,6 +136,7 @@ async def test_a_fresh_clone_of_texts_in_many_scripts_answers_its_first_keyword_
         for query in MIXED_QUERIES:  # (the first ones while the vectors are still being made)
             answer = await call(session, "search_memories", query=query, mode="keyword", limit=8)
             served[(query, "keyword")] = [(hit["id"], hit["score"]) for hit in answer["results"]]
+        await vectors_ready(session)  # (its cache then written as it closes)
     assert_clean_stderr(errlog)
     assert all(served.values())
     memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", MIXED_QUERIES, EVENTMEM_RECENCY_BOOST="0")
