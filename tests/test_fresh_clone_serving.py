@@ -103,3 +103,42 @@ async def test_a_fresh_clone_answers_its_first_call_from_keywords_and_later_with
     memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", QUERIES, **environ)
     assert memories == MEMORIES + 1
     assert served == rebuilt
+
+
+WORDS = "café naïve Straße İstanbul 数据库 缓存 parse_config retry_after webhook invoice ledger quokka".split()
+MIXED_QUERIES = ("café webhook", "parse_config retry", "数据库 缓存", "straße ledger", "naïve quokka invoice")
+
+
+def mixed(rng: random.Random, n: int) -> MemorySaved:
+    """A memory whose text may hold accents, other scripts and identifiers, and now and then is long
+    enough (past 32,768 characters) for its words to be counted apart from FTS5's."""
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(3, 12)))
+    filler = " ledger entry" * 2800 if n % 500 == 0 else ""
+    return MemorySaved(
+        id=new_id(), ts=now_iso(), memory=new_id(), content=f"{words}, case {n}.{filler}", title=rng.choice(WORDS)
+    )
+
+
+async def test_a_fresh_clone_of_texts_in_many_scripts_answers_its_first_keyword_searches_as_a_rebuild_does(
+    project: Path, tmp_path: Path
+) -> None:
+    # (more memories than a start indexes in one thread: the rows are filled by one thread and their
+    # words counted by another, ASCII texts by FTS5 and the others in Python)
+    rng = random.Random(43)
+    write_events(project, [mixed(rng, n) for n in range(MEMORIES)])
+    shutil.rmtree(ProjectPaths(project).cache_dir, ignore_errors=True)  # (a clone holds the journal only)
+    errlog = tmp_path / "serve.log"
+    async with serve(
+        project, server_env(EVENTMEM_RECENCY_BOOST="0"), errlog, args=["--tools", "core,memory"]
+    ) as session:
+        await session.initialize()
+        served = {}
+        for query in MIXED_QUERIES:  # (the first ones while the vectors are still being made)
+            answer = await call(session, "search_memories", query=query, mode="keyword", limit=8)
+            served[(query, "keyword")] = [(hit["id"], hit["score"]) for hit in answer["results"]]
+        await vectors_ready(session)  # (its cache then written as it closes)
+    assert_clean_stderr(errlog)
+    assert all(served.values())
+    memories, rebuilt = rebuilt_answers(project, tmp_path / "rebuilt", MIXED_QUERIES, EVENTMEM_RECENCY_BOOST="0")
+    assert memories == MEMORIES
+    assert served == {key: hits for key, hits in rebuilt.items() if key[1] == "keyword"}

@@ -11,8 +11,8 @@ of the ref, put first on the server's ``PYTHONPATH``. Prints one JSON object wit
 this side's ratios to the baseline.
 
 With ``--fresh-only``: a fresh clone alone (one generated project whose cache is deleted before each
-start), both sides alternated for ``--rounds``: the first call's time, what it warned of, and when
-vectors were complete, with medians and ratios.
+start), both sides alternated for ``--rounds``: the first call's time and the server's CPU seconds
+by then, what it warned of, and when vectors were complete, with medians and ratios.
 
 Usage::
 
@@ -98,11 +98,14 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
                 else:
                     os.environ["PYTHONPATH"] = before
             run["load_average"] = [round(x, 2) for x in os.getloadavg()]
-            log(f"fresh clone {number} {name}: first call {run['first_call_s']}s, vectors {run['vectors_complete_s']}s")
+            log(
+                f"fresh clone {number} {name}: first call {run['first_call_s']}s "
+                f"(server CPU {run['server_cpu_s_at_first_call']}s), vectors {run['vectors_complete_s']}s"
+            )
             figures[name] = run
         rounds.append(figures)
     out: dict[str, Any] = {"rounds": rounds}
-    for key in ("first_call_s", "vectors_complete_s"):
+    for key in ("first_call_s", "server_cpu_s_at_first_call", "vectors_complete_s"):
         base = statistics.median(r["baseline"][key] for r in rounds)
         this = statistics.median(r["this"][key] for r in rounds)
         out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}

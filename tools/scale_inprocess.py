@@ -162,10 +162,14 @@ SETTLE_SECONDS = 8.0
 
 async def first_call(session: Any, started: float, query: str) -> dict[str, Any]:
     """The first ``retrieve_context`` of a server spawned at ``started`` (its ``initialize`` answered):
-    the seconds to its answer, what the answer warned of (vectors still being made: keyword matches
-    only), how many memories it held, and the seconds from the spawn until an answer no longer warns."""
+    the seconds to its answer and the server's CPU seconds by then, what the answer warned of
+    (vectors still being made: keyword matches only), how many memories it held, and the seconds
+    from the spawn until an answer no longer warns."""
     result = await session.call_tool("retrieve_context", {"query": query}, read_timeout_seconds=900)
     out: dict[str, Any] = {"first_call_s": round(time.perf_counter() - started, 3)}
+    # the server's CPU time (every thread) until it answered: far less moved by other work on the
+    # machine than the wall time
+    out["server_cpu_s_at_first_call"] = round(cpu_seconds(server_pid()), 3)
     answer = json.loads(result.content[0].text)
     out["first_call_warnings"] = answer.get("warnings", [])
     out["first_call_results"] = len(answer.get("results", []))

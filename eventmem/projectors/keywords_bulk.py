@@ -69,7 +69,6 @@ def words_of(text: str) -> set[str]:
     return set(map(str.lower, _WORD.findall(text)))
 
 
-_BULK_TABLES: Final = ("bulk_df_vocabulary", "bulk_df", "bulk_df_rows", "bulk_rows")
 SCRATCH: Final = "scratch"
 """The in-memory database attached for the rows of a bulk change (:func:`attach_scratch`)."""
 
@@ -110,10 +109,12 @@ class BulkLoad:
     runs Python.) Nothing else may use the index in between (the store holds its lock throughout).
     The index answers exactly as if the rows had been given to its ``upsert``.
 
-    The document frequencies of the rows whose text is ASCII are counted by the worker too,
-    with a second, temporary FTS5 table: for ASCII, its ``unicode61`` tokens with ``_`` as a token
-    character, folded to lower case, are exactly the lower-cased ``\\w+`` words of :func:`_words`
-    (``fts5vocab`` gives each one's number of documents). Other texts are counted in Python."""
+    The document frequencies of the rows whose text is ASCII are counted at the same time by a
+    second thread, on a database of its own (see :class:`_AsciiCounts`), its texts copied in by the
+    caller once the first thread runs: two statements that tokenize every text, each on a core of
+    its own where there are two (one after the other on one connection, they took 1.4 s and 0.9 s at
+    100k memories). The fill commits once the counts are made: rows and counts are in together, or
+    neither. Other texts are counted in Python."""
 
     def __init__(
         self,
@@ -130,28 +131,34 @@ class BulkLoad:
         self._finished = False
         self._vocabulary: list[tuple[str, int]] = []
         self._other_texts: list[str] = []
-        """Texts the worker does not count (not ASCII, or long enough for FTS5 to cut a word)."""
-        ascii_texts: list[tuple[str]] = []
-        for row in rows:
-            text = " ".join(row[1:])
-            if text.isascii() and len(text) < FTS5_TOKEN_LIMIT:
-                ascii_texts.append((text,))
-            else:
-                self._other_texts.append(text)
+        """Texts the counting thread does not count (not ASCII, or long enough for FTS5 to cut a word)."""
+        self._counts = _AsciiCounts()
         db = self._db
-        attach_scratch(db)
-        db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
-        db.execute("BEGIN")
         try:
+            attach_scratch(db)
+            db.execute("INSERT INTO docs(docs, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
+            db.execute("BEGIN")
             db.execute(f"CREATE TABLE {SCRATCH}.bulk_rows(slot INTEGER PRIMARY KEY, title, summary, content, tags)")
             db.executemany(f"INSERT INTO {SCRATCH}.bulk_rows VALUES (?, ?, ?, ?, ?)", rows)
-            db.execute(f"CREATE TABLE {SCRATCH}.bulk_df_rows(text)")
-            db.executemany(f"INSERT INTO {SCRATCH}.bulk_df_rows VALUES (?)", ascii_texts)
+            self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
+            self._thread.start()
         except BaseException:
+            self._counts.close()
             self._end(commit=False)
             raise
-        self._thread = threading.Thread(target=self._insert, name="eventmem-keywords", daemon=True)
-        self._thread.start()
+        # the texts to count, while the thread fills the index (it commits once they are counted)
+        ascii_texts: list[tuple[str]] = []
+        try:
+            for row in rows:
+                text = " ".join(row[1:])
+                if text.isascii() and len(text) < FTS5_TOKEN_LIMIT:
+                    ascii_texts.append((text,))
+                else:
+                    self._other_texts.append(text)
+        except BaseException as exc:  # (the thread is running: it rolls back, and finish raises this)
+            self._counts.fail(exc)
+        else:
+            self._counts.count(ascii_texts)
 
     def _insert(self) -> None:
         with self._using:  # (the connection is not closed under it, even at exit)
@@ -159,18 +166,11 @@ class BulkLoad:
 
     def _fill(self) -> None:
         try:
-            db = self._db
-            db.execute(
+            self._db.execute(
                 "INSERT INTO docs(rowid, title, summary, content, tags) "
                 f"SELECT slot, title, summary, content, tags FROM {SCRATCH}.bulk_rows ORDER BY slot"
             )
-            db.execute(
-                f"CREATE VIRTUAL TABLE {SCRATCH}.bulk_df USING fts5("
-                "text, content = '', tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", detail = none)"
-            )
-            db.execute(f"CREATE VIRTUAL TABLE {SCRATCH}.bulk_df_vocabulary USING fts5vocab(bulk_df, row)")
-            db.execute(f"INSERT INTO {SCRATCH}.bulk_df(text) SELECT text FROM {SCRATCH}.bulk_df_rows")
-            self._vocabulary = db.execute(f"SELECT term, doc FROM {SCRATCH}.bulk_df_vocabulary").fetchall()
+            self._vocabulary = self._counts.result()  # (rows and counts are in together, or neither)
             self._end(commit=True)
         except BaseException as exc:  # handed to finish()
             self._error = exc
@@ -180,8 +180,7 @@ class BulkLoad:
         db = self._db
         try:
             if commit:
-                for table in _BULK_TABLES:
-                    db.execute(f"DROP TABLE {SCRATCH}.{table}")
+                db.execute(f"DROP TABLE {SCRATCH}.bulk_rows")
                 db.execute("COMMIT")
         finally:
             if db.in_transaction:  # (no commit, or a failed one; some errors roll back on their own)
@@ -205,3 +204,61 @@ class BulkLoad:
         for term, documents in self._vocabulary:
             df[term] += documents
         self._done(df, {r[0] for r in self._rows}, digests)
+
+
+class _AsciiCounts:
+    """The number of texts holding each word, for ASCII texts, counted by a thread on a database of
+    its own: for ASCII, a ``unicode61`` FTS5 table's tokens with ``_`` as a token character, folded to
+    lower case, are exactly the lower-cased ``\\w+`` words of :func:`words_of` (``fts5vocab`` gives each
+    one's number of documents). The texts are copied in by the caller (about 1 us a text); the
+    thread's one ``INSERT ... SELECT`` runs without the GIL, beside the keyword index's fill, which
+    shares no connection with it (two statements on one connection would take turns). The table
+    keeps neither the texts nor their lengths (``content = '', columnsize = 0``): only the words'
+    counts are read, and at 100k memories it is made in 0.49 s of a core instead of 0.77 s."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._vocabulary: list[tuple[str, int]] = []
+        self._error: BaseException | None = None
+        self._counted = threading.Event()
+
+    def count(self, texts: list[tuple[str]]) -> None:
+        """Copy ``texts`` in and count them from a thread; an error is kept for :meth:`result`."""
+        try:
+            self._db.execute(
+                "CREATE VIRTUAL TABLE words USING fts5("
+                "text, tokenize = \"unicode61 remove_diacritics 0 tokenchars '_'\", "
+                "detail = none, content = '', columnsize = 0)"
+            )
+            self._db.execute("CREATE VIRTUAL TABLE words_vocabulary USING fts5vocab(words, row)")
+            self._db.execute("INSERT INTO words(words, rank) VALUES ('hashsize', ?)", [BULK_HASHSIZE])
+            self._db.execute("CREATE TABLE texts(text)")
+            self._db.executemany("INSERT INTO texts VALUES (?)", texts)
+            threading.Thread(target=self._count, name="eventmem-keyword-counts", daemon=True).start()
+        except BaseException as exc:
+            self.fail(exc)
+
+    def fail(self, error: BaseException) -> None:
+        """Count nothing: :meth:`result` raises ``error``."""
+        self._error = error
+        self.close()
+
+    def _count(self) -> None:
+        try:
+            self._db.execute("INSERT INTO words(rowid, text) SELECT rowid, text FROM texts")
+            self._vocabulary = self._db.execute("SELECT term, doc FROM words_vocabulary").fetchall()
+        except BaseException as exc:  # handed to result()
+            self._error = exc
+        finally:
+            self.close()  # (in this thread: nothing else uses the connection)
+
+    def close(self) -> None:
+        self._db.close()
+        self._counted.set()
+
+    def result(self) -> list[tuple[str, int]]:
+        """(word, texts holding it) once counted; raises what the counting raised."""
+        self._counted.wait()
+        if self._error is not None:
+            raise self._error
+        return self._vocabulary

@@ -65,9 +65,13 @@ def is_current(derived: Derived, paths: Iterable[str]) -> bool:
     return True
 
 
-def catch_up_once(derived: Derived, reading: Reading, progress: Progress | None) -> int:
+def catch_up_once(
+    derived: Derived, reading: Reading, progress: Progress | None, *, snapshot_later: bool = False
+) -> int:
     """Fold and project what was appended past the cursors; the count of events, or -1 when a
-    segment changed under them (a rebuild is due)."""
+    segment changed under them (a rebuild is due). ``snapshot_later``: a snapshot this makes due is
+    not taken right after it (a server takes it a moment after the call), so the fold of a start
+    without one is not encoded for it beside the keyword index's load."""
     segments = reading.journal.segments()
     present = {s.name for s in segments}
     if any(name not in present for name in derived.cursors):
@@ -90,19 +94,24 @@ def catch_up_once(derived: Derived, reading: Reading, progress: Progress | None)
         return 0  # (nothing appended anywhere: the usual case)
     total = sum(s.size - c.offset for s, c in work)
     if total < derived.tuning.gc_pause_bytes:
-        return apply_work(derived, reading, work, total, progress)
+        return apply_work(derived, reading, work, total, progress, snapshot_later)
     # the fold makes many objects that live on: the cyclic GC would scan them again and again
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return apply_work(derived, reading, work, total, progress)
+        return apply_work(derived, reading, work, total, progress, snapshot_later)
     finally:
         if enabled:
             gc.enable()
 
 
 def apply_work(
-    derived: Derived, reading: Reading, work: list[tuple[Segment, Cursor]], total: int, progress: Progress | None
+    derived: Derived,
+    reading: Reading,
+    work: list[tuple[Segment, Cursor]],
+    total: int,
+    progress: Progress | None,
+    snapshot_later: bool,
 ) -> int:
     done = 0
     count = 0
@@ -150,7 +159,7 @@ def apply_work(
             sync(derived, touched, reading.embedding, reading.deferral, before=before)
         else:
             due = derived.events_since_snapshot + count >= derived.snapshot_due(reading.snapshot_every)
-            sync_all(derived, touched, encode_ahead=due and not reading.embedding.busy)
+            sync_all(derived, touched, encode_ahead=due and not snapshot_later and not reading.embedding.busy)
     derived.events_since_snapshot += count
     return count
 

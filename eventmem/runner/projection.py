@@ -156,28 +156,29 @@ def sync_all(derived: Derived, touched: set[str], *, encode_ahead: bool = False)
     """:func:`sync` for a derived state with no slot yet (a rebuild, a start without a snapshot): every
     visible memory gets a slot in the fold's order, with the same columns, hashes, keyword rows
     and vectors as :func:`sync` would give it, made in bulk. The keyword index is filled by a
-    thread (SQLite works without the GIL) while this one makes the columns and vectors; with
-    ``encode_ahead`` (a snapshot is due) the fold is encoded meanwhile too."""
+    thread (SQLite works without the GIL) while this one hashes the texts and makes the columns and
+    vectors; with ``encode_ahead`` (a snapshot is to be taken now) the fold is encoded meanwhile too."""
     state = derived.state
     derived.changed.update(touched)
     slot_ids: list[str] = []
-    slot_hashes = derived.slot_hashes
     records: list[MemoryRecord] = []
-    to_embed: list[EmbedItem] = []
     try:
         for memory_id, record in state.memories.items():
             if not record.exists or ((record.deleted_stamp or record.expired_stamp) and record.status != "live"):
                 continue
-            slot = len(slot_ids)
             slot_ids.append(memory_id)
             records.append(record)
+        derived.table.extend(slot_ids)
+        batch = Batch(tuple(map(functools.partial(projected, derived), records)), ())
+        # the keyword rows first: what the first answer waits for is begun before the texts are hashed
+        derived.keywords.load(batch)  # (a large one from a thread, while this one goes on)
+        slot_hashes = derived.slot_hashes
+        to_embed: list[EmbedItem] = []
+        for slot, record in enumerate(records):
             text = embed_text(record)
             text_hash, digest = text_hashes(text, record)
             slot_hashes.append(digest)
             to_embed.append((slot, text, text_hash))
-        derived.table.extend(slot_ids)
-        batch = Batch(tuple(map(functools.partial(projected, derived), records)), ())
-        derived.keywords.load(batch)  # (a large one from a thread, while this one goes on)
         derived.columns.load(batch)
         derived.vectors.embed(to_embed)  # (what its load would embed, hashed above in the same pass)
         if encode_ahead and derived.keywords.loading:

@@ -157,12 +157,16 @@ class Store:
                 (self.paths.cache_dir / "snapshot.bin").unlink(missing_ok=True)
             damaged = self.deferral.take_failure() or damaged
             try:
-                applied = -1 if damaged else cursors.catch_up_once(self.derived, self.reading, progress)
+                # (a server takes a snapshot made due a moment after the call: see _snapshot_if_due)
+                later = self.deferral.enabled
+                applied = (
+                    -1 if damaged else cursors.catch_up_once(self.derived, self.reading, progress, snapshot_later=later)
+                )
                 if applied < 0:
                     log.info("journal changed underneath (checkout, rebase or pull) or cache damaged: rebuilding")
                     self.rebuilds += 1
                     self._reset()
-                    applied = cursors.catch_up_once(self.derived, self.reading, progress)
+                    applied = cursors.catch_up_once(self.derived, self.reading, progress, snapshot_later=later)
                 if applied >= GIVE_BACK_AFTER_EVENTS:
                     self._give_back_when_settled()
                 self._dedup_keys_beside()

@@ -455,8 +455,12 @@ def open_service(
         log.warning("%s", line)
     config = settings.config
     embedder = make_embedder(config, paths.root)
-    if load and isinstance(embedder, HashingEmbedder):  # its table loads beside the snapshot
-        threading.Thread(target=embedder.warm, name="eventmem-embedder-warm", daemon=True).start()
+    # its table loads beside the snapshot; a server with none (a fresh clone: its first call answers
+    # by keywords, its memories are embedded after) loads it once the journal is folded and indexed
+    warm = embedder.warm if load and isinstance(embedder, HashingEmbedder) else None
+    warm_after = background_vectors and not (paths.cache_dir / "snapshot.bin").is_file()
+    if warm is not None and not warm_after:
+        threading.Thread(target=warm, name="eventmem-embedder-warm", daemon=True).start()
     project = Store(paths, config, embedder, tuning=tuning)
     global_store = None
     global_dir = global_root(environ)
@@ -482,6 +486,8 @@ def open_service(
     if load:
         for opened in service.stores():
             opened.open(background_vectors=background_vectors)
+        if warm is not None and warm_after:
+            threading.Thread(target=warm, name="eventmem-embedder-warm", daemon=True).start()
         if database is not None and database.open():
             log.info("answering from PostgreSQL at %s as project %s", database.shown, database.name)
     log.info("opened %s (%s) in %.3fs", root.root, root.source, time.perf_counter() - started)

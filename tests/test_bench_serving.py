@@ -1,0 +1,43 @@
+"""Smoke test of the serving benchmark's fresh-clone run: it prints both sides' first calls, with the
+server's CPU seconds, and their ratios.
+
+No timing is asserted: the figures depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_fresh_clone_run_prints_each_sides_first_call_with_its_cpu_seconds_and_the_ratios() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_") and k != "PROJECT_MEMORY_ROOT"}
+    command = [sys.executable, str(REPO / "tools" / "bench_serving.py"), "--memories", "600", "--fresh-only"]
+    result = subprocess.run(
+        [*command, "--rounds", "1", "--queries", "2", "--baseline", "HEAD"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        start_new_session=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert data["memories"] == 600 and data["baseline"] == "HEAD"
+    (only,) = data["fresh_clone"]["rounds"]
+    for side in ("baseline", "this"):
+        run = only[side]
+        assert run["first_call_results"] > 0
+        assert 0 < run["server_cpu_s_at_first_call"]
+        assert run["first_call_s"] <= run["vectors_complete_s"]
+    # (this side's server embeds the clone's 600 memories after its first answer, and says so)
+    assert any("still being embedded" in warning for warning in only["this"]["first_call_warnings"])
+    for key in ("first_call_s", "server_cpu_s_at_first_call", "vectors_complete_s"):
+        assert {"baseline", "this", "ratio"} <= data["fresh_clone"][f"median_{key}"].keys()
