@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from pg_answers import NOW, answers
+from test_postgres_recall_pipeline import LearnedModel
 
 from eventmem.core.codec import encode_event
 from eventmem.core.errors import InvalidInput
@@ -184,7 +185,7 @@ def _index_definitions(conn: Any) -> set[str]:
     with conn.transaction():
         found = conn.execute(
             "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = ANY(%s::regclass[])",
-            [["eventmem_memories", "eventmem_postings", "eventmem_events", "eventmem_links"]],
+            [["eventmem_memories", "eventmem_searched", "eventmem_postings", "eventmem_events", "eventmem_links"]],
         ).fetchall()
     return {str(r[0]) for r in found}
 
@@ -454,14 +455,19 @@ def test_hnsw_searches_asked_again_and_again_on_one_connection_keep_answering(
 
 
 def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
-    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+    service: MemoryService, project: Path, pg_uri: str, conn: Any
 ) -> None:
     for _ in steps(service):
         pass
-    projector_factory("p").load(JournalFeed(project).full())
-    vector = HashingEmbedder().embed(["ruff lint"])[0]
+    model = LearnedModel()  # (a learned model's vectors are searched through the whole vectors' index)
+    projector = PostgresProjector(psycopg.connect(pg_uri), "p", model, branch="main")
+    projector.load(JournalFeed(project).full())
+    projector.close()
+    vector = model.embed(["ruff lint"])[0]
     with conn.transaction():
-        setting, sql, values = queries.vector_query(("p",), vector, 50, Filters(), None, exact=False)
+        setting, sql, values = queries.vector_query(
+            ("p",), vector, 50, Filters(), None, exact=False, model=model.model_id
+        )
         conn.execute(setting)
         plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
         conn.execute(queries.SORTING_BACK)

@@ -206,8 +206,9 @@ def test_the_built_in_embedders_vectors_past_the_exact_bounds_are_found_by_their
             assert found == exact_recalls[(text, filters)], (text, filters)
         plan = _plan(loaded, vector, filters, embedder.model_id)
         assert "eventmem_searched_semantic_384" in plan and "eventmem_memories_hnsw" not in plan, plan
-    # a learned model's vectors (no semantic part) are searched through the whole vectors' index
-    assert "eventmem_memories_hnsw_384" in _plan(loaded, vector, Filters(), "onnx-minilm-384")
+    # and no index of the whole vectors is made: no search of the built-in embedder's vectors reads it
+    names = [row[0] for row in loaded.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
+    assert "eventmem_searched_semantic_384" in names and "eventmem_memories_hnsw_384" not in names, names
 
 
 def test_the_semantic_index_is_made_again_by_a_load_and_kept_by_the_syncs_after_it(
@@ -241,6 +242,33 @@ def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: s
     with psycopg.connect(pg_uri) as conn:
         names = [row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
     assert "eventmem_memories_hnsw_384" in names and not any("semantic" in name for name in names), names
+
+
+def test_a_sync_drops_the_whole_vectors_index_an_earlier_version_made_for_the_built_in_embedder(
+    loaded: Any, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(no search reads it, and every row a sync writes paid for it; while a reader holds the table,
+    the sync does not wait on it: the index is left to the next one)"""
+    loaded.execute(
+        "CREATE INDEX eventmem_memories_hnsw_384 ON eventmem_memories "
+        "USING hnsw ((embedding::vector(384)) vector_cosine_ops)"
+    )
+    loaded.commit()
+    monkeypatch.setattr(projector_module, "DROP_LOCK_WAIT", "200ms")
+    with psycopg.connect(pg_uri) as reader:
+        reader.execute("SELECT count(*) FROM eventmem_memories").fetchone()  # (its transaction holds the table)
+        PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main").close()
+        assert loaded.execute("SELECT to_regclass('eventmem_memories_hnsw_384')::text").fetchone() == (
+            "eventmem_memories_hnsw_384",
+        )
+        loaded.commit()
+    PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main").close()
+    assert loaded.execute("SELECT to_regclass('eventmem_memories_hnsw_384')").fetchone() == (None,)
+    loaded.commit()
+    vector = HashingEmbedder().embed(["common caching rare"])[0]
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
+    hits = queries.vector_hits(loaded, ("p",), vector, 10, Filters(), NOW, model=HashingEmbedder().model_id)
+    assert hits == queries.vector_hits(loaded, ("p",), vector, 10, Filters(), NOW, exact=True)
 
 
 def test_a_recalls_prepared_statements_are_planned_for_their_parameters_each_time(loaded: Any) -> None:

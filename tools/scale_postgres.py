@@ -35,7 +35,7 @@ from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import iso_to_epoch, to_iso  # noqa: E402
 from eventmem.core.query_rules import Filters  # noqa: E402
 from eventmem.core.state import State  # noqa: E402
-from eventmem.embedders.embedder import Embedder  # noqa: E402
+from eventmem.embedders.embedder import Embedder, semantic_dims  # noqa: E402
 from eventmem.projectors.base import Batch, Projected  # noqa: E402
 from eventmem.projectors.postgres import keywords, queries  # noqa: E402
 from eventmem.projectors.postgres.connection import connect  # noqa: E402
@@ -126,6 +126,7 @@ class Tier:
         self.tagged = np.zeros(count, bool)
         self.timings: dict[str, float] = {}
         self.index_definition = ""
+        self.model = embedder.model_id
 
     def load(self, chunk: int = 20_000, maintenance_work_mem: str = "4GB") -> None:
         conn = connect(self.uri)
@@ -195,6 +196,7 @@ class Tier:
         self.timings["hnsw_build_seconds"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         conn.execute("VACUUM ANALYZE eventmem_memories")
+        conn.execute("VACUUM ANALYZE eventmem_searched")
         self.timings["analyze_seconds"] = time.perf_counter() - t0
         self.log(f"{self.count}: index built in {self.timings['hnsw_build_seconds']:.0f}s")
         conn.close()
@@ -203,7 +205,7 @@ class Tier:
     def _vector_index_definition(conn: Any) -> tuple[str, str]:
         """(name, CREATE INDEX statement) of the HNSW index the projector created."""
         row = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'eventmem_memories' "
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('eventmem_memories', 'eventmem_searched') "
             "AND indexdef ILIKE '%USING hnsw%'"
         ).fetchone()
         if row is None:
@@ -226,14 +228,14 @@ class Tier:
         with connect(self.uri) as conn:
             warm = self.embedder.embed(texts[:5])
             for v in warm:  # (the first queries read the index from disk)
-                queries.vector_hits(conn, (PROJECT,), v, 10, Filters(), exact=False)
+                queries.vector_hits(conn, (PROJECT,), v, 10, Filters(), exact=False, model=self.model)
             for label, filters in (("", Filters()), ("filtered_", FILTER)):
                 hnsw, hybrid, exact, recalls = [], [], [], []
                 for number, text in enumerate(texts):
                     vector = self.embedder.embed([text])[0]
                     truth = self.exact_top(vector, bool(filters.tags))
                     t0 = time.perf_counter()
-                    approx = queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=False)
+                    approx = queries.vector_hits(conn, (PROJECT,), vector, 10, filters, exact=False, model=self.model)
                     hnsw.append(time.perf_counter() - t0)
                     recalls.append(len(truth & {key[1] for key, _ in approx}) / len(truth))
                     if number < hybrid_queries:
@@ -255,8 +257,8 @@ class Tier:
             out["ef_search_sweep"] = self.sweep(conn, texts[:50])
         out["hnsw_index"] = self.index_definition
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
-        out["hnsw_ef_search"] = queries.ef_search(10)
-        out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50))
+        out["hnsw_ef_search"] = queries.ef_search(10, self.model)
+        out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50), self.model)
         out.update({key: round(value, 2) for key, value in self.timings.items()})
         out["disk"] = sizes(self.uri, self.count)
         return out
@@ -265,8 +267,16 @@ class Tier:
         """Unfiltered recall@10 and p50 at other ``hnsw.ef_search`` values than the one
         ``queries.vector_hits`` sets (raw SQL, the same ORDER BY as it), to show what recall costs."""
         out: dict[str, dict[str, float]] = {}
-        dim = self.embedder.dim
+        dim = int(self.embedder.dim)
+        part = semantic_dims(self.model)
         sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
+        if part:  # (as queries.vector_query: the semantic part's nearest, ranked by the whole vector)
+            sql = (
+                f"SELECT s.id FROM (SELECT m.id, m.embedding FROM eventmem_searched m "
+                f"ORDER BY {queries.semantic_order(dim, part)} <#> "
+                f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) "
+                f"LIMIT %s) s ORDER BY s.embedding <#> %s::halfvec({dim}) LIMIT 10"
+            )
         for ef in (40, 100, 200, 400, 800, 1000):
             recalls, times = [], []
             for text in texts:
@@ -274,8 +284,10 @@ class Tier:
                 truth = self.exact_top(vector, False)
                 with conn.transaction():
                     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    conn.execute("SET LOCAL enable_sort = off")  # (as queries.vector_query: through the index)
                     t0 = time.perf_counter()
-                    found = {str(row[0]) for row in conn.execute(sql, [literal(vector)]).fetchall()}
+                    asked = [literal(vector), ef, literal(vector)] if part else [literal(vector)]
+                    found = {str(row[0]) for row in conn.execute(sql, asked).fetchall()}
                     times.append(time.perf_counter() - t0)
                 recalls.append(len(truth & found) / len(truth))
             out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
@@ -292,7 +304,7 @@ def sizes(uri: str, count: int) -> dict[str, Any]:
         ).fetchall()
         indexes = conn.execute(
             "SELECT indexrelname, pg_relation_size(indexrelid) FROM pg_stat_user_indexes "
-            "WHERE relname = 'eventmem_memories'"
+            "WHERE relname IN ('eventmem_memories', 'eventmem_searched')"
         ).fetchall()
         database = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     total = sum(int(size) for _, size in tables)

@@ -9,6 +9,7 @@ folded record is kept beside them, msgpack-encoded.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresProjector", "decode_record", "vector_literal"]
 
+_log = logging.getLogger("eventmem.sync")
+
 _ENCODE = msgspec.msgpack.Encoder()
 _RECORD = msgspec.msgpack.Decoder(MemoryRecord)
 _LINK = msgspec.msgpack.Decoder(LinkRecord)
@@ -86,6 +89,8 @@ recall against exact 0.98 of the top 10 and of the top 50 in 19 ms (0.945 and 0.
 :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION` gave 0.985 and 0.99 in 61 ms (0.978 and 0.975 at
 400); ``m`` 16 with ``ef_construction`` 64 built in the same time and found 0.97 and 0.967 at 800."""
 HNSW_SMALL_UP_TO = 50_000
+DROP_LOCK_WAIT = "2s"
+"""How long a sync waits for the readers of a table to drop an index no search reads."""
 INDEX_MEMORY_MB = (64, 1024)
 """Bounds of the memory a rebuild of the HNSW index is given (``maintenance_work_mem``, for its
 transaction): enough for its graph, so that it is not built on disk (measured: 60,000 random 384-d
@@ -300,7 +305,7 @@ class PostgresProjector:
     def vector_search(
         self, vector: npt.NDArray[np.float32], k: int, filters: Filters, now: float | None = None
     ) -> list[tuple[str, float]]:
-        hits = queries.vector_hits(self.conn, (self.project,), vector, k, filters, now)
+        hits = queries.vector_hits(self.conn, (self.project,), vector, k, filters, now, model=self.embedder.model_id)
         return [(key[1], score) for key, score in hits]
 
     def record(self, memory_id: str) -> MemoryRecord | None:
@@ -343,6 +348,7 @@ class PostgresProjector:
                     "sync with that embedder, or into another database"
                 )
             self._create_vector_index()
+        self._drop_unread_index()
 
     def _vector_index(self) -> str:
         return f"eventmem_memories_hnsw_{int(self.embedder.dim)}"
@@ -351,10 +357,12 @@ class PostgresProjector:
         return f"eventmem_searched_semantic_{int(self.embedder.dim)}"
 
     def _create_vector_index(self, rows: int | None = None) -> None:
-        """The HNSW index, unless there: for ``rows`` memories (``None``: as many as the table holds,
-        by the planner's estimate), :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. With the
-        built-in embedder, also the HNSW index of the narrow copies' semantic part, which its searches
-        read (:data:`eventmem.projectors.postgres.queries.SEMANTIC_CANDIDATES_PER_HIT`)."""
+        """The HNSW index the embedder's searches read, unless there: for ``rows`` memories (``None``:
+        as many as the table holds, by the planner's estimate), :data:`HNSW_SMALL` up to
+        :data:`HNSW_SMALL_UP_TO`. A learned model's: of the whole vectors. The built-in embedder's:
+        of the narrow copies' semantic part, which its searches read
+        (:data:`eventmem.projectors.postgres.queries.SEMANTIC_CANDIDATES_PER_HIT`), and not of the
+        whole vectors, which none reads and every write would pay for (:meth:`_drop_unread_index`)."""
         if rows is None:
             row = self.conn.execute(
                 "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
@@ -362,11 +370,6 @@ class PostgresProjector:
             rows = int(row[0]) if row is not None else 0
         m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
         dim = int(self.embedder.dim)
-        self.conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {self._vector_index()} ON eventmem_memories "
-            f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
-            f"WITH (m = {m}, ef_construction = {ef_construction})"
-        )
         part = semantic_dims(self.embedder.model_id)
         if part:
             self.conn.execute(
@@ -374,6 +377,31 @@ class PostgresProjector:
                 f"USING hnsw ({semantic_order(dim, part, '')} halfvec_ip_ops) "
                 f"WITH (m = {m}, ef_construction = {ef_construction})"
             )
+        else:
+            self.conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._vector_index()} ON eventmem_memories "
+                f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                f"WITH (m = {m}, ef_construction = {ef_construction})"
+            )
+
+    def _drop_unread_index(self) -> None:
+        """A database of the built-in embedder's vectors made by an earlier version holds an HNSW
+        index of the whole vectors beside the semantic part's: no search reads it, and a sync paid
+        for it on every row (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
+        holds the table for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the
+        table's readers, and they for it); else left to the next sync."""
+        if not semantic_dims(self.embedder.model_id):
+            return
+        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
+
+        try:
+            with self.conn.transaction():
+                held = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self._vector_index()]).fetchone()
+                if held is not None and held[0]:
+                    self.conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_WAIT}'")
+                    self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
+        except errors.LockNotAvailable:
+            _log.info("the unread index %s is left to the next sync: its table is being read", self._vector_index())
 
     def _large(self, batch: Batch) -> bool:
         """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
