@@ -7,12 +7,15 @@ folds the journal from scratch (no snapshot), the reference every other path mus
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +27,7 @@ import numpy as np
 import pytest
 from conftest import reopen, write_events
 
+import eventmem.runner.runner as runner_module
 import eventmem.runner.snapshots as snapshots_module
 from eventmem.core.codec import encode_event
 from eventmem.core.errors import InvalidInput, SnapshotDamaged
@@ -1053,3 +1057,35 @@ def test_dedup_keys_a_load_leaves_to_make_answer_as_if_made_at_once_with_the_cha
         assert columns.duplicates("Note number 2.") == []  # (removed)
         columns.install_keys(records, {})  # (too late: made already, nothing taken)
         assert columns.duplicates("Note number 5.") == ["m5"]
+
+
+def test_a_snapshots_copies_are_freed_before_the_server_gives_memory_back_and_the_postings_it_starts_after(
+    service: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(a thread's arguments live until it ends: the snapshot's copies, the encoded fold and the
+    frozen postings, were still held when the writer gave freed memory back; and the in-memory
+    postings that taking a snapshot starts after a build freed as much again, with nothing after)"""
+    save_topics(service)
+    crowd(service, 60)
+    service.close()
+    shutil.rmtree(project / ".eventmem" / "cache")
+    given_back: list[tuple[str, int]] = []
+
+    def give_back() -> None:
+        held = sum(isinstance(o, snapshots_module.Snapshot) for o in gc.get_objects())
+        given_back.append((threading.current_thread().name, held))
+
+    monkeypatch.setattr(runner_module, "give_back_freed_memory", give_back)
+    server = open_service(RootChoice(project, "test"), background_vectors=True)
+    try:
+        server.project.wait_vectors(60)
+        assert server.project.save_snapshot(background=True)
+        server.project.wait_snapshot()
+        by_writer = [n for n, (name, _) in enumerate(given_back) if name == "eventmem-snapshot"]
+        assert by_writer and given_back[by_writer[0]][1] == 0, given_back
+        deadline = time.monotonic() + 60
+        while given_back[-1][0] != "eventmem-give-back" and time.monotonic() < deadline:
+            time.sleep(0.05)  # (the thread waits for the postings the snapshot started, then gives back)
+        assert given_back[-1][0] == "eventmem-give-back" and len(given_back) > by_writer[-1] + 1, given_back
+    finally:
+        server.close()

@@ -34,7 +34,6 @@ from eventmem.projectors.base import Batch
 from eventmem.projectors.vectors import VectorIndex
 from eventmem.runner.cursors import only_appended, prefix_hasher, stat_after_load
 from eventmem.runner.derived import Cursor, Derived
-from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.projection import projected
 
 __all__ = [
@@ -288,8 +287,7 @@ def write(cache: Path, lock: FileLock, snapshot: Snapshot, vectors: VectorIndex,
         log.warning("could not write snapshot: %s", exc)
         return False
     finally:
-        del snapshot, vectors  # (the copies: the encoded fold, the vector index's codes)
-        give_back_freed_memory()
+        del snapshot, vectors  # (the copies: freed by the caller's last reference, see Runner._write_snapshot)
     return True
 
 
