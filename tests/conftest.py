@@ -280,6 +280,24 @@ def run_quick_benchmark(script: str, tmp_path: Path, *args: str, timeout: float 
     return data
 
 
+def run_tool_as_a_user(script: str, *args: str, timeout: float = 300) -> dict[str, Any]:
+    """Run ``tools/<script> *args`` as a user would (none of this run's ``EVENTMEM_`` settings, its own
+    session, so that its servers go with it) and return the JSON it prints."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_") and k != "PROJECT_MEMORY_ROOT"}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        start_new_session=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
 def eventmem_command(*args: str) -> list[str]:
     """The eventmem CLI, run with this interpreter (as a client config would run it)."""
     return [sys.executable, "-m", "eventmem", *args]

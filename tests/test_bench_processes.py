@@ -5,29 +5,14 @@ No timing is asserted: the figures depend on the machine and on what else runs o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
-from conftest import REPO
+from conftest import run_tool_as_a_user
 
 pytestmark = pytest.mark.slow
 
 
 def test_quick_run_prints_every_section_with_baselines_and_ratios() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_") and k != "PROJECT_MEMORY_ROOT"}
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "bench_processes.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        start_new_session=True,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
+    data = run_tool_as_a_user("bench_processes.py", "--quick")
     assert "errors" not in data, data.get("errors")
 
     assert {

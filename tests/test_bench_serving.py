@@ -6,30 +6,16 @@ No timing is asserted: the figures depend on the machine and on what else runs o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
-from conftest import REPO
+from conftest import run_tool_as_a_user
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_fresh_clone_run_prints_each_sides_first_call_with_its_cpu_seconds_and_the_ratios() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_") and k != "PROJECT_MEMORY_ROOT"}
-    command = [sys.executable, str(REPO / "tools" / "bench_serving.py"), "--memories", "600", "--fresh-only"]
-    result = subprocess.run(
-        [*command, "--rounds", "1", "--queries", "2", "--baseline", "HEAD"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        start_new_session=True,
+    data = run_tool_as_a_user(
+        "bench_serving.py", "--memories", "600", "--fresh-only", "--rounds", "1", "--queries", "2", "--baseline", "HEAD"
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
     assert data["memories"] == 600 and data["baseline"] == "HEAD"
     (only,) = data["fresh_clone"]["rounds"]
     for side in ("baseline", "this"):

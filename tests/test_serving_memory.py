@@ -8,11 +8,14 @@ from __future__ import annotations
 import os
 import random
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import write_events
+from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
 from eventmem.core.events import MemorySaved
@@ -60,6 +63,22 @@ async def snapshot_written(cache: Path) -> None:
     raise AssertionError("the server wrote no snapshot")
 
 
+@asynccontextmanager
+async def started_from_its_snapshot(project: Path, tmp_path: Path) -> AsyncIterator[tuple[ClientSession, Path]]:
+    """A real server on ``project`` that builds its cache and writes a snapshot, stopped; then one
+    started from that snapshot: its initialized session and its log."""
+    cache = ProjectPaths(project).cache_dir
+    env = server_env(EVENTMEM_LOG_LEVEL="INFO")
+    async with serve(project, env, tmp_path / "first.log") as session:
+        await session.initialize()
+        await vectors_ready(session)
+        await snapshot_written(cache)
+    errlog = tmp_path / "again.log"
+    async with serve(project, env, errlog) as session:
+        await session.initialize()
+        yield session, errlog
+
+
 async def test_recalls_after_a_start_from_a_snapshot_leave_its_pages_out_of_the_servers_memory(
     project: Path, tmp_path: Path
 ) -> None:
@@ -75,16 +94,7 @@ async def test_recalls_after_a_start_from_a_snapshot_leave_its_pages_out_of_the_
         for n in range(MEMORIES)
     ]
     write_events(project, events)
-    cache = ProjectPaths(project).cache_dir
-    env = server_env(EVENTMEM_LOG_LEVEL="INFO")
-    async with serve(project, env, tmp_path / "first.log") as session:  # it builds, then writes a snapshot
-        await session.initialize()
-        await vectors_ready(session)
-        await snapshot_written(cache)
-
-    errlog = tmp_path / "again.log"
-    async with serve(project, env, errlog) as session:  # it starts from that snapshot
-        await session.initialize()
+    async with started_from_its_snapshot(project, tmp_path) as (session, errlog):
         await call(session, "retrieve_context", query="qqxwarmupqqx", limit=1)
         pid = served_by_this_process()
         assert "loaded snapshot" in errlog.read_text(encoding="utf-8")
@@ -115,16 +125,7 @@ async def test_a_server_started_from_a_snapshot_lets_its_vector_file_go_once_it_
         for n in range(MEMORIES)
     ]
     write_events(project, events)
-    cache = ProjectPaths(project).cache_dir
-    env = server_env(EVENTMEM_LOG_LEVEL="INFO")
-    async with serve(project, env, tmp_path / "first.log") as session:  # it builds, then writes a snapshot
-        await session.initialize()
-        await vectors_ready(session)
-        await snapshot_written(cache)
-
-    errlog = tmp_path / "again.log"
-    async with serve(project, env, errlog) as session:  # it starts from that snapshot
-        await session.initialize()
+    async with started_from_its_snapshot(project, tmp_path) as (session, errlog):
         await call(session, "retrieve_context", query="invoice webhook", limit=5)  # (a vector search, mapped)
         pid = served_by_this_process()
         assert "loaded snapshot" in errlog.read_text(encoding="utf-8")
