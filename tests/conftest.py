@@ -266,16 +266,7 @@ def processes() -> Iterator[ProcessGroup]:
 def run_quick_benchmark(script: str, tmp_path: Path, *args: str, timeout: float = 300) -> dict[str, Any]:
     """Run ``tools/<script> --quick --out FILE *args`` and return its JSON (checked to equal the file's)."""
     out = tmp_path / f"{script}.json"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / script), "--quick", "--out", str(out), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    data: dict[str, Any] = json.loads(result.stdout)
+    data = _tool_json(script, "--quick", "--out", str(out), *args, timeout=timeout, cwd=tmp_path)
     assert json.loads(out.read_text(encoding="utf-8")) == data
     return data
 
@@ -284,14 +275,17 @@ def run_tool_as_a_user(script: str, *args: str, timeout: float = 300) -> dict[st
     """Run ``tools/<script> *args`` as a user would (none of this run's ``EVENTMEM_`` settings, its own
     session, so that its servers go with it) and return the JSON it prints."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTMEM_") and k != "PROJECT_MEMORY_ROOT"}
+    return _tool_json(script, *args, timeout=timeout, env=env, start_new_session=True)
+
+
+def _tool_json(script: str, *args: str, timeout: float, **run: Any) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, str(REPO / "tools" / script), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
-        start_new_session=True,
         check=False,
+        **run,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     data: dict[str, Any] = json.loads(result.stdout)
