@@ -389,7 +389,7 @@ class PostgresProjector:
         index of the whole vectors beside the semantic part's: no search reads it, and a sync paid
         for it on every row (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
         holds the table for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the
-        table's readers, and they for it); else left to the next sync."""
+        table's readers, and they for it); else left to the next sync, or for good if another role owns it."""
         if not semantic_dims(self.embedder.model_id):
             return
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
@@ -402,6 +402,8 @@ class PostgresProjector:
                     self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
         except errors.LockNotAvailable:
             _log.info("the unread index %s is left to the next sync: its table is being read", self._vector_index())
+        except errors.InsufficientPrivilege:  # (another role made it: the sync goes on without dropping it)
+            _log.warning("the unread index %s is not this role's to drop: it stays", self._vector_index())
 
     def _large(self, batch: Batch) -> bool:
         """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
