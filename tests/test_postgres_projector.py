@@ -162,6 +162,7 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
         incremental.apply(batch)
         incremental.apply(batch)  # (a batch delivered again: the rows it names are as they were)
     bulk.load(JournalFeed(project).full())
+    bulk.load(JournalFeed(project).full())  # (loaded again: its postings are replaced, not added to)
     kept, loaded = _contents(conn, "incremental"), _contents(conn, "bulk")
     assert kept == loaded
     assert kept["postings"] == kept["postings of the rows"] and len(kept["postings"]) > 20
