@@ -147,7 +147,9 @@ _DROP_POSTINGS_OF = (
     "WHERE m.project = %s AND m.id = ANY(%s) AND e.project = m.project AND e.stem = s.stem AND e.id = m.id"
 )
 """Remove these memories' postings, named by the stems their rows hold (before the rows change),
-each found through the postings' index (:data:`_BY_INDEX`)."""
+each found through the postings' index (:data:`_BY_INDEX`). (Asked in the key's order, by sorting
+the stems first, it took 2.9 s instead of 1.1-1.3 for 1,100 memories' 143,000 postings in 2.6
+million: the sort reads each row's stems again and again.)"""
 _DROP_POSTINGS_READ = "DELETE FROM eventmem_postings WHERE project = %s AND id = ANY(%s)"
 """Remove these memories' postings by reading the posting table once (with :data:`_SEQUENTIAL`, for a
 batch that removes many: :meth:`PostgresProjector._large`)."""
@@ -249,7 +251,7 @@ class PostgresProjector:
             drop_indexes(self._cursor(), indexes)
             if rebuild:  # (the narrow copies' semantic index, made again with the vector index)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self._semantic_index()}")
-            words, tokens = self._copy_memories(batch.upserts)
+            words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
             self._copy_events(batch.events)
@@ -429,9 +431,10 @@ class PostgresProjector:
         low, high = INDEX_MEMORY_MB
         return max(low, min(high, needed))
 
-    def _copy_memories(self, upserts: Sequence[Projected]) -> tuple[Counter[str], int]:
+    def _copy_memories(self, upserts: Sequence[Projected], *, indexed: bool) -> tuple[Counter[str], int]:
         """Rows for memories this project does not hold yet, by binary ``COPY``, embedded a chunk at a
-        time: the server stores a chunk while the next one is embedded. Returns the memories holding
+        time: the server stores a chunk while the next one is embedded (``indexed``: the postings'
+        key is there, and a chunk's postings are sent in its order). Returns the memories holding
         each word, and the tokens of them all."""
         words: Counter[str] = Counter()
         tokens = 0
@@ -452,7 +455,9 @@ class PostgresProjector:
         cursor = self._cursor()
         for start in range(0, len(upserts), LOAD_CHUNK):  # (a chunk's postings held at a time)
             copy_rows(cursor, "eventmem_memories", _MEMORY_COLUMNS, types, rows(upserts[start : start + LOAD_CHUNK]))
-            copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, postings_data(self.project, postings))
+            copy_data(
+                cursor, _POSTINGS_COPIED, POSTING_COLUMNS, postings_data(self.project, postings, in_key_order=indexed)
+            )
             postings.clear()
         return words, tokens
 
@@ -577,7 +582,8 @@ class PostgresProjector:
             reposting = set(reposted) - set(batch.removals)
             if reposting:
                 items = ((i, *last[i]) for i in rows if i in reposting)
-                copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, postings_data(self.project, items))
+                data = postings_data(self.project, items, in_key_order=True)  # (into the key's index)
+                copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, data)
         dead = [link.id for link in batch.links if not link.alive]
         if dead:
             cursor.execute("DELETE FROM eventmem_links WHERE project = %s AND id = ANY(%s)", [self.project, dead])
