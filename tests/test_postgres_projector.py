@@ -540,3 +540,35 @@ def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_
             assert searched == min(passing, bound + 1), filters
         else:  # (HNSW over the whole project: not counted, the memories it holds instead)
             assert searched == held, filters
+
+
+def _copied_postings(data: bytes) -> list[tuple[str, str, str]]:
+    """(stem, id, freq bytes) of each row of a binary COPY stream of the postings' columns."""
+    rows, at = [], 19  # (the signature, the flags and the header's length)
+    while data[at : at + 2] != b"\xff\xff":
+        at += 2
+        fields = []
+        for _ in range(5):
+            size = int.from_bytes(data[at : at + 4], "big")
+            fields.append(data[at + 4 : at + 4 + size])
+            at += 4 + size
+        project, memory_id, _tokens, stem, freq = fields
+        assert project == b"p"
+        rows.append((stem.decode(), memory_id.decode(), freq.hex()))
+    return rows
+
+
+def test_postings_sent_in_key_order_are_the_same_rows_ordered_as_the_key_compares_them() -> None:
+    from eventmem.projectors.postgres.bulk import postings_data
+
+    memories = [
+        ("m2", 3, ["zeta", "alpha", "émigré"], [1.0, 2.0, 0.5]),
+        ("m1", 4, ["alpha", "beta", "Zulu"], [3.0, 1.0, 1.0]),
+        ("m10", 2, ["beta", "alpha"], [1.0, 1.0]),
+    ]
+    plain = _copied_postings(postings_data("p", memories))
+    ordered = _copied_postings(postings_data("p", iter(memories), in_key_order=True))
+    assert sorted(plain) == sorted(ordered) and len(plain) == 8
+    # (byte by byte, as COLLATE "C" compares: upper case before lower, UTF-8's order for the rest)
+    assert [(s.encode(), i.encode()) for s, i, _ in ordered] == sorted((s.encode(), i.encode()) for s, i, _ in plain)
+    assert ordered[0][:2] == ("Zulu", "m1") and ordered[-1][:2] == ("émigré", "m2")

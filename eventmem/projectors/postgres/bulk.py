@@ -12,7 +12,7 @@ out of the default 64 MB) to 454 (220 s).
 
 from __future__ import annotations
 
-import itertools
+import operator
 import struct
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -181,15 +181,21 @@ def postings_data(
     head = (5).to_bytes(2, "big") + (_fields([project]))
     parts = [_SIGNATURE]
     fields = _FIELDS
-    if in_key_order:
-        prefixes: dict[str, bytes] = {}
-        postings: list[tuple[str, str, float]] = []
-        for memory_id, tokens, stems, freqs in memories:
-            prefixes[memory_id] = _posting_prefix(head, memory_id, tokens)
-            postings += zip(stems, itertools.repeat(memory_id, len(stems)), freqs, strict=True)
-        postings.sort()
-        for stem, memory_id, freq in postings:
-            parts += (prefixes[memory_id], fields.get(stem) or _field(stem), _FREQS.get(freq) or _freq(freq))
+    if in_key_order:  # (each stem's postings gathered in the order of their memories' ids, then the stems sorted)
+        by_stem: dict[str, list[tuple[bytes, bytes]]] = {}
+        for memory_id, tokens, stems, freqs in sorted(memories, key=operator.itemgetter(0)):
+            prefix = _posting_prefix(head, memory_id, tokens)
+            for stem, freq in zip(stems, freqs, strict=True):
+                posting = (prefix, _FREQS.get(freq) or _freq(freq))
+                held = by_stem.get(stem)
+                if held is None:
+                    by_stem[stem] = [posting]
+                else:
+                    held.append(posting)
+        for stem in sorted(by_stem):
+            field = fields.get(stem) or _field(stem)
+            for prefix, value in by_stem[stem]:
+                parts += (prefix, field, value)
     else:
         for memory_id, tokens, stems, freqs in memories:
             prefix = _posting_prefix(head, memory_id, tokens)

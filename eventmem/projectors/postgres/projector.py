@@ -582,9 +582,7 @@ class PostgresProjector:
             reposting = set(reposted) - set(batch.removals)
             if reposting:
                 items = ((i, *last[i]) for i in rows if i in reposting)
-                # (in the key's order for a batch that is small beside the table: its inserts are
-                # the look-ups of the key's pages; a merged branch's postings are too many to sort)
-                data = postings_data(self.project, items, in_key_order=by_index)
+                data = postings_data(self.project, items, in_key_order=True)  # (into the key's index)
                 copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, data)
         dead = [link.id for link in batch.links if not link.alive]
         if dead:
