@@ -69,7 +69,8 @@ def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machin
         assert tier[f"{prefix}hnsw_recall_at_10"] >= 0.9  # (HNSW at 2,000 memories finds nearly all)
         for key in ("vector_hnsw_p50_ms", "hybrid_p50_ms", "vector_exact_p50_ms"):
             assert tier[prefix + key] > 0, prefix + key
-    assert tier["hnsw_build_seconds"] > 0
+    assert tier["hnsw_build_seconds"] > 0 and tier["postings_key_build_seconds"] > 0
+    assert tier["keyword_postings_per_memory"] > 10  # (the projector's own rows: the keyword side too)
     assert tier["disk"]["total_bytes_per_memory"] > tier["disk"]["table_bytes_per_memory"]["eventmem_memories"] > 0
     hnsw = ("eventmem_memories_hnsw_", "eventmem_searched_semantic_")  # (a learned model's, the built-in's)
     assert any(name.startswith(hnsw) for name in tier["disk"]["memories_index_bytes_per_memory"])

@@ -270,6 +270,16 @@ class PostgresProjector:
                 [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],
             )
 
+    def append_new(
+        self, upserts: Sequence[Projected], *, indexed: bool = True, vectors: npt.NDArray[np.float32] | None = None
+    ) -> None:
+        """Add memories this project does not hold yet, with their keyword postings and statistics,
+        in the caller's transaction: a load's rows, a part at a time, for a caller that cannot hold a
+        whole journal's (``indexed``: the postings' key is there, see :meth:`load`; ``vectors``: the
+        memories' own, made by this projector's embedder, else made here)."""
+        words, tokens = self._copy_memories(upserts, indexed=indexed, vectors=vectors)
+        self._add_words(words, len(upserts), tokens)
+
     def position(self) -> dict[str, SegmentPosition] | None:
         with self.conn.transaction():
             known = self.conn.execute("SELECT 1 FROM eventmem_projects WHERE project = %s", [self.project]).fetchone()
@@ -431,14 +441,16 @@ class PostgresProjector:
         low, high = INDEX_MEMORY_MB
         return max(low, min(high, needed))
 
-    def _copy_memories(self, upserts: Sequence[Projected], *, indexed: bool) -> tuple[Counter[str], int]:
+    def _copy_memories(
+        self, upserts: Sequence[Projected], *, indexed: bool, vectors: npt.NDArray[np.float32] | None = None
+    ) -> tuple[Counter[str], int]:
         """Rows for memories this project does not hold yet, by binary ``COPY``, embedded a chunk at a
         time: the server stores a chunk while the next one is embedded (``indexed``: the postings'
         key is there, and a chunk's postings are sent in its order). Returns the memories holding
         each word, and the tokens of them all."""
         words: Counter[str] = Counter()
         tokens = 0
-        vectors = self._embedded(upserts)
+        made = self._embedded(upserts) if vectors is None else iter(vector_bytes(vectors))
         postings: list[tuple[str, int, list[str], list[float]]] = []
 
         def rows(part: Sequence[Projected]) -> Iterator[tuple[object, ...]]:
@@ -449,7 +461,7 @@ class PostgresProjector:
                     words.update(found.words)
                     tokens += found.tokens
                     postings.append((item.record.id, found.tokens, found.stems, found.freqs))
-                    yield self._memory_row(item, next(vectors), found)
+                    yield self._memory_row(item, next(made), found)
 
         types: list[str | int] = [*MEMORY_TYPES, self._vector_type, *_KEYWORD_TYPES]
         cursor = self._cursor()
