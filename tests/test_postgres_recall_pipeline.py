@@ -306,8 +306,9 @@ def _recorded_statements(conn: Any, text: str, filters: Filters, embedder: Hashi
 
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t1",)), Filters(kinds=("general",))])
 def test_every_statement_of_a_recall_can_find_its_rows_through_an_index(loaded: Any, filters: Filters) -> None:
-    # (a comparison whose collation is not its index's cannot use that index: with every table
-    # scanned, a keyword hit's row was found by reading the whole table, 14 s a recall at 1M memories)
+    # (a comparison whose collation is not its index's cannot use that index: with the postings' ids
+    # compared byte by byte, a keyword hit's row was found by reading the whole table, 14 s a recall
+    # at 1M memories)
     for text in ("common caching rare", "ruff lint", "note 3 about caching"):
         for query, params in _recorded_statements(loaded, text, filters, HashingEmbedder()):
             if not str(query).lstrip().upper().startswith(("WITH", "SELECT")) or "pg_" in str(query):

@@ -175,9 +175,11 @@ def postings_data(
     """The keyword postings of ``memories`` (id, tokens, stems, frequencies) as one binary ``COPY``
     stream of :data:`POSTING_COLUMNS`: a row a stem, made here in bulk from each memory's fields
     (psycopg's ``write_row`` costs a few microseconds a row, and a memory has about 130 postings).
-    ``in_key_order``: the rows in the order of the postings' key (stem, then memory id, byte by
-    byte as the key compares them: Python orders ``str`` by code point, as UTF-8 bytes order), so
-    that inserting them into the key's index walks its pages once, in order, instead of at random."""
+    ``in_key_order``: the rows in the order of the postings' key within one project (by stem, then
+    memory id, each by code point as Python orders ``str``: the key's own order in a ``C`` or
+    ``C.UTF-8`` database, and near it in others, which is all the inserts' locality needs), so that
+    inserting them into the key's index walks its pages once, in order, instead of at random
+    (measured: a merged branch's postings copied in 5.1 s instead of 12.5)."""
     head = (5).to_bytes(2, "big") + (_fields([project]))
     parts = [_SIGNATURE]
     fields = _FIELDS

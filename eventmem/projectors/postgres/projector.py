@@ -235,13 +235,13 @@ class PostgresProjector:
     def load(self, batch: Batch) -> None:
         with self.conn.transaction():
             self._claim()
-            # (the postings' key is led by the stem: removing a project's postings reads the whole
-            # table, so it is done only when the project holds memories, whose postings they are)
-            held = self.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM eventmem_memories WHERE project = %s)", [self.project]
-            ).fetchone()
-            tables = ["eventmem_memories", "eventmem_links", "eventmem_events", "eventmem_words"]
-            for table in [*tables, "eventmem_postings"] if held is not None and held[0] else tables:
+            for table in (
+                "eventmem_memories",
+                "eventmem_links",
+                "eventmem_events",
+                "eventmem_words",
+                "eventmem_postings",
+            ):
                 self.conn.execute(f"DELETE FROM {table} WHERE project = %s", [self.project])
             # building an index once costs less than inserting into it row by row (measured: 3,000
             # rows took 9 s inserted one by one into HNSW), when this load brings most of its rows
@@ -258,7 +258,7 @@ class PostgresProjector:
             if rebuild:  # (the vector index as the size asks: HNSW_SMALL up to HNSW_SMALL_UP_TO)
                 vector_index = self._vector_index()
                 create_indexes(self._cursor(), [i for i in indexes if i[0] != vector_index], self._index_memory_mb())
-                self._create_vector_index(others + len(batch.upserts))
+                self.create_vector_index(others + len(batch.upserts))
             self.conn.execute(_ANALYZE)  # (the planner then knows the HNSW index pays)
             self.conn.execute("ANALYZE eventmem_postings")
             # (the narrow copies the triggers wrote: without statistics, a filtered scan of 20,000 was
@@ -359,7 +359,7 @@ class PostgresProjector:
                     f"the database holds vectors of the embedder {held!r}, not {self.embedder.model_id!r}: "
                     "sync with that embedder, or into another database"
                 )
-            self._create_vector_index()
+            self.create_vector_index()
         self._drop_unread_index()
 
     def _vector_index(self) -> str:
@@ -368,7 +368,7 @@ class PostgresProjector:
     def _semantic_index(self) -> str:
         return f"eventmem_searched_semantic_{int(self.embedder.dim)}"
 
-    def _create_vector_index(self, rows: int | None = None) -> None:
+    def create_vector_index(self, rows: int | None = None) -> None:
         """The HNSW index the embedder's searches read, unless there: for ``rows`` memories (``None``:
         as many as the table holds, by the planner's estimate), :data:`HNSW_SMALL` up to
         :data:`HNSW_SMALL_UP_TO`. A learned model's: of the whole vectors. The built-in embedder's:
