@@ -179,7 +179,8 @@ def postings_data(
     memory id, each by code point as Python orders ``str``: the key's own order in a ``C`` or
     ``C.UTF-8`` database, and near it in others, which is all the inserts' locality needs), so that
     inserting them into the key's index walks its pages once, in order, instead of at random
-    (measured: a merged branch's postings copied in 5.1 s instead of 12.5)."""
+    (measured: a merged branch's postings of 10,000 events onto 20,000 memories copied in 7.9 s
+    instead of 12.7)."""
     head = (5).to_bytes(2, "big") + (_fields([project]))
     parts = [_SIGNATURE]
     fields = _FIELDS
