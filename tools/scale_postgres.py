@@ -97,8 +97,7 @@ class Tier:
         conn = connect(self.uri)
         projector = PostgresProjector(conn, PROJECT, self.embedder, root="bench", branch="main")  # (migrations)
         projector.apply(Batch((), (), (), (), {}))  # (the project's row)
-        definition = self._vector_index_definition(conn)
-        self.index_definition = definition[1]
+        definition = self._vector_index_definition(conn)  # (dropped here, made again by size at the end)
         with conn.transaction(), conn.cursor() as cursor:
             postings_key = secondary_indexes(cursor, ("eventmem_postings",))
             drop_indexes(cursor, postings_key)
