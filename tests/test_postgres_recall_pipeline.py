@@ -298,10 +298,71 @@ def _recorded_statements(conn: Any, text: str, filters: Filters, embedder: Hashi
 
     conn.execute = recording
     try:
-        database_search.hybrid(conn, ("p",), embedder, text, 10, filters)
+        database_search.hybrid(conn, ("p",), embedder, text, 10, filters, empty=database_search.EmptyProjects())
     finally:
         conn.execute = execute
     return sent
+
+
+def _answers_and_statements(
+    conn: Any, text: str, empty: database_search.EmptyProjects | None
+) -> tuple[list[tuple[str, str, float, float, float]], list[tuple[Any, Any]]]:
+    sent: list[tuple[Any, Any]] = []
+    execute = conn.execute
+
+    def recording(query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append((query, params))
+        return execute(query, params, **kwargs)
+
+    conn.execute = recording
+    try:
+        with queries.one_read(conn) as read:
+            found = database_search.hybrid(
+                conn, ("p", "q"), HashingEmbedder(), text, 10, Filters(), now=NOW, empty=empty
+            )
+            read.commit()
+    finally:
+        conn.execute = execute
+    return [(s.project, s.id, s.score, s.vector_score, s.keyword_score) for s in found], sent
+
+
+def _asking(sent: list[tuple[Any, Any]], project: str) -> list[str]:
+    """The statements sent for ``project``'s lists (those naming it in their parameters)."""
+    return [
+        str(query)[:80]
+        for query, params in sent
+        if params
+        and project in [v for p in params for v in (p if isinstance(p, list) else [p])]
+        and query is not database_search.HOLDING
+    ]
+
+
+def test_a_project_that_held_nothing_is_only_asked_whether_it_holds_something_and_its_first_memories_are_found_at_once(
+    loaded: Any, project: Path, pg_uri: str
+) -> None:
+    empty = database_search.EmptyProjects()
+    for text in TEXTS:
+        assert _answers_and_statements(loaded, text, empty)[0] == _answers_and_statements(loaded, text, None)[0]
+    assert empty.among(["p", "q"]) == ["q"]  # (q is in no row of the database)
+    found, sent = _answers_and_statements(loaded, "common caching rare", empty)
+    assert _asking(sent, "p") and not _asking(sent, "q"), _asking(sent, "q")
+    assert {p for p, *_ in found} == {"p"}
+    # another process projects memories into q: the next search finds them, as a search that never skipped it
+    projector = PostgresProjector(psycopg.connect(pg_uri), "q", HashingEmbedder(), branch="main")
+    projector.load(JournalFeed(project).full())
+    projector.close()
+    for text in TEXTS:
+        got, sent = _answers_and_statements(loaded, text, empty)
+        assert got == _answers_and_statements(loaded, text, None)[0], text
+        assert not empty.among(["p", "q"])
+    assert {p for p, *_ in got} == {"p", "q"} or not got
+    found, sent = _answers_and_statements(loaded, "common caching rare", empty)
+    assert {p for p, *_ in found} == {"p", "q"} and _asking(sent, "q")
+    # and once it holds nothing again, it is skipped again
+    with loaded.transaction():
+        loaded.execute("DELETE FROM eventmem_projects WHERE project = 'q'")
+    _answers_and_statements(loaded, "rare", empty)
+    assert empty.among(["p", "q"]) == ["q"]
 
 
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t1",)), Filters(kinds=("general",))])

@@ -52,6 +52,8 @@ class DatabaseQueries(Part, Reads):
         self.accesses = accesses
         self.database = database
         self.local = local
+        self._empty = database_search.EmptyProjects()
+        """The database's projects that held nothing at the last search (the global memory, often)."""
 
     def recall(
         self,
@@ -301,6 +303,7 @@ class DatabaseQueries(Part, Reads):
                 # (the in-process store's cache of the last questions' vectors: a question asked
                 # again is not embedded again)
                 embed_query=self.project.embedding.embed_query,
+                empty=self._empty,
             )
             asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
             read.commit()
