@@ -27,7 +27,9 @@ measures embed with it. With a model slower than the built-in one the embedding 
 a first sync into an empty database (vectors from the embedding cache the in-process store made), an
 incremental sync of ``--incremental`` mixed events (40% saves, 30% updates, 15% deletes, 15% links,
 their vectors embedded by the sync), and a merged branch of ``--merge`` mixed events taken as
-``sync --follow`` takes a change (one catch-up of the runner), each in events per second.
+``sync --follow`` takes a change (one catch-up of the runner), each in events per second; then
+``--kept-text`` updates that keep each memory's text, tags and type (a new importance or time to
+live), with how many of the narrow copies they rewrote stayed in their page (heap-only tuples).
 """
 
 from __future__ import annotations
@@ -451,7 +453,14 @@ def server_cpu_seconds(pgdata: Path | None) -> float | None:
 
 
 def measure_sync(
-    uri: str, tmp: Path, count: int, incremental: int, merge: int, pgdata: Path | None, spec: str = "hashing"
+    uri: str,
+    tmp: Path,
+    count: int,
+    incremental: int,
+    merge: int,
+    pgdata: Path | None,
+    spec: str = "hashing",
+    kept: int = 2000,
 ) -> dict[str, Any]:
     """``eventmem sync``'s runner alone: first sync, incremental sync, a merged branch (see the
     module's text); the machine's load average beside each, and the CPU seconds of the sync's
@@ -466,7 +475,9 @@ def measure_sync(
     open_service(RootChoice(project.root, "bench"), environ=environ).close()  # (its vectors: the embedding cache)
     embedder = make_embedder_from_spec(spec)
     runner = SyncRunner(uri, [Target("bench", project.root)], embedder)
-    out: dict[str, Any] = {"memories": count, "embedder": embedder.model_id}
+    from eventmem.projectors.postgres.schema import LATEST
+
+    out: dict[str, Any] = {"memories": count, "embedder": embedder.model_id, "schema_version": LATEST}
     try:
         started, cpu, server = time.perf_counter(), time.process_time(), server_cpu_seconds(pgdata)
         taken = runner.start()["bench"]
@@ -493,10 +504,48 @@ def measure_sync(
             out[f"{key}_events_per_s"] = round(more / seconds, 1)
             out[f"{key}_load_average"] = round(os.getloadavg()[0], 2)
             log(f"{label}: {more} events in {seconds:.1f}s")
+        # updates that keep each memory's text, tags and type (a new importance, a time to live): its
+        # narrow copy rewritten in its page, in none of its indexes (schema 8), where the server has room
+        project.append(project.root, "kept.main.jsonl", project.kept_text_events(kept, 505))
+        before = narrow_updates(uri, runner.conn)
+        started, cpu, server = time.perf_counter(), time.process_time(), server_cpu_seconds(pgdata)
+        more = runner.catch_up("bench")
+        seconds = time.perf_counter() - started
+        _cpu(out, "kept_text", cpu, server, pgdata)
+        out["kept_text_events"] = more
+        out["kept_text_seconds"] = round(seconds, 3)
+        out["kept_text_events_per_s"] = round(more / seconds, 1)
+        out["kept_text_load_average"] = round(os.getloadavg()[0], 2)
+        after = narrow_updates(uri, runner.conn, before)
+        out["kept_text_narrow_copies_updated"] = after[0] - before[0]
+        out["kept_text_narrow_copies_updated_in_their_page"] = after[1] - before[1]
+        log(f"kept text: {more} events in {seconds:.1f}s")
         out["memories_after"] = runner.memory_counts().get("bench", 0)
     finally:
         runner.close()
     return out
+
+
+def narrow_updates(uri: str, writer: Any, since: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """(rows updated in the narrow copies' table since the database was made, of them in their page:
+    heap-only tuples), once ``writer``'s counts have reached the server's statistics (``since``: the
+    counts read before its last writes, waited past for up to 15 s)."""
+    import psycopg
+
+    with writer.transaction():
+        writer.execute("SELECT pg_stat_force_next_flush()")  # (sent when the connection is next idle)
+    deadline = time.monotonic() + 15
+    while True:
+        with psycopg.connect(uri, autocommit=True) as reader:
+            reader.execute("SELECT pg_stat_clear_snapshot()")
+            row = reader.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'eventmem_searched'"
+            ).fetchone()
+        if row is None:
+            return 0, 0
+        if time.monotonic() > deadline or int(row[0]) != since[0]:
+            return int(row[0]), int(row[1])
+        time.sleep(0.2)
 
 
 def _cpu(out: dict[str, Any], key: str, cpu: float, server: float | None, pgdata: Path | None) -> None:
@@ -524,9 +573,10 @@ def versus(mine: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
         ),
         "disk_bytes_per_memory": ratio(mine.get("disk_bytes_per_memory"), baseline.get("disk_bytes_per_memory")),
         "merge_events_per_s": ratio(mine.get("merge_events_per_s"), baseline.get("merge_events_per_s")),
+        "kept_text_events_per_s": ratio(mine.get("kept_text_events_per_s"), baseline.get("kept_text_events_per_s")),
         **{
             key: ratio(mine.get(key), baseline.get(key))
-            for part in ("sync", "incremental_sync", "merge")
+            for part in ("sync", "incremental_sync", "merge", "kept_text")
             for key in (f"{part}_server_cpu_s", f"{part}_client_cpu_s")
         },
     }
@@ -555,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--merge", type=int, default=10_000, help="--sync-only: mixed events of the merged branch")
     parser.add_argument(
+        "--kept-text",
+        type=int,
+        default=2000,
+        help="--sync-only: updates that keep each memory's text, tags and type (importance, time to live), synced last",
+    )
+    parser.add_argument(
         "--embedder", default="hashing", help="every side's embedder spec (default: the built-in one; e.g. onnx:minilm)"
     )
     parser.add_argument("--to", help="an existing server's database (default: a pgserver for the run)")
@@ -568,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
     args = parser.parse_args(argv)
     if args.quick:
-        args.memories, args.queries, args.incremental, args.merge = 500, 20, 100, 300
+        args.memories, args.queries, args.incremental, args.merge, args.kept_text = 500, 20, 100, 300, 100
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-pg-") as tmp:
         root = Path(tmp) / "project"
         if not args.sync_only:
@@ -590,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{args.memories} memories, {args.queries} queries")
             if args.sync_only:
                 results = measure_sync(
-                    uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata, args.embedder
+                    uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata, args.embedder, args.kept_text
                 )
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
@@ -614,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--embedder", args.embedder]
         if args.sync_only:
             command += ["--sync-only", "--incremental", str(args.incremental), "--merge", str(args.merge)]
+            command += ["--kept-text", str(args.kept_text)]
         done = subprocess.run([*command, "--queries", str(args.queries)], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"the baseline run failed: {done.stderr[-2000:]}")

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if "eventmem" not in sys.modules:  # (a caller measuring another revision imported its eventmem first)
+    sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
@@ -138,6 +139,24 @@ class Project:
                 event = LinkAdded(id=new_id(), ts=ts, by="bench-branch", link=new_id(), source=target, target=other)
             events.append(event)
         return events, counts, marked
+
+    def kept_text_events(self, count: int, seed: int) -> list[AnyEvent]:
+        """``count`` updates that keep each memory's text, tags and type: a new importance, or a time to
+        live (half each), each of a live memory picked at random."""
+        rng = random.Random(seed)
+        ts = to_iso(datetime.now(UTC))
+        events: list[AnyEvent] = []
+        for n in range(count):
+            target = self.live[rng.randrange(len(self.live))]
+            change: dict[str, object] = (
+                {"importance": round(rng.random(), 2)} if n % 2 == 0 else {"ttl_seconds": 86400 * rng.randint(7, 90)}
+            )
+            event = MemoryUpdated(
+                id=new_id(), ts=ts, by="bench-branch", prev=self.heads[target], memory=target, **change
+            )
+            self.heads[target] = event.id
+            events.append(event)
+        return events
 
     def _drop(self, memory_id: str) -> None:
         """Remove one id from the live ids (the last one takes its place)."""
