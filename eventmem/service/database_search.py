@@ -370,7 +370,9 @@ def hybrid(
         embed = embed_query or (lambda asked: embedder.embed([asked])[0])
         # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
         with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
-            if use_vectors and empty is not None:
+            # (a search of one project not skipped learns nothing worth a statement: a project
+            # searched alone, the scope's, is rarely empty, and its lists then cost little)
+            if use_vectors and empty is not None and (len(projects) > 1 or skipped):
                 held = conn.execute(HOLDING, [list(projects)])
             vector = _ask(views, text, depth, embedder, embed, use_vectors=use_vectors)
         for view in views:
