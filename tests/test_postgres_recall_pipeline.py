@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -287,8 +288,9 @@ def test_a_recalls_prepared_statements_are_planned_for_their_parameters_each_tim
     assert plans[0] == 0 and plans[1] > 0, plans
 
 
-def _recorded_statements(conn: Any, text: str, filters: Filters, embedder: HashingEmbedder) -> list[tuple[Any, Any]]:
-    """The statements (and parameters) a recall sends, as it sends them."""
+@contextmanager
+def _recording(conn: Any) -> Iterator[list[tuple[Any, Any]]]:
+    """The statements (and parameters) sent on ``conn`` within the block, as they are sent."""
     sent: list[tuple[Any, Any]] = []
     execute = conn.execute
 
@@ -298,31 +300,26 @@ def _recorded_statements(conn: Any, text: str, filters: Filters, embedder: Hashi
 
     conn.execute = recording
     try:
-        database_search.hybrid(conn, ("p",), embedder, text, 10, filters, empty=database_search.EmptyProjects())
+        yield sent
     finally:
         conn.execute = execute
+
+
+def _recorded_statements(conn: Any, text: str, filters: Filters, embedder: HashingEmbedder) -> list[tuple[Any, Any]]:
+    """The statements (and parameters) a recall sends, as it sends them."""
+    with _recording(conn) as sent:
+        database_search.hybrid(conn, ("p",), embedder, text, 10, filters, empty=database_search.EmptyProjects())
     return sent
 
 
 def _answers_and_statements(
     conn: Any, text: str, empty: database_search.EmptyProjects | None
 ) -> tuple[list[tuple[str, str, float, float, float]], list[tuple[Any, Any]]]:
-    sent: list[tuple[Any, Any]] = []
-    execute = conn.execute
-
-    def recording(query: Any, params: Any = None, **kwargs: Any) -> Any:
-        sent.append((query, params))
-        return execute(query, params, **kwargs)
-
-    conn.execute = recording
-    try:
-        with queries.one_read(conn) as read:
-            found = database_search.hybrid(
-                conn, ("p", "q"), HashingEmbedder(), text, 10, Filters(), now=NOW, empty=empty
-            )
-            read.commit()
-    finally:
-        conn.execute = execute
+    """A search of projects p and q (``empty``: what it knows of projects that held nothing), its
+    answers and the statements it sent."""
+    with _recording(conn) as sent, queries.one_read(conn) as read:
+        found = database_search.hybrid(conn, ("p", "q"), HashingEmbedder(), text, 10, Filters(), now=NOW, empty=empty)
+        read.commit()
     return [(s.project, s.id, s.score, s.vector_score, s.keyword_score) for s in found], sent
 
 
