@@ -323,6 +323,11 @@ def _answers_and_statements(
     return [(s.project, s.id, s.score, s.vector_score, s.keyword_score) for s in found], sent
 
 
+def _probed(sent: list[tuple[Any, Any]]) -> list[Any]:
+    """The projects each statement asking whether projects hold memories named."""
+    return [params[0] for query, params in sent if query is database_search.HOLDING]
+
+
 def _asking(sent: list[tuple[Any, Any]], project: str) -> list[str]:
     """The statements sent for ``project``'s lists (those naming it in their parameters)."""
     return [
@@ -343,6 +348,7 @@ def test_a_project_that_held_nothing_is_only_asked_whether_it_holds_something_an
     assert empty.among(["p", "q"]) == ["q"]  # (q is in no row of the database)
     found, sent = _answers_and_statements(loaded, "common caching rare", empty)
     assert _asking(sent, "p") and not _asking(sent, "q"), _asking(sent, "q")
+    assert _probed(sent) == [["q"]]  # (p was seen holding memories: not asked again)
     assert {p for p, *_ in found} == {"p"}
     # another process projects memories into q: the next search finds them, as a search that never skipped it
     projector = PostgresProjector(psycopg.connect(pg_uri), "q", HashingEmbedder(), branch="main")
@@ -355,11 +361,12 @@ def test_a_project_that_held_nothing_is_only_asked_whether_it_holds_something_an
     assert {p for p, *_ in got} == {"p", "q"} or not got
     found, sent = _answers_and_statements(loaded, "common caching rare", empty)
     assert {p for p, *_ in found} == {"p", "q"} and _asking(sent, "q")
-    # and once it holds nothing again, it is skipped again
+    assert _probed(sent) == []  # (both seen holding memories: nothing more to ask)
+    # a project seen holding memories is searched in full from then on: emptied, it answers nothing
     with loaded.transaction():
         loaded.execute("DELETE FROM eventmem_projects WHERE project = 'q'")
-    _answers_and_statements(loaded, "rare", empty)
-    assert empty.among(["p", "q"]) == ["q"]
+    found, sent = _answers_and_statements(loaded, "common caching rare", empty)
+    assert {p for p, *_ in found} == {"p"} and _asking(sent, "q") and _probed(sent) == []
 
 
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t1",)), Filters(kinds=("general",))])

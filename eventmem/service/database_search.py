@@ -292,10 +292,13 @@ class EmptyProjects:
     their lists after, one round trip more, if one now does (so the answers are the same; measured at
     20,000 memories, recalls alternated with and without it: an empty global memory's lists cost about
     1.5 ms of the server's work a recall and 0.8 ms of the client's, a tenth of a recall without a
-    filter). Shared by the threads of one service."""
+    filter). A project is asked whether it holds a memory the first time it is searched and while it
+    holds none; one seen holding memories is searched in full from then on (should it hold none later,
+    its lists cost little and answer nothing). Shared by the threads of one service."""
 
     def __init__(self) -> None:
         self._empty: set[str] = set()
+        self._holding: set[str] = set()
         self._lock = threading.Lock()
 
     def among(self, projects: Sequence[str]) -> list[str]:
@@ -303,12 +306,18 @@ class EmptyProjects:
         with self._lock:
             return [p for p in projects if p in self._empty]
 
+    def to_ask(self, projects: Sequence[str]) -> list[str]:
+        """Those of ``projects`` to ask whether they hold a memory: never looked at, or holding none."""
+        with self._lock:
+            return [p for p in projects if p not in self._holding]
+
     def saw(self, holding: dict[str, bool]) -> None:
-        """What a search found: whether each project it looked at holds a memory."""
+        """What a search found: whether each project it asked holds a memory."""
         with self._lock:
             for project, held in holding.items():
                 if held:
                     self._empty.discard(project)
+                    self._holding.add(project)
                 else:
                     self._empty.add(project)
 
@@ -370,10 +379,9 @@ def hybrid(
         embed = embed_query or (lambda asked: embedder.embed([asked])[0])
         # (in the caller's pipeline if it opened one: a pipeline opened inside another sends a sync)
         with nullcontext() if conn.pgconn.pipeline_status else conn.pipeline():
-            # (a search of one project not skipped learns nothing worth a statement: a project
-            # searched alone, the scope's, is rarely empty, and its lists then cost little)
-            if use_vectors and empty is not None and (len(projects) > 1 or skipped):
-                held = conn.execute(HOLDING, [list(projects)])
+            asked = empty.to_ask(projects) if empty is not None and use_vectors else []
+            if asked:
+                held = conn.execute(HOLDING, [asked])
             vector = _ask(views, text, depth, embedder, embed, use_vectors=use_vectors)
         for view in views:
             view.collect()
