@@ -369,6 +369,16 @@ def test_a_project_that_held_nothing_is_only_asked_whether_it_holds_something_an
     assert {p for p, *_ in found} == {"p"} and _asking(sent, "q") and _probed(sent) == []
 
 
+def test_a_project_skipped_for_holding_nothing_is_always_asked_again_whatever_order_answers_came_in() -> None:
+    # (two searches at once: the one that read before another process's sync committed answers last)
+    empty = database_search.EmptyProjects()
+    empty.saw({"q": True})
+    empty.saw({"q": False})
+    assert empty.among(["p", "q"]) == ["q"] and "q" in empty.to_ask(["p", "q"])
+    empty.saw({"q": True})
+    assert empty.among(["p", "q"]) == [] and empty.to_ask(["q"]) == []
+
+
 @pytest.mark.parametrize("filters", [Filters(), Filters(tags=("t1",)), Filters(kinds=("general",))])
 def test_every_statement_of_a_recall_can_find_its_rows_through_an_index(loaded: Any, filters: Filters) -> None:
     # (a comparison whose collation is not its index's cannot use that index: with the postings' ids

@@ -312,13 +312,16 @@ class EmptyProjects:
             return [p for p in projects if p not in self._holding]
 
     def saw(self, holding: dict[str, bool]) -> None:
-        """What a search found: whether each project it asked holds a memory."""
+        """What a search found: whether each project it asked holds a memory. The last answer decides,
+        and a project is never both skipped and left unasked (two searches' answers may arrive in
+        either order: one read before a sync committed, one after)."""
         with self._lock:
             for project, held in holding.items():
                 if held:
                     self._empty.discard(project)
                     self._holding.add(project)
                 else:
+                    self._holding.discard(project)
                     self._empty.add(project)
 
 
