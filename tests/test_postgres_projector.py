@@ -26,6 +26,7 @@ from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres import projector as projector_module
+from eventmem.projectors.postgres.keywords import memory_number
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
@@ -123,9 +124,11 @@ def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
     selected = ", ".join("embedding::text" if c == "embedding" else c for c in memory_columns)
     tables = {
         "memories": f"SELECT {selected} FROM eventmem_memories WHERE project = %s ORDER BY id",
-        "postings": "SELECT stem, id, freq, tokens FROM eventmem_postings WHERE project = %s ORDER BY stem, id",
-        "postings of the rows": "SELECT s.stem, m.id, s.freq, m.tokens FROM eventmem_memories m "
-        "CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) WHERE m.project = %s ORDER BY 1, 2",
+        "postings": "SELECT e.stem, e.memory, e.freq, e.tokens FROM eventmem_postings e "
+        "JOIN eventmem_projects p ON p.no = e.project WHERE p.project = %s ORDER BY 1, 2",
+        "postings of the rows": "SELECT s.stem, eventmem_memory_number(m.id), s.freq, m.tokens "
+        "FROM eventmem_memories m CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) "
+        'WHERE m.project = %s ORDER BY s.stem COLLATE "C", 2',
         "words": "SELECT word, memories FROM eventmem_words WHERE project = %s ORDER BY word",
         "counts": "SELECT memories, tokens FROM eventmem_projects WHERE project = %s",
         "links": "SELECT id, source, target, relation, strength, context, added_by, record FROM eventmem_links "
@@ -241,7 +244,13 @@ def test_a_large_batch_keeps_its_indexes_lets_readers_read_and_one_killed_midway
     conn.rollback()
     conn.execute("SET lock_timeout = '5s'")  # (the batch's rows and postings are written, not committed)
     assert conn.execute("SELECT count(*) FROM eventmem_memories WHERE project = 'p'").fetchone()[0] > 0
-    assert conn.execute("SELECT count(*) FROM eventmem_postings WHERE project = 'p'").fetchone()[0] > 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM eventmem_postings e JOIN eventmem_projects p ON p.no = e.project "
+            "WHERE p.project = 'p'"
+        ).fetchone()[0]
+        > 0
+    )
     conn.rollback()
     conn.execute("SELECT pg_terminate_backend(%s)", [pid])
     conn.commit()
@@ -339,9 +348,39 @@ def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: st
         assert applied_version(conn) == LATEST
         # version 4 makes the keyword postings of the rows held from their stems
         assert [key for key, _ in queries.keyword_hits(conn, ("p",), "ruff", 5, Filters(), NOW)] == [("p", "m2")]
+        # version 9 names them by the project's number and the memory's
+        number = conn.execute("SELECT no FROM eventmem_projects WHERE project = 'p'").fetchone()[0]
+        postings = conn.execute("SELECT project, stem, memory, freq, tokens FROM eventmem_postings ORDER BY 2")
+        assert postings.fetchall() == [
+            (number, s, memory_number("m2"), f, 3) for s, f in (("lint", 1), ("ruff", 10), ("rule", 1))
+        ]
         with conn.transaction():  # (and a project's go with it)
             conn.execute("DELETE FROM eventmem_projects")
         assert conn.execute("SELECT count(*) FROM eventmem_postings").fetchone() == (0,)
+
+
+def test_a_memory_has_the_same_number_in_the_database_as_the_sync_gives_its_postings(conn: Any) -> None:
+    migrate(conn)
+    ids = ["01JABCDEFGHJKMNPQRSTVWXYZ0", "m1", "section:project", "émigré", "a\u2603b\U0001f600", "x" * 500, " "]
+    numbers = conn.execute("SELECT eventmem_memory_number(i) FROM unnest(%s::text[]) AS i", [ids]).fetchall()
+    assert [n for (n,) in numbers] == [memory_number(i) for i in ids]
+    assert len({memory_number(i) for i in ids}) == len(ids)
+
+
+def test_keyword_hits_tied_past_the_kth_are_broken_by_id_as_in_process(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(the postings name memories by number, in no order of their ids: the list returns the hits
+    tied with its last one too, and the tie breaks by id, as the in-process index breaks it by the
+    order of saving)"""
+    saved = [service.save(f"a note {word} on caching", title="caching").id for word in "bcdfghj"]
+    better = service.save("caching caching caching, a better note on caching", title="caching").id
+    projector_factory("p").load(JournalFeed(project).full())
+    for k in (1, 3, 7, 8):
+        hits = [key[1] for key, _ in queries.keyword_hits(conn, ("p",), "caching", k, Filters(), NOW)]
+        assert hits[0] == better and hits[1:] == sorted(saved)[: k - 1], k
+    # (the numbers of the tied memories are in another order than their ids: else the test proves nothing)
+    assert sorted(saved, key=memory_number) != sorted(saved)
 
 
 def test_a_projector_of_another_embedder_is_refused(pg_uri: str, projector_factory: Factory) -> None:
@@ -505,7 +544,7 @@ def test_the_keyword_list_whose_words_sql_chooses_ranks_as_the_one_whose_words_p
                 expected = keywords.ranked(conn, "p", text, 50, where, params, beside_vectors=beside)
                 query = keywords.ranking_at_once("p", text, 50, where, params, beside_vectors=beside)
                 assert query is not None, text
-                assert keywords.rows_of(conn.execute(*query).fetchall()) == expected, (text, filters, beside)
+                assert keywords.rows_of(conn.execute(*query).fetchall(), 50) == expected, (text, filters, beside)
     assert keywords.ranking_at_once("p", "parse_config_file", 50, "true", []) is None  # (a phrase of three)
 
 
@@ -541,8 +580,8 @@ def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_
             assert searched == held, filters
 
 
-def _copied_postings(data: bytes) -> list[tuple[str, str, str]]:
-    """(stem, id, freq bytes) of each row of a binary COPY stream of the postings' columns."""
+def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
+    """(stem, memory number, freq bytes) of each row of a binary COPY stream of the postings' columns."""
     rows, at = [], 19  # (the signature, the flags and the header's length)
     while data[at : at + 2] != b"\xff\xff":
         at += 2
@@ -551,26 +590,29 @@ def _copied_postings(data: bytes) -> list[tuple[str, str, str]]:
             size = int.from_bytes(data[at : at + 4], "big")
             fields.append(data[at + 4 : at + 4 + size])
             at += 4 + size
-        project, memory_id, _tokens, stem, freq = fields
-        assert project == b"p"
-        rows.append((stem.decode(), memory_id.decode(), freq.hex()))
+        project, number, _tokens, stem, freq = fields
+        assert int.from_bytes(project, "big") == 7
+        rows.append((stem.decode(), int.from_bytes(number, "big", signed=True), freq.hex()))
     return rows
 
 
 def test_postings_sent_in_key_order_are_the_same_rows_in_the_keys_order() -> None:
     from eventmem.projectors.postgres.bulk import postings_data
+    from eventmem.projectors.postgres.keywords import memory_number
 
     memories = [
         ("m2", 3, ["zeta", "alpha", "émigré"], [1.0, 2.0, 0.5]),
         ("m1", 4, ["alpha", "beta", "Zulu"], [3.0, 1.0, 1.0]),
         ("m10", 2, ["beta", "alpha"], [1.0, 1.0]),
     ]
-    plain = _copied_postings(postings_data("p", memories))
-    ordered = _copied_postings(postings_data("p", iter(memories), in_key_order=True))
+    plain = _copied_postings(postings_data(7, memories))
+    ordered = _copied_postings(postings_data(7, iter(memories), in_key_order=True))
     assert sorted(plain) == sorted(ordered) and len(plain) == 8
-    # (by code point, as Python orders strings and a "C" database orders UTF-8: upper case first)
-    assert [(s.encode(), i.encode()) for s, i, _ in ordered] == sorted((s.encode(), i.encode()) for s, i, _ in plain)
-    assert ordered[0][:2] == ("Zulu", "m1") and ordered[-1][:2] == ("émigré", "m2")
+    # (stems by code point, as Python orders strings and COLLATE "C" orders UTF-8: upper case first;
+    # then the memories' numbers)
+    assert [(s.encode(), n) for s, n, _ in ordered] == sorted((s.encode(), n) for s, n, _ in plain)
+    assert ordered[0][:2] == ("Zulu", memory_number("m1")) and ordered[-1][:2] == ("émigré", memory_number("m2"))
+    assert {n for _, n, _ in plain} == {memory_number(i) for i, *_ in memories}
 
 
 def _narrow_updates(pg_uri: str) -> tuple[int, int]:

@@ -210,7 +210,11 @@ class Tier:
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
             out["ef_search_sweep"] = self.sweep(conn, texts[:50])
-            row = conn.execute("SELECT count(*) FROM eventmem_postings WHERE project = %s", [PROJECT]).fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM eventmem_postings e JOIN eventmem_projects p ON p.no = e.project "
+                "WHERE p.project = %s",
+                [PROJECT],
+            ).fetchone()
             out["keyword_postings_per_memory"] = round(int(row[0]) / max(self.count, 1), 1) if row else 0.0
         out["hnsw_index"] = self.index_definition
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"

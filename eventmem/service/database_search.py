@@ -218,7 +218,7 @@ class DatabaseView:
         if found is None:
             query = self._keyword_query(text, limit, beside_vectors)
             found = [] if query is None else self.conn.execute(*query).fetchall()
-        hits = keywords.rows_of(found)
+        hits = keywords.rows_of(found, limit)
         rows: list[queries.Row] = [((self.project, i), score, a, u, c) for i, score, a, u, c, _ in hits]
         positions = self._place(rows, [row[5] for row in hits])
         return list(zip(positions, [row[1] for row in rows], strict=True))

@@ -21,6 +21,8 @@ import numpy as np
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
+from eventmem.projectors.postgres.keywords import memory_number
+
 if TYPE_CHECKING:
     import numpy.typing as npt
     import psycopg
@@ -162,7 +164,7 @@ def copy_rows(
             copy.write_row(row)
 
 
-POSTING_COLUMNS = "project, id, tokens, stem, freq"
+POSTING_COLUMNS = "project, memory, tokens, stem, freq"
 """eventmem_postings' columns in the order :func:`postings_data` writes them."""
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = b"\xff\xff"
@@ -170,24 +172,25 @@ _FREQS: dict[float, bytes] = {}
 
 
 def postings_data(
-    project: str, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]], *, in_key_order: bool = False
+    project: int, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]], *, in_key_order: bool = False
 ) -> bytes:
-    """The keyword postings of ``memories`` (id, tokens, stems, frequencies) as one binary ``COPY``
-    stream of :data:`POSTING_COLUMNS`: a row a stem, made here in bulk from each memory's fields
-    (psycopg's ``write_row`` costs a few microseconds a row, and a memory has about 130 postings).
-    ``in_key_order``: the rows in the order of the postings' key within one project (by stem, then
-    memory id, each by code point as Python orders ``str``: the key's own order in a ``C`` or
-    ``C.UTF-8`` database, and near it in others, which is all the inserts' locality needs), so that
-    inserting them into the key's index walks its pages once, in order, instead of at random
-    (measured: a merged branch's postings of 10,000 events onto 20,000 memories copied in 7.9 s
-    instead of 12.7)."""
-    head = (5).to_bytes(2, "big") + (_fields([project]))
+    """The keyword postings of ``memories`` (id, tokens, stems, frequencies) of the project numbered
+    ``project`` as one binary ``COPY`` stream of :data:`POSTING_COLUMNS`: a row a stem, made here in
+    bulk from each memory's fields (psycopg's ``write_row`` costs a few microseconds a row, and a
+    memory has about 130 postings), each naming its memory by :func:`memory_number`.
+    ``in_key_order``: the rows in the order of the postings' key within one project (by stem, byte by
+    byte as its ``COLLATE "C"`` compares, which is the order of the code points Python sorts ``str``
+    by, then by memory number), so that inserting them into the key's index walks its pages once, in
+    order, instead of at random (measured: a merged branch's postings of 10,000 events onto 20,000
+    memories copied in 7.9 s instead of 12.7)."""
+    head = (5).to_bytes(2, "big") + b"\x00\x00\x00\x04" + project.to_bytes(4, "big", signed=True)
     parts = [_SIGNATURE]
     fields = _FIELDS
-    if in_key_order:  # (each stem's postings gathered in the order of their memories' ids, then the stems sorted)
+    numbered = ((memory_number(memory_id), tokens, stems, freqs) for memory_id, tokens, stems, freqs in memories)
+    if in_key_order:  # (each stem's postings gathered in the order of their memories' numbers, then the stems sorted)
         by_stem: dict[str, list[tuple[bytes, bytes]]] = {}
-        for memory_id, tokens, stems, freqs in sorted(memories, key=operator.itemgetter(0)):
-            prefix = _posting_prefix(head, memory_id, tokens)
+        for number, tokens, stems, freqs in sorted(numbered, key=operator.itemgetter(0)):
+            prefix = _posting_prefix(head, number, tokens)
             for stem, freq in zip(stems, freqs, strict=True):
                 posting = (prefix, _FREQS.get(freq) or _freq(freq))
                 held = by_stem.get(stem)
@@ -200,8 +203,8 @@ def postings_data(
             for prefix, value in by_stem[stem]:
                 parts += (prefix, field, value)
     else:
-        for memory_id, tokens, stems, freqs in memories:
-            prefix = _posting_prefix(head, memory_id, tokens)
+        for number, tokens, stems, freqs in numbered:
+            prefix = _posting_prefix(head, number, tokens)
             for stem, freq in zip(stems, freqs, strict=True):
                 parts += (prefix, fields.get(stem) or _field(stem), _FREQS.get(freq) or _freq(freq))
     if len(_FREQS) > _FIELDS_KEPT:
@@ -210,19 +213,21 @@ def postings_data(
     return b"".join(parts)
 
 
-def _posting_prefix(head: bytes, memory_id: str, tokens: int) -> bytes:
+def _posting_prefix(head: bytes, number: int, tokens: int) -> bytes:
     """A posting row's fields before its stem: the field count and project (``head``), the memory's
-    id and its size in tokens."""
-    return head + _fields([memory_id]) + b"\x00\x00\x00\x04" + tokens.to_bytes(4, "big", signed=True)
+    number and its size in tokens."""
+    return (
+        head
+        + b"\x00\x00\x00\x08"
+        + number.to_bytes(8, "big", signed=True)
+        + b"\x00\x00\x00\x04"
+        + tokens.to_bytes(4, "big", signed=True)
+    )
 
 
 def _freq(freq: float) -> bytes:
     value = _FREQS[freq] = b"\x00\x00\x00\x04" + struct.pack(">f", freq)
     return value
-
-
-def _fields(items: Sequence[str]) -> bytes:
-    return b"".join([_FIELDS.get(item) or _field(item) for item in items])
 
 
 def copy_data(cursor: psycopg.Cursor[Any], table: str, columns: str, data: bytes) -> None:

@@ -23,6 +23,7 @@ budget keeps the postings few but for the rarest word, which is always asked).
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import sqlite3
 import threading
@@ -57,8 +58,17 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_NUMBER: Final = "SELECT no FROM eventmem_projects WHERE project = %s"
+"""The number of a project, which its postings name it by (schema 9)."""
 _COLUMNS: Final = ("title", "summary", "content", "tags")
 _WEIGHT: Final = dict(zip(_COLUMNS, WEIGHTS, strict=True))
+
+
+def memory_number(memory_id: str) -> int:
+    """The number a memory's keyword postings name it by (schema 9): the first 8 bytes of the SHA-256
+    of its id's UTF-8 bytes, as a signed 64-bit integer, as the database's ``eventmem_memory_number``
+    computes it."""
+    return int.from_bytes(hashlib.sha256(memory_id.encode("utf-8")).digest()[:8], "big", signed=True)
 
 
 def words_of(title: str, summary: str, content: str, tags: Sequence[str]) -> set[str]:
@@ -276,9 +286,11 @@ def _phrase_holders(
     pairs = _pairs(phrase)
     rows = conn.execute(
         "SELECT m.id, m.title, m.summary, m.content, m.tags, m.tokens, " + where + " FROM eventmem_memories m "
-        "WHERE m.project = %s AND m.id IN (SELECT e.id FROM eventmem_postings e WHERE e.project = %s "
-        "AND e.stem = ANY(%s::text[]) GROUP BY e.id HAVING count(*) = %s) ORDER BY m.id",
-        [*params, project, project, pairs, len(pairs)],
+        "WHERE m.project = %s AND m.id IN (SELECT s.id FROM eventmem_searched s WHERE s.project = %s "
+        "AND eventmem_memory_number(s.id) IN (SELECT e.memory FROM eventmem_postings e "
+        f'WHERE e.project = ({_NUMBER}) AND e.stem = ANY(%s::text[] COLLATE "C") '
+        "GROUP BY e.memory HAVING count(*) = %s)) ORDER BY m.id",
+        [*params, project, project, project, pairs, len(pairs)],
     ).fetchall()
     counts = _phrases().counts([(r[1], r[2], r[3], " ".join(r[4])) for r in rows], phrase)
     kept = [(str(r[0]), c, int(r[5]), bool(r[6])) for r, c in zip(rows, counts, strict=True) if c > 0]
@@ -297,7 +309,8 @@ def holds(conn: Any, project: str, word: str) -> bool:
         return False
     if len(tokens) <= 2:
         row = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM eventmem_postings e WHERE e.project = %s AND e.stem = %s)",
+            f"SELECT EXISTS (SELECT 1 FROM eventmem_postings e WHERE e.project = ({_NUMBER}) "
+            'AND e.stem = %s::text COLLATE "C")',
             [project, " ".join(tokens)],
         ).fetchone()
         return bool(row is not None and row[0])
@@ -328,15 +341,19 @@ def ranked(
     ``vector``, a pgvector literal, if given). ``known``: the project's :func:`statistics` for
     ``text``, if read already."""
     query = ranking(conn, project, text, k, where, params, beside_vectors=beside_vectors, known=known, vector=vector)
-    return [] if query is None else rows_of(conn.execute(*query).fetchall())
+    return [] if query is None else rows_of(conn.execute(*query).fetchall(), k)
 
 
-def rows_of(found: Sequence[Sequence[Any]]) -> list[tuple[str, float, float, float, float, float | None]]:
-    """:func:`ranked`'s answer from the rows of :func:`ranking`'s query."""
-    return [
+def rows_of(found: Sequence[Sequence[Any]], k: int) -> list[tuple[str, float, float, float, float, float | None]]:
+    """:func:`ranked`'s answer from the rows of :func:`ranking`'s query: the ``k`` best, ties of score
+    by id (the query returns the hits tied with its ``k``-th too, in no order among themselves: its
+    postings name memories by number)."""
+    rows = [
         (str(i), float(score), float(a), float(u), float(c), None if v is None else float(v))
         for i, score, a, u, c, v in found
     ]
+    rows.sort(key=lambda row: (-row[1], row[0]))
+    return rows[:k]
 
 
 def ranking(
@@ -365,7 +382,7 @@ def ranking(
         return None
     avgdl = total_tokens / rows
     single: list[tuple[int, str]] = []  # (place in the query, stem)
-    phrase_ids: list[str] = []
+    phrase_ids: list[int] = []  # (their numbers, as their postings name them)
     phrase_places: list[int] = []
     phrase_parts: list[float] = []
     for place, word in enumerate(chosen):
@@ -378,7 +395,7 @@ def ranking(
             idf = _idf(rows, len(ids))
             for memory, freq, size, ok in zip(ids, freqs, sizes, passing, strict=True):
                 if ok:
-                    phrase_ids.append(memory)
+                    phrase_ids.append(memory_number(memory))
                     phrase_places.append(place)
                     phrase_parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * size / avgdl))))
     if not single and not phrase_ids:
@@ -387,18 +404,19 @@ def ranking(
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
-    SELECT e.id, q.place, e.freq AS f, e.tokens FROM q JOIN eventmem_postings e ON e.project = %s AND e.stem = q.stem
+    SELECT e.memory, q.place, e.freq AS f, e.tokens
+    FROM q JOIN eventmem_postings e ON e.project = ({_NUMBER}) AND e.stem = q.stem COLLATE "C"
 ),
 d AS (
     SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
 ),
 parts AS (
-    SELECT p.id, p.place,
+    SELECT p.memory, p.place,
         (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / %s))) AS part
     FROM p JOIN d USING (place)
     UNION ALL
-    SELECT * FROM unnest(%s::text[], %s::int[], %s::float8[])
+    SELECT * FROM unnest(%s::int8[], %s::int[], %s::float8[])
 ),
 {_best_passing(where, vector)}"""
     # (the holders are ranked from their postings alone, and asked best first, one at a time through
@@ -418,7 +436,7 @@ parts AS (
         phrase_ids,
         phrase_places,
         phrase_parts,
-        *([] if vector is None else [vector, project]),
+        *([] if vector is None else [vector]),
         project,
         *params,
         k,
@@ -428,23 +446,20 @@ parts AS (
 
 @functools.lru_cache(maxsize=4096)
 def _best_passing(where: str, vector: str | None) -> str:
-    """The end of both keyword rankings: the holders' parts (CTE ``parts``) summed, best first, and
-    the first of them that pass ``where`` (on alias ``m``), with their columns and, given a query
-    ``vector``, their cosine. Its parameters: the vector and the project (for the cosine), the
-    project, ``where``'s, and the limit."""
-    cosine = (
-        "NULL::float8"
-        if vector is None
-        else "(SELECT -(v.embedding <#> %s::halfvec) FROM eventmem_searched v WHERE v.project = %s AND v.id = s.id)"
-    )
+    """The end of both keyword rankings: the holders' parts (CTE ``parts``, by memory number) summed,
+    best first, and the first of them that pass ``where`` (on alias ``m``, a memory's narrow copy,
+    found by its number), with their columns and, given a query ``vector``, their cosine: the first
+    ``k`` and every hit tied with the last of them (:func:`rows_of` breaks the ties by id). Its
+    parameters: the vector (for the cosine), the project, ``where``'s, and ``k``."""
+    cosine = "NULL::float8" if vector is None else "-(m.embedding <#> %s::halfvec)"
     return f"""
-s AS MATERIALIZED (SELECT id, sum(part ORDER BY place) AS score FROM parts GROUP BY id ORDER BY score DESC, id)
-SELECT s.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
+s AS MATERIALIZED (SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory ORDER BY score DESC)
+SELECT m.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
 FROM s CROSS JOIN LATERAL (
-    SELECT m.importance, m.updated_at, m.created_at FROM eventmem_memories m
-    WHERE m.project = %s AND m.id = s.id AND ({where})
+    SELECT m.id, m.importance, m.updated_at, m.created_at, m.embedding FROM eventmem_searched m
+    WHERE m.project = %s AND eventmem_memory_number(m.id) = s.memory AND ({where})
 ) m
-ORDER BY s.score DESC, s.id LIMIT %s
+ORDER BY s.score DESC FETCH FIRST %s ROWS WITH TIES
 """
 
 
@@ -486,7 +501,7 @@ def ranking_at_once(
         least, per = MIN_POSTINGS_BUDGET, 50
     sql = f"""
 WITH pr AS (
-    SELECT p.memories::float8 AS n, p.tokens::float8 / p.memories::float8 AS avgdl,
+    SELECT p.no, p.memories::float8 AS n, p.tokens::float8 / p.memories::float8 AS avgdl,
         greatest(%s, p.memories / %s) AS budget
     FROM eventmem_projects p WHERE p.project = %s AND p.memories > 0
 ),
@@ -501,13 +516,14 @@ q(stem, place) AS (
     SELECT u.stem, u.place::int FROM u, pr WHERE (u.place = 0 OR u.used <= pr.budget) AND u.stem IS NOT NULL
 ),
 p AS (
-    SELECT e.id, q.place, e.freq AS f, e.tokens FROM q JOIN eventmem_postings e ON e.project = %s AND e.stem = q.stem
+    SELECT e.memory, q.place, e.freq AS f, e.tokens
+    FROM q JOIN eventmem_postings e ON e.project = (SELECT no FROM pr) AND e.stem = q.stem COLLATE "C"
 ),
 d AS (
     SELECT place, ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
 ),
 parts AS (
-    SELECT p.id, p.place,
+    SELECT p.memory, p.place,
         (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
     FROM p JOIN d USING (place)
@@ -523,12 +539,11 @@ parts AS (
         stems,
         project,
         MAX_QUERY_WORDS,
-        project,
         K1 + 1.0,
         K1,
         1 - B,
         B,
-        *([] if vector is None else [vector, project]),
+        *([] if vector is None else [vector]),
         project,
         *params,
         k,
