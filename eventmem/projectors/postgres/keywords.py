@@ -14,10 +14,12 @@ of a column (``"parse config"``) with its weighted count, so that a phrase of tw
 is; the memories holding every pair of a longer phrase are tokenized again here and its occurrences
 counted, as FTS5 counts them.
 
-Only the postings of the chosen words' stems are read (``eventmem_postings``: a narrow index of (stem,
-memory) with the weighted frequency and the memory's size, schema 4), every holder ranked from them
-alone; the memories' rows are then read in that order, best first, until ``k`` pass the filters (the
-budget keeps the postings few but for the rarest word, which is always asked).
+Only the postings of the chosen words' stems are read (``eventmem_postings``: a narrow index of
+(project, stem, memory) with the weighted frequency and the memory's size, schema 4; the project and
+the memory named by number, :func:`memory_number`, schema 9), every holder ranked from them alone;
+the holders' narrow copies are then read in that order, best first, until ``k`` pass the filters
+(the budget keeps the postings few but for the rarest word, which is always asked), and the ties of
+score broken by id (:func:`rows_of`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "holds",
     "holds_a_word",
     "keyword_rows",
+    "memory_number",
     "ranked",
     "ranking",
     "ranking_at_once",
