@@ -392,7 +392,7 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
         # (the narrow copy of each memory the scans read, schema 7, where there is one)
         row = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass('eventmem_searched')), 0)").fetchone()
         narrow = int(row[0]) if row is not None else 0
-        postings, database = stored_bytes(uri)
+        postings, database = stored_bytes_per_memory(uri, count)
     answers = compare(uri, root, Corpus(11).queries(query_count * len(FILTERS)), spec)
     return {
         "memories": count,
@@ -420,19 +420,20 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
         "recall": answers,
         "disk_bytes_per_memory": round(disk / max(count, 1), 1),
         "narrow_copy_bytes_per_memory": round(narrow / max(count, 1), 1),
-        "postings_bytes_per_memory": round(postings / max(count, 1), 1),
-        "database_bytes_per_memory": round(database / max(count, 1), 1),
+        "postings_bytes_per_memory": postings,
+        "database_bytes_per_memory": database,
     }
 
 
-def stored_bytes(uri: str) -> tuple[int, int]:
-    """(the keyword postings' table with its key, the whole database) in bytes on disk."""
-    import psycopg
+def stored_bytes_per_memory(uri: str, count: int) -> tuple[float, float]:
+    """(the keyword postings' table with its key, the whole database) in bytes on disk a memory, as
+    the scale benchmark's tiers measure them (:func:`scale_postgres.sizes`)."""
+    from scale_postgres import sizes
 
-    with psycopg.connect(uri, autocommit=True) as conn:
-        sql = "SELECT pg_total_relation_size('eventmem_postings'), pg_database_size(current_database())"
-        found = conn.execute(sql).fetchone()
-    return (int(found[0]), int(found[1])) if found is not None else (0, 0)
+    found = sizes(uri, count)
+    return found["table_bytes_per_memory"].get("eventmem_postings", 0.0), round(
+        found["database_bytes"] / max(count, 1), 1
+    )
 
 
 def server_cpu_seconds(pgdata: Path | None) -> float | None:
@@ -499,9 +500,9 @@ def measure_sync(
         out["sync_seconds"] = round(seconds, 3)
         out["sync_events_per_s"] = round(taken / seconds, 1)
         out["sync_load_average"] = round(os.getloadavg()[0], 2)
-        postings, database = stored_bytes(uri)
-        out["sync_postings_bytes_per_memory"] = round(postings / max(count, 1), 1)
-        out["sync_database_bytes_per_memory"] = round(database / max(count, 1), 1)
+        out["sync_postings_bytes_per_memory"], out["sync_database_bytes_per_memory"] = stored_bytes_per_memory(
+            uri, count
+        )
         log(f"first sync: {taken} events in {seconds:.1f}s")
         for label, size, seed, segment in (
             ("incremental", incremental, 303, "incremental.main.jsonl"),
