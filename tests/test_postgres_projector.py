@@ -212,7 +212,7 @@ def test_a_large_batch_keeps_its_indexes_lets_readers_read_and_one_killed_midway
     projector = projector_factory("p")
     projector.load(feed.full())
     indexes = _index_definitions(conn)
-    assert any("hnsw" in i for i in indexes) and any("eventmem_postings_key" in i for i in indexes)
+    assert any("ivfflat" in i for i in indexes) and any("eventmem_postings_key" in i for i in indexes)
     next(history)
     batch = feed.tail()
     assert batch is not None

@@ -3,7 +3,7 @@ while a model embeds the query (its hits' cosines asked once the vector is known
 answers; the built-in embedder's vector, made in less than a round trip, is made first), a question
 asked again through ``serve --store`` takes its vector from the store's cache instead of the model,
 and a learned model's vectors are searched through HNSW with fewer candidates than the built-in
-embedder's near-random ones, and the built-in embedder's through the HNSW index of their semantic
+embedder's near-random ones, and the built-in embedder's through an inverted file of their semantic
 part, their candidates ranked by the whole vector."""
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from eventmem.journal.config import Config
 from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import PostgresProjector
+from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
+from eventmem.projectors.postgres.targets import Target
 from eventmem.service import MemoryService, database_search
 from eventmem.service.search import hybrid_search
 
@@ -207,10 +209,10 @@ def test_the_built_in_embedders_vectors_past_the_exact_bounds_are_found_by_their
             found = database_search.hybrid(loaded, ("p",), embedder, text, 10, filters, now=NOW)
             assert found == exact_recalls[(text, filters)], (text, filters)
         plan = _plan(loaded, vector, filters, embedder.model_id)
-        assert "eventmem_searched_semantic_384" in plan and "eventmem_memories_hnsw" not in plan, plan
+        assert "eventmem_searched_semantic_ivf_384" in plan and "eventmem_memories_hnsw" not in plan, plan
     # and no index of the whole vectors is made: no search of the built-in embedder's vectors reads it
     names = [row[0] for row in loaded.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
-    assert "eventmem_searched_semantic_384" in names and "eventmem_memories_hnsw_384" not in names, names
+    assert "eventmem_searched_semantic_ivf_384" in names and "eventmem_memories_hnsw_384" not in names, names
 
 
 def test_the_semantic_index_is_made_again_by_a_load_and_kept_by_the_syncs_after_it(
@@ -228,7 +230,8 @@ def test_the_semantic_index_is_made_again_by_a_load_and_kept_by_the_syncs_after_
         assert sync.catch_up() == 1
         with psycopg.connect(pg_uri) as conn:
             valid = conn.execute(
-                "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = 'eventmem_searched_semantic_384'::regclass"
+                "SELECT i.indisvalid FROM pg_index i "
+                "WHERE i.indexrelid = 'eventmem_searched_semantic_ivf_384'::regclass"
             ).fetchone()
             assert valid == (True,)
             vector = embedder.embed(["release checklist docs releasing"])[0]
@@ -239,6 +242,100 @@ def test_the_semantic_index_is_made_again_by_a_load_and_kept_by_the_syncs_after_
         sync.projector.close()  # type: ignore[attr-defined]
 
 
+def _lists(conn: Any) -> int:
+    row = conn.execute(f"SELECT {queries.SEMANTIC_LISTS}").fetchone()
+    conn.commit()
+    return int(row[0])
+
+
+def _semantic_indexes(conn: Any) -> list[tuple[str, bool]]:
+    rows = conn.execute(
+        "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relname LIKE 'eventmem_searched_semantic%' ORDER BY 1"
+    ).fetchall()
+    conn.commit()
+    return [(str(name), bool(valid)) for name, valid in rows]
+
+
+def test_a_search_reads_half_the_inverted_files_lists_and_ranks_what_they_hold_exactly(
+    service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(300):
+        service.save(f"common note {n} about caching", title=f"note {n % 7}", tags=[f"t{n % 4}"])
+    monkeypatch.setattr(projector_module, "IVF_LISTS_FROM", 100)  # (300 memories: 17 lists, made by the load)
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10)
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
+    monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
+    embedder = HashingEmbedder()
+    projector = PostgresProjector(psycopg.connect(pg_uri), "p", embedder, branch="main")
+    try:
+        projector.load(JournalFeed(project).full())
+    finally:
+        projector.close()
+    with psycopg.connect(pg_uri) as conn:
+        assert _lists(conn) == 17 == projector_module.ivf_lists(300)
+        vector = embedder.embed(["note 3 about caching"])[0]
+        for filters in (Filters(), Filters(tags=("t1",))):
+            with conn.transaction():
+                setting, sql, values = queries.vector_query(
+                    ("p",), vector, 10, filters, NOW, exact=False, model=embedder.model_id
+                )
+                conn.execute(setting)
+                assert conn.execute("SELECT current_setting('ivfflat.probes')").fetchone() == ("9",)
+                plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
+                assert "eventmem_searched_semantic_ivf_384" in plan, plan
+                conn.execute(queries.SORTING_BACK)
+            monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 1.0)  # (every list read: the exact answer)
+            hits = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, model=embedder.model_id)
+            assert hits == queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True), filters
+            monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 0.5)
+
+
+def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_want_twice_its_lists(
+    service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(made over an empty database, as a project's first saves make it, it has one list; the memories
+    that came since are then found by reading all of them, however many they grow to)"""
+    monkeypatch.setattr(projector_module, "IVF_LISTS_FROM", 20)
+    monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10**9)  # (no load makes it: only the start)
+    embedder = HashingEmbedder()
+
+    def started() -> tuple[int, list[tuple[str, bool]]]:
+        runner = SyncRunner(pg_uri, [Target("p", project)], embedder)
+        try:
+            runner.start()
+        finally:
+            runner.close()
+        with psycopg.connect(pg_uri) as conn:
+            return _lists(conn), _semantic_indexes(conn)
+
+    for n in range(10):
+        service.save(f"first note {n} about caching", tags=[f"t{n % 4}"])
+    assert started() == (1, [("eventmem_searched_semantic_ivf_384", True)])
+    for n in range(40):
+        service.save(f"later note {n} about the release", tags=[f"t{n % 4}"])
+    assert started() == (7, [("eventmem_searched_semantic_ivf_384", True)])  # (50 memories: 7 lists)
+    # (a try that died midway left its index half made: the next one drops it)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(
+            "CREATE INDEX eventmem_searched_semantic_ivf_384_making ON eventmem_searched "
+            "USING ivfflat ((subvector(embedding, 257, 128)::halfvec(128)) halfvec_ip_ops) WITH (lists = 3)"
+        )
+    for n in range(150):
+        service.save(f"more notes {n} about the deploy", tags=[f"t{n % 4}"])
+    assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])  # (200 memories: 14 lists)
+    for n in range(100):
+        service.save(f"last notes {n} about the deploy", tags=[f"t{n % 4}"])
+    assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])  # (300 would have 17: kept)
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
+    monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 1.0)
+    with psycopg.connect(pg_uri) as conn:
+        for text in ("later note 7 release", "deploy notes", "first note caching"):
+            vector = embedder.embed([text])[0]
+            hits = queries.vector_hits(conn, ("p",), vector, 10, Filters(), NOW, model=embedder.model_id)
+            assert hits == queries.vector_hits(conn, ("p",), vector, 10, Filters(), NOW, exact=True), text
+
+
 def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: str) -> None:
     PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main").close()
     with psycopg.connect(pg_uri) as conn:
@@ -246,27 +343,35 @@ def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: s
     assert "eventmem_memories_hnsw_384" in names and not any("semantic" in name for name in names), names
 
 
-def test_a_sync_drops_the_whole_vectors_index_an_earlier_version_made_for_the_built_in_embedder(
-    loaded: Any, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("index", "table", "definition"),
+    [
+        ("eventmem_memories_hnsw_384", "eventmem_memories", "hnsw ((embedding::vector(384)) vector_cosine_ops)"),
+        (
+            "eventmem_searched_semantic_384",
+            "eventmem_searched",
+            "hnsw ((subvector(embedding, 257, 128)::halfvec(128)) halfvec_ip_ops)",
+        ),
+    ],
+    ids=["of the whole vectors", "of the semantic part"],
+)
+def test_a_sync_drops_the_graph_an_earlier_version_made_for_the_built_in_embedder(
+    loaded: Any, pg_uri: str, monkeypatch: pytest.MonkeyPatch, index: str, table: str, definition: str
 ) -> None:
     """(no search reads it, and every row a sync writes paid for it; while a reader holds the table,
     the sync does not wait on it: the index is left to the next one)"""
-    loaded.execute(
-        "CREATE INDEX eventmem_memories_hnsw_384 ON eventmem_memories "
-        "USING hnsw ((embedding::vector(384)) vector_cosine_ops)"
-    )
+    loaded.execute(f"CREATE INDEX {index} ON {table} USING {definition}")
     loaded.commit()
     monkeypatch.setattr(projector_module, "DROP_LOCK_WAIT", "200ms")
     with psycopg.connect(pg_uri) as reader:
-        reader.execute("SELECT count(*) FROM eventmem_memories").fetchone()  # (its transaction holds the table)
+        reader.execute(f"SELECT count(*) FROM {table}").fetchone()  # (its transaction holds the table)
         PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main").close()
-        assert loaded.execute("SELECT to_regclass('eventmem_memories_hnsw_384')::text").fetchone() == (
-            "eventmem_memories_hnsw_384",
-        )
+        assert loaded.execute("SELECT to_regclass(%s)::text", [index]).fetchone() == (index,)
         loaded.commit()
     PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main").close()
-    assert loaded.execute("SELECT to_regclass('eventmem_memories_hnsw_384')").fetchone() == (None,)
+    assert loaded.execute("SELECT to_regclass(%s)", [index]).fetchone() == (None,)
     loaded.commit()
+    assert _semantic_indexes(loaded) == [("eventmem_searched_semantic_ivf_384", True)]
     vector = HashingEmbedder().embed(["common caching rare"])[0]
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     hits = queries.vector_hits(loaded, ("p",), vector, 10, Filters(), NOW, model=HashingEmbedder().model_id)

@@ -16,6 +16,7 @@ defined: ``m`` 16 at every size, where a sync's load of more than 50,000 memorie
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import sys
@@ -142,29 +143,30 @@ class Tier:
         for _, statement in postings_key:
             conn.execute(statement)
         self.timings["postings_key_build_seconds"] = time.perf_counter() - t0
-        self.log(f"{self.count}: building the HNSW index")
+        self.log(f"{self.count}: building the vector index")
         t0 = time.perf_counter()
-        with conn.transaction():  # (as a sync's load makes it for this many: m and ef_construction by size)
+        with conn.transaction():  # (as a sync's load makes it for this many: its parameters by size)
             projector.create_vector_index(self.count)
-        self.timings["hnsw_build_seconds"] = time.perf_counter() - t0
+        self.timings["vector_index_build_seconds"] = time.perf_counter() - t0
         self.index_definition = self._vector_index_definition(conn)[1]
         t0 = time.perf_counter()
         conn.execute("VACUUM ANALYZE eventmem_memories")
         conn.execute("VACUUM ANALYZE eventmem_searched")
         conn.execute("VACUUM ANALYZE eventmem_postings")
         self.timings["analyze_seconds"] = time.perf_counter() - t0
-        self.log(f"{self.count}: index built in {self.timings['hnsw_build_seconds']:.0f}s")
+        self.log(f"{self.count}: index built in {self.timings['vector_index_build_seconds']:.0f}s")
         conn.close()
 
     @staticmethod
     def _vector_index_definition(conn: Any) -> tuple[str, str]:
-        """(name, CREATE INDEX statement) of the HNSW index the projector created."""
+        """(name, CREATE INDEX statement) of the vector index the projector created (a learned model's
+        HNSW graph, the built-in embedder's inverted file)."""
         row = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('eventmem_memories', 'eventmem_searched') "
-            "AND indexdef ILIKE '%USING hnsw%'"
+            "AND (indexdef ILIKE '%USING hnsw%' OR indexdef ILIKE '%USING ivfflat%')"
         ).fetchone()
         if row is None:
-            raise RuntimeError("the projector created no HNSW index")
+            raise RuntimeError("the projector created no vector index")
         return str(row[0]), str(row[1])
 
     def exact_top(self, query: np.ndarray[Any, Any], filtered: bool, k: int = 10) -> set[str]:
@@ -209,7 +211,7 @@ class Tier:
                 out[f"{label}vector_exact_p50_ms"] = p50_ms(exact)
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
-            out["ef_search_sweep"] = self.sweep(conn, texts[:50])
+            out["index_sweep"] = self.sweep(conn, texts[:50])
             row = conn.execute(
                 "SELECT count(*) FROM eventmem_postings e JOIN eventmem_projects p ON p.no = e.project "
                 "WHERE p.project = %s",
@@ -218,6 +220,9 @@ class Tier:
             out["keyword_postings_per_memory"] = round(int(row[0]) / max(self.count, 1), 1) if row else 0.0
         out["hnsw_index"] = self.index_definition
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
+        out["vector_index"] = "ivfflat" if "USING ivfflat" in self.index_definition else "hnsw"
+        if semantic_dims(self.model):  # (the inverted file's lists read, and the candidates a top 10 keeps)
+            out["ivf_probed_share"] = queries.IVF_PROBED_SHARE
         out["hnsw_ef_search"] = queries.ef_search(10, self.model)
         out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50), self.model)
         out.update({key: round(value, 2) for key, value in self.timings.items()})
@@ -225,19 +230,17 @@ class Tier:
         return out
 
     def sweep(self, conn: Any, texts: list[str]) -> dict[str, dict[str, float]]:
-        """Unfiltered recall@10 and p50 at other ``hnsw.ef_search`` values than the one
-        ``queries.vector_hits`` sets (raw SQL, the same ORDER BY as it), to show what recall costs."""
-        out: dict[str, dict[str, float]] = {}
+        """Recall@10 and p50 at other settings than the ones ``queries.vector_hits`` makes (raw SQL,
+        the same ORDER BY as it), to show what recall costs: a learned model's HNSW graph at other
+        ``hnsw.ef_search`` values (unfiltered); the built-in embedder's inverted file reading other
+        shares of its lists (``ivfflat.probes``), without and with the filter, its candidates as many
+        as a top 10's."""
         dim = int(self.embedder.dim)
         part = semantic_dims(self.model)
+        if part:
+            return self._sweep_lists(conn, texts, dim, part)
+        out: dict[str, dict[str, float]] = {}
         sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
-        if part:  # (as queries.vector_query: the semantic part's nearest, ranked by the whole vector)
-            sql = (
-                f"SELECT s.id FROM (SELECT m.id, m.embedding FROM eventmem_searched m "
-                f"ORDER BY {queries.semantic_order(dim, part)} <#> "
-                f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) "
-                f"LIMIT %s) s ORDER BY s.embedding <#> %s::halfvec({dim}) LIMIT 10"
-            )
         for ef in (40, 100, 200, 400, 800, 1000):
             recalls, times = [], []
             for text in texts:
@@ -247,12 +250,47 @@ class Tier:
                     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                     conn.execute("SET LOCAL enable_sort = off")  # (as queries.vector_query: through the index)
                     t0 = time.perf_counter()
-                    asked = [literal(vector), ef, literal(vector)] if part else [literal(vector)]
-                    found = {str(row[0]) for row in conn.execute(sql, asked).fetchall()}
+                    found = {str(row[0]) for row in conn.execute(sql, [literal(vector)]).fetchall()}
                     times.append(time.perf_counter() - t0)
                 recalls.append(len(truth & found) / len(truth))
             out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
             self.log(f"{self.count}: ef_search {ef}: {out[str(ef)]}")
+        return out
+
+    def _sweep_lists(self, conn: Any, texts: list[str], dim: int, part: int) -> dict[str, dict[str, float]]:
+        candidates = queries.ef_search(10, self.model)
+        lists = int(conn.execute(f"SELECT {queries.SEMANTIC_LISTS}").fetchone()[0])  # type: ignore[index]
+        out: dict[str, dict[str, float]] = {"lists": {"lists": lists, "candidates": candidates}}
+        for label, tag in (("", None), ("filtered_", FILTER_TAG)):
+            where = "WHERE %s = ANY(m.tags) " if tag else ""
+            sql = (
+                f"SELECT s.id FROM (SELECT m.id, m.embedding FROM eventmem_searched m {where}"
+                f"ORDER BY {queries.semantic_order(dim, part)} <#> "
+                f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) "
+                f"LIMIT %s) s ORDER BY s.embedding <#> %s::halfvec({dim}) LIMIT 10"
+            )
+            for share in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0):
+                probes = max(1, math.ceil(share * lists))
+                recalls, times = [], []
+                for text in texts:
+                    vector = self.embedder.embed([text])[0]
+                    truth = self.exact_top(vector, tag is not None)
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL ivfflat.probes = {probes}")
+                        conn.execute("SET LOCAL ivfflat.iterative_scan = relaxed_order")
+                        conn.execute("SET LOCAL enable_sort = off")  # (as queries.vector_query: through the index)
+                        asked = [literal(vector), candidates, literal(vector)]
+                        t0 = time.perf_counter()
+                        found = {str(row[0]) for row in conn.execute(sql, [tag, *asked] if tag else asked).fetchall()}
+                        times.append(time.perf_counter() - t0)
+                    recalls.append(len(truth & found) / len(truth))
+                key = f"{label}share_{share}"
+                out[key] = {
+                    "probes": probes,
+                    "recall_at_10": round(statistics.mean(recalls), 4),
+                    "p50_ms": p50_ms(times),
+                }
+                self.log(f"{self.count}: {key}: {out[key]}")
         return out
 
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import psycopg
 
-__all__ = ["PostgresProjector", "decode_record", "vector_literal"]
+__all__ = ["PostgresProjector", "decode_record", "ivf_lists", "vector_literal"]
 
 _log = logging.getLogger("eventmem.sync")
 
@@ -89,6 +89,14 @@ recall against exact 0.98 of the top 10 and of the top 50 in 19 ms (0.945 and 0.
 :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION` gave 0.985 and 0.99 in 61 ms (0.978 and 0.975 at
 400); ``m`` 16 with ``ef_construction`` 64 built in the same time and found 0.97 and 0.967 at 800."""
 HNSW_SMALL_UP_TO = 50_000
+IVF_LISTS_FROM = 5_000
+"""The built-in embedder's vectors are found by an inverted file of their semantic part
+(:data:`eventmem.projectors.postgres.queries.IVF_PROBED_SHARE`): of one list below this many memories
+(a search compares the query with every memory's part, about a millisecond at 5,000), of the square
+root of their number from it (:func:`ivf_lists`). A list's centre is drawn from the memories there
+when the index is made: made over too few, the lists would be drawn at random."""
+_INDEX_LOCK_CLASS = 0x65766D69
+"""The class of the advisory lock one process holds while it makes the inverted file again."""
 DROP_LOCK_WAIT = "2s"
 """How long a sync waits for the readers of a table to drop an index no search reads."""
 INDEX_MEMORY_MB = (64, 1024)
@@ -367,29 +375,87 @@ class PostgresProjector:
         return f"eventmem_memories_hnsw_{int(self.embedder.dim)}"
 
     def _semantic_index(self) -> str:
+        return f"eventmem_searched_semantic_ivf_{int(self.embedder.dim)}"
+
+    def _semantic_graph(self) -> str:
+        """The HNSW index of the semantic part an earlier version made (dropped: no search reads it)."""
         return f"eventmem_searched_semantic_{int(self.embedder.dim)}"
 
-    def create_vector_index(self, rows: int | None = None) -> None:
-        """The HNSW index the embedder's searches read, unless there: for ``rows`` memories (``None``:
-        as many as the table holds, by the planner's estimate), :data:`HNSW_SMALL` up to
-        :data:`HNSW_SMALL_UP_TO`. A learned model's: of the whole vectors. The built-in embedder's:
-        of the narrow copies' semantic part, which its searches read
-        (:data:`eventmem.projectors.postgres.queries.SEMANTIC_CANDIDATES_PER_HIT`), and not of the
-        whole vectors, which none reads and every write would pay for (:meth:`_drop_unread_index`)."""
-        if rows is None:
-            row = self.conn.execute(
-                "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
-            ).fetchone()
-            rows = int(row[0]) if row is not None else 0
-        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+    def _semantic_definition(self, name: str, lists: int, made: str = "INDEX") -> str:
+        """The statement making the inverted file of the semantic part (``made``: how the index is made,
+        e.g. ``INDEX IF NOT EXISTS``)."""
         dim = int(self.embedder.dim)
         part = semantic_dims(self.embedder.model_id)
-        if part:
-            self.conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {self._semantic_index()} ON {SEARCHED} "
-                f"USING hnsw ({semantic_order(dim, part, '')} halfvec_ip_ops) "
-                f"WITH (m = {m}, ef_construction = {ef_construction})"
-            )
+        return (
+            f"CREATE {made} {name} ON {SEARCHED} USING ivfflat ({semantic_order(dim, part, '')} halfvec_ip_ops) "
+            f"WITH (lists = {int(lists)})"
+        )
+
+    def _rows_held(self) -> int:
+        """The memories every project holds (the sync's own counts: no scan)."""
+        row = self.conn.execute("SELECT coalesce(sum(memories), 0)::bigint FROM eventmem_projects").fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def _semantic_lists(self) -> int | None:
+        """The lists the inverted file of the semantic part was made with (``None``: there is none)."""
+        row = self.conn.execute(
+            "SELECT (SELECT max(substring(o FROM '^lists=([0-9]+)$')::int) FROM unnest(c.reloptions) AS o) "
+            "FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            [self._semantic_index()],
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def refresh_semantic_index(self) -> bool:
+        """Make the built-in embedder's inverted file again when the memories would now have at least
+        twice its lists (:func:`ivf_lists`: an index made over few memories has one list, which a
+        search reads whole; its lists are chosen when it is made, and a search reads a share of them,
+        so an index made over fewer memories reads a larger share of each list's). Made beside the old
+        one and put in its place without holding off readers or writers (``CONCURRENTLY``), by one
+        process at a time, when a sync has started (``eventmem sync``, ``serve --store``: the runner's
+        start, once the journals are taken); returns whether it was made again."""
+        if not semantic_dims(self.embedder.model_id):
+            return False
+        with self.conn.transaction():
+            rows, lists = self._rows_held(), self._semantic_lists()
+        if lists is None or ivf_lists(rows) < 2 * lists:
+            return False
+        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
+
+        name, making = self._semantic_index(), f"{self._semantic_index()}_making"
+        autocommit = self.conn.autocommit
+        self.conn.autocommit = True
+        try:
+            held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
+            if not held.fetchone()[0]:  # type: ignore[index]
+                return False
+            try:
+                _log.info("the inverted file of %d memories made again: %d lists, was %d", rows, ivf_lists(rows), lists)
+                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
+                self.conn.execute(self._semantic_definition(making, ivf_lists(rows), "INDEX CONCURRENTLY"))
+                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                self.conn.execute(f"ALTER INDEX {making} RENAME TO {name}")
+            except errors.InsufficientPrivilege:  # (another role made it: searched as it is)
+                _log.warning("the inverted file %s is not this role's to make again: it stays", name)
+                return False
+            finally:
+                self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
+        finally:
+            self.conn.autocommit = autocommit
+        return True
+
+    def create_vector_index(self, rows: int | None = None) -> None:
+        """The index the embedder's searches read, unless there, made for ``rows`` memories (``None``:
+        as many as the projects hold). A learned model's: an HNSW graph of the whole vectors,
+        :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. The built-in embedder's: an inverted file of
+        the narrow copies' semantic part (:func:`ivf_lists`), which its searches read
+        (:data:`eventmem.projectors.postgres.queries.IVF_PROBED_SHARE`), and no index of the whole
+        vectors, which none reads and every write would pay for (:meth:`_drop_unread_index`)."""
+        if rows is None:
+            rows = self._rows_held()
+        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        dim = int(self.embedder.dim)
+        if semantic_dims(self.embedder.model_id):
+            self.conn.execute(self._semantic_definition(self._semantic_index(), ivf_lists(rows), "INDEX IF NOT EXISTS"))
         else:
             self.conn.execute(
                 f"CREATE INDEX IF NOT EXISTS {self._vector_index()} ON eventmem_memories "
@@ -399,24 +465,26 @@ class PostgresProjector:
 
     def _drop_unread_index(self) -> None:
         """A database of the built-in embedder's vectors made by an earlier version holds an HNSW
-        index of the whole vectors beside the semantic part's: no search reads it, and a sync paid
-        for it on every row (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
+        index of the whole vectors, or one of the semantic part, beside the part's inverted file: no
+        search reads them, and a sync paid for them on every row, the graph's insert about 1.6 ms
+        (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
         holds the table for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the
         table's readers, and they for it); else left to the next sync, or for good if another role owns it."""
         if not semantic_dims(self.embedder.model_id):
             return
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
-        try:
-            with self.conn.transaction():
-                held = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self._vector_index()]).fetchone()
-                if held is not None and held[0]:
-                    self.conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_WAIT}'")
-                    self.conn.execute(f"DROP INDEX IF EXISTS {self._vector_index()}")
-        except errors.LockNotAvailable:
-            _log.info("the unread index %s is left to the next sync: its table is being read", self._vector_index())
-        except errors.InsufficientPrivilege:  # (another role made it: the sync goes on without dropping it)
-            _log.warning("the unread index %s is not this role's to drop: it stays", self._vector_index())
+        for index in (self._vector_index(), self._semantic_graph()):
+            try:
+                with self.conn.transaction():
+                    held = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [index]).fetchone()
+                    if held is not None and held[0]:
+                        self.conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_WAIT}'")
+                        self.conn.execute(f"DROP INDEX IF EXISTS {index}")
+            except errors.LockNotAvailable:
+                _log.info("the unread index %s is left to the next sync: its table is being read", index)
+            except errors.InsufficientPrivilege:  # (another role made it: the sync goes on without dropping it)
+                _log.warning("the unread index %s is not this role's to drop: it stays", index)
 
     def _large(self, batch: Batch) -> bool:
         """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
@@ -671,6 +739,12 @@ class PostgresProjector:
                 yield (self.project, event.id, pg_text(event.type), event.ts, event.raw)
             else:
                 yield (self.project, event.id, event.__struct_config__.tag, event.ts, encode_event(event))
+
+
+def ivf_lists(memories: int) -> int:
+    """The lists of an inverted file of the semantic part made over this many memories: one below
+    :data:`IVF_LISTS_FROM`, else the square root of their number."""
+    return 1 if memories < IVF_LISTS_FROM else round(math.sqrt(memories))
 
 
 def _keyword_rows(upserts: Sequence[Projected]) -> list[keywords.KeywordRow]:

@@ -59,12 +59,14 @@ class SyncRunner:
         self.conn = connect(self.uri, application_name=self.application_name)
         try:
             counts: dict[str, int] = {}
+            projectors: list[PostgresProjector] = []
             for target in self.targets:
                 paths = ProjectPaths(target.root)
                 cache = EmbeddingCache(paths.cache_dir / "embeddings", self.embedder.model_id, self.embedder.dim)
                 projector = PostgresProjector(
                     self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
                 )
+                projectors.append(projector)
                 self.syncs[target.name] = ProjectSync(projector, target.root)
             if not keep_others:
                 with self.conn.transaction():
@@ -74,6 +76,8 @@ class SyncRunner:
             for name, sync in self.syncs.items():
                 with self._alone(name):
                     counts[name] = sync.start()
+            if projectors:  # (one index for every project, sized for the memories the journals brought)
+                projectors[0].refresh_semantic_index()
             return counts
         except Exception as exc:
             raise self._failure(exc) from None
