@@ -327,6 +327,12 @@ def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_wan
     for n in range(100):
         service.save(f"last notes {n} about the deploy", tags=[f"t{n % 4}"])
     assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])  # (300 would have 17: kept)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # (left by a try that died after its index was made)
+        conn.execute(
+            "CREATE INDEX eventmem_searched_semantic_ivf_384_making ON eventmem_searched "
+            "USING ivfflat ((subvector(embedding, 257, 128)::halfvec(128)) halfvec_ip_ops) WITH (lists = 17)"
+        )
+    assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 1.0)
     with psycopg.connect(pg_uri) as conn:

@@ -415,27 +415,32 @@ class PostgresProjector:
         start, once the journals are taken); returns whether it was made again."""
         if not semantic_dims(self.embedder.model_id):
             return False
+        name, making = self._semantic_index(), f"{self._semantic_index()}_making"
         with self.conn.transaction():
             rows, lists = self._rows_held(), self._semantic_lists()
-        if lists is None or ivf_lists(rows) < 2 * lists:
+            left = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [making]).fetchone()
+        wanted = lists is not None and ivf_lists(rows) >= 2 * lists
+        if not wanted and not (left is not None and left[0]):
             return False
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
-        name, making = self._semantic_index(), f"{self._semantic_index()}_making"
         autocommit = self.conn.autocommit
         self.conn.autocommit = True
         try:
             held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
             if not held.fetchone()[0]:  # type: ignore[index]
-                return False
+                return False  # (another process is making it)
             try:
-                _log.info("the inverted file of %d memories made again: %d lists, was %d", rows, ivf_lists(rows), lists)
                 self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
+                if not wanted:
+                    return False
+                _log.info("the inverted file of %d memories made again: %d lists, was %s", rows, ivf_lists(rows), lists)
                 self.conn.execute(self._semantic_definition(making, ivf_lists(rows), "INDEX CONCURRENTLY"))
                 self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
                 self.conn.execute(f"ALTER INDEX {making} RENAME TO {name}")
-            except errors.InsufficientPrivilege:  # (another role made it: searched as it is)
-                _log.warning("the inverted file %s is not this role's to make again: it stays", name)
+            except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
+                # (another role's index, or a wait cut short: searched as it is, made again by a later sync)
+                _log.warning("the inverted file %s was not made again (%s): it stays", name, type(exc).__name__)
                 return False
             finally:
                 self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
