@@ -126,7 +126,7 @@ def test_the_scale_benchmark_reports_tiers_of_two_embedders_together_by_size(tmp
     tier = data["postgres"]["tiers"]["2000"]
     assert tier["embedder"] == "hashing-v4-384" and tier["hnsw_ef_search"] >= 400
     assert tier["hybrid_hnsw_ef_search"] > tier["hnsw_ef_search"]
-    assert tier["vector_index"] == "ivfflat" and 0 < tier["ivf_probed_share"] <= 1
+    assert tier["vector_index"] == "ivfflat" and tier["ivf_probes_per_root"] > 0
     sweep = tier["index_sweep"]  # (the inverted file reading more of its lists finds more, all when it reads all)
     assert {"share_0.1", "share_0.5", "filtered_share_0.5", "share_1.0"} <= set(sweep)
     assert sweep["share_1.0"]["recall_at_10"] >= sweep["share_0.1"]["recall_at_10"]

@@ -257,7 +257,7 @@ def _semantic_indexes(conn: Any) -> list[tuple[str, bool]]:
     return [(str(name), bool(valid)) for name, valid in rows]
 
 
-def test_a_search_reads_half_the_inverted_files_lists_and_ranks_what_they_hold_exactly(
+def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_root_and_ranks_what_they_hold_exactly(
     service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for n in range(300):
@@ -266,6 +266,7 @@ def test_a_search_reads_half_the_inverted_files_lists_and_ranks_what_they_hold_e
     monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10)
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
+    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)  # (of 17 lists: ceil(2 * sqrt(17)) = 9)
     embedder = HashingEmbedder()
     projector = PostgresProjector(psycopg.connect(pg_uri), "p", embedder, branch="main")
     try:
@@ -285,10 +286,10 @@ def test_a_search_reads_half_the_inverted_files_lists_and_ranks_what_they_hold_e
                 plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
                 assert "eventmem_searched_semantic_ivf_384" in plan, plan
                 conn.execute(queries.SORTING_BACK)
-            monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 1.0)  # (every list read: the exact answer)
+            monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 100)  # (every list read: the exact answer)
             hits = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, model=embedder.model_id)
             assert hits == queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True), filters
-            monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 0.5)
+            monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)
 
 
 def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_want_twice_its_lists(
@@ -334,7 +335,7 @@ def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_wan
         )
     assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
-    monkeypatch.setattr(queries, "IVF_PROBED_SHARE", 1.0)
+    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 100)
     with psycopg.connect(pg_uri) as conn:
         for text in ("later note 7 release", "deploy notes", "first note caching"):
             vector = embedder.embed([text])[0]

@@ -222,7 +222,7 @@ class Tier:
         out["hybrid_uses"] = "exact" if self.count <= queries.EXACT_UP_TO else "hnsw"
         out["vector_index"] = "ivfflat" if "USING ivfflat" in self.index_definition else "hnsw"
         if semantic_dims(self.model):  # (the inverted file's lists read, and the candidates a top 10 keeps)
-            out["ivf_probed_share"] = queries.IVF_PROBED_SHARE
+            out["ivf_probes_per_root"] = queries.IVF_PROBES_PER_ROOT
         out["hnsw_ef_search"] = queries.ef_search(10, self.model)
         out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50), self.model)
         out.update({key: round(value, 2) for key, value in self.timings.items()})

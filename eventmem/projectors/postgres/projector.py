@@ -91,7 +91,7 @@ recall against exact 0.98 of the top 10 and of the top 50 in 19 ms (0.945 and 0.
 HNSW_SMALL_UP_TO = 50_000
 IVF_LISTS_FROM = 5_000
 """The built-in embedder's vectors are found by an inverted file of their semantic part
-(:data:`eventmem.projectors.postgres.queries.IVF_PROBED_SHARE`): of one list below this many memories
+(:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`): of one list below this many memories
 (a search compares the query with every memory's part, about a millisecond at 5,000), of the square
 root of their number from it (:func:`ivf_lists`). A list's centre is drawn from the memories there
 when the index is made: made over too few, the lists would be drawn at random."""
@@ -453,7 +453,7 @@ class PostgresProjector:
         as many as the projects hold). A learned model's: an HNSW graph of the whole vectors,
         :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. The built-in embedder's: an inverted file of
         the narrow copies' semantic part (:func:`ivf_lists`), which its searches read
-        (:data:`eventmem.projectors.postgres.queries.IVF_PROBED_SHARE`), and no index of the whole
+        (:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`), and no index of the whole
         vectors, which none reads and every write would pay for (:meth:`_drop_unread_index`)."""
         if rows is None:
             rows = self._rows_held()

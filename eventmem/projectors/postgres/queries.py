@@ -111,19 +111,22 @@ loaded 2-core machine, CPU time of the server's backend), through an HNSW index 
 whole vectors' HNSW at 800 took 9.2 ms for recall against exact 0.978 of the top 10 and 0.971 of the
 top 50; the semantic part's at 400 took 3.3 ms for 0.983 and 0.943, at 600 4.6 ms for 0.988 and
 0.969, at 800 6.3 ms for 0.990 and 0.979 (docs/bench/postgres-limits.md). The index of the part is
-an inverted file now (:data:`IVF_PROBED_SHARE`)."""
-IVF_PROBED_SHARE = 0.5
-"""The share of the semantic part's inverted-file lists (``ivfflat.probes``) a search reads: the
-lists' vectors are compared with the query's part exactly, in the index's pages, and the nearest of
-them ranked by the whole vector. The part's vectors cluster loosely: a search must read a large share
-of them, which an inverted file does at a fraction of a graph's cost a vector and is built and written
-far faster. Measured on this machine, quiet, 40 questions, the top 50 of 600 candidates against the
-exact ranking of every whole vector (``docs/bench/postgres-limits.md``, "An inverted file for the
-built-in embedder"): at 100,000 memories with 316 lists, reading half of them found 0.997 of the top
-10 and 0.989 of the top 50 in 12.3 ms (a third of them: 0.963 and 0.947 in 6.7 ms), where HNSW at
-``ef_search`` 600 found 0.985 and 0.968 in 17.0 ms; with a type filter passing 23%, 0.985 and 0.974
-in 15.2 ms against 0.972 and 0.960 in 24.4 ms; at 20,000 with 141 lists, 0.982 and 0.964 in 3.2 ms
-against 0.985 and 0.970 in 4.4 ms."""
+an inverted file now (:data:`IVF_PROBES_PER_ROOT`)."""
+IVF_PROBES_PER_ROOT = 8
+"""A search of the semantic part's inverted file reads this many of its lists times the square root of
+their number (``ivfflat.probes``; all of them when that is more): a share that falls as the index
+grows (its lists are the square root of the memories it was made for: 95 of 141 at 20,000 memories,
+143 of 317 at 100,000, 253 of 1,000 at a million), because more, smaller lists cluster the part's
+vectors more finely. The lists' vectors are compared with the query's part exactly, in the index's
+pages, and the nearest of them ranked by the whole vector. The part's vectors cluster loosely: a
+search must read a large share of them, which an inverted file does at a fraction of a graph's cost a
+vector and is built and written far faster. Measured on this machine (``docs/bench/postgres-limits.md``,
+"An inverted file for the built-in embedder's semantic part"; recall@10 against the exact ranking of
+every whole vector): at 20,000 memories reading half the lists found 0.982 in 3.2 ms (HNSW at
+``ef_search`` 600: 0.985 in 4.4 ms); at 100,000, a third 0.963 in 6.7 ms and half 0.997 in 12.3 ms
+(HNSW 0.985 in 17.0 ms); at a million (``tools/bench_scale.py``'s sweep), a fifth 0.962 in 45 ms and
+0.954 under a tag held by 8% in 75 ms, three tenths 0.986 in 83 ms and 0.976 in 104 ms, half 0.996
+in 170 ms (HNSW, the best it was built: 0.84 in 63 ms)."""
 SEMANTIC_LISTS = (
     "(SELECT coalesce(max(substring(o FROM '^lists=([0-9]+)$')::int), 1) FROM pg_index i "
     "JOIN pg_class c ON c.oid = i.indexrelid CROSS JOIN unnest(c.reloptions) AS o "
@@ -424,11 +427,13 @@ def vector_query(
 
 
 def _semantic_setting(k: int, model: str | None) -> str:
-    """The settings of a search of the semantic part's inverted file: :data:`IVF_PROBED_SHARE` of its
-    lists, read on (an iterative scan) while a filter leaves fewer candidates than asked for; and
-    HNSW's, for a database whose graph of the part, made by an earlier version, is not dropped yet."""
+    """The settings of a search of the semantic part's inverted file: :data:`IVF_PROBES_PER_ROOT` times
+    the square root of its lists, read on (an iterative scan) while a filter leaves fewer candidates
+    than asked for; and HNSW's, for a database whose graph of the part, made by an earlier version, is
+    not dropped yet."""
     return (
-        f"SELECT set_config('ivfflat.probes', ceil({IVF_PROBED_SHARE} * {SEMANTIC_LISTS})::int::text, true), "
+        "SELECT set_config('ivfflat.probes', "
+        f"(SELECT least(l, ceil({IVF_PROBES_PER_ROOT} * sqrt(l)))::int FROM {SEMANTIC_LISTS} AS s(l))::text, true), "
         "set_config('ivfflat.iterative_scan', 'relaxed_order', true), "
         + _hnsw_setting(k, model).removeprefix("SELECT ")
     )
