@@ -267,6 +267,7 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
     monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)  # (of 17 lists: ceil(2 * sqrt(17)) = 9)
+    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 3)  # (a filter's: ceil(3 * sqrt(17)) = 13)
     embedder = HashingEmbedder()
     projector = PostgresProjector(psycopg.connect(pg_uri), "p", embedder, branch="main")
     try:
@@ -276,20 +277,22 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
     with psycopg.connect(pg_uri) as conn:
         assert _lists(conn) == 17 == projector_module.ivf_lists(300)
         vector = embedder.embed(["note 3 about caching"])[0]
-        for filters in (Filters(), Filters(tags=("t1",))):
+        for filters, probes in ((Filters(), "9"), (Filters(tags=("t1",)), "13"), (Filters(kinds=("general",)), "13")):
             with conn.transaction():
                 setting, sql, values = queries.vector_query(
                     ("p",), vector, 10, filters, NOW, exact=False, model=embedder.model_id
                 )
                 conn.execute(setting)
-                assert conn.execute("SELECT current_setting('ivfflat.probes')").fetchone() == ("9",)
+                assert conn.execute("SELECT current_setting('ivfflat.probes')").fetchone() == (probes,)
                 plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
                 assert "eventmem_searched_semantic_ivf_384" in plan, plan
                 conn.execute(queries.SORTING_BACK)
             monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 100)  # (every list read: the exact answer)
+            monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 100)
             hits = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, model=embedder.model_id)
             assert hits == queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True), filters
             monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)
+            monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 3)
 
 
 def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_want_twice_its_lists(
@@ -336,6 +339,7 @@ def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_wan
     assert started() == (14, [("eventmem_searched_semantic_ivf_384", True)])
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 100)
+    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 100)
     with psycopg.connect(pg_uri) as conn:
         for text in ("later note 7 release", "deploy notes", "first note caching"):
             vector = embedder.embed([text])[0]
