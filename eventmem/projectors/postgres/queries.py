@@ -130,9 +130,9 @@ in 170 ms (HNSW, the best it was built: 0.84 in 63 ms)."""
 IVF_PROBES_PER_ROOT_FILTERED = 12
 """:data:`IVF_PROBES_PER_ROOT` of a search a filter narrows (380 of 1,000 lists at a million memories):
 the memories passing it are fewer in each list read, and the nearest of them are as likely to lie in
-a list not read. Measured at a million memories under a tag held by 8% (two builds of the index):
-reading 253 lists found 0.9505 of the top 10; the sweep's 300 found 0.976 in 78 ms (0.976 in 104 ms
-in the other build), 400 0.98 in 165 ms there."""
+a list not read. Measured at a million memories under a tag held by 8% (``tools/bench_scale.py``, two
+builds of the index): reading 253 lists found 0.9505 of the top 10; 300 found 0.976 in both builds
+(78 and 104 ms), 400 0.986 and 0.98 (104 and 165 ms)."""
 SEMANTIC_LISTS = (
     "(SELECT coalesce(max(substring(o FROM '^lists=([0-9]+)$')::int), 1) FROM pg_index i "
     "JOIN pg_class c ON c.oid = i.indexrelid CROSS JOIN unnest(c.reloptions) AS o "
