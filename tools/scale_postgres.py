@@ -241,21 +241,25 @@ class Tier:
             return self._sweep_lists(conn, texts, dim, part)
         out: dict[str, dict[str, float]] = {}
         sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
+        asked = self._questions(texts, filtered=False)
         for ef in (40, 100, 200, 400, 800, 1000):
             recalls, times = [], []
-            for text in texts:
-                vector = self.embedder.embed([text])[0]
-                truth = self.exact_top(vector, False)
+            for vector, truth in asked:
                 with conn.transaction():
                     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                     conn.execute("SET LOCAL enable_sort = off")  # (as queries.vector_query: through the index)
                     t0 = time.perf_counter()
-                    found = {str(row[0]) for row in conn.execute(sql, [literal(vector)]).fetchall()}
+                    found = {str(row[0]) for row in conn.execute(sql, [vector]).fetchall()}
                     times.append(time.perf_counter() - t0)
                 recalls.append(len(truth & found) / len(truth))
             out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
             self.log(f"{self.count}: ef_search {ef}: {out[str(ef)]}")
         return out
+
+    def _questions(self, texts: list[str], *, filtered: bool) -> list[tuple[str, set[str]]]:
+        """Each text's vector (as the literal a statement takes) and its exact top 10, made once for
+        every setting a sweep tries."""
+        return [(literal(vector), self.exact_top(vector, filtered)) for vector in self.embedder.embed(texts)]
 
     def _sweep_lists(self, conn: Any, texts: list[str], dim: int, part: int) -> dict[str, dict[str, float]]:
         candidates = queries.ef_search(10, self.model)
@@ -269,17 +273,16 @@ class Tier:
                 f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) "
                 f"LIMIT %s) s ORDER BY s.embedding <#> %s::halfvec({dim}) LIMIT 10"
             )
+            questions = self._questions(texts, filtered=tag is not None)
             for share in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0):
                 probes = max(1, math.ceil(share * lists))
                 recalls, times = [], []
-                for text in texts:
-                    vector = self.embedder.embed([text])[0]
-                    truth = self.exact_top(vector, tag is not None)
+                for vector, truth in questions:
                     with conn.transaction():
                         conn.execute(f"SET LOCAL ivfflat.probes = {probes}")
                         conn.execute("SET LOCAL ivfflat.iterative_scan = relaxed_order")
                         conn.execute("SET LOCAL enable_sort = off")  # (as queries.vector_query: through the index)
-                        asked = [literal(vector), candidates, literal(vector)]
+                        asked = [vector, candidates, vector]
                         t0 = time.perf_counter()
                         found = {str(row[0]) for row in conn.execute(sql, [tag, *asked] if tag else asked).fetchall()}
                         times.append(time.perf_counter() - t0)

@@ -399,7 +399,7 @@ class PostgresProjector:
     def _semantic_lists(self) -> int | None:
         """The lists the inverted file of the semantic part was made with (``None``: there is none)."""
         row = self.conn.execute(
-            "SELECT (SELECT max(substring(o FROM '^lists=([0-9]+)$')::int) FROM unnest(c.reloptions) AS o) "
+            f"SELECT (SELECT max({queries.LISTS_OPTION}) FROM unnest(c.reloptions) AS o) "
             "FROM pg_class c WHERE c.oid = to_regclass(%s)",
             [self._semantic_index()],
         ).fetchone()

@@ -133,8 +133,10 @@ the memories passing it are fewer in each list read, and the nearest of them are
 a list not read. Measured at a million memories under a tag held by 8% (``tools/bench_scale.py``, two
 builds of the index): reading 253 lists found 0.9505 of the top 10; 300 found 0.976 in both builds
 (78 and 104 ms), 400 0.986 and 0.98 (104 and 165 ms)."""
+LISTS_OPTION = "substring(o FROM '^lists=([0-9]+)$')::int"
+"""An inverted file's lists, from one of its index's options ``o`` (``NULL`` for any other option)."""
 SEMANTIC_LISTS = (
-    "(SELECT coalesce(max(substring(o FROM '^lists=([0-9]+)$')::int), 1) FROM pg_index i "
+    f"(SELECT coalesce(max({LISTS_OPTION}), 1) FROM pg_index i "
     "JOIN pg_class c ON c.oid = i.indexrelid CROSS JOIN unnest(c.reloptions) AS o "
     f"WHERE i.indrelid = '{SEARCHED}'::regclass)"
 )
