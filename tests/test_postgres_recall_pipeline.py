@@ -31,6 +31,7 @@ from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.journal.config import Config
 from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres import queries
+from eventmem.projectors.postgres import vector_index as vector_index_module
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
@@ -262,7 +263,7 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
 ) -> None:
     for n in range(300):
         service.save(f"common note {n} about caching", title=f"note {n % 7}", tags=[f"t{n % 4}"])
-    monkeypatch.setattr(projector_module, "IVF_LISTS_FROM", 100)  # (300 memories: 17 lists, made by the load)
+    monkeypatch.setattr(vector_index_module, "IVF_LISTS_FROM", 100)  # (300 memories: 17 lists, made by the load)
     monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10)
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
@@ -275,7 +276,7 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
     finally:
         projector.close()
     with psycopg.connect(pg_uri) as conn:
-        assert _lists(conn) == 17 == projector_module.ivf_lists(300)
+        assert _lists(conn) == 17 == vector_index_module.ivf_lists(300)
         vector = embedder.embed(["note 3 about caching"])[0]
         for filters, probes in ((Filters(), "9"), (Filters(tags=("t1",)), "13"), (Filters(kinds=("general",)), "13")):
             with conn.transaction():
@@ -300,7 +301,7 @@ def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_wan
 ) -> None:
     """(made over an empty database, as a project's first saves make it, it has one list; the memories
     that came since are then found by reading all of them, however many they grow to)"""
-    monkeypatch.setattr(projector_module, "IVF_LISTS_FROM", 20)
+    monkeypatch.setattr(vector_index_module, "IVF_LISTS_FROM", 20)
     monkeypatch.setattr(projector_module, "BULK_INDEX_FROM", 10**9)  # (no load makes it: only the start)
     embedder = HashingEmbedder()
 
@@ -373,7 +374,7 @@ def test_a_sync_drops_the_graph_an_earlier_version_made_for_the_built_in_embedde
     the sync does not wait on it: the index is left to the next one)"""
     loaded.execute(f"CREATE INDEX {index} ON {table} USING {definition}")
     loaded.commit()
-    monkeypatch.setattr(projector_module, "DROP_LOCK_WAIT", "200ms")
+    monkeypatch.setattr(vector_index_module, "DROP_LOCK_WAIT", "200ms")
     with psycopg.connect(pg_uri) as reader:
         reader.execute(f"SELECT count(*) FROM {table}").fetchone()  # (its transaction holds the table)
         PostgresProjector(psycopg.connect(pg_uri), "p", HashingEmbedder(), branch="main").close()

@@ -146,7 +146,7 @@ class Tier:
         self.log(f"{self.count}: building the vector index")
         t0 = time.perf_counter()
         with conn.transaction():  # (as a sync's load makes it for this many: its parameters by size)
-            projector.create_vector_index(self.count)
+            projector.vector_index.create(self.count)
         self.timings["vector_index_build_seconds"] = time.perf_counter() - t0
         self.index_definition = self._vector_index_definition(conn)[1]
         t0 = time.perf_counter()

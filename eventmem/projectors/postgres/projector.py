@@ -25,7 +25,7 @@ from eventmem.core.ids import iso_to_epoch
 from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.embedders.embedcache import EmbeddingCache, content_hash
-from eventmem.embedders.embedder import Embedder, semantic_dims
+from eventmem.embedders.embedder import Embedder
 from eventmem.projectors.base import Batch, Projected, SegmentPosition
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres.bulk import (
@@ -45,15 +45,15 @@ from eventmem.projectors.postgres.bulk import (
     text_array,
     vector_bytes,
 )
-from eventmem.projectors.postgres.queries import SEARCHED, semantic_order
 from eventmem.projectors.postgres.schema import migrate
+from eventmem.projectors.postgres.vector_index import VectorIndex
 from eventmem.projectors.vectors import embed_text
 
 if TYPE_CHECKING:
     import numpy.typing as npt
     import psycopg
 
-__all__ = ["PostgresProjector", "decode_record", "ivf_lists", "vector_literal"]
+__all__ = ["PostgresProjector", "decode_record", "vector_literal"]
 
 _log = logging.getLogger("eventmem.sync")
 
@@ -74,36 +74,6 @@ posting at a time (measured at 20,000 memories in main's code: 156 s of a 10,000
 were those look-ups, random reads of a 362 MB index). Its indexes stay: dropping them for the batch
 and making them again wrote the same merge in 70-94 s, but every reader of the database waits while
 a table's index is dropped, and a server answering recall must not stop for a minute."""
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 128
-"""The HNSW graph's links per node and candidates kept while building it (pgvector's defaults: 16, 64).
-Measured at 100,000 memories of hashing vectors (the worst case of a graph index), a loaded 2-core
-machine: recall@10 against exact 0.82 at ``hnsw.ef_search`` 400 and 0.90 at 800 with the defaults,
-0.94 and 0.98 with these; the index built in 215 s instead of 55 s. An index made before keeps its
-graph until a load rebuilds it (``eventmem sync`` of a whole journal)."""
-HNSW_SMALL = (16, 128)
-"""(``m``, ``ef_construction``) of an index built over at most :data:`HNSW_SMALL_UP_TO` memories.
-Measured at 20,000 memories (hashing vectors, 40 queries, one database, a loaded 2-core machine):
-built in 33 s instead of 60, and searched at ``ef_search`` 800 (a hybrid search's depth of 50) with
-recall against exact 0.98 of the top 10 and of the top 50 in 19 ms (0.945 and 0.936 at 400), where
-:data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION` gave 0.985 and 0.99 in 61 ms (0.978 and 0.975 at
-400); ``m`` 16 with ``ef_construction`` 64 built in the same time and found 0.97 and 0.967 at 800."""
-HNSW_SMALL_UP_TO = 50_000
-IVF_LISTS_FROM = 5_000
-"""The built-in embedder's vectors are found by an inverted file of their semantic part
-(:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`): of one list below this many memories
-(a search compares the query with every memory's part, about a millisecond at 5,000), of the square
-root of their number from it (:func:`ivf_lists`). A list's centre is drawn from the memories there
-when the index is made: made over too few, the lists would be drawn at random."""
-_INDEX_LOCK_CLASS = 0x65766D69
-"""The class of the advisory lock one process holds while it makes the inverted file again."""
-DROP_LOCK_WAIT = "2s"
-"""How long a sync waits for the readers of a table to drop an index no search reads."""
-INDEX_MEMORY_MB = (64, 1024)
-"""Bounds of the memory a rebuild of the HNSW index is given (``maintenance_work_mem``, for its
-transaction): enough for its graph, so that it is not built on disk (measured: 60,000 random 384-d
-vectors built in 187 s with PostgreSQL's default 64 MB, in 65 s with 512 MB)."""
-
 _MEMORY_COLUMNS = (
     "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
     "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding, "
@@ -226,6 +196,8 @@ class PostgresProjector:
         self.root = root
         self.branch = branch
         migrate(conn)
+        self.vector_index = VectorIndex(conn, embedder)
+        """The vector index the embedder's searches read (made, made again as memories grow, old ones dropped)."""
         self._check_embedder()
         self._vector_type = register_vectors(conn)
         register_arrays(conn)  # (its rows' arrays are sent in binary form: tags, stems, frequencies)
@@ -256,15 +228,15 @@ class PostgresProjector:
             indexes = secondary_indexes(self._cursor()) if rebuild else []
             drop_indexes(self._cursor(), indexes)
             if rebuild:  # (the narrow copies' semantic index, made again with the vector index)
-                self.conn.execute(f"DROP INDEX IF EXISTS {self._semantic_index()}")
+                self.conn.execute(f"DROP INDEX IF EXISTS {self.vector_index.semantic_name()}")
             words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write(Batch((), (), batch.links), [])
             self._copy_events(batch.events)
             if rebuild:  # (the vector index as the size asks: HNSW_SMALL up to HNSW_SMALL_UP_TO)
-                vector_index = self._vector_index()
-                create_indexes(self._cursor(), [i for i in indexes if i[0] != vector_index], self._index_memory_mb())
-                self.create_vector_index(others + len(batch.upserts))
+                graph, memory_mb = self.vector_index.graph_name(), self.vector_index.build_memory_mb()
+                create_indexes(self._cursor(), [i for i in indexes if i[0] != graph], memory_mb)
+                self.vector_index.create(others + len(batch.upserts))
             self.conn.execute(_ANALYZE)  # (the planner then knows the HNSW index pays)
             self.conn.execute("ANALYZE eventmem_postings")
             # (the narrow copies the triggers wrote: without statistics, a filtered scan of 20,000 was
@@ -368,128 +340,8 @@ class PostgresProjector:
                     f"the database holds vectors of the embedder {held!r}, not {self.embedder.model_id!r}: "
                     "sync with that embedder, or into another database"
                 )
-            self.create_vector_index()
-        self._drop_unread_index()
-
-    def _vector_index(self) -> str:
-        return f"eventmem_memories_hnsw_{int(self.embedder.dim)}"
-
-    def _semantic_index(self) -> str:
-        return f"eventmem_searched_semantic_ivf_{int(self.embedder.dim)}"
-
-    def _semantic_graph(self) -> str:
-        """The HNSW index of the semantic part an earlier version made (dropped: no search reads it)."""
-        return f"eventmem_searched_semantic_{int(self.embedder.dim)}"
-
-    def _semantic_definition(self, name: str, lists: int, made: str = "INDEX") -> str:
-        """The statement making the inverted file of the semantic part (``made``: how the index is made,
-        e.g. ``INDEX IF NOT EXISTS``)."""
-        dim = int(self.embedder.dim)
-        part = semantic_dims(self.embedder.model_id)
-        return (
-            f"CREATE {made} {name} ON {SEARCHED} USING ivfflat ({semantic_order(dim, part, '')} halfvec_ip_ops) "
-            f"WITH (lists = {int(lists)})"
-        )
-
-    def _rows_held(self) -> int:
-        """The memories every project holds (the sync's own counts: no scan)."""
-        row = self.conn.execute("SELECT coalesce(sum(memories), 0)::bigint FROM eventmem_projects").fetchone()
-        return int(row[0]) if row is not None else 0
-
-    def _semantic_lists(self) -> int | None:
-        """The lists the inverted file of the semantic part was made with (``None``: there is none)."""
-        row = self.conn.execute(
-            f"SELECT (SELECT max({queries.LISTS_OPTION}) FROM unnest(c.reloptions) AS o) "
-            "FROM pg_class c WHERE c.oid = to_regclass(%s)",
-            [self._semantic_index()],
-        ).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
-
-    def refresh_semantic_index(self) -> bool:
-        """Make the built-in embedder's inverted file again when the memories would now have at least
-        twice its lists (:func:`ivf_lists`: an index made over few memories has one list, which a
-        search reads whole; its lists are chosen when it is made, and a search reads a share of them,
-        so an index made over fewer memories reads a larger share of each list's). Made beside the old
-        one and put in its place without holding off readers or writers (``CONCURRENTLY``), by one
-        process at a time, when a sync has started (``eventmem sync``, ``serve --store``: the runner's
-        start, once the journals are taken); returns whether it was made again."""
-        if not semantic_dims(self.embedder.model_id):
-            return False
-        name, making = self._semantic_index(), f"{self._semantic_index()}_making"
-        with self.conn.transaction():
-            rows, lists = self._rows_held(), self._semantic_lists()
-            left = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [making]).fetchone()
-        wanted = lists is not None and ivf_lists(rows) >= 2 * lists
-        if not wanted and not (left is not None and left[0]):
-            return False
-        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
-
-        autocommit = self.conn.autocommit
-        self.conn.autocommit = True
-        try:
-            held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
-            if not held.fetchone()[0]:  # type: ignore[index]
-                return False  # (another process is making it)
-            try:
-                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
-                if not wanted:
-                    return False
-                _log.info("the inverted file of %d memories made again: %d lists, was %s", rows, ivf_lists(rows), lists)
-                self.conn.execute(self._semantic_definition(making, ivf_lists(rows), "INDEX CONCURRENTLY"))
-                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-                self.conn.execute(f"ALTER INDEX {making} RENAME TO {name}")
-            except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
-                # (another role's index, or a wait cut short: searched as it is, made again by a later sync)
-                _log.warning("the inverted file %s was not made again (%s): it stays", name, type(exc).__name__)
-                return False
-            finally:
-                self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
-        finally:
-            self.conn.autocommit = autocommit
-        return True
-
-    def create_vector_index(self, rows: int | None = None) -> None:
-        """The index the embedder's searches read, unless there, made for ``rows`` memories (``None``:
-        as many as the projects hold). A learned model's: an HNSW graph of the whole vectors,
-        :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. The built-in embedder's: an inverted file of
-        the narrow copies' semantic part (:func:`ivf_lists`), which its searches read
-        (:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`), and no index of the whole
-        vectors, which none reads and every write would pay for (:meth:`_drop_unread_index`)."""
-        if rows is None:
-            rows = self._rows_held()
-        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
-        dim = int(self.embedder.dim)
-        if semantic_dims(self.embedder.model_id):
-            self.conn.execute(self._semantic_definition(self._semantic_index(), ivf_lists(rows), "INDEX IF NOT EXISTS"))
-        else:
-            self.conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {self._vector_index()} ON eventmem_memories "
-                f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
-                f"WITH (m = {m}, ef_construction = {ef_construction})"
-            )
-
-    def _drop_unread_index(self) -> None:
-        """A database of the built-in embedder's vectors made by an earlier version holds an HNSW
-        index of the whole vectors, or one of the semantic part, beside the part's inverted file: no
-        search reads them, and a sync paid for them on every row, the graph's insert about 1.6 ms
-        (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
-        holds the table for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the
-        table's readers, and they for it); else left to the next sync, or for good if another role owns it."""
-        if not semantic_dims(self.embedder.model_id):
-            return
-        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
-
-        for index in (self._vector_index(), self._semantic_graph()):
-            try:
-                with self.conn.transaction():
-                    held = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [index]).fetchone()
-                    if held is not None and held[0]:
-                        self.conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_WAIT}'")
-                        self.conn.execute(f"DROP INDEX IF EXISTS {index}")
-            except errors.LockNotAvailable:
-                _log.info("the unread index %s is left to the next sync: its table is being read", index)
-            except errors.InsufficientPrivilege:  # (another role made it: the sync goes on without dropping it)
-                _log.warning("the unread index %s is not this role's to drop: it stays", index)
+            self.vector_index.create()
+        self.vector_index.drop_unread()
 
     def _large(self, batch: Batch) -> bool:
         """Whether this batch changes at least :data:`BULK_INDEX_FROM` memories and a
@@ -505,15 +357,6 @@ class PostgresProjector:
     def _rows_of_others(self) -> int:
         row = self.conn.execute("SELECT count(*) FROM eventmem_memories WHERE project <> %s", [self.project]).fetchone()
         return int(row[0]) if row is not None else 0
-
-    def _index_memory_mb(self) -> int:
-        """Memory for building the HNSW index over every row: a vector and its links each (pgvector's
-        graph), with room to spare, within :data:`INDEX_MEMORY_MB`."""
-        row = self.conn.execute("SELECT count(*) FROM eventmem_memories").fetchone()
-        rows = int(row[0]) if row is not None else 0
-        needed = rows * (4 * int(self.embedder.dim) + 1024) * 3 // 2 >> 20
-        low, high = INDEX_MEMORY_MB
-        return max(low, min(high, needed))
 
     def _copy_memories(
         self, upserts: Sequence[Projected], *, indexed: bool, vectors: npt.NDArray[np.float32] | None = None
@@ -744,12 +587,6 @@ class PostgresProjector:
                 yield (self.project, event.id, pg_text(event.type), event.ts, event.raw)
             else:
                 yield (self.project, event.id, event.__struct_config__.tag, event.ts, encode_event(event))
-
-
-def ivf_lists(memories: int) -> int:
-    """The lists of an inverted file of the semantic part made over this many memories: one below
-    :data:`IVF_LISTS_FROM`, else the square root of their number."""
-    return 1 if memories < IVF_LISTS_FROM else round(math.sqrt(memories))
 
 
 def _keyword_rows(upserts: Sequence[Projected]) -> list[keywords.KeywordRow]:

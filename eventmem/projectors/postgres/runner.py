@@ -77,7 +77,7 @@ class SyncRunner:
                 with self._alone(name):
                     counts[name] = sync.start()
             if projectors:  # (one index for every project, sized for the memories the journals brought)
-                projectors[0].refresh_semantic_index()
+                projectors[0].vector_index.refresh()
             return counts
         except Exception as exc:
             raise self._failure(exc) from None
