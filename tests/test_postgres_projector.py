@@ -169,8 +169,6 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
     for _ in steps(service):
         batch = feed.tail()
         assert batch is not None
-        with conn.transaction():  # (the rows held, as a batch reads them from the statistics)
-            conn.execute("ANALYZE eventmem_memories")
         incremental.apply(batch)
         incremental.apply(batch)  # (a batch delivered again: the rows it names are as they were)
     bulk.load(JournalFeed(project).full())

@@ -234,7 +234,7 @@ class PostgresProjector:
         vectors = vector_bytes(self._embed(batch.upserts))
         with self.conn.transaction():
             self._claim()
-            self._write(batch, vectors, held_rows=self._rows_estimate())
+            self._write(batch, vectors)
             if batch.position:
                 self._cursor().executemany(
                     _UPSERT_POSITION,
@@ -369,13 +369,6 @@ class PostgresProjector:
             self.vector_index.create()
         self.vector_index.drop_unread()
 
-    def _rows_estimate(self) -> int:
-        """The rows every project holds, as the planner's statistics have them (no scan)."""
-        row = self.conn.execute(
-            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'eventmem_memories'::regclass"
-        ).fetchone()
-        return int(row[0]) if row is not None else 0
-
     def _rows_of_others(self) -> int:
         row = self.conn.execute("SELECT count(*) FROM eventmem_memories WHERE project <> %s", [self.project]).fetchone()
         return int(row[0]) if row is not None else 0
@@ -492,14 +485,15 @@ class PostgresProjector:
             vectors[chunk] = self.embedder.embed([texts[i] for i in chunk])
         return vectors
 
-    def _write(self, batch: Batch, vectors: list[VectorBytes], *, held_rows: int = 0) -> None:
-        """Write a batch's rows (``held_rows``: the rows every project holds, as the statistics have them).
-        The postings it removes are found through the postings' index, or by reading the posting table
-        once when they are at least :data:`REMOVED_BY_SCAN_SHARE` of it; the postings it adds are
-        copied in the key's order, or made by the server from the rows when the batch changes at least
-        :data:`BULK_INDEX_FROM` memories and :data:`BULK_APPLY_SHARE` of the rows (a merged branch)."""
+    def _write(self, batch: Batch, vectors: list[VectorBytes]) -> None:
+        """Write a batch's rows. The postings it removes are found through the postings' index, or by
+        reading the posting table once when they are at least :data:`REMOVED_BY_SCAN_SHARE` of the rows
+        every project holds; the postings it adds are copied in the key's order, or made by the server
+        from the rows when the batch changes at least :data:`BULK_INDEX_FROM` memories and
+        :data:`BULK_APPLY_SHARE` of the rows (a merged branch)."""
         cursor = self._cursor()
         changed = [*batch.removals, *(p.record.id for p in batch.upserts)]
+        held_rows = queries.memories_held(self.conn) if changed else 0  # (the rows every project holds)
         large = len(changed) >= BULK_INDEX_FROM and len(changed) >= held_rows * BULK_APPLY_SHARE
         if changed:  # the keyword statistics lose the rows replaced or removed, and gain the new ones
             words: Counter[str] = Counter()
@@ -525,7 +519,7 @@ class PostgresProjector:
             last = {p.record.id: (k.tokens, k.stems, k.freqs) for p, k in zip(batch.upserts, found, strict=True)}
             reposted = [*batch.removals, *(i for i, keyed in last.items() if held.get(i) != keyed)]
             if reposted:
-                if not held_rows or len(reposted) < held_rows * REMOVED_BY_SCAN_SHARE:  # (0: no statistics yet)
+                if len(reposted) < held_rows * REMOVED_BY_SCAN_SHARE:
                     cursor.execute(_BY_INDEX, ["off", "off"])
                     cursor.execute(_DROP_POSTINGS_OF, [self.project, reposted, self._number])
                     cursor.execute(_BY_INDEX, ["on", "on"])

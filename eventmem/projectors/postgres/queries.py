@@ -45,6 +45,7 @@ __all__ = [
     "keyword_hits",
     "learned",
     "matching",
+    "memories_held",
     "reading",
     "semantic_order",
     "vector_hits",
@@ -276,6 +277,12 @@ def count(
         params.append(up_to)
     with reading(conn):
         row = conn.execute(f"SELECT count(*) FROM ({sql}) c", params).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def memories_held(conn: Any) -> int:
+    """The memories every project holds, by the sync's own counts (no scan; in the caller's transaction)."""
+    row = conn.execute("SELECT coalesce(sum(memories), 0)::bigint FROM eventmem_projects").fetchone()
     return int(row[0]) if row is not None else 0
 
 

@@ -83,11 +83,6 @@ class VectorIndex:
             f"WITH (lists = {int(lists)})"
         )
 
-    def _rows_held(self) -> int:
-        """The memories every project holds (the sync's own counts: no scan)."""
-        row = self.conn.execute("SELECT coalesce(sum(memories), 0)::bigint FROM eventmem_projects").fetchone()
-        return int(row[0]) if row is not None else 0
-
     def _semantic_lists(self) -> int | None:
         """The lists the inverted file of the semantic part was made with (``None``: there is none)."""
         row = self.conn.execute(
@@ -109,7 +104,7 @@ class VectorIndex:
             return False
         name, making = self.semantic_name(), f"{self.semantic_name()}_making"
         with self.conn.transaction():
-            rows, lists = self._rows_held(), self._semantic_lists()
+            rows, lists = queries.memories_held(self.conn), self._semantic_lists()
             left = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [making]).fetchone()
         wanted = lists is not None and ivf_lists(rows) >= 2 * lists
         if not wanted and not (left is not None and left[0]):
@@ -148,7 +143,7 @@ class VectorIndex:
         (:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`), and no index of the whole
         vectors, which none reads and every write would pay for (:meth:`drop_unread`)."""
         if rows is None:
-            rows = self._rows_held()
+            rows = queries.memories_held(self.conn)
         m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
         dim = int(self.embedder.dim)
         if semantic_dims(self.embedder.model_id):
