@@ -604,6 +604,8 @@ def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
 
 
 def test_postings_sent_in_key_order_are_the_same_rows_in_the_keys_order() -> None:
+    import struct
+
     from eventmem.projectors.postgres.bulk import postings_data
     from eventmem.projectors.postgres.keywords import memory_number
 
@@ -612,8 +614,12 @@ def test_postings_sent_in_key_order_are_the_same_rows_in_the_keys_order() -> Non
         ("m1", 4, ["alpha", "beta", "Zulu"], [3.0, 1.0, 1.0]),
         ("m10", 2, ["beta", "alpha"], [1.0, 1.0]),
     ]
-    plain = _copied_postings(postings_data(7, memories))
-    ordered = _copied_postings(postings_data(7, iter(memories), in_key_order=True))
+    plain = [  # (each memory's postings as it holds them)
+        (stem, memory_number(i), struct.pack(">f", freq).hex())
+        for i, _tokens, stems, freqs in memories
+        for stem, freq in zip(stems, freqs, strict=True)
+    ]
+    ordered = _copied_postings(postings_data(7, iter(memories)))
     assert sorted(plain) == sorted(ordered) and len(plain) == 8
     # (stems by code point, as Python orders strings and COLLATE "C" orders UTF-8: upper case first;
     # then the memories' numbers)

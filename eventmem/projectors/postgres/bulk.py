@@ -171,42 +171,35 @@ _TRAILER = b"\xff\xff"
 _FREQS: dict[float, bytes] = {}
 
 
-def postings_data(
-    project: int, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]], *, in_key_order: bool = False
-) -> bytes:
+def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]]) -> bytes:
     """The keyword postings of ``memories`` (id, tokens, stems, frequencies) of the project numbered
     ``project`` as one binary ``COPY`` stream of :data:`POSTING_COLUMNS`: a row a stem, made here in
     bulk from each memory's fields (psycopg's ``write_row`` costs a few microseconds a row, and a
-    memory has about 130 postings), each naming its memory by :func:`memory_number`.
-    ``in_key_order``: the rows in the order of the postings' key within one project (by stem, byte by
-    byte as its ``COLLATE "C"`` compares, which is the order of the code points Python sorts ``str``
-    by, then by memory number), so that inserting them into the key's index walks its pages once, in
-    order, instead of at random (measured: a merged branch's postings of 10,000 events onto 20,000
-    memories copied in 7.9 s instead of 12.7)."""
+    memory has about 130 postings), each naming its memory by :func:`memory_number`. The rows come in
+    the order of the postings' key within one project (by stem, byte by byte as its ``COLLATE "C"``
+    compares, which is the order of the code points Python sorts ``str`` by, then by memory number),
+    so that inserting them into the key's index walks its pages once, in order, instead of at random
+    (measured: a merged branch's postings of 10,000 events onto 20,000 memories copied in 7.9 s
+    instead of 12.7). A load's postings are made by the server instead (``_POSTINGS_OF_ROWS``)."""
     head = (5).to_bytes(2, "big") + b"\x00\x00\x00\x04" + project.to_bytes(4, "big", signed=True)
     parts = [_SIGNATURE]
     fields = _FIELDS
     numbered = ((memory_number(memory_id), tokens, stems, freqs) for memory_id, tokens, stems, freqs in memories)
-    if in_key_order:  # (each stem's postings gathered in the order of their memories' numbers, then the stems sorted)
-        by_stem: dict[str, list[tuple[bytes, bytes]]] = {}
-        for number, tokens, stems, freqs in sorted(numbered, key=operator.itemgetter(0)):
-            prefix = _posting_prefix(head, number, tokens)
-            for stem, freq in zip(stems, freqs, strict=True):
-                posting = (prefix, _FREQS.get(freq) or _freq(freq))
-                held = by_stem.get(stem)
-                if held is None:
-                    by_stem[stem] = [posting]
-                else:
-                    held.append(posting)
-        for stem in sorted(by_stem):
-            field = fields.get(stem) or _field(stem)
-            for prefix, value in by_stem[stem]:
-                parts += (prefix, field, value)
-    else:
-        for number, tokens, stems, freqs in numbered:
-            prefix = _posting_prefix(head, number, tokens)
-            for stem, freq in zip(stems, freqs, strict=True):
-                parts += (prefix, fields.get(stem) or _field(stem), _FREQS.get(freq) or _freq(freq))
+    # (each stem's postings gathered in the order of their memories' numbers, then the stems sorted)
+    by_stem: dict[str, list[tuple[bytes, bytes]]] = {}
+    for number, tokens, stems, freqs in sorted(numbered, key=operator.itemgetter(0)):
+        prefix = _posting_prefix(head, number, tokens)
+        for stem, freq in zip(stems, freqs, strict=True):
+            posting = (prefix, _FREQS.get(freq) or _freq(freq))
+            held = by_stem.get(stem)
+            if held is None:
+                by_stem[stem] = [posting]
+            else:
+                held.append(posting)
+    for stem in sorted(by_stem):
+        field = fields.get(stem) or _field(stem)
+        for prefix, value in by_stem[stem]:
+            parts += (prefix, field, value)
     if len(_FREQS) > _FIELDS_KEPT:
         _FREQS.clear()
     parts.append(_TRAILER)

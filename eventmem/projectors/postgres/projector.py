@@ -403,7 +403,8 @@ class PostgresProjector:
         cursor = self._cursor()
         postings = _POSTINGS_OF_ROWS + (_POSTINGS_IN_KEY_ORDER if indexed else "")
         tokens = 0
-        # (the server stores a chunk while the next is made: measured at 20,000 memories, ... )
+        # (the server stores a chunk while the next is made: docs/bench/postgres-limits.md, "A load's rows
+        # made while the one before is copied")
         with ThreadPoolExecutor(1, thread_name_prefix="eventmem-load") as making:
             coming = making.submit(prepared, 0) if chunks else None
             for at in range(len(chunks)):
@@ -549,7 +550,7 @@ class PostgresProjector:
                 ids = [i for i in rows if i in reposting]  # (their postings into the key's index, in its order)
                 if not large:  # (a batch of a few: the server's time is the sync's, see _POSTINGS_OF_ROWS)
                     items = ((i, *last[i]) for i in ids)
-                    data = postings_data(self._number, items, in_key_order=True)
+                    data = postings_data(self._number, items)
                     copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, data)
                 else:
                     cursor.execute(_POSTINGS_OF_ROWS + _POSTINGS_IN_KEY_ORDER, [self._number, self.project, ids])
