@@ -225,7 +225,7 @@ class Tier:
             out["ivf_probes_per_root"] = queries.IVF_PROBES_PER_ROOT
         out["hnsw_ef_search"] = queries.ef_search(10, self.model)
         out["hybrid_hnsw_ef_search"] = queries.ef_search(max(10 * 4, 50), self.model)
-        out.update({key: round(value, 2) for key, value in self.timings.items()})
+        out.update({key: round(value, 4) for key, value in self.timings.items()})
         out["disk"] = sizes(self.uri, self.count)
         return out
 
