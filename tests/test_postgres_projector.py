@@ -138,6 +138,15 @@ def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
         "narrow copies": f"SELECT {_NARROW} FROM eventmem_searched WHERE project = %s ORDER BY id",
         "narrow copies of the rows": f"SELECT {_NARROW.replace('embedding', 'embedding::halfvec')} "
         "FROM eventmem_memories WHERE project = %s ORDER BY id",
+        "lasting counts": "SELECT kind, scope, memories FROM eventmem_lasting_kinds "
+        "WHERE project = %s AND memories <> 0 ORDER BY 1, 2",
+        "lasting counts of the rows": "SELECT kind, scope, count(*) FROM eventmem_memories "
+        "WHERE project = %s AND NOT superseded AND expires_at = 'Infinity' GROUP BY 1, 2 ORDER BY 1, 2",
+        "lasting tags": "SELECT tag, memories FROM eventmem_lasting_tags "
+        "WHERE project = %s AND memories <> 0 ORDER BY 1",
+        "lasting tags of the rows": "SELECT t, count(*) FROM eventmem_memories "
+        "CROSS JOIN LATERAL (SELECT DISTINCT unnest(tags) AS t) u "
+        "WHERE project = %s AND NOT superseded AND expires_at = 'Infinity' GROUP BY 1 ORDER BY 1",
     }
     with conn.transaction():
         return {name: conn.execute(sql, [project]).fetchall() for name, sql in tables.items()}
@@ -176,14 +185,22 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
     assert kept == loaded
     assert kept["postings"] == kept["postings of the rows"] and len(kept["postings"]) > 20
     assert kept["narrow copies"] == kept["narrow copies of the rows"]
+    # (a superseded memory and one with a time to live are not lasting: 3 of the 5)
+    assert kept["lasting counts"] == kept["lasting counts of the rows"]
+    assert sum(n for *_, n in kept["lasting counts"]) == 3
+    assert kept["lasting tags"] == kept["lasting tags of the rows"] == [("ci", 1), ("tooling", 1)]
     assert len(kept["memories"]) == 5 and kept["links"] and kept["words"]
-    with conn.transaction():  # (a project's narrow copies go with its rows, through the cascade too)
+    with conn.transaction():  # (a project's narrow copies and counts go with its rows, through the cascade too)
         conn.execute("DELETE FROM eventmem_projects WHERE project = 'bulk'")
-    assert _contents(conn, "bulk")["narrow copies"] == []
+    gone = _contents(conn, "bulk")
+    assert gone["narrow copies"] == gone["lasting counts"] == gone["lasting tags"] == []
     assert _contents(conn, "incremental")["narrow copies"] == kept["narrow copies"]
+    assert _contents(conn, "incremental")["lasting counts"] == kept["lasting counts"]
     with conn.transaction():
         conn.execute("TRUNCATE eventmem_memories CASCADE")
     assert conn.execute("SELECT count(*) FROM eventmem_searched").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM eventmem_lasting_kinds").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM eventmem_lasting_tags").fetchone() == (0,)
 
 
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:
@@ -361,9 +378,13 @@ def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: st
         assert postings.fetchall() == [
             (number, s, memory_number("m2"), f, 3) for s, f in (("lint", 1), ("ruff", 10), ("rule", 1))
         ]
+        # version 10 counts the lasting memories held by type and scope, and by tag
+        lasting = conn.execute("SELECT project, kind, scope, memories FROM eventmem_lasting_kinds").fetchall()
+        assert lasting == [("p", "general", "project", 1)]
         with conn.transaction():  # (and a project's go with it)
             conn.execute("DELETE FROM eventmem_projects")
         assert conn.execute("SELECT count(*) FROM eventmem_postings").fetchone() == (0,)
+        assert conn.execute("SELECT sum(memories) FROM eventmem_lasting_kinds").fetchone() == (0,)
 
 
 def test_a_memory_has_the_same_number_in_the_database_as_the_sync_gives_its_postings(conn: Any) -> None:
@@ -585,6 +606,60 @@ def test_a_vector_list_counts_the_memories_its_filter_passes_and_answers_as_the_
             assert searched == min(passing, bound + 1), filters
         else:  # (HNSW over the whole project: not counted, the memories it holds instead)
             assert searched == held, filters
+
+
+def _scans_of_counted(node: dict[str, Any], counting: bool = False) -> list[tuple[bool, int]]:
+    """(whether under the count of the filtered rows, loops run) of each scan of the narrow copies in
+    a plan (``EXPLAIN (ANALYZE, FORMAT JSON)``)."""
+    counting = counting or node.get("Subplan Name") == "CTE n"
+    found = [(counting, int(node["Actual Loops"]))] if node.get("Relation Name") == "eventmem_searched" else []
+    for child in node.get("Plans", []):
+        found += _scans_of_counted(child, counting)
+    return found
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [Filters(kinds=("decision", "general")), Filters(scope="project"), Filters(tags=("tooling",))],
+    ids=["types", "a scope", "a tag"],
+)
+def test_a_filter_passing_more_lasting_memories_than_the_scan_bound_is_not_counted_row_by_row(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    filters: Filters,
+) -> None:
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    vector = HashingEmbedder().embed(["ruff lint migrations"])[0]
+
+    def searched(bound: int, counts: bool) -> tuple[list[Any], int, list[tuple[bool, int]]]:
+        monkeypatch.setattr(queries, "SCANNED_UP_TO", bound)
+        if not counts:
+            monkeypatch.setattr(queries, "lasting_count", lambda *_, **__: None)
+        with conn.transaction(force_rollback=True):
+            setting, sql, values = queries.counted_vector_query(("p",), vector, 10, filters, NOW)
+            conn.execute(setting)
+            rows, passing = queries.counted_rows_of(conn.execute(sql, values).fetchall())
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, values).fetchone()[0][0]["Plan"]
+        monkeypatch.undo()
+        return rows, passing, _scans_of_counted(plan)
+
+    lasting_sql = queries.lasting_count(("p",), filters)
+    assert lasting_sql is not None
+    lasting = conn.execute(*lasting_sql).fetchone()[0]
+    conn.rollback()
+    assert lasting in (1, 2, 3)
+    for bound in (0, 1, 2, 3, 2_000):  # (fewer lasting memories than that, as many, more)
+        rows, passing, scans = searched(bound, counts=True)
+        assert (rows, passing) == searched(bound, counts=False)[:2], bound
+        counted = [loops for under, loops in scans if under]
+        assert counted and (all(n == 0 for n in counted) if lasting > bound else any(n > 0 for n in counted)), scans
+    assert queries.lasting_count(("p",), Filters(tags=("a", "b"))) is None  # (two tags: no lower bound kept)
+    assert queries.lasting_count(("p",), Filters(kinds=("decision",), min_importance=0.5)) is None
 
 
 def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from psycopg.pq import TransactionStatus
 
 from eventmem.core.events import KINDS
@@ -534,15 +535,50 @@ def counted_vector_query(
         )
         return setting, sql, [list(projects), literal, *params, k, *values]
     # the filtered rows counted first, without their distances (a filter passing most memories then
-    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances)
+    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances); not read at all
+    # when the lasting memories the filter passes are more than that (their count, kept by triggers:
+    # the count's subquery is then never run)
     n = "(SELECT n FROM n)"
+    counted = f"SELECT count(*) FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c"
+    lasting = lasting_count(projects, filters, project)
+    if lasting is not None:
+        counted = f"CASE WHEN ({lasting[0]}) > {SCANNED_UP_TO} THEN {SCANNED_UP_TO + 1} ELSE ({counted}) END"
     sql = (
-        f"WITH n AS (SELECT count(*) AS n FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c), "
+        f"WITH n AS (SELECT ({counted}) AS n), "
         f"f AS MATERIALIZED ({keep} AND {n} <= {SCANNED_UP_TO}) "
         f"({scanned}, {n}, NULL::bigint FROM f ORDER BY f.d LIMIT %s) "
         f"UNION ALL (SELECT x.*, {n}, NULL::bigint FROM ({hnsw}) x WHERE {n} > {SCANNED_UP_TO})"
     )
-    return setting, sql, [*params, literal, *params, k, *values]
+    before = [] if lasting is None else lasting[1]
+    return setting, sql, [*before, *params, literal, *params, k, *values]
+
+
+def lasting_count(
+    projects: Sequence[str], filters: Filters, project: str | None = None
+) -> tuple[str, list[object]] | None:
+    """A statement counting the lasting memories (not superseded, no time to live) of ``projects`` that
+    ``filters`` pass, from the counts the triggers keep (schema 10) instead of their rows: a lower
+    bound of the memories the filters pass at any time. ``None`` when the filters read more than
+    types and a scope, or one tag alone (or ``project`` narrows them to its own memories)."""
+    kept = msgspec.structs.replace(filters, kinds=(), tags=(), scope=None, include_superseded=False)
+    if project is not None or kept != Filters():
+        return None
+    if filters.tags:
+        if len(set(filters.tags)) > 1 or filters.kinds or filters.scope in ("project", "global"):
+            return None
+        return (
+            "SELECT coalesce(sum(memories), 0) FROM eventmem_lasting_tags WHERE project = ANY(%s) AND tag = %s",
+            [list(projects), filters.tags[0]],
+        )
+    clauses: list[str] = ["project = ANY(%s)"]
+    params: list[object] = [list(projects)]
+    if filters.kinds:
+        clauses.append("kind = ANY(%s)")
+        params.append([k for k in filters.kinds if k in KINDS])
+    if filters.scope in ("project", "global"):
+        clauses.append("scope = %s")
+        params.append(filters.scope)
+    return f"SELECT coalesce(sum(memories), 0) FROM eventmem_lasting_kinds WHERE {' AND '.join(clauses)}", params
 
 
 def counted_rows_of(found: Sequence[Sequence[Any]]) -> tuple[list[Row], int]:
