@@ -208,6 +208,18 @@ def one_read(conn: Any) -> Iterator[OneRead]:
             conn.autocommit = False
 
 
+def _kind_and_scope(filters: Filters, prefix: str, clauses: list[str], params: list[object]) -> None:
+    """Add the conditions of ``filters``' types and scope, on the columns ``kind`` and ``scope`` named
+    with ``prefix``: the rows' own (:func:`visible_where`) or their counts' (:func:`lasting_count`),
+    which must pass the same memories."""
+    if filters.kinds:
+        clauses.append(f"{prefix}kind = ANY(%s)")
+        params.append([k for k in filters.kinds if k in KINDS])
+    if filters.scope in ("project", "global"):
+        clauses.append(f"{prefix}scope = %s")
+        params.append(filters.scope)
+
+
 def visible_where(
     projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
 ) -> tuple[str, list[object]]:
@@ -223,12 +235,7 @@ def visible_where(
         params.extend([GLOBAL, wanted, GLOBAL, wanted])
     if not filters.include_superseded:
         clauses.append("NOT m.superseded")
-    if filters.kinds:
-        clauses.append("m.kind = ANY(%s)")
-        params.append([k for k in filters.kinds if k in KINDS])
-    if filters.scope in ("project", "global"):
-        clauses.append("m.scope = %s")
-        params.append(filters.scope)
+    _kind_and_scope(filters, "m.", clauses, params)
     for number, clause in (
         (filters.min_importance, "m.importance >= %s"),
         (filters.max_importance, "m.importance <= %s"),
@@ -572,12 +579,7 @@ def lasting_count(
         )
     clauses: list[str] = ["project = ANY(%s)"]
     params: list[object] = [list(projects)]
-    if filters.kinds:
-        clauses.append("kind = ANY(%s)")
-        params.append([k for k in filters.kinds if k in KINDS])
-    if filters.scope in ("project", "global"):
-        clauses.append("scope = %s")
-        params.append(filters.scope)
+    _kind_and_scope(filters, "", clauses, params)
     return f"SELECT coalesce(sum(memories), 0) FROM eventmem_lasting_kinds WHERE {' AND '.join(clauses)}", params
 
 
