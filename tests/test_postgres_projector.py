@@ -773,3 +773,53 @@ def test_a_memorys_new_importance_time_to_live_or_promotion_rewrites_its_narrow_
     update = "UPDATE eventmem_memories SET importance = 0.25 WHERE project = 'p' AND id = %s"
     for memory in saved[32:36]:
         assert counted(lambda memory=memory: conn.execute(update, [memory.id]), conn) == (1, 1)
+
+
+def test_a_batch_keeping_a_memorys_texts_keeps_its_postings_unless_the_keyword_code_now_makes_others(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(a batch removes the postings of the memories whose texts changed before their keyword rows are
+    made; one whose texts are as they were keeps its postings, checked against its new keyword rows)"""
+    kept, older, nul = (
+        service.save(f"{topic} is cached between builds.", title=topic, tags=["build"])
+        for topic in ("the wheel", "the lock file", "the \x00 archive")
+    )
+    projector = projector_factory("p")
+    feed = JournalFeed(project)
+    projector.load(feed.full())
+    # (``older`` as a sync of another keyword code left it: one stem more in its row and its postings)
+    with conn.transaction():
+        conn.execute(
+            "UPDATE eventmem_memories SET stems = stems || ARRAY['olden'], freqs = freqs || ARRAY[1::real] "
+            "WHERE project = 'p' AND id = %s",
+            [older.id],
+        )
+        conn.execute(
+            "INSERT INTO eventmem_postings (project, memory, tokens, stem, freq) SELECT p.no, %s, m.tokens, "
+            "'olden', 1 FROM eventmem_projects p JOIN eventmem_memories m ON m.project = p.project "
+            "WHERE p.project = 'p' AND m.id = %s",
+            [memory_number(older.id), older.id],
+        )
+
+    def written(memory_id: str) -> set[str]:
+        """The transactions that wrote the memory's postings."""
+        with conn.transaction():
+            rows = conn.execute(
+                "SELECT DISTINCT xmin::text FROM eventmem_postings WHERE memory = %s", [memory_number(memory_id)]
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    before = {m.id: written(m.id) for m in (kept, older, nul)}
+    for memory in (kept, older, nul):
+        service.update(memory.id, importance=0.9)
+    service.update(kept.id, content="the wheel is cached between builds, by its hash.")
+    service.update(kept.id, content="the wheel is cached between builds.")  # (the texts as they were)
+    batch = feed.tail()
+    assert batch is not None
+    projector.apply(batch)
+    assert written(kept.id) == before[kept.id] and written(nul.id) == before[nul.id]
+    assert written(older.id) != before[older.id]
+    projector_factory("rebuilt").load(JournalFeed(project).full())
+    after, rebuilt = _contents(conn, "p"), _contents(conn, "rebuilt")
+    assert after == rebuilt and after["postings"] == after["postings of the rows"]
+    assert not any(stem == "olden" for stem, *_ in after["postings"])

@@ -13,7 +13,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +218,9 @@ class PostgresProjector:
         self.project = project
         self._number = 0
         """The project's number (schema 9), read by each write transaction (:meth:`_claim`)."""
+        self._beside = ThreadPoolExecutor(1, thread_name_prefix="eventmem-sync-rows")
+        """The thread making a batch's keyword rows, memory rows and postings while the server writes
+        (:meth:`_write`)."""
         self.embedder = embedder
         self.root = root
         self.branch = branch
@@ -232,14 +235,17 @@ class PostgresProjector:
 
     def apply(self, batch: Batch) -> None:
         vectors = vector_bytes(self._embed(batch.upserts))
-        with self.conn.transaction():
-            self._claim()
-            self._write(batch, vectors)
-            if batch.position:
-                self._cursor().executemany(
-                    _UPSERT_POSITION,
-                    [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],
-                )
+        try:
+            with self.conn.transaction():
+                self._claim()
+                self._write(batch, vectors)
+                if batch.position:
+                    self._cursor().executemany(
+                        _UPSERT_POSITION,
+                        [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],
+                    )
+        finally:  # (a batch's work left to the thread never runs on into the next one's)
+            wait([self._beside.submit(lambda: None)])
 
     def load(self, batch: Batch) -> None:
         with self.conn.transaction():
@@ -257,7 +263,7 @@ class PostgresProjector:
                 self.conn.execute(f"DROP INDEX IF EXISTS {self.vector_index.semantic_name()}")
             words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
-            self._write(Batch((), (), batch.links), [])
+            self._write_links(self._cursor(), batch.links)
             self._copy_events(batch.events)
             if rebuild:  # (the vector index as the size asks: HNSW_SMALL up to HNSW_SMALL_UP_TO)
                 graph, memory_mb = self.vector_index.graph_name(), self.vector_index.build_memory_mb()
@@ -309,6 +315,7 @@ class PostgresProjector:
             self.conn.execute("DELETE FROM eventmem_projects WHERE project = %s", [self.project])
 
     def close(self) -> None:
+        self._beside.shutdown()
         self.conn.close()
 
     # -- queries, in memory ids -----------------------------------------------------------------
@@ -491,45 +498,31 @@ class PostgresProjector:
         reading the posting table once when they are at least :data:`REMOVED_BY_SCAN_SHARE` of the rows
         every project holds; the postings it adds are copied in the key's order, or made by the server
         from the rows when the batch changes at least :data:`BULK_INDEX_FROM` memories and
-        :data:`BULK_APPLY_SHARE` of the rows (a merged branch)."""
+        :data:`BULK_APPLY_SHARE` of the rows (a merged branch). The upserts' keyword rows, their rows
+        to copy, their postings and the statistics are made by the projector's thread, each while the
+        server writes what comes before it."""
         cursor = self._cursor()
         changed = [*batch.removals, *(p.record.id for p in batch.upserts)]
         held_rows = queries.memories_held(self.conn) if changed else 0  # (the rows every project holds)
         large = len(changed) >= BULK_INDEX_FROM and len(changed) >= held_rows * BULK_APPLY_SHARE
-        if changed:  # the keyword statistics lose the rows replaced or removed, and gain the new ones
-            words: Counter[str] = Counter()
-            memories = tokens = 0
-            held: dict[str, tuple[int, list[str], list[float]]] = {}
-            for memory_id, title, summary, content, tags, size, stems, freqs in cursor.execute(
-                "SELECT id, title, summary, content, tags, tokens, stems, freqs FROM eventmem_memories "
-                "WHERE project = %s AND id = ANY(%s)",
-                [self.project, changed],
-            ).fetchall():
-                words.subtract(keywords.words_of(title, summary, content, tags))
-                memories -= 1
-                tokens -= int(size)
-                held[str(memory_id)] = (int(size), list(stems), list(freqs))
-            found = _keyword_rows(batch.upserts)
-            for row in found:
-                words.update(row.words)
-                memories += 1
-                tokens += row.tokens
-            self._add_words(words, memories, tokens)
-            # the postings of a memory whose keywords are as they were (a new link, a new importance)
-            # stay; the others' are replaced
-            last = {p.record.id: (k.tokens, k.stems, k.freqs) for p, k in zip(batch.upserts, found, strict=True)}
-            reposted = [*batch.removals, *(i for i, keyed in last.items() if held.get(i) != keyed)]
-            if reposted:
-                if len(reposted) < held_rows * REMOVED_BY_SCAN_SHARE:
-                    cursor.execute(_BY_INDEX, ["off", "off"])
-                    cursor.execute(_DROP_POSTINGS_OF, [self.project, reposted, self._number])
-                    cursor.execute(_BY_INDEX, ["on", "on"])
-                else:
-                    cursor.execute(_SEQUENTIAL, ["off", "off", "off"])
-                    cursor.execute(_DROP_POSTINGS_READ, [self._number, [keywords.memory_number(i) for i in reposted]])
-                    cursor.execute(_SEQUENTIAL, ["on", "on", "on"])
-        else:
-            found, reposted = [], []
+        held: dict[str, _Held] = {
+            str(memory_id): ((title, summary, content, tags), int(size), stems, freqs)
+            for memory_id, title, summary, content, tags, size, stems, freqs in (
+                cursor.execute(
+                    "SELECT id, title, summary, content, tags, tokens, stems, freqs FROM eventmem_memories "
+                    "WHERE project = %s AND id = ANY(%s)",
+                    [self.project, changed],
+                ).fetchall()
+                if changed
+                else ()
+            )
+        }
+        # the keyword rows are made by the projector's thread while the server removes the postings they
+        # replace: those of a memory whose texts changed (the others stay: a new link, a new importance)
+        found = self._beside.submit(_keyword_rows, batch.upserts)
+        upserted = {p.record.id: p.record for p in batch.upserts}  # (the last of an id)
+        kept = {i for i, record in upserted.items() if _same_texts(held.get(i), record)}
+        self._drop_postings([*batch.removals, *(i for i in upserted if i not in kept)], held_rows)
         if batch.removals:
             cursor.execute(
                 "DELETE FROM eventmem_memories WHERE project = %s AND id = ANY(%s)",
@@ -538,34 +531,66 @@ class PostgresProjector:
         if batch.upserts or batch.events:
             cursor.execute(_INCOMING)
         if batch.upserts:
+            keyed = found.result()
+            rows = self._beside.submit(self._memory_rows, batch.upserts, vectors, keyed)
+            last = {p.record.id: (k.tokens, k.stems, k.freqs) for p, k in zip(batch.upserts, keyed, strict=True)}
+            # (the same texts always make the same keywords, unless the keywords' code changed since)
+            unlike = {i for i in upserted if i in kept and held[i][1:] != last[i]}
+            self._drop_postings([i for i in upserted if i in unlike], held_rows)
+            reposting = [i for i in last if i not in kept or i in unlike]  # (in the upserts' order)
+            postings = (  # (a batch of a few: the server's time is the sync's, see _POSTINGS_OF_ROWS)
+                self._beside.submit(postings_data, self._number, [(i, *last[i]) for i in reposting])
+                if reposting and not large
+                else None
+            )
+            counted = self._beside.submit(_words_changed, held, [*batch.removals, *reposting], batch.upserts, keyed)
             types: list[str | int] = [*MEMORY_TYPES, self._vector_type, *_KEYWORD_TYPES]
-            rows = {  # (one row an id, the last: one statement cannot update a row twice)
-                row[1]: row
-                for row in (self._memory_row(p, v, k) for p, v, k in zip(batch.upserts, vectors, found, strict=True))
-            }
-            copy_rows(cursor, "eventmem_incoming_memories", _MEMORY_COLUMNS, types, rows.values())
+            copy_rows(cursor, "eventmem_incoming_memories", _MEMORY_COLUMNS, types, rows.result().values())
             cursor.execute(_UPSERT_MEMORY)
-            reposting = set(reposted) - set(batch.removals)
-            if reposting:
-                ids = [i for i in rows if i in reposting]  # (their postings into the key's index, in its order)
-                if not large:  # (a batch of a few: the server's time is the sync's, see _POSTINGS_OF_ROWS)
-                    items = ((i, *last[i]) for i in ids)
-                    data = postings_data(self._number, items)
-                    copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, data)
-                else:
-                    cursor.execute(_POSTINGS_OF_ROWS + _POSTINGS_IN_KEY_ORDER, [self._number, self.project, ids])
-        dead = [link.id for link in batch.links if not link.alive]
-        if dead:
-            cursor.execute("DELETE FROM eventmem_links WHERE project = %s AND id = ANY(%s)", [self.project, dead])
-        alive = [link for link in batch.links if link.alive]
-        if alive:
-            cursor.executemany(_UPSERT_LINK, [self._link_row(link) for link in alive])
+            if postings is not None:  # (their postings into the key's index, in its order)
+                copy_data(cursor, _POSTINGS_COPIED, POSTING_COLUMNS, postings.result())
+            elif reposting:  # (made by the server from the rows just written)
+                cursor.execute(_POSTINGS_OF_ROWS + _POSTINGS_IN_KEY_ORDER, [self._number, self.project, reposting])
+            self._add_words(*counted.result())
+        elif batch.removals:
+            self._add_words(*_words_changed(held, batch.removals, (), ()))
+        self._write_links(cursor, batch.links)
         if batch.events:
             events: dict[object, tuple[object, ...]] = {}
             for event_row in self._event_rows(batch.events):
                 events.setdefault(event_row[1], event_row)  # (the first of an id, as a row a statement kept it)
             copy_rows(cursor, "eventmem_incoming_events", _EVENT_COLUMNS, EVENT_TYPES, events.values())
             cursor.execute(_INSERT_EVENT)
+
+    def _memory_rows(
+        self, upserts: Sequence[Projected], vectors: list[VectorBytes], found: list[keywords.KeywordRow]
+    ) -> dict[str, tuple[object, ...]]:
+        """The rows of a batch's memories, one an id (the last: one statement cannot update a row twice)."""
+        made = (self._memory_row(p, v, k) for p, v, k in zip(upserts, vectors, found, strict=True))
+        return {str(row[1]): row for row in made}
+
+    def _drop_postings(self, memory_ids: Sequence[str], held_rows: int) -> None:
+        """Remove these memories' postings (before their rows change: found by the stems they hold)."""
+        if not memory_ids:
+            return
+        cursor = self._cursor()
+        if len(memory_ids) < held_rows * REMOVED_BY_SCAN_SHARE:
+            cursor.execute(_BY_INDEX, ["off", "off"])
+            cursor.execute(_DROP_POSTINGS_OF, [self.project, list(memory_ids), self._number])
+            cursor.execute(_BY_INDEX, ["on", "on"])
+        else:
+            cursor.execute(_SEQUENTIAL, ["off", "off", "off"])
+            cursor.execute(_DROP_POSTINGS_READ, [self._number, [keywords.memory_number(i) for i in memory_ids]])
+            cursor.execute(_SEQUENTIAL, ["on", "on", "on"])
+
+    def _write_links(self, cursor: psycopg.Cursor[tuple[Any, ...]], links: Sequence[LinkRecord]) -> None:
+        """Write the links a batch changed: a dead one's row removed, a live one's made or written again."""
+        dead = [link.id for link in links if not link.alive]
+        if dead:
+            cursor.execute("DELETE FROM eventmem_links WHERE project = %s AND id = ANY(%s)", [self.project, dead])
+        alive = [link for link in links if link.alive]
+        if alive:
+            cursor.executemany(_UPSERT_LINK, [self._link_row(link) for link in alive])
 
     def _memory_row(self, item: Projected, vector: VectorBytes, found: keywords.KeywordRow) -> tuple[object, ...]:
         r = item.record
@@ -618,6 +643,11 @@ class PostgresProjector:
                 yield (self.project, event.id, event.__struct_config__.tag, event.ts, encode_event(event))
 
 
+_Held = tuple[tuple[str, str, str, list[str]], int, list[str], list[float]]
+"""A memory's row as a batch finds it: its texts (title, summary, content, tags), then its keyword
+columns (tokens, stems, frequencies)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Chunk:
     """A load's chunk, ready to copy: its memories' rows, the memories holding each word and the
@@ -626,6 +656,39 @@ class _Chunk:
     rows: list[tuple[object, ...]]
     words: Counter[str]
     tokens: int
+
+
+def _words_changed(
+    held: dict[str, _Held], reposted: Sequence[str], upserts: Sequence[Projected], found: Sequence[keywords.KeywordRow]
+) -> tuple[Counter[str], int, int]:
+    """What a batch changes in the keyword statistics (the memories holding each word, the memories
+    and their tokens): less the rows of ``reposted`` it replaces or removes (those ``held``), plus
+    their new keyword rows (of ``upserts``, ``found``). A memory whose keywords stay counts for
+    nothing."""
+    words: Counter[str] = Counter()
+    memories = tokens = 0
+    for memory_id in reposted:
+        was = held.get(memory_id)
+        if was is not None:
+            words.subtract(keywords.words_of(*was[0]))
+            memories -= 1
+            tokens -= was[1]
+    posted = set(reposted)
+    now = {p.record.id: k for p, k in zip(upserts, found, strict=True) if p.record.id in posted}  # (the last)
+    for row in now.values():
+        words.update(row.words)
+        memories += 1
+        tokens += row.tokens
+    return words, memories, tokens
+
+
+def _same_texts(held: _Held | None, record: MemoryRecord) -> bool:
+    """Whether a memory's row holds the texts the record has, as text columns hold them (its keywords
+    then are as they were, which the batch checks once they are made)."""
+    if held is None:
+        return False
+    now = (pg_text(record.title), pg_text(record.summary), pg_text(record.content), [pg_text(t) for t in record.tags])
+    return held[0] == now
 
 
 def _keyword_rows(upserts: Sequence[Projected]) -> list[keywords.KeywordRow]:
