@@ -35,6 +35,7 @@ def test_the_postgres_benchmark_runs_both_stores_and_the_sync_with_the_embedder_
     for label in ("unfiltered", "filtered", "type", "scope"):  # (answered by PostgreSQL, alike in-process)
         assert data["recall"][label]["top10_overlap"] >= 0.9, label
         assert len(data["recall"][label]["load_average"]) == 2, label
+        assert data["recall"][label]["settled_after_s"] >= 0.5, label  # (timed once the threads were idle)
 
 
 @pytest.mark.slow

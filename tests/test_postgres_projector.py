@@ -823,3 +823,55 @@ def test_a_batch_keeping_a_memorys_texts_keeps_its_postings_unless_the_keyword_c
     after, rebuilt = _contents(conn, "p"), _contents(conn, "rebuilt")
     assert after == rebuilt and after["postings"] == after["postings of the rows"]
     assert not any(stem == "olden" for stem, *_ in after["postings"])
+
+
+def test_postings_made_at_once_are_each_memorys_own_fields_row_by_row_in_the_keys_order() -> None:
+    import random
+    import struct
+
+    from eventmem.projectors.postgres.bulk import postings_data
+    from eventmem.projectors.postgres.keywords import memory_number
+
+    rng = random.Random(11)
+    alphabet = ["a", "b", "z", "Z", "é", "ß", "Ω", "𝔘", " ", "0"]
+    memories = []
+    for n in range(60):
+        stems = list(dict.fromkeys("".join(rng.choices(alphabet, k=rng.choice([1, 3, 9, 300]))) for _ in range(8)))
+        stems = stems[: rng.randrange(len(stems) + 1)]  # (some memories hold no stem)
+        memories.append((f"m{n}", rng.randrange(10_000), stems, [float(rng.randrange(1, 40)) for _ in stems]))
+    data = postings_data(-3, memories)
+    assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
+    rows, at = [], 19
+    while data[at : at + 2] != b"\xff\xff":
+        assert int.from_bytes(data[at : at + 2], "big") == 5
+        at += 2
+        fields = []
+        for _ in range(5):
+            size = int.from_bytes(data[at : at + 4], "big")
+            fields.append(data[at + 4 : at + 4 + size])
+            at += 4 + size
+        project, number, tokens, stem, freq = fields
+        rows.append(
+            (
+                int.from_bytes(project, "big", signed=True),
+                int.from_bytes(number, "big", signed=True),
+                int.from_bytes(tokens, "big", signed=True),
+                stem.decode(),
+                struct.unpack(">f", freq)[0],
+            )
+        )
+    assert at + 2 == len(data)
+    expected = sorted(
+        (
+            (-3, memory_number(i), tokens, stem, freq)
+            for i, tokens, stems, freqs in memories
+            for stem, freq in zip(stems, freqs, strict=True)
+        ),
+        key=lambda row: (row[3].encode(), row[1]),
+    )
+    assert rows == expected and len(rows) > 100
+    assert (
+        postings_data(-3, [])
+        == postings_data(-3, [("m", 1, [], [])])
+        == b"PGCOPY\n\xff\r\n\x00" + bytes(8) + b"\xff\xff"
+    )

@@ -223,6 +223,7 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
             for text in warm_up[5 * part : 5 * part + 5]:  # (warm both: caches, the planner, prepared statements)
                 local.recall(text, limit=10, filters=filters)
                 served.recall(text, limit=10, filters=filters)
+            settled = settle()  # (both services' threads done: their CPU time is read as the recalls')
             asked = texts[size * part : size * (part + 1)]
             load_at_start = round(os.getloadavg()[0], 2)
             local_ms: list[float] = []
@@ -275,6 +276,7 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
                 "top10_overlap": round(statistics.fmean(shares), 4),
                 "same_top10_in_order": round(same / len(asked), 4),
                 "load_average": [load_at_start, round(os.getloadavg()[0], 2)],
+                "settled_after_s": settled,
             }
             log(f"{label}: {out[label]}")
             out[label]["explain"] = explained_recall(uri, sent)
@@ -282,6 +284,22 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
         local.close()
         served.close()
     return out
+
+
+def settle(timeout: float = 600.0, window: float = 0.5, busy: float = 0.02) -> float:
+    """Wait until this process's threads are idle: the background work both services start (at
+    100,000 memories a store's first calls build its keyword postings, its snapshot and the global
+    memory's, seconds of a core) has ended, so that the recalls timed next are timed alone and the
+    process's CPU time read around one is its own (it was not: a first part's client CPU read 110 ms
+    a recall). Idle: less than ``busy`` of a core over ``window`` seconds. Returns the seconds waited
+    (``timeout`` at most)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        cpu = time.process_time()
+        time.sleep(window)
+        if time.process_time() - cpu < busy * window:
+            break
+    return round(time.perf_counter() - started, 2)
 
 
 def backend_cpu_seconds(served: Any) -> float | None:

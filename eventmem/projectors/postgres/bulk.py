@@ -12,6 +12,7 @@ out of the default 64 MB) to 454 (220 s).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
 from collections.abc import Iterable, Sequence
@@ -168,7 +169,15 @@ POSTING_COLUMNS = "project, memory, tokens, stem, freq"
 """eventmem_postings' columns in the order :func:`postings_data` writes them."""
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = b"\xff\xff"
-_FREQS: dict[float, bytes] = {}
+_FIVE_FIELDS = (5).to_bytes(2, "big") + b"\x00\x00\x00\x04"
+"""A posting row's field count, then the project's length."""
+_FOUR = b"\x00\x00\x00\x04"
+_EIGHT = b"\x00\x00\x00\x08"
+_PREFIX = 30
+"""A posting row's bytes before its stem: the field count (2), then the project, the memory's number and
+its tokens, each after its length (8, 12 and 8)."""
+_VALUE = 8
+"""A posting row's bytes after its stem: the frequency after its length."""
 
 
 def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]]) -> bytes:
@@ -180,47 +189,52 @@ def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str]
     compares, which is the order of the code points Python sorts ``str`` by, then by memory number),
     so that inserting them into the key's index walks its pages once, in order, instead of at random
     (measured: a merged branch's postings of 10,000 events onto 20,000 memories copied in 7.9 s
-    instead of 12.7). A load's postings are made by the server instead (``_POSTINGS_OF_ROWS``)."""
-    head = (5).to_bytes(2, "big") + b"\x00\x00\x00\x04" + project.to_bytes(4, "big", signed=True)
-    parts = [_SIGNATURE]
-    fields = _FIELDS
-    numbered = ((memory_number(memory_id), tokens, stems, freqs) for memory_id, tokens, stems, freqs in memories)
-    # (each stem's postings gathered in the order of their memories' numbers, then the stems sorted)
-    by_stem: dict[str, list[tuple[bytes, bytes]]] = {}
-    for number, tokens, stems, freqs in sorted(numbered, key=operator.itemgetter(0)):
-        prefix = _posting_prefix(head, number, tokens)
-        for stem, freq in zip(stems, freqs, strict=True):
-            posting = (prefix, _FREQS.get(freq) or _freq(freq))
-            held = by_stem.get(stem)
-            if held is None:
-                by_stem[stem] = [posting]
-            else:
-                held.append(posting)
-    for stem in sorted(by_stem):
-        field = fields.get(stem) or _field(stem)
-        for prefix, value in by_stem[stem]:
-            parts += (prefix, field, value)
-    if len(_FREQS) > _FIELDS_KEPT:
-        _FREQS.clear()
-    parts.append(_TRAILER)
-    return b"".join(parts)
+    instead of 12.7). A load's postings are made by the server instead (``_POSTINGS_OF_ROWS``).
 
-
-def _posting_prefix(head: bytes, number: int, tokens: int) -> bytes:
-    """A posting row's fields before its stem: the field count and project (``head``), the memory's
-    number and its size in tokens."""
-    return (
-        head
-        + b"\x00\x00\x00\x08"
-        + number.to_bytes(8, "big", signed=True)
-        + b"\x00\x00\x00\x04"
-        + tokens.to_bytes(4, "big", signed=True)
-    )
-
-
-def _freq(freq: float) -> bytes:
-    value = _FREQS[freq] = b"\x00\x00\x00\x04" + struct.pack(">f", freq)
-    return value
+    The rows are laid out by numpy, not a row at a time: each row is its memory's fields before the
+    stem (:data:`_PREFIX` bytes), its stem's field, then its frequency's (:data:`_VALUE` bytes), each
+    copied into place for all rows at once (measured: 180,000 postings in 67-76 ms instead of
+    139-151, the same bytes; numpy's copies leave the interpreter to the sync's other thread)."""
+    rows = sorted(((memory_number(m), t, s, f) for m, t, s, f in memories), key=operator.itemgetter(0))
+    counts = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
+    total = int(counts.sum())
+    if not total:
+        return _SIGNATURE + _TRAILER
+    # each memory's fields before the stem: the field count, the project, its number and its tokens
+    prefix = np.empty((len(rows), _PREFIX), np.uint8)
+    prefix[:, :14] = np.frombuffer(_FIVE_FIELDS + project.to_bytes(4, "big", signed=True) + _EIGHT, np.uint8)
+    prefix[:, 14:22] = np.array([row[0] for row in rows], ">i8").view(np.uint8).reshape(-1, 8)
+    prefix[:, 22:26] = np.frombuffer(_FOUR, np.uint8)
+    prefix[:, 26:30] = np.array([row[1] for row in rows], ">i4").view(np.uint8).reshape(-1, 4)
+    # each stem numbered once, and ranked by the key's order; the postings sorted by stem, then memory
+    numbered: dict[str, int] = {}
+    stems = np.fromiter((numbered.setdefault(s, len(numbered)) for row in rows for s in row[2]), np.int64, total)
+    names = list(numbered)
+    rank = np.empty(len(names), np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    holders = np.repeat(np.arange(len(rows)), counts)
+    order = np.lexsort((holders, rank[stems]))
+    stems, holders = stems[order], holders[order]
+    freqs = np.fromiter(itertools.chain.from_iterable(row[3] for row in rows), ">f4", total)[order]
+    fields = [_FIELDS.get(name) or _field(name) for name in names]
+    field_sizes = np.fromiter(map(len, fields), np.int64, len(fields))
+    field_starts = np.cumsum(field_sizes) - field_sizes
+    sizes = field_sizes[stems]
+    starts = np.cumsum(_PREFIX + sizes + _VALUE) - (_PREFIX + sizes + _VALUE)
+    out = np.empty(int(starts[-1] + _PREFIX + sizes[-1] + _VALUE), np.uint8)
+    out[starts[:, None] + np.arange(_PREFIX)] = prefix[holders]
+    value = np.empty((total, _VALUE), np.uint8)
+    value[:, :4] = np.frombuffer(_FOUR, np.uint8)
+    value[:, 4:] = freqs.view(np.uint8).reshape(-1, 4)
+    out[(starts + _PREFIX + sizes)[:, None] + np.arange(_VALUE)] = value
+    # the stems' fields, of as many sizes as stems: each byte taken from its stem's field
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    out[np.repeat(starts + _PREFIX, sizes) + within] = np.frombuffer(b"".join(fields), np.uint8)[
+        np.repeat(field_starts[stems], sizes) + within
+    ]
+    if len(_FIELDS) > _FIELDS_KEPT:
+        _FIELDS.clear()
+    return _SIGNATURE + out.tobytes() + _TRAILER
 
 
 def copy_data(cursor: psycopg.Cursor[Any], table: str, columns: str, data: bytes) -> None:

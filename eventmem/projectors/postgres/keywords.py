@@ -92,6 +92,20 @@ class KeywordRow:
     words: set[str]
 
 
+def statistics_change(
+    replaced: Sequence[tuple[tuple[str, str, str, Sequence[str]], int]], rows: Sequence[KeywordRow]
+) -> tuple[Counter[str], int, int]:
+    """What a batch changes in a project's keyword statistics (the memories holding each word, the
+    memories, their tokens): less the memories it ``replaced`` or removed (each one's texts, as
+    :func:`words_of` takes them, and its tokens), plus its new keyword ``rows``."""
+    words: Counter[str] = Counter()
+    for texts, _ in replaced:
+        words.subtract(words_of(*texts))
+    for row in rows:
+        words.update(row.words)
+    return words, len(rows) - len(replaced), sum(row.tokens for row in rows) - sum(t for _, t in replaced)
+
+
 class _Stems:
     """FTS5's stems of texts: the in-process tokenizer's numbers, named."""
 

@@ -543,7 +543,10 @@ class PostgresProjector:
                 if reposting and not large
                 else None
             )
-            counted = self._beside.submit(_words_changed, held, [*batch.removals, *reposting], batch.upserts, keyed)
+            posted = set(reposting)
+            added = {p.record.id: k for p, k in zip(batch.upserts, keyed, strict=True) if p.record.id in posted}
+            replaced = [held[i][:2] for i in [*batch.removals, *reposting] if i in held]
+            counted = self._beside.submit(keywords.statistics_change, replaced, list(added.values()))
             types: list[str | int] = [*MEMORY_TYPES, self._vector_type, *_KEYWORD_TYPES]
             copy_rows(cursor, "eventmem_incoming_memories", _MEMORY_COLUMNS, types, rows.result().values())
             cursor.execute(_UPSERT_MEMORY)
@@ -553,7 +556,7 @@ class PostgresProjector:
                 cursor.execute(_POSTINGS_OF_ROWS + _POSTINGS_IN_KEY_ORDER, [self._number, self.project, reposting])
             self._add_words(*counted.result())
         elif batch.removals:
-            self._add_words(*_words_changed(held, batch.removals, (), ()))
+            self._add_words(*keywords.statistics_change([held[i][:2] for i in batch.removals if i in held], []))
         self._write_links(cursor, batch.links)
         if batch.events:
             events: dict[object, tuple[object, ...]] = {}
@@ -656,30 +659,6 @@ class _Chunk:
     rows: list[tuple[object, ...]]
     words: Counter[str]
     tokens: int
-
-
-def _words_changed(
-    held: dict[str, _Held], reposted: Sequence[str], upserts: Sequence[Projected], found: Sequence[keywords.KeywordRow]
-) -> tuple[Counter[str], int, int]:
-    """What a batch changes in the keyword statistics (the memories holding each word, the memories
-    and their tokens): less the rows of ``reposted`` it replaces or removes (those ``held``), plus
-    their new keyword rows (of ``upserts``, ``found``). A memory whose keywords stay counts for
-    nothing."""
-    words: Counter[str] = Counter()
-    memories = tokens = 0
-    for memory_id in reposted:
-        was = held.get(memory_id)
-        if was is not None:
-            words.subtract(keywords.words_of(*was[0]))
-            memories -= 1
-            tokens -= was[1]
-    posted = set(reposted)
-    now = {p.record.id: k for p, k in zip(upserts, found, strict=True) if p.record.id in posted}  # (the last)
-    for row in now.values():
-        words.update(row.words)
-        memories += 1
-        tokens += row.tokens
-    return words, memories, tokens
 
 
 def _same_texts(held: _Held | None, record: MemoryRecord) -> bool:
