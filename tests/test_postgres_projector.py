@@ -662,17 +662,27 @@ def test_a_filter_passing_more_lasting_memories_than_the_scan_bound_is_not_count
     assert queries.lasting_count(("p",), Filters(kinds=("decision",), min_importance=0.5)) is None
 
 
-def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
-    """(stem, memory number, freq bytes) of each row of a binary COPY stream of the postings' columns."""
+def _copy_stream_rows(data: bytes) -> list[list[bytes]]:
+    """The fields of each row of a binary COPY stream of the postings' five columns, read to its trailer."""
+    assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
     rows, at = [], 19  # (the signature, the flags and the header's length)
     while data[at : at + 2] != b"\xff\xff":
+        assert int.from_bytes(data[at : at + 2], "big") == 5
         at += 2
         fields = []
         for _ in range(5):
             size = int.from_bytes(data[at : at + 4], "big")
             fields.append(data[at + 4 : at + 4 + size])
             at += 4 + size
-        project, number, _tokens, stem, freq = fields
+        rows.append(fields)
+    assert at + 2 == len(data)
+    return rows
+
+
+def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
+    """(stem, memory number, freq bytes) of each row of a binary COPY stream of the postings' columns."""
+    rows = []
+    for project, number, _tokens, stem, freq in _copy_stream_rows(data):
         assert int.from_bytes(project, "big") == 7
         rows.append((stem.decode(), int.from_bytes(number, "big", signed=True), freq.hex()))
     return rows
@@ -839,28 +849,16 @@ def test_postings_made_at_once_are_each_memorys_own_fields_row_by_row_in_the_key
         stems = list(dict.fromkeys("".join(rng.choices(alphabet, k=rng.choice([1, 3, 9, 300]))) for _ in range(8)))
         stems = stems[: rng.randrange(len(stems) + 1)]  # (some memories hold no stem)
         memories.append((f"m{n}", rng.randrange(10_000), stems, [float(rng.randrange(1, 40)) for _ in stems]))
-    data = postings_data(-3, memories)
-    assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
-    rows, at = [], 19
-    while data[at : at + 2] != b"\xff\xff":
-        assert int.from_bytes(data[at : at + 2], "big") == 5
-        at += 2
-        fields = []
-        for _ in range(5):
-            size = int.from_bytes(data[at : at + 4], "big")
-            fields.append(data[at + 4 : at + 4 + size])
-            at += 4 + size
-        project, number, tokens, stem, freq = fields
-        rows.append(
-            (
-                int.from_bytes(project, "big", signed=True),
-                int.from_bytes(number, "big", signed=True),
-                int.from_bytes(tokens, "big", signed=True),
-                stem.decode(),
-                struct.unpack(">f", freq)[0],
-            )
+    rows = [
+        (
+            int.from_bytes(project, "big", signed=True),
+            int.from_bytes(number, "big", signed=True),
+            int.from_bytes(tokens, "big", signed=True),
+            stem.decode(),
+            struct.unpack(">f", freq)[0],
         )
-    assert at + 2 == len(data)
+        for project, number, tokens, stem, freq in _copy_stream_rows(postings_data(-3, memories))
+    ]
     expected = sorted(
         (
             (-3, memory_number(i), tokens, stem, freq)
