@@ -80,11 +80,11 @@ REMOVED_BY_SCAN_SHARE = 0.02
 """A batch whose memories' postings are replaced or removed, when they are at least this share of the
 rows every project holds, finds those postings by reading the posting table once (:data:`_DROP_POSTINGS_READ`),
 not a stem at a time through its index (:data:`_DROP_POSTINGS_OF`). Measured at 20,000 memories, 2.6
-million postings, a quiet 2-core machine: read once in 0.19-0.21 s whatever the batch; through the
-index, the postings of 330 memories in 0.35 s and of 1,100 in 0.87 s, about 1 ms a memory, so reading
-the table pays from about 1% of the rows (an incremental sync of 2,000 mixed events, 1,100 memories
-reposted: 736-796 -> 883-942 events/s). Twice that share, for a table the server's cache does not
-hold whole (read in order, where the index is read at random)."""
+million postings, a quiet 2-core machine: read once in 0.18-0.21 s whatever the batch; through the
+index, in its order, the postings of 900 memories in 0.32-0.38 s, about 0.4 ms a memory (at 100,000
+memories, 0.43-0.44 s), so reading the table pays from 2-2.5% of the rows (at first, the index was read
+a row's stems at a time, about 1 ms a memory: from about 1%; an incremental sync of 2,000 mixed
+events, 1,100 memories reposted: 736-796 -> 883-942 events/s)."""
 _MEMORY_COLUMNS = (
     "project, id, branch, kind, scope, title, content, summary, tags, importance, ttl_seconds, origin_project, "
     "created_at, updated_at, created_by, updated_by, expires_at, superseded, archived, event_count, record, embedding, "
@@ -147,14 +147,18 @@ the postings 0.49 -> 0.71 s of the server's 1.9, for 0.3 s of the process's)."""
 _POSTINGS_IN_KEY_ORDER = ' ORDER BY s.stem COLLATE "C", m.no'
 """(postings inserted into the key's index, in its order: a large batch's, a load's where the key is kept)"""
 _DROP_POSTINGS_OF = (
-    "DELETE FROM eventmem_postings e USING eventmem_memories m CROSS JOIN LATERAL unnest(m.stems) AS s(stem) "
-    'WHERE m.project = %s AND m.id = ANY(%s) AND e.project = %s AND e.stem = s.stem COLLATE "C" '
-    "AND e.memory = eventmem_memory_number(m.id)"
+    "DELETE FROM eventmem_postings e USING (SELECT s.stem, m.no FROM ("
+    "SELECT eventmem_memory_number(id) AS no, stems FROM eventmem_memories WHERE project = %s AND id = ANY(%s) "
+    'OFFSET 0) m CROSS JOIN LATERAL unnest(m.stems) AS s(stem) ORDER BY s.stem COLLATE "C", m.no) d '
+    'WHERE e.project = %s AND e.stem = d.stem COLLATE "C" AND e.memory = d.no'
 )
 """Remove these memories' postings, named by the stems their rows hold (before the rows change),
-each found through the postings' index (:data:`_BY_INDEX`). (Asked in the key's order, by sorting
-the stems first, it took 2.9 s instead of 1.1-1.3 for 1,100 memories' 143,000 postings in 2.6
-million: the sort reads each row's stems again and again.)"""
+each found through the postings' index (:data:`_BY_INDEX`), in the index's order. The rows are read
+once (``OFFSET 0``: each row's stems unpacked once, its number computed once; without it a sort read
+every row's stems again and again, 2.9 s instead of 1.1-1.3 for 1,100 memories' 143,000 postings).
+Measured on a quiet 2-core machine, 900 memories' 117,000 postings, three rounds each: at 100,000
+memories (13 million postings) 424-441 ms instead of 837-901 ms a row's stems at a time; at 20,000,
+324-381 ms instead of 702-750 (read in the rows' order but once: 396-456 ms)."""
 _DROP_POSTINGS_READ = "DELETE FROM eventmem_postings WHERE project = %s AND memory = ANY(%s::int8[])"
 """Remove these memories' postings by reading the posting table once (with :data:`_SEQUENTIAL`, for a
 batch that removes many: :data:`REMOVED_BY_SCAN_SHARE`)."""
