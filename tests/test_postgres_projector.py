@@ -7,6 +7,8 @@ UTF-8 and an awaited event arriving later are handled."""
 from __future__ import annotations
 
 import os
+import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +28,7 @@ from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres import projector as projector_module
+from eventmem.projectors.postgres.bulk import postings_data
 from eventmem.projectors.postgres.keywords import memory_number
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
@@ -836,12 +839,6 @@ def test_a_batch_keeping_a_memorys_texts_keeps_its_postings_unless_the_keyword_c
 
 
 def test_postings_made_at_once_are_each_memorys_own_fields_row_by_row_in_the_keys_order() -> None:
-    import random
-    import struct
-
-    from eventmem.projectors.postgres.bulk import postings_data
-    from eventmem.projectors.postgres.keywords import memory_number
-
     rng = random.Random(11)
     alphabet = ["a", "b", "z", "Z", "é", "ß", "Ω", "𝔘", " ", "0"]
     memories = []
