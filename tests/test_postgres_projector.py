@@ -692,11 +692,6 @@ def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
 
 
 def test_postings_sent_in_key_order_are_the_same_rows_in_the_keys_order() -> None:
-    import struct
-
-    from eventmem.projectors.postgres.bulk import postings_data
-    from eventmem.projectors.postgres.keywords import memory_number
-
     memories = [
         ("m2", 3, ["zeta", "alpha", "émigré"], [1.0, 2.0, 0.5]),
         ("m1", 4, ["alpha", "beta", "Zulu"], [3.0, 1.0, 1.0]),
