@@ -184,7 +184,7 @@ async def test_a_question_asked_again_through_serve_store_is_not_embedded_again(
 def _plan(conn: Any, vector: npt.NDArray[np.float32], filters: Filters, model: str) -> str:
     with conn.transaction():
         setting, sql, values = queries.vector_query(("p",), vector, 50, filters, NOW, exact=False, model=model)
-        conn.execute(setting)
+        conn.execute(*setting)
         plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
         conn.execute(queries.SORTING_BACK)
     return plan
@@ -258,7 +258,7 @@ def _semantic_indexes(conn: Any) -> list[tuple[str, bool]]:
     return [(str(name), bool(valid)) for name, valid in rows]
 
 
-def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_root_and_ranks_what_they_hold_exactly(
+def test_a_search_reads_the_inverted_files_lists_by_their_square_root_and_its_filters_share_and_ranks_them_exactly(
     service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for n in range(300):
@@ -268,7 +268,7 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
     monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
     monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
     monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)  # (of 17 lists: ceil(2 * sqrt(17)) = 9)
-    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 3)  # (a filter's: ceil(3 * sqrt(17)) = 13)
+    monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 3)  # (a narrow filter's: ceil(3 * sqrt(17)) = 13)
     embedder = HashingEmbedder()
     projector = PostgresProjector(psycopg.connect(pg_uri), "p", embedder, branch="main")
     try:
@@ -278,12 +278,17 @@ def test_a_search_reads_a_number_of_the_inverted_files_lists_by_their_square_roo
     with psycopg.connect(pg_uri) as conn:
         assert _lists(conn) == 17 == vector_index_module.ivf_lists(300)
         vector = embedder.embed(["note 3 about caching"])[0]
-        for filters, probes in ((Filters(), "9"), (Filters(tags=("t1",)), "13"), (Filters(kinds=("general",)), "13")):
+        for filters, probes in (
+            (Filters(), "9"),
+            (Filters(tags=("t1",)), "13"),  # (a quarter: 2 / sqrt(0.25) = 4 lists a root, at most 3)
+            (Filters(kinds=("general",)), "9"),  # (every memory: as without a filter)
+            (Filters(tags=("t1", "t2")), "13"),  # (two tags: their memories not counted by the triggers)
+        ):
             with conn.transaction():
                 setting, sql, values = queries.vector_query(
                     ("p",), vector, 10, filters, NOW, exact=False, model=embedder.model_id
                 )
-                conn.execute(setting)
+                conn.execute(*setting)
                 assert conn.execute("SELECT current_setting('ivfflat.probes')").fetchone() == (probes,)
                 plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
                 assert "eventmem_searched_semantic_ivf_384" in plan, plan

@@ -107,6 +107,13 @@ FILTERS: dict[str, Filters | None] = {
 }
 """The recalls compared: without a filter, with a tag (``filtered``), a type and a scope, as
 ``recall_memories`` takes them."""
+RECALLED: dict[str, Filters] = {
+    "type": Filters(kinds=("decision",)),
+    "two_types": Filters(kinds=("decision", "general")),
+    "scope": Filters(scope="project"),
+}
+"""Filters whose approximate vector search is also measured against the exact one (beside none and
+the tag): a type passing 23% of the memories, two passing 59%, the scope (every memory here)."""
 
 
 HYBRID_DEPTH = 50
@@ -377,6 +384,7 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
     embed_seconds = time.perf_counter() - started
     texts = Corpus(11).queries(query_count)
     exact_ms, hnsw_ms, recalls, filtered_recalls, deep_recalls, deep_filtered = [], [], [], [], [], []
+    by_filter: dict[str, list[float]] = {}
     # (HNSW searched as a recall searches it: with the embedder's hnsw.ef_search where the code chooses
     # it by embedder; a baseline whose vector_hits takes no model searches as it always did)
     by_model = "model" in inspect.signature(queries.vector_hits).parameters
@@ -400,6 +408,12 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
             exact = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=True)
             approx = queries.vector_hits(conn, ("bench",), vector, 10, FILTER, exact=False, **model)
             filtered_recalls.append(recall_of(exact, approx))
+            # under each filter of a recall, and types passing more than half of the memories
+            for label, filters in RECALLED.items():
+                for depth in (10, HYBRID_DEPTH):
+                    exact = queries.vector_hits(conn, ("bench",), vector, depth, filters, exact=True)
+                    approx = queries.vector_hits(conn, ("bench",), vector, depth, filters, exact=False, **model)
+                    by_filter.setdefault(f"{label}@{depth}", []).append(recall_of(exact, approx))
             # the depth a hybrid recall asks of the vector list (what the fusion reads)
             for filters, out in ((Filters(), deep_recalls), (FILTER, deep_filtered)):
                 exact = queries.vector_hits(conn, ("bench",), vector, HYBRID_DEPTH, filters, exact=True)
@@ -432,6 +446,7 @@ def measure(uri: str, root: Path, count: int, query_count: int, spec: str = "has
         "hnsw_recall_at_10_filtered": round(statistics.mean(filtered_recalls), 4),
         "hnsw_recall_at_50": round(statistics.mean(deep_recalls), 4),
         "hnsw_recall_at_50_filtered": round(statistics.mean(deep_filtered), 4),
+        "approximate_recall_by_filter": {label: round(statistics.mean(v), 4) for label, v in by_filter.items()},
         "hnsw_ef_search_top10": queries.ef_search(10, **model),
         "hnsw_ef_search_top50": queries.ef_search(HYBRID_DEPTH, **model),
         "hybrid_uses": "exact" if count <= getattr(queries, "SCANNED_UP_TO", queries.EXACT_UP_TO) else "hnsw",

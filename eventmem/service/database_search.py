@@ -119,7 +119,7 @@ class DatabaseView:
             literal=self.literal,
             model=self.embedder.model_id,
         )
-        self.conn.execute(setting)
+        self.conn.execute(*setting)
         self._asked[("vectors", depth)] = self.conn.execute(sql, values)
         self.conn.execute(queries.SORTING_BACK)
 

@@ -55,6 +55,8 @@ __all__ = [
 
 Key = tuple[str, str]
 """(project, memory id)"""
+Statement = tuple[str, list[object]]
+"""A statement and its parameters (an empty statement: none to send)."""
 EXACT_UP_TO = 2_000
 """Without a filter, a vector search among projects holding at most this many memories scans them
 all (exact); above, HNSW (measured: the narrow rows' exact scan of 3,000 took twice HNSW's time). And
@@ -393,10 +395,10 @@ def vector_rows(
         exact = count(conn, projects, filters, now, project=project, up_to=bound + 1) <= bound
     setting, sql, values = vector_query(projects, vector, k, filters, now, exact=exact, project=project, model=model)
     with reading(conn):
-        if setting:
-            conn.execute(setting)
+        if setting[0]:
+            conn.execute(*setting)
         found = conn.execute(sql, values).fetchall()
-        if setting:
+        if setting[0]:
             conn.execute(SORTING_BACK)
         return vector_rows_of(found)
 
@@ -412,9 +414,9 @@ def vector_query(
     project: str | None = None,
     literal: str | None = None,
     model: str | None = None,
-) -> tuple[str, str, list[object]]:
-    """What :func:`vector_rows` runs: the HNSW settings for its transaction (a statement of no
-    parameters, none when exact) and the query with its parameters."""
+) -> tuple[Statement, str, list[object]]:
+    """What :func:`vector_rows` runs: the settings of the index searched, for its transaction (none
+    when exact), and the query with its parameters."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
@@ -435,8 +437,8 @@ def vector_query(
             f"subvector(%s::halfvec({dim}), {dim - part + 1}, {part}) LIMIT %s) s ORDER BY {whole} LIMIT %s"
         )
         candidates = ef_search(k, model)
-        per_root = IVF_PROBES_PER_ROOT_FILTERED if narrows(filters, project) else IVF_PROBES_PER_ROOT
-        return _semantic_setting(k, model, per_root), sql, [literal, *params, literal, candidates, literal, k]
+        setting = _semantic_setting(k, model, _probes_per_root(projects, filters, project))
+        return setting, sql, [literal, *params, literal, candidates, literal, k]
     column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
     order = f"m.embedding <#> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
     sql = (
@@ -447,19 +449,42 @@ def vector_query(
     # (one statement: it may be prepared, and sent in a pipeline). Sorting is off for the query: the
     # planner otherwise sorts every row a filter passes (measured at 20,000 memories: 243 ms, the
     # HNSW index unused); :data:`SORTING_BACK` turns it on again for the rest of the transaction.
-    return "" if exact else _hnsw_setting(k, model), sql, [literal, *params, literal, k]
+    return ("", []) if exact else (_hnsw_setting(k, model), []), sql, [literal, *params, literal, k]
 
 
-def _semantic_setting(k: int, model: str | None, per_root: float) -> str:
+def _probes_per_root(projects: Sequence[str], filters: Filters, project: str | None) -> Statement:
+    """The lists a search of the semantic part's inverted file reads, per square root of their number
+    (an SQL expression and its parameters): :data:`IVF_PROBES_PER_ROOT` without a filter;
+    :data:`IVF_PROBES_PER_ROOT_FILTERED` with one, or, when the lasting memories it passes are
+    counted (:func:`lasting_count`), the unfiltered share divided by the square root of the share of
+    the projects' memories they are, up to that: a filter's candidates lie as deep among every
+    memory's as it is narrow, so a filter passing most memories reads about the lists no filter reads
+    (a scope or the common types; measured at 20,000 and 100,000 memories in
+    ``docs/bench/postgres-limits.md``), and one passing a small share the filtered number."""
+    if not narrows(filters, project):
+        return str(IVF_PROBES_PER_ROOT), []
+    lasting = lasting_count(projects, filters, project)
+    if lasting is None:
+        return str(IVF_PROBES_PER_ROOT_FILTERED), []
+    held = "(SELECT coalesce(sum(p.memories), 0) FROM eventmem_projects p WHERE p.project = ANY(%s))"
+    share = f"least(1.0, ({lasting[0]})::float8 / greatest({held}, 1))"
+    return (
+        f"least({IVF_PROBES_PER_ROOT_FILTERED}, {IVF_PROBES_PER_ROOT} / sqrt(greatest({share}, 1e-6)))",
+        [*lasting[1], list(projects)],
+    )
+
+
+def _semantic_setting(k: int, model: str | None, per_root: Statement) -> Statement:
     """The settings of a search of the semantic part's inverted file: ``per_root`` times the square
-    root of its lists (:data:`IVF_PROBES_PER_ROOT`), read on (an iterative scan) while a filter leaves
+    root of its lists (:func:`_probes_per_root`), read on (an iterative scan) while a filter leaves
     fewer candidates than asked for; and HNSW's, for a database whose graph of the part, made by an
     earlier version, is not dropped yet."""
     return (
         "SELECT set_config('ivfflat.probes', "
-        f"(SELECT least(l, ceil({per_root} * sqrt(l)))::int FROM {SEMANTIC_LISTS} AS s(l))::text, true), "
+        f"(SELECT least(l, ceil({per_root[0]} * sqrt(l)))::int FROM {SEMANTIC_LISTS} AS s(l))::text, true), "
         "set_config('ivfflat.iterative_scan', 'relaxed_order', true), "
-        + _hnsw_setting(k, model).removeprefix("SELECT ")
+        + _hnsw_setting(k, model).removeprefix("SELECT "),
+        per_root[1],
     )
 
 
@@ -508,17 +533,20 @@ def counted_vector_query(
     project: str | None = None,
     literal: str | None = None,
     model: str | None = None,
-) -> tuple[str, str, list[object]]:
+) -> tuple[Statement, str, list[object]]:
     """What :func:`vector_query` runs, deciding between the exact scan and HNSW itself, with the
     memories passing the filters counted beside each row: one statement, and none read before it.
     When nothing but visibility narrows the search: exact if the projects hold at most
     :data:`EXACT_UP_TO` memories (the count taken over the rows scanned), else HNSW (no count: the
-    rows carry the memories held instead). Otherwise the filtered rows are counted (up to
-    :data:`SCANNED_UP_TO` + 1, without distances), then scanned with their distances if they are few
-    enough, else searched through HNSW. The exact scans read the narrow rows of ``eventmem_searched``
-    (:data:`SEARCHED`). Rows: (project, id, cosine, importance, updated_at, created_at, count or NULL,
-    memories held or NULL); a row of no vector (cosine NULL) only counts. ``literal``: ``vector`` as
-    :func:`vector_literal` makes it, if made."""
+    rows carry the memories held instead). Otherwise, for a filter whose lasting memories the triggers
+    count (:func:`lasting_count`), that count decides first (more than :data:`SCANNED_UP_TO`: HNSW,
+    no row read), else the filtered rows are read once with their distances (up to
+    :data:`SCANNED_UP_TO` + 1) and counted from what was read; for any other filter, the rows are
+    counted first (up to :data:`SCANNED_UP_TO` + 1, without distances), then scanned with their
+    distances if they are few enough, else searched through HNSW. The exact scans read the narrow
+    rows of ``eventmem_searched`` (:data:`SEARCHED`). Rows: (project, id, cosine, importance,
+    updated_at, created_at, count or NULL, memories held or NULL); a row of no vector (cosine NULL)
+    only counts. ``literal``: ``vector`` as :func:`vector_literal` makes it, if made."""
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
@@ -541,23 +569,32 @@ def counted_vector_query(
             f"UNION ALL (SELECT x.*, NULL::bigint, {held} FROM ({hnsw}) x WHERE {held} > {EXACT_UP_TO})"
         )
         return setting, sql, [list(projects), literal, *params, k, *values]
-    # the filtered rows counted first, without their distances (a filter passing most memories then
-    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances); not read at all
-    # when the lasting memories the filter passes are more than that (their count, kept by triggers:
-    # the count's subquery is then never run)
     n = "(SELECT n FROM n)"
-    counted = f"SELECT count(*) FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c"
     lasting = lasting_count(projects, filters, project)
     if lasting is not None:
-        counted = f"CASE WHEN ({lasting[0]}) > {SCANNED_UP_TO} THEN {SCANNED_UP_TO + 1} ELSE ({counted}) END"
+        # the lasting memories the filter passes (counted by triggers) decide first: more than
+        # SCANNED_UP_TO, HNSW, and no row is read before it; else the filtered rows are read once, with
+        # their distances, up to one more than SCANNED_UP_TO, and counted from what was read (a filter
+        # passing more than that, most of them with a time to live, costs as many distances before HNSW)
+        few = f"(SELECT l FROM l) <= {SCANNED_UP_TO}"
+        sql = (
+            f"WITH l AS (SELECT ({lasting[0]}) AS l), "
+            f"f AS MATERIALIZED ({keep} AND {few} LIMIT {SCANNED_UP_TO + 1}), "
+            f"n AS (SELECT CASE WHEN {few} THEN (SELECT count(*) FROM f) ELSE {SCANNED_UP_TO + 1} END AS n) "
+            f"({scanned}, {n}, NULL::bigint FROM f WHERE {n} <= {SCANNED_UP_TO} ORDER BY f.d LIMIT %s) "
+            f"UNION ALL (SELECT x.*, {n}, NULL::bigint FROM ({hnsw}) x WHERE {n} > {SCANNED_UP_TO})"
+        )
+        return setting, sql, [*lasting[1], literal, *params, k, *values]
+    # the filtered rows counted first, without their distances (a filter passing most memories then
+    # costs a read of SCANNED_UP_TO narrow rows before HNSW, not as many distances)
+    counted = f"SELECT count(*) FROM (SELECT FROM {SEARCHED} m WHERE {where} LIMIT {SCANNED_UP_TO + 1}) c"
     sql = (
         f"WITH n AS (SELECT ({counted}) AS n), "
         f"f AS MATERIALIZED ({keep} AND {n} <= {SCANNED_UP_TO}) "
         f"({scanned}, {n}, NULL::bigint FROM f ORDER BY f.d LIMIT %s) "
         f"UNION ALL (SELECT x.*, {n}, NULL::bigint FROM ({hnsw}) x WHERE {n} > {SCANNED_UP_TO})"
     )
-    before = [] if lasting is None else lasting[1]
-    return setting, sql, [*before, *params, literal, *params, k, *values]
+    return setting, sql, [*params, literal, *params, k, *values]
 
 
 def lasting_count(
