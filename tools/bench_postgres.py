@@ -30,6 +30,15 @@ their vectors embedded by the sync), and a merged branch of ``--merge`` mixed ev
 ``sync --follow`` takes a change (one catch-up of the runner), each in events per second; then
 ``--kept-text`` updates that keep each memory's text, tags and type (a new importance or time to
 live), with how many of the narrow copies they rewrote stayed in their page (heap-only tuples).
+
+``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls on one database,
+this run's, alternated: each round runs a process of each revision in turn (the order swapped every
+round) that asks every filter's questions of ``serve --store`` once its threads are idle, and records
+the p50 of each recall's wall time and of its server backend's CPU time. On a shared machine the two
+separate runs' figures move with whatever else runs during each (at 100,000 memories even the
+in-process side differed by 1.4x between them); rounds alternated within minutes on one database
+compare the two revisions' SQL under the same conditions (``alternated`` in the JSON: each round, the
+medians of the rounds and their ratios).
 """
 
 from __future__ import annotations
@@ -291,6 +300,66 @@ def compare(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> di
         local.close()
         served.close()
     return out
+
+
+def recall_costs(uri: str, root: Path, texts: list[str], spec: str = "hashing") -> dict[str, Any]:
+    """``serve --store``'s recalls alone, on a database synced already: each filter of :data:`FILTERS`
+    asks its part of ``texts`` after a warm-up and once the process is idle; the p50 of each recall's
+    wall time and of its server backend's CPU time (what :func:`compare` records of that side)."""
+    from eventmem.service import open_service
+
+    served = open_service(RootChoice(root, "bench"), environ=bench_environ(root, spec), store=uri, store_name="bench")
+    out: dict[str, Any] = {}
+    try:
+        warm_up = Corpus(5).queries(5 * len(FILTERS))
+        size = len(texts) // len(FILTERS)
+        for part, (label, filters) in enumerate(FILTERS.items()):
+            for text in warm_up[5 * part : 5 * part + 5]:
+                served.recall(text, limit=10, filters=filters)
+            settle()
+            wall: list[float] = []
+            server: list[float] = []
+            for text in texts[size * part : size * (part + 1)]:
+                s0, t0 = backend_cpu_seconds(served), time.perf_counter()
+                served.recall(text, limit=10, filters=filters)
+                t1, s1 = time.perf_counter(), backend_cpu_seconds(served)
+                wall.append(t1 - t0)
+                if s0 is not None and s1 is not None:
+                    server.append(s1 - s0)
+            out[label] = {"postgres_recall_p50_ms": p50_ms(wall), "postgres_server_cpu_p50_ms": p50_ms(server)}
+    finally:
+        served.close()
+    return out
+
+
+def alternated(uri: str, root: Path, baseline: Path, rounds: int, query_count: int, spec: str) -> dict[str, Any]:
+    """:func:`recall_costs` of this revision and of ``baseline``'s source tree, each in a process of its
+    own, alternated on one database for ``rounds`` rounds (which goes first swapped every round)."""
+    sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
+    runs: list[dict[str, Any]] = []
+    for round_no in range(rounds):
+        order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
+        this_round: dict[str, Any] = {"order": order, "load_average": round(os.getloadavg()[0], 2)}
+        for side in order:
+            command = [sys.executable, __file__, "--costs-of", uri, str(root), "--queries", str(query_count)]
+            command += ["--embedder", spec]
+            if sides[side] is not None:
+                command += ["--source", str(sides[side])]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"the {side} side's recalls failed: {done.stderr[-2000:]}")
+            this_round[side] = json.loads(done.stdout)
+        log(f"alternated round {round_no + 1}: {this_round}")
+        runs.append(this_round)
+    medians: dict[str, Any] = {}
+    for label in FILTERS:
+        medians[label] = {}
+        for figure in ("postgres_recall_p50_ms", "postgres_server_cpu_p50_ms"):
+            mine = statistics.median(r["this"][label][figure] for r in runs)
+            theirs = statistics.median(r["baseline"][label][figure] for r in runs)
+            medians[label][figure] = {"this": round(mine, 3), "baseline": round(theirs, 3)}
+            medians[label][figure + "_ratio"] = round(mine / theirs, 3) if theirs else None
+    return {"rounds": runs, "medians_of_rounds": medians, "baseline_source": _revision(baseline)}
 
 
 def settle(timeout: float = 600.0, window: float = 0.5, busy: float = 0.02) -> float:
@@ -680,8 +749,20 @@ def main(argv: list[str] | None = None) -> int:
         help="another revision's source tree (e.g. main's, from git worktree add): measured the same way "
         "right after, its figures and the ratios to them in the same JSON",
     )
+    parser.add_argument(
+        "--alternate",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="with --baseline: also both revisions' recalls alternated on this run's database (see above)",
+    )
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
+    parser.add_argument("--costs-of", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)  # (one side's round)
     args = parser.parse_args(argv)
+    if args.costs_of is not None:
+        texts = Corpus(11).queries(args.queries * len(FILTERS))
+        emit(recall_costs(args.costs_of[0], Path(args.costs_of[1]), texts, args.embedder), None)
+        return 0
     if args.quick:
         args.memories, args.queries, args.incremental, args.merge, args.kept_text = 500, 20, 100, 300, 100
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-pg-") as tmp:
@@ -709,6 +790,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
+                if args.alternate and args.baseline is not None:
+                    results["alternated"] = alternated(
+                        uri, root, args.baseline, args.alternate, args.queries, args.embedder
+                    )
         finally:
             if server is not None:
                 server.cleanup()

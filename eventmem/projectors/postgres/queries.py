@@ -135,9 +135,9 @@ IVF_PROBES_PER_ROOT_FILTERED = 12
 """:data:`IVF_PROBES_PER_ROOT` of a search a narrow filter narrows (380 of 1,000 lists at a million
 memories): the memories passing it are fewer in each list read, and the nearest of them are as likely
 to lie in a list not read. A filter passing a larger share of the memories reads fewer, down to the
-unfiltered number (:func:`_probes_per_root`). Measured at a million memories under a tag held by 8% (``tools/bench_scale.py``, two
-builds of the index): reading 253 lists found 0.9505 of the top 10; 300 found 0.976 in both builds
-(78 and 104 ms), 400 0.986 and 0.98 (104 and 165 ms)."""
+unfiltered number (:func:`_probes_per_root`). Measured at a million memories under a tag held by 8%
+(``tools/bench_scale.py``, two builds of the index): reading 253 lists found 0.9505 of the top 10;
+300 found 0.976 in both builds (78 and 104 ms), 400 0.986 and 0.98 (104 and 165 ms)."""
 LISTS_OPTION = "substring(o FROM '^lists=([0-9]+)$')::int"
 """An inverted file's lists, from one of its index's options ``o`` (``NULL`` for any other option)."""
 SEMANTIC_LISTS = (
