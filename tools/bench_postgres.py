@@ -757,7 +757,13 @@ def main(argv: list[str] | None = None) -> int:
         help="with --baseline: also both revisions' recalls alternated on this run's database (see above)",
     )
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)  # (read before the imports)
-    parser.add_argument("--costs-of", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)  # (one side's round)
+    parser.add_argument(
+        "--costs-of",
+        nargs=2,
+        metavar=("URI", "ROOT"),
+        help="only serve --store's recalls of the project ROOT on the synced database URI (one side of a round "
+        "of --alternate; with --source TREE, that revision's)",
+    )
     args = parser.parse_args(argv)
     if args.costs_of is not None:
         texts = Corpus(11).queries(args.queries * len(FILTERS))
