@@ -299,6 +299,14 @@ def test_a_search_reads_the_inverted_files_lists_by_their_square_root_and_its_fi
             assert hits == queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True), filters
             monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 2)
             monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT_FILTERED", 3)
+        monkeypatch.setattr(queries, "IVF_PROBES_PER_ROOT", 0.5)  # (below the bound: 0.5 / sqrt(share) a root)
+        for filters, probes in ((Filters(), "3"), (Filters(tags=("t1",)), "5"), (Filters(kinds=("general",)), "3")):
+            with conn.transaction(force_rollback=True):
+                setting, _, _ = queries.vector_query(
+                    ("p",), vector, 10, filters, NOW, exact=False, model=embedder.model_id
+                )
+                conn.execute(*setting)
+                assert conn.execute("SELECT current_setting('ivfflat.probes')").fetchone() == (probes,), filters
 
 
 def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_want_twice_its_lists(
