@@ -665,6 +665,37 @@ def test_a_filters_rows_are_read_once_and_not_at_all_when_its_lasting_memories_p
     assert queries.lasting_count(("p",), Filters(kinds=("decision",), min_importance=0.5)) is None
 
 
+def test_a_filter_passing_more_memories_than_the_scan_bound_but_fewer_lasting_ones_goes_to_the_vector_index(
+    service: MemoryService,
+    project: Path,
+    projector_factory: Factory,
+    conn: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(the triggers count one lasting memory, under the bound; the rows read show seven, over it)"""
+    service.save("a lasting note about caching", title="kept", tags=["cache"])
+    for n in range(6):
+        service.save(f"note {n} about caching the build", title=f"note {n}", tags=["cache"], ttl_seconds=7200)
+    projector_factory("p").load(JournalFeed(project).full())
+    monkeypatch.setattr(queries, "SCANNED_UP_TO", 3)
+    filters = Filters(tags=("cache",))
+    vector = HashingEmbedder().embed(["caching the build"])[0]
+    now = time.time()
+    exact = queries.vector_hits(conn, ("p",), vector, 10, filters, now, exact=True)
+    assert len(exact) == 7
+    lasting_sql = queries.lasting_count(("p",), filters)
+    assert lasting_sql is not None
+    with conn.transaction(force_rollback=True):
+        lasting = conn.execute(*lasting_sql).fetchone()[0]
+        setting, sql, values = queries.counted_vector_query(("p",), vector, 10, filters, now)
+        conn.execute(*setting)
+        rows, searched = queries.counted_rows_of(conn.execute(sql, values).fetchall())
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, values).fetchone()[0][0]["Plan"]
+    assert lasting == 1 and searched == 4  # (read up to one more than the bound, then the index)
+    assert [(key, pytest.approx(c)) for key, c, *_ in rows] == exact
+    assert [under for under, loops in _scans_of_narrow_copies(plan) if loops] == ["CTE f"]
+
+
 def _copy_stream_rows(data: bytes) -> list[list[bytes]]:
     """The fields of each row of a binary COPY stream of the postings' five columns, read to its trailer."""
     assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
