@@ -457,10 +457,10 @@ def _probes_per_root(projects: Sequence[str], filters: Filters, project: str | N
     """The lists a search of the semantic part's inverted file reads, per square root of their number
     (an SQL expression and its parameters): :data:`IVF_PROBES_PER_ROOT` without a filter;
     :data:`IVF_PROBES_PER_ROOT_FILTERED` with one, or, when the lasting memories it passes are
-    counted (:func:`lasting_count`), the unfiltered share divided by the square root of the share of
-    the projects' memories they are, up to that: a filter's candidates lie as deep among every
-    memory's as it is narrow, so a filter passing most memories reads about the lists no filter reads
-    (a scope or the common types; measured at 20,000 and 100,000 memories in
+    counted (:func:`lasting_count`), the unfiltered number divided by the square root of the share of
+    the projects' memories they are, up to the filtered one: a filter's candidates lie as deep among
+    every memory's as it is narrow, so a filter passing most memories reads about the lists no filter
+    reads (a scope or the common types; measured at 20,000 and 100,000 memories in
     ``docs/bench/postgres-limits.md``), and one passing a small share the filtered number."""
     if not narrows(filters, project):
         return str(IVF_PROBES_PER_ROOT), []
