@@ -26,6 +26,7 @@ from eventmem.core.events import MemorySaved, MemoryUpdated
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.base import Batch
+from eventmem.projectors.keywords import query_words
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres import projector as projector_module
 from eventmem.projectors.postgres.bulk import postings_data
@@ -577,6 +578,51 @@ def test_the_keyword_list_whose_words_sql_chooses_ranks_as_the_one_whose_words_p
                 assert query is not None, text
                 assert keywords.rows_of(conn.execute(*query).fetchall(), 50) == expected, (text, filters, beside)
     assert keywords.ranking_at_once("p", "parse_config_file", 50, "true", []) is None  # (a phrase of three)
+
+
+def test_a_question_asking_one_common_word_scores_its_postings_once_without_grouping_them_and_as_in_process(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """(past the postings budget only the rarest word is asked: its holders have one posting each, so
+    they are scored as they are read and not summed by memory; several words are still summed)"""
+    for n in range(400):
+        words = " ".join(["caching"] * (1 + n % 4)) + " filler" * (n % 9)
+        extra = (" rare" if n % 50 == 0 else "") + (" odd" if n % 40 == 0 else "")
+        service.save(f"{words} note {n} on widgets{extra}", title=f"note {n % 7}", tags=[f"t{n % 4}"])
+    for _ in steps(service):
+        pass
+    projector_factory("p").load(JournalFeed(project).full())
+    derived = service.project.derived
+    where, params = queries.visible_where(["p"], Filters(), NOW)
+    for text, alone in (("caching", True), ("how is caching done with filler", True), ("rare odd caching", False)):
+        stats = keywords.statistics(conn, "p", text)
+        asked = query_words(
+            text, lambda w, counts=stats.frequency: counts.get(w, 0), stats.memories, beside_vectors=True
+        )
+        assert (len(asked) == 1) == alone, asked
+        found = derived.keywords.index.search(text, 30, beside_vectors=True)
+        expected = [(derived.table.ids[slot], score) for slot, score in found]
+        for query in (
+            keywords.ranking(conn, "p", text, 30, where, params, beside_vectors=True),
+            keywords.ranking_at_once("p", text, 30, where, params, beside_vectors=True),
+        ):
+            assert query is not None
+            got = [(row[0], row[1]) for row in keywords.rows_of(conn.execute(*query).fetchall(), 30)]
+            assert [i for i, _ in got] == [i for i, _ in expected], text
+            assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9), text
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query[0], query[1]).fetchone()[0]
+            summed = sum(
+                node["Actual Rows"]
+                for node in _plan_nodes(plan[0]["Plan"])
+                if node["Node Type"] == "Aggregate" and node.get("Strategy") == "Sorted"
+            )
+            assert (summed == 0) == alone, (text, summed)
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 @pytest.mark.parametrize("bound", [2, 2_000], ids=["past the exact bound: HNSW", "within it: exact"])

@@ -418,11 +418,13 @@ def ranking(
     if not single and not phrase_ids:
         return None
     stems = [stem for _, stem in single]
+    alone = "true" if len(single) == 1 and not phrase_ids else "false"
     sql = f"""
 WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
     SELECT e.memory, q.place, e.freq AS f, e.tokens
     FROM q JOIN eventmem_postings e ON e.project = ({_NUMBER}) AND e.stem = q.stem COLLATE "C"
+    WHERE NOT {alone}
 ),
 d AS (
     SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
@@ -434,6 +436,17 @@ parts AS (
     FROM p JOIN d USING (place)
     UNION ALL
     SELECT * FROM unnest(%s::int8[], %s::int[], %s::float8[])
+),
+one AS (
+    SELECT e.memory, e.freq AS f, e.tokens
+    FROM eventmem_postings e WHERE {alone} AND e.project = ({_NUMBER}) AND e.stem = (SELECT stem FROM q) COLLATE "C"
+),
+d1 AS (SELECT ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
+scored AS (
+    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
+    UNION ALL
+    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
+        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / %s))) FROM one
 ),
 {_best_passing(where, vector)}"""
     # (the holders are ranked from their postings alone, and asked best first, one at a time through
@@ -453,6 +466,13 @@ parts AS (
         phrase_ids,
         phrase_places,
         phrase_parts,
+        project,
+        float(rows),
+        K1 + 1.0,
+        K1,
+        1 - B,
+        B,
+        avgdl,
         *([] if vector is None else [vector]),
         project,
         *params,
@@ -463,14 +483,14 @@ parts AS (
 
 @functools.lru_cache(maxsize=4096)
 def _best_passing(where: str, vector: str | None) -> str:
-    """The end of both keyword rankings: the holders' parts (CTE ``parts``, by memory number) summed,
-    best first, and the first of them that pass ``where`` (on alias ``m``, a memory's narrow copy,
+    """The end of both keyword rankings: the holders' scores (CTE ``scored``, by memory number), best
+    first, and the first of them that pass ``where`` (on alias ``m``, a memory's narrow copy,
     found by its number), with their columns and, given a query ``vector``, their cosine: the first
     ``k`` and every hit tied with the last of them (:func:`rows_of` breaks the ties by id). Its
     parameters: the vector (for the cosine), the project, ``where``'s, and ``k``."""
     cosine = "NULL::float8" if vector is None else "-(m.embedding <#> %s::halfvec)"
     return f"""
-s AS MATERIALIZED (SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory ORDER BY score DESC)
+s AS MATERIALIZED (SELECT memory, score FROM scored ORDER BY score DESC)
 SELECT m.id, s.score, m.importance, m.updated_at, m.created_at, {cosine}
 FROM s CROSS JOIN LATERAL (
     SELECT m.id, m.importance, m.updated_at, m.created_at, m.embedding FROM eventmem_searched m
@@ -532,9 +552,11 @@ u AS (SELECT stem, place, sum(f) OVER (ORDER BY place) AS used FROM o WHERE plac
 q(stem, place) AS (
     SELECT u.stem, u.place::int FROM u, pr WHERE (u.place = 0 OR u.used <= pr.budget) AND u.stem IS NOT NULL
 ),
+alone AS (SELECT count(*) = 1 AS yes FROM q),
 p AS (
     SELECT e.memory, q.place, e.freq AS f, e.tokens
     FROM q JOIN eventmem_postings e ON e.project = (SELECT no FROM pr) AND e.stem = q.stem COLLATE "C"
+    WHERE NOT (SELECT yes FROM alone)
 ),
 d AS (
     SELECT place, ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
@@ -544,6 +566,18 @@ parts AS (
         (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
     FROM p JOIN d USING (place)
+),
+one AS (
+    SELECT e.memory, e.freq AS f, e.tokens
+    FROM eventmem_postings e
+    WHERE (SELECT yes FROM alone) AND e.project = (SELECT no FROM pr) AND e.stem = (SELECT stem FROM q) COLLATE "C"
+),
+d1 AS (SELECT ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
+scored AS (
+    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
+    UNION ALL
+    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
+        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / (SELECT avgdl FROM pr)))) FROM one
 ),
 {_best_passing(where, vector)}"""
     # (the words chosen as in-process: ordered by the memories holding each, then by the word; the
@@ -556,6 +590,10 @@ parts AS (
         stems,
         project,
         MAX_QUERY_WORDS,
+        K1 + 1.0,
+        K1,
+        1 - B,
+        B,
         K1 + 1.0,
         K1,
         1 - B,
