@@ -138,3 +138,34 @@ def test_the_scale_benchmark_reports_tiers_of_two_embedders_together_by_size(tmp
     assert list(merged["postgres"]["tiers"]) == ["2000", "2000-onnx_minilm"]
     assert merged["postgres"]["tiers"]["2000-onnx_minilm"]["embedder"] == "minilm"
     assert set(merged["ratios"]) == {"postgres_2000_vs_in_process", "postgres_2000-onnx_minilm_vs_in_process"}
+
+
+def test_the_keyword_statements_of_two_revisions_are_timed_alternated_and_their_answers_compared(
+    service: Any, project: Path, pg_uri: str
+) -> None:
+    """(``--alternate`` with ``--baseline``: here the baseline is this tree, so every answer is equal)"""
+    import psycopg
+
+    from eventmem.embedders.embedder import HashingEmbedder
+    from eventmem.projectors.postgres.projector import PostgresProjector
+    from eventmem.projectors.postgres.sync import JournalFeed
+
+    sys.path.insert(0, str(REPO / "tools"))
+    import bench_postgres
+    from bench import Corpus
+
+    texts = Corpus(11).queries(6)
+    for n, text in enumerate(Corpus(3).queries(60)):
+        service.save(f"{text} {texts[n % 6]}", title=f"note {n}", kind="decision" if n % 3 else "general")
+    projector = PostgresProjector(psycopg.connect(pg_uri), "bench", HashingEmbedder(), branch="main")
+    try:
+        projector.load(JournalFeed(project).full())
+    finally:
+        projector.close()
+    found = bench_postgres.keyword_alternated(pg_uri, REPO, 2, texts)
+    assert found["rounds"] == 2 and found["questions"] == 6
+    for label in bench_postgres.FILTERS:
+        figures = found[label]
+        assert figures["answers_equal"] == 6, label
+        assert 0 < figures["this"]["p50_ms"] <= figures["this"]["max_ms"] <= figures["this"]["sum_ms"], label
+        assert set(figures["ratios"]) == {"p50_ms", "p90_ms", "max_ms", "sum_ms"}, label

@@ -38,7 +38,9 @@ the p50 of each recall's wall time and of its server backend's CPU time. On a sh
 separate runs' figures move with whatever else runs during each (at 100,000 memories even the
 in-process side differed by 1.4x between them); rounds alternated within minutes on one database
 compare the two revisions' SQL under the same conditions (``alternated`` in the JSON: each round, the
-medians of the rounds and their ratios).
+medians of the rounds and their ratios). The keyword list's statement is then timed alone the same way
+(``keyword_statements_alternated``: each revision's statement for every question and filter, its
+execution in the server, p50, p90, largest and sum, and whether both revisions answer alike).
 """
 
 from __future__ import annotations
@@ -360,6 +362,84 @@ def alternated(uri: str, root: Path, baseline: Path, rounds: int, query_count: i
             medians[label][figure] = {"this": round(mine, 3), "baseline": round(theirs, 3)}
             medians[label][figure + "_ratio"] = round(mine / theirs, 3) if theirs else None
     return {"rounds": runs, "medians_of_rounds": medians, "baseline_source": _revision(baseline)}
+
+
+def keyword_costs(uri: str, texts: list[str]) -> dict[str, Any]:
+    """The keyword list's statement alone, as this revision builds it (``keywords.ranking_at_once``, the
+    one a recall beside vectors sends, depth 50): for each filter of :data:`FILTERS` and each of
+    ``texts``, its execution time in the server (``EXPLAIN (ANALYZE, SUMMARY, TIMING OFF)``, the best of
+    three) and its answer (ids and scores), on the project of the database holding the most memories."""
+    import psycopg
+
+    from eventmem.projectors.postgres import keywords
+
+    out: dict[str, Any] = {}
+    with psycopg.connect(uri, autocommit=True) as conn:
+        row = conn.execute("SELECT project FROM eventmem_projects ORDER BY memories DESC LIMIT 1").fetchone()
+        project = str(row[0])
+        for label, filters in FILTERS.items():
+            where, params = queries.visible_where([project], filters or Filters(), None)
+            timed: list[float | None] = []
+            answers: list[list[Any] | None] = []
+            for text in texts:
+                statement = keywords.ranking_at_once(project, text, 50, where, params, beside_vectors=True)
+                if statement is None:
+                    timed.append(None)
+                    answers.append(None)
+                    continue
+                runs = []
+                for _ in range(3):
+                    plan = conn.execute("EXPLAIN (ANALYZE, SUMMARY, TIMING OFF) " + statement[0], statement[1])
+                    lines = [str(r[0]) for r in plan.fetchall()]
+                    runs.append(next(float(x.split()[2]) for x in lines if x.startswith("Execution Time")))
+                timed.append(min(runs))
+                found = keywords.rows_of(conn.execute(*statement).fetchall(), 50)
+                answers.append([[hit[0], hit[1]] for hit in found])
+            out[label] = {"execution_ms": timed, "answers": answers}
+    return out
+
+
+def keyword_alternated(uri: str, baseline: Path, rounds: int, texts: list[str]) -> dict[str, Any]:
+    """:func:`keyword_costs` of this revision and of ``baseline``'s tree, each in a process of its own,
+    alternated for ``rounds`` rounds: per question the median of the rounds; per filter its p50, p90,
+    largest and sum on each side and their ratios, and on how many questions the answers are equal."""
+    sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
+    runs: list[dict[str, Any]] = []
+    for round_no in range(rounds):
+        order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
+        this_round: dict[str, Any] = {}
+        for side in order:
+            command = [sys.executable, __file__, "--keyword-costs-of", uri, "--queries", str(len(texts))]
+            if sides[side] is not None:
+                command += ["--source", str(sides[side])]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"the {side} side's keyword statements failed: {done.stderr[-2000:]}")
+            this_round[side] = json.loads(done.stdout)
+        log(f"keyword statements, round {round_no + 1} of {rounds}")
+        runs.append(this_round)
+    out: dict[str, Any] = {"rounds": rounds, "questions": len(texts), "baseline_source": _revision(baseline)}
+    for label in FILTERS:
+        figures: dict[str, Any] = {}
+        medians: dict[str, list[float]] = {}
+        for side in sides:
+            per_question = zip(*(r[side][label]["execution_ms"] for r in runs), strict=True)
+            medians[side] = sorted(statistics.median(t) for t in per_question if None not in t)
+        for side, values in medians.items():
+            figures[side] = {
+                "p50_ms": round(statistics.median(values), 3),
+                "p90_ms": round(values[int(0.9 * (len(values) - 1))], 3),
+                "max_ms": round(values[-1], 3),
+                "sum_ms": round(sum(values), 1),
+            }
+        figures["ratios"] = {
+            figure: round(figures["this"][figure] / figures["baseline"][figure], 3)
+            for figure in ("p50_ms", "p90_ms", "max_ms", "sum_ms")
+        }
+        mine, theirs = runs[0]["this"][label]["answers"], runs[0]["baseline"][label]["answers"]
+        figures["answers_equal"] = sum(a == b for a, b in zip(mine, theirs, strict=True))
+        out[label] = figures
+    return out
 
 
 def settle(timeout: float = 600.0, window: float = 0.5, busy: float = 0.02) -> float:
@@ -764,7 +844,11 @@ def main(argv: list[str] | None = None) -> int:
         help="only serve --store's recalls of the project ROOT on the synced database URI (one side of a round "
         "of --alternate; with --source TREE, that revision's)",
     )
+    parser.add_argument("--keyword-costs-of", metavar="URI", help=argparse.SUPPRESS)  # (a side of the above)
     args = parser.parse_args(argv)
+    if args.keyword_costs_of is not None:
+        emit(keyword_costs(args.keyword_costs_of, Corpus(11).queries(args.queries)), None)
+        return 0
     if args.costs_of is not None:
         texts = Corpus(11).queries(args.queries * len(FILTERS))
         emit(recall_costs(args.costs_of[0], Path(args.costs_of[1]), texts, args.embedder), None)
@@ -799,6 +883,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.alternate and args.baseline is not None:
                     results["alternated"] = alternated(
                         uri, root, args.baseline, args.alternate, args.queries, args.embedder
+                    )
+                    results["keyword_statements_alternated"] = keyword_alternated(
+                        uri, args.baseline, args.alternate, Corpus(11).queries(args.queries * len(FILTERS))
                     )
         finally:
             if server is not None:
