@@ -96,7 +96,14 @@ class DatabaseView:
         if self.stats is None:  # (the words chosen in SQL: no statistics read before)
             where, params = self._where()
             query = keywords.ranking_at_once(
-                self.project, text, depth, where, params, beside_vectors=beside_vectors, vector=self.literal
+                self.project,
+                text,
+                depth,
+                where,
+                params,
+                beside_vectors=beside_vectors,
+                vector=self.literal,
+                by_impact=self._broad(),
             )
         if query is None:
             query = self._keyword_query(text, depth, beside_vectors)
@@ -152,8 +159,22 @@ class DatabaseView:
             self.literal = queries.vector_literal(self.vector)
         literal = self.literal
         return keywords.ranking(
-            self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
+            self.conn,
+            self.project,
+            text,
+            limit,
+            where,
+            params,
+            beside_vectors=beside,
+            known=self.stats,
+            vector=literal,
+            by_impact=self._broad(),
         )
+
+    def _broad(self) -> bool:
+        """Whether the filters pass every visible memory (the keyword list may then read a few of a
+        common word's holders: :func:`~eventmem.projectors.postgres.keywords.ranking`)."""
+        return not queries.narrows(self.filters, self.narrowed)
 
     def _place(self, rows: Sequence[queries.Row], cosines: Sequence[float | None]) -> list[int]:
         with self._lock:
