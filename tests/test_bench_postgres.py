@@ -162,7 +162,7 @@ def test_the_keyword_statements_of_two_revisions_are_timed_alternated_and_their_
         projector.load(JournalFeed(project).full())
     finally:
         projector.close()
-    found = bench_postgres.keyword_alternated(pg_uri, REPO, 2, texts)
+    found = bench_postgres.keyword_alternated({"this": pg_uri, "baseline": pg_uri}, REPO, 2, texts)
     assert found["rounds"] == 2 and found["questions"] == 6
     for label in bench_postgres.FILTERS:
         figures = found[label]

@@ -31,16 +31,18 @@ their vectors embedded by the sync), and a merged branch of ``--merge`` mixed ev
 ``--kept-text`` updates that keep each memory's text, tags and type (a new importance or time to
 live), with how many of the narrow copies they rewrote stayed in their page (heap-only tuples).
 
-``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls on one database,
-this run's, alternated: each round runs a process of each revision in turn (the order swapped every
-round) that asks every filter's questions of ``serve --store`` once its threads are idle, and records
-the p50 of each recall's wall time and of its server backend's CPU time. On a shared machine the two
-separate runs' figures move with whatever else runs during each (at 100,000 memories even the
-in-process side differed by 1.4x between them); rounds alternated within minutes on one database
-compare the two revisions' SQL under the same conditions (``alternated`` in the JSON: each round, the
-medians of the rounds and their ratios). The keyword list's statement is then timed alone the same way
-(``keyword_statements_alternated``: each revision's statement for every question and filter, its
-execution in the server, p50, p90, largest and sum, and whether both revisions answer alike).
+``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls alternated, each on
+a database of the same server holding the same journal as its own code syncs it (the baseline's made
+after this run's measures, so that a change of schema is compared too): each round runs a process of
+each revision in turn (the order swapped every round) that asks every filter's questions of ``serve
+--store`` once its threads are idle, and records the p50 of each recall's wall time and of its server
+backend's CPU time. On a shared machine the two separate runs' figures move with whatever else runs
+during each (at 100,000 memories even the in-process side differed by 1.4x between them); rounds
+alternated within minutes on one server compare the two revisions' SQL under the same conditions
+(``alternated`` in the JSON: each round, the medians of the rounds and their ratios). The keyword
+list's statement is then timed alone the same way (``keyword_statements_alternated``: each
+revision's statement for every question and filter, its execution in the server, p50, p90, largest
+and sum, and whether both revisions answer alike).
 """
 
 from __future__ import annotations
@@ -334,16 +336,19 @@ def recall_costs(uri: str, root: Path, texts: list[str], spec: str = "hashing") 
     return out
 
 
-def alternated(uri: str, root: Path, baseline: Path, rounds: int, query_count: int, spec: str) -> dict[str, Any]:
+def alternated(
+    uris: dict[str, str], root: Path, baseline: Path, rounds: int, query_count: int, spec: str
+) -> dict[str, Any]:
     """:func:`recall_costs` of this revision and of ``baseline``'s source tree, each in a process of its
-    own, alternated on one database for ``rounds`` rounds (which goes first swapped every round)."""
+    own on its side's database of ``uris`` (the same journal, synced by that side's code: see
+    :func:`sync_baseline`), alternated for ``rounds`` rounds (which goes first swapped every round)."""
     sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
         order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
         this_round: dict[str, Any] = {"order": order, "load_average": round(os.getloadavg()[0], 2)}
         for side in order:
-            command = [sys.executable, __file__, "--costs-of", uri, str(root), "--queries", str(query_count)]
+            command = [sys.executable, __file__, "--costs-of", uris[side], str(root), "--queries", str(query_count)]
             command += ["--embedder", spec]
             if sides[side] is not None:
                 command += ["--source", str(sides[side])]
@@ -399,17 +404,18 @@ def keyword_costs(uri: str, texts: list[str]) -> dict[str, Any]:
     return out
 
 
-def keyword_alternated(uri: str, baseline: Path, rounds: int, texts: list[str]) -> dict[str, Any]:
+def keyword_alternated(uris: dict[str, str], baseline: Path, rounds: int, texts: list[str]) -> dict[str, Any]:
     """:func:`keyword_costs` of this revision and of ``baseline``'s tree, each in a process of its own,
-    alternated for ``rounds`` rounds: per question the median of the rounds; per filter its p50, p90,
-    largest and sum on each side and their ratios, and on how many questions the answers are equal."""
+    on its side's database of ``uris``, alternated for ``rounds`` rounds: per question the median of the
+    rounds; per filter its p50, p90, largest and sum on each side and their ratios, and on how many
+    questions the answers are equal."""
     sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
         order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
         this_round: dict[str, Any] = {}
         for side in order:
-            command = [sys.executable, __file__, "--keyword-costs-of", uri, "--queries", str(len(texts))]
+            command = [sys.executable, __file__, "--keyword-costs-of", uris[side], "--queries", str(len(texts))]
             if sides[side] is not None:
                 command += ["--source", str(sides[side])]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -440,6 +446,27 @@ def keyword_alternated(uri: str, baseline: Path, rounds: int, texts: list[str]) 
         figures["answers_equal"] = sum(a == b for a, b in zip(mine, theirs, strict=True))
         out[label] = figures
     return out
+
+
+def sync_baseline(uri: str, root: Path, baseline: Path, spec: str) -> str:
+    """A database beside ``uri``'s on its server (made again), holding the project ``root`` as
+    ``baseline``'s code syncs it (its schema, its rows): what that side's recalls read when both are
+    alternated, so that a revision that changes the schema is compared too. Returns its address."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "eventmem_bench_baseline"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    other = urlunsplit(urlsplit(uri)._replace(path=f"/{name}"))
+    command = [sys.executable, __file__, "--sync-into", other, str(root), "--embedder", spec, "--source", str(baseline)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the baseline's sync failed: {done.stderr[-2000:]}")
+    log(f"the baseline's database: {json.loads(done.stdout)}")
+    return other
 
 
 def settle(timeout: float = 600.0, window: float = 0.5, busy: float = 0.02) -> float:
@@ -845,7 +872,19 @@ def main(argv: list[str] | None = None) -> int:
         "of --alternate; with --source TREE, that revision's)",
     )
     parser.add_argument("--keyword-costs-of", metavar="URI", help=argparse.SUPPRESS)  # (a side of the above)
+    parser.add_argument("--sync-into", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)  # (the same)
     args = parser.parse_args(argv)
+    if args.sync_into is not None:
+        runner = SyncRunner(
+            args.sync_into[0], [Target("bench", Path(args.sync_into[1]))], make_embedder_from_spec(args.embedder)
+        )
+        try:
+            from eventmem.projectors.postgres.schema import LATEST
+
+            emit({"synced_events": runner.start()["bench"], "schema_version": LATEST}, None)
+        finally:
+            runner.close()
+        return 0
     if args.keyword_costs_of is not None:
         emit(keyword_costs(args.keyword_costs_of, Corpus(11).queries(args.queries)), None)
         return 0
@@ -881,11 +920,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
                 if args.alternate and args.baseline is not None:
+                    uris = {"this": uri, "baseline": sync_baseline(uri, root, args.baseline, args.embedder)}
                     results["alternated"] = alternated(
-                        uri, root, args.baseline, args.alternate, args.queries, args.embedder
+                        uris, root, args.baseline, args.alternate, args.queries, args.embedder
                     )
                     results["keyword_statements_alternated"] = keyword_alternated(
-                        uri, args.baseline, args.alternate, Corpus(11).queries(args.queries * len(FILTERS))
+                        uris, args.baseline, args.alternate, Corpus(11).queries(args.queries * len(FILTERS))
                     )
         finally:
             if server is not None:
