@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from eventmem.projectors.base import Batch
 from eventmem.projectors.keywords import query_words
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres import projector as projector_module
-from eventmem.projectors.postgres.bulk import posting_impact, postings_data
+from eventmem.projectors.postgres.bulk import postings_data
 from eventmem.projectors.postgres.keywords import memory_number
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
@@ -127,7 +128,7 @@ def _contents(conn: Any, project: str) -> dict[str, list[tuple[Any, ...]]]:
     selected = ", ".join("embedding::text" if c == "embedding" else c for c in memory_columns)
     tables = {
         "memories": f"SELECT {selected} FROM eventmem_memories WHERE project = %s ORDER BY id",
-        "postings": "SELECT e.stem, e.memory, -(e.impact >> 32), e.impact & 4294967295 FROM eventmem_postings e "
+        "postings": "SELECT e.stem, e.memory, e.freq, e.tokens FROM eventmem_postings e "
         "JOIN eventmem_projects p ON p.no = e.project WHERE p.project = %s ORDER BY 1, 2",
         "postings of the rows": "SELECT s.stem, eventmem_memory_number(m.id), s.freq, m.tokens "
         "FROM eventmem_memories m CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) "
@@ -377,12 +378,10 @@ def test_the_schema_migrates_from_empty_and_from_the_previous_version(pg_uri: st
         assert [key for key, _ in queries.keyword_hits(conn, ("p",), "ruff", 5, Filters(), NOW)] == [("p", "m2")]
         # version 9 names them by the project's number and the memory's
         number = conn.execute("SELECT no FROM eventmem_projects WHERE project = 'p'").fetchone()[0]
-        postings = conn.execute("SELECT project, stem, memory, impact FROM eventmem_postings ORDER BY 2")
+        postings = conn.execute("SELECT project, stem, memory, freq, tokens FROM eventmem_postings ORDER BY 2")
         assert postings.fetchall() == [
-            (number, s, memory_number("m2"), (-f << 32) | 3) for s, f in (("lint", 1), ("ruff", 10), ("rule", 1))
+            (number, s, memory_number("m2"), f, 3) for s, f in (("lint", 1), ("ruff", 10), ("rule", 1))
         ]
-        # version 11 orders a stem's postings by their impact: the frequency, most first, then the size
-        assert posting_impact(10.0, 3) < posting_impact(1.0, 3) < posting_impact(1.0, 4)
         # version 10 counts the lasting memories held by type and scope, and by tag
         lasting = conn.execute("SELECT project, kind, scope, memories FROM eventmem_lasting_kinds").fetchall()
         assert lasting == [("p", "general", "project", 1)]
@@ -585,8 +584,7 @@ def test_a_question_asking_one_common_word_scores_its_postings_once_without_grou
     service: MemoryService, project: Path, projector_factory: Factory, conn: Any
 ) -> None:
     """(past the postings budget only the rarest word is asked: its holders have one posting each, so
-    they are scored as they are read and not summed by memory; several words are still summed. With
-    no narrowing filter only the first holders of each frequency in the key's order are read)"""
+    they are scored as they are read and not summed by memory; several words are still summed)"""
     for n in range(400):
         words = " ".join(["caching"] * (1 + n % 4)) + " filler" * (n % 9)
         extra = (" rare" if n % 50 == 0 else "") + (" odd" if n % 40 == 0 else "")
@@ -596,7 +594,7 @@ def test_a_question_asking_one_common_word_scores_its_postings_once_without_grou
     projector_factory("p").load(JournalFeed(project).full())
     derived = service.project.derived
     where, params = queries.visible_where(["p"], Filters(), NOW)
-    for text, alone in (("caching", True), ("caching with the filler", True), ("rare odd caching", False)):
+    for text, alone in (("caching", True), ("how is caching done with filler", True), ("rare odd caching", False)):
         stats = keywords.statistics(conn, "p", text)
         asked = query_words(
             text, lambda w, counts=stats.frequency: counts.get(w, 0), stats.memories, beside_vectors=True
@@ -604,34 +602,21 @@ def test_a_question_asking_one_common_word_scores_its_postings_once_without_grou
         assert (len(asked) == 1) == alone, asked
         found = derived.keywords.index.search(text, 30, beside_vectors=True)
         expected = [(derived.table.ids[slot], score) for slot, score in found]
-        read = {}
-        for by_impact in (False, True):
-            for query in (
-                keywords.ranking(conn, "p", text, 30, where, params, beside_vectors=True, by_impact=by_impact),
-                keywords.ranking_at_once("p", text, 30, where, params, beside_vectors=True, by_impact=by_impact),
-            ):
-                assert query is not None
-                got = [(row[0], row[1]) for row in keywords.rows_of(conn.execute(*query).fetchall(), 30)]
-                assert got and [i for i, _ in got] == [i for i, _ in expected], (text, by_impact)
-                assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9), text
-                plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query[0], query[1]).fetchone()[0][0]["Plan"]
-                nodes = list(_plan_nodes(plan))
-                summed = sum(
-                    n["Actual Rows"] for n in nodes if n["Node Type"] == "Aggregate" and n.get("Strategy") == "Sorted"
-                )
-                assert (summed == 0) == alone, (text, summed)
-                read[by_impact] = sum(
-                    n["Actual Rows"] * n["Actual Loops"] for n in nodes if n.get("Relation Name") == "eventmem_postings"
-                )
-        # (the holders' count is read whole for the IDF either way; the scored holders are not)
-        assert read[True] < read[False] if alone else read[True] == read[False], (text, read)
-        # (a narrowing filter reads every holder, but the first of each frequency would answer alike)
-        narrow, narrow_params = queries.visible_where(["p"], Filters(tags=("t1",)), NOW)
-        answers = [
-            keywords.ranked(conn, "p", text, 30, narrow, narrow_params, beside_vectors=True, by_impact=by_impact)
-            for by_impact in (False, True)
-        ]
-        assert answers[0] == answers[1] and (len(answers[0]) == 30 or not alone), text
+        for query in (
+            keywords.ranking(conn, "p", text, 30, where, params, beside_vectors=True),
+            keywords.ranking_at_once("p", text, 30, where, params, beside_vectors=True),
+        ):
+            assert query is not None
+            got = [(row[0], row[1]) for row in keywords.rows_of(conn.execute(*query).fetchall(), 30)]
+            assert [i for i, _ in got] == [i for i, _ in expected], text
+            assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-9), text
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query[0], query[1]).fetchone()[0]
+            summed = sum(
+                node["Actual Rows"]
+                for node in _plan_nodes(plan[0]["Plan"])
+                if node["Node Type"] == "Aggregate" and node.get("Strategy") == "Sorted"
+            )
+            assert (summed == 0) == alone, (text, summed)
 
 
 def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -758,14 +743,14 @@ def test_a_filter_passing_more_memories_than_the_scan_bound_but_fewer_lasting_on
 
 
 def _copy_stream_rows(data: bytes) -> list[list[bytes]]:
-    """The fields of each row of a binary COPY stream of the postings' four columns, read to its trailer."""
+    """The fields of each row of a binary COPY stream of the postings' five columns, read to its trailer."""
     assert data.startswith(b"PGCOPY\n\xff\r\n\x00") and data.endswith(b"\xff\xff")
     rows, at = [], 19  # (the signature, the flags and the header's length)
     while data[at : at + 2] != b"\xff\xff":
-        assert int.from_bytes(data[at : at + 2], "big") == 4
+        assert int.from_bytes(data[at : at + 2], "big") == 5
         at += 2
         fields = []
-        for _ in range(4):
+        for _ in range(5):
             size = int.from_bytes(data[at : at + 4], "big")
             fields.append(data[at + 4 : at + 4 + size])
             at += 4 + size
@@ -774,34 +759,31 @@ def _copy_stream_rows(data: bytes) -> list[list[bytes]]:
     return rows
 
 
-def _copied_postings(data: bytes) -> list[tuple[str, int, int]]:
-    """(stem, memory number, impact) of each row of a binary COPY stream of the postings' columns."""
+def _copied_postings(data: bytes) -> list[tuple[str, int, str]]:
+    """(stem, memory number, freq bytes) of each row of a binary COPY stream of the postings' columns."""
     rows = []
-    for project, number, stem, impact in _copy_stream_rows(data):
+    for project, number, _tokens, stem, freq in _copy_stream_rows(data):
         assert int.from_bytes(project, "big") == 7
-        rows.append(
-            (stem.decode(), int.from_bytes(number, "big", signed=True), int.from_bytes(impact, "big", signed=True))
-        )
+        rows.append((stem.decode(), int.from_bytes(number, "big", signed=True), freq.hex()))
     return rows
 
 
 def test_postings_sent_in_key_order_are_the_same_rows_in_the_keys_order() -> None:
     memories = [
-        ("m2", 3, ["zeta", "alpha", "émigré"], [1.0, 1.0, 2.0]),
+        ("m2", 3, ["zeta", "alpha", "émigré"], [1.0, 2.0, 0.5]),
         ("m1", 4, ["alpha", "beta", "Zulu"], [3.0, 1.0, 1.0]),
         ("m10", 2, ["beta", "alpha"], [1.0, 1.0]),
     ]
     plain = [  # (each memory's postings as it holds them)
-        (stem, memory_number(i), posting_impact(freq, tokens))
-        for i, tokens, stems, freqs in memories
+        (stem, memory_number(i), struct.pack(">f", freq).hex())
+        for i, _tokens, stems, freqs in memories
         for stem, freq in zip(stems, freqs, strict=True)
     ]
     ordered = _copied_postings(postings_data(7, iter(memories)))
     assert sorted(plain) == sorted(ordered) and len(plain) == 8
     # (stems by code point, as Python orders strings and COLLATE "C" orders UTF-8: upper case first;
-    # then the impacts: the frequency, most first, then the size; then the memories' numbers)
-    assert ordered == sorted(plain, key=lambda p: (p[0].encode(), p[2], p[1]))
-    assert [n for s, n, _ in ordered if s == "alpha"] == [memory_number(i) for i in ("m1", "m10", "m2")]
+    # then the memories' numbers)
+    assert [(s.encode(), n) for s, n, _ in ordered] == sorted((s.encode(), n) for s, n, _ in plain)
     assert ordered[0][:2] == ("Zulu", memory_number("m1")) and ordered[-1][:2] == ("émigré", memory_number("m2"))
     assert {n for _, n, _ in plain} == {memory_number(i) for i, *_ in memories}
 
@@ -898,9 +880,9 @@ def test_a_batch_keeping_a_memorys_texts_keeps_its_postings_unless_the_keyword_c
             [older.id],
         )
         conn.execute(
-            "INSERT INTO eventmem_postings (project, memory, stem, impact) SELECT p.no, %s, 'olden', "
-            "eventmem_posting_impact(1, m.tokens) FROM eventmem_projects p "
-            "JOIN eventmem_memories m ON m.project = p.project WHERE p.project = 'p' AND m.id = %s",
+            "INSERT INTO eventmem_postings (project, memory, tokens, stem, freq) SELECT p.no, %s, m.tokens, "
+            "'olden', 1 FROM eventmem_projects p JOIN eventmem_memories m ON m.project = p.project "
+            "WHERE p.project = 'p' AND m.id = %s",
             [memory_number(older.id), older.id],
         )
 
@@ -940,21 +922,20 @@ def test_postings_made_at_once_are_each_memorys_own_fields_row_by_row_in_the_key
         (
             int.from_bytes(project, "big", signed=True),
             int.from_bytes(number, "big", signed=True),
+            int.from_bytes(tokens, "big", signed=True),
             stem.decode(),
-            int.from_bytes(impact, "big", signed=True),
+            struct.unpack(">f", freq)[0],
         )
-        for project, number, stem, impact in _copy_stream_rows(postings_data(-3, memories))
+        for project, number, tokens, stem, freq in _copy_stream_rows(postings_data(-3, memories))
     ]
     expected = sorted(
         (
-            (-3, memory_number(i), stem, (-int(freq) << 32) | tokens)
+            (-3, memory_number(i), tokens, stem, freq)
             for i, tokens, stems, freqs in memories
             for stem, freq in zip(stems, freqs, strict=True)
         ),
-        key=lambda row: (row[2].encode(), row[3], row[1]),
+        key=lambda row: (row[3].encode(), row[1]),
     )
-    # (the impact holds both: the frequency, negated, above the size)
-    assert all(-(impact >> 32) >= 1 and 0 <= impact & 0xFFFFFFFF < 10_000 for *_, impact in rows)
     assert rows == expected and len(rows) > 100
     assert (
         postings_data(-3, [])

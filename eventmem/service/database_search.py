@@ -96,14 +96,7 @@ class DatabaseView:
         if self.stats is None:  # (the words chosen in SQL: no statistics read before)
             where, params = self._where()
             query = keywords.ranking_at_once(
-                self.project,
-                text,
-                depth,
-                where,
-                params,
-                beside_vectors=beside_vectors,
-                vector=self.literal,
-                by_impact=self._broad(),
+                self.project, text, depth, where, params, beside_vectors=beside_vectors, vector=self.literal
             )
         if query is None:
             query = self._keyword_query(text, depth, beside_vectors)
@@ -159,22 +152,8 @@ class DatabaseView:
             self.literal = queries.vector_literal(self.vector)
         literal = self.literal
         return keywords.ranking(
-            self.conn,
-            self.project,
-            text,
-            limit,
-            where,
-            params,
-            beside_vectors=beside,
-            known=self.stats,
-            vector=literal,
-            by_impact=self._broad(),
+            self.conn, self.project, text, limit, where, params, beside_vectors=beside, known=self.stats, vector=literal
         )
-
-    def _broad(self) -> bool:
-        """Whether the filters pass every visible memory (the keyword list may then read a few of a
-        common word's holders: :func:`~eventmem.projectors.postgres.keywords.ranking`)."""
-        return not queries.narrows(self.filters, self.narrowed)
 
     def _place(self, rows: Sequence[queries.Row], cosines: Sequence[float | None]) -> list[int]:
         with self._lock:

@@ -37,7 +37,6 @@ __all__ = [
     "VectorBytes",
     "copy_data",
     "copy_rows",
-    "posting_impact",
     "postings_data",
     "real_array",
     "register_arrays",
@@ -166,42 +165,34 @@ def copy_rows(
             copy.write_row(row)
 
 
-POSTING_COLUMNS = "project, memory, stem, impact"
+POSTING_COLUMNS = "project, memory, tokens, stem, freq"
 """eventmem_postings' columns in the order :func:`postings_data` writes them."""
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = b"\xff\xff"
-_FOUR_FIELDS = (4).to_bytes(2, "big") + b"\x00\x00\x00\x04"
+_FIVE_FIELDS = (5).to_bytes(2, "big") + b"\x00\x00\x00\x04"
 """A posting row's field count, then the project's length."""
+_FOUR = b"\x00\x00\x00\x04"
 _EIGHT = b"\x00\x00\x00\x08"
-_PREFIX = 22
-"""A posting row's bytes before its stem: the field count (2), then the project and the memory's
-number, each after its length (8 and 12)."""
-_VALUE = 12
-"""A posting row's bytes after its stem: its impact after its length."""
-
-
-def posting_impact(freq: float, tokens: int) -> int:
-    """A posting's impact (schema 11), as the database's ``eventmem_posting_impact`` computes it: its
-    frequency (a whole number, weighted by column) negated in the high 32 bits, its memory's size in
-    tokens in the low 32, so that the postings' key orders a stem's holders by frequency, most first,
-    then by size, least first: the order of what each adds to a score."""
-    return (-round(freq) << 32) | tokens
+_PREFIX = 30
+"""A posting row's bytes before its stem: the field count (2), then the project, the memory's number and
+its tokens, each after its length (8, 12 and 8)."""
+_VALUE = 8
+"""A posting row's bytes after its stem: the frequency after its length."""
 
 
 def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str], Sequence[float]]]) -> bytes:
     """The keyword postings of ``memories`` (id, tokens, stems, frequencies) of the project numbered
     ``project`` as one binary ``COPY`` stream of :data:`POSTING_COLUMNS`: a row a stem, made here in
     bulk from each memory's fields (psycopg's ``write_row`` costs a few microseconds a row, and a
-    memory has about 130 postings), each naming its memory by :func:`memory_number`, with its
-    :func:`posting_impact`. The rows come in the order of the postings' key within one project (by
-    stem, byte by byte as its ``COLLATE "C"`` compares, which is the order of the code points Python
-    sorts ``str`` by, then by impact, then by memory number), so that inserting them into the key's
-    index walks its pages once, in order, instead of at random (measured: a merged branch's postings of
-    10,000 events onto 20,000 memories copied in 7.9 s instead of 12.7). A load's postings are made by
-    the server instead (``_POSTINGS_OF_ROWS``).
+    memory has about 130 postings), each naming its memory by :func:`memory_number`. The rows come in
+    the order of the postings' key within one project (by stem, byte by byte as its ``COLLATE "C"``
+    compares, which is the order of the code points Python sorts ``str`` by, then by memory number),
+    so that inserting them into the key's index walks its pages once, in order, instead of at random
+    (measured: a merged branch's postings of 10,000 events onto 20,000 memories copied in 7.9 s
+    instead of 12.7). A load's postings are made by the server instead (``_POSTINGS_OF_ROWS``).
 
     The rows are laid out by numpy, not a row at a time: each row is its memory's fields before the
-    stem (:data:`_PREFIX` bytes), its stem's field, then its impact's (:data:`_VALUE` bytes), each
+    stem (:data:`_PREFIX` bytes), its stem's field, then its frequency's (:data:`_VALUE` bytes), each
     copied into place for all rows at once (measured: 180,000 postings in 67-76 ms instead of
     139-151, the same bytes; numpy's copies leave the interpreter to the sync's other thread)."""
     rows = sorted(((memory_number(m), t, s, f) for m, t, s, f in memories), key=operator.itemgetter(0))
@@ -209,22 +200,22 @@ def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str]
     total = int(counts.sum())
     if not total:
         return _SIGNATURE + _TRAILER
-    # each memory's fields before the stem: the field count, the project and its number
+    # each memory's fields before the stem: the field count, the project, its number and its tokens
     prefix = np.empty((len(rows), _PREFIX), np.uint8)
-    prefix[:, :14] = np.frombuffer(_FOUR_FIELDS + project.to_bytes(4, "big", signed=True) + _EIGHT, np.uint8)
+    prefix[:, :14] = np.frombuffer(_FIVE_FIELDS + project.to_bytes(4, "big", signed=True) + _EIGHT, np.uint8)
     prefix[:, 14:22] = np.array([row[0] for row in rows], ">i8").view(np.uint8).reshape(-1, 8)
-    # each stem numbered once, and ranked by the key's order; the postings sorted by stem, impact, memory
+    prefix[:, 22:26] = np.frombuffer(_FOUR, np.uint8)
+    prefix[:, 26:30] = np.array([row[1] for row in rows], ">i4").view(np.uint8).reshape(-1, 4)
+    # each stem numbered once, and ranked by the key's order; the postings sorted by stem, then memory
     numbered: dict[str, int] = {}
     stems = np.fromiter((numbered.setdefault(s, len(numbered)) for row in rows for s in row[2]), np.int64, total)
     names = list(numbered)
     rank = np.empty(len(names), np.int64)
     rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
     holders = np.repeat(np.arange(len(rows)), counts)
-    freqs = np.fromiter(itertools.chain.from_iterable(row[3] for row in rows), np.float64, total)
-    sizes_of = np.fromiter((row[1] for row in rows), np.int64, len(rows))
-    impacts = (-np.rint(freqs).astype(np.int64) << 32) | sizes_of[holders]
-    order = np.lexsort((holders, impacts, rank[stems]))
-    stems, holders, impacts = stems[order], holders[order], impacts[order]
+    order = np.lexsort((holders, rank[stems]))
+    stems, holders = stems[order], holders[order]
+    freqs = np.fromiter(itertools.chain.from_iterable(row[3] for row in rows), ">f4", total)[order]
     fields = [_FIELDS.get(name) or _field(name) for name in names]
     field_sizes = np.fromiter(map(len, fields), np.int64, len(fields))
     field_starts = np.cumsum(field_sizes) - field_sizes
@@ -233,8 +224,8 @@ def postings_data(project: int, memories: Iterable[tuple[str, int, Sequence[str]
     out = np.empty(int(starts[-1] + _PREFIX + sizes[-1] + _VALUE), np.uint8)
     out[starts[:, None] + np.arange(_PREFIX)] = prefix[holders]
     value = np.empty((total, _VALUE), np.uint8)
-    value[:, :4] = np.frombuffer(_EIGHT, np.uint8)
-    value[:, 4:] = impacts.astype(">i8").view(np.uint8).reshape(-1, 8)
+    value[:, :4] = np.frombuffer(_FOUR, np.uint8)
+    value[:, 4:] = freqs.view(np.uint8).reshape(-1, 4)
     out[(starts + _PREFIX + sizes)[:, None] + np.arange(_VALUE)] = value
     # the stems' fields, of as many sizes as stems: each byte taken from its stem's field
     within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)

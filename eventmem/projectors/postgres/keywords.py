@@ -15,14 +15,11 @@ is; the memories holding every pair of a longer phrase are tokenized again here 
 counted, as FTS5 counts them.
 
 Only the postings of the chosen words' stems are read (``eventmem_postings``: a narrow index of
-(project, stem, impact, memory), schema 4; the project and the memory named by number,
-:func:`memory_number`, schema 9; the impact, the weighted frequency and the memory's size in one
-number, schema 11), every holder ranked from them alone; the holders' narrow copies are then read in
-that order, best first, until ``k`` pass the filters (the budget keeps the postings few but for the
-rarest word, which is always asked), and the ties of score broken by id (:func:`rows_of`). A question
-whose rarest word is past the budget asks that word alone: its holders are scored as they are read,
-and without a narrowing filter only the first of each frequency in the key's order are
-(:func:`_one_word`).
+(project, stem, memory) with the weighted frequency and the memory's size, schema 4; the project and
+the memory named by number, :func:`memory_number`, schema 9), every holder ranked from them alone;
+the holders' narrow copies are then read in that order, best first, until ``k`` pass the filters
+(the budget keeps the postings few but for the rarest word, which is always asked), and the ties of
+score broken by id (:func:`rows_of`).
 """
 
 from __future__ import annotations
@@ -354,26 +351,13 @@ def ranked(
     beside_vectors: bool = False,
     known: Statistics | None = None,
     vector: str | None = None,
-    by_impact: bool = False,
 ) -> list[tuple[str, float, float, float, float, float | None]]:
     """The ``k`` best memories of ``project`` among those passing ``where`` (SQL on alias ``m``, with
     ``params``) by BM25, best first, ties by id (in-process: by slot, the order memories were first
     saved in, as their ids are): (id, score, importance, updated_at, created_at, cosine with
     ``vector``, a pgvector literal, if given). ``known``: the project's :func:`statistics` for
-    ``text``, if read already. ``by_impact``: ``where`` passes every visible memory, or nearly (a
-    question asking one word then reads a few of its holders, see :func:`_one_word`)."""
-    query = ranking(
-        conn,
-        project,
-        text,
-        k,
-        where,
-        params,
-        beside_vectors=beside_vectors,
-        known=known,
-        vector=vector,
-        by_impact=by_impact,
-    )
+    ``text``, if read already."""
+    query = ranking(conn, project, text, k, where, params, beside_vectors=beside_vectors, known=known, vector=vector)
     return [] if query is None else rows_of(conn.execute(*query).fetchall(), k)
 
 
@@ -389,68 +373,6 @@ def rows_of(found: Sequence[Sequence[Any]], k: int) -> list[tuple[str, float, fl
     return rows[:k]
 
 
-_FREQ: Final = "-(e.impact >> 32)"
-"""A posting's weighted frequency, from its impact (schema 11: see :func:`.bulk.posting_impact`)."""
-_SIZE: Final = "(e.impact & 4294967295)"
-"""Its memory's size in tokens, from its impact."""
-_SCORED: Final = """scored AS (
-    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
-    UNION ALL
-    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
-        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / (SELECT avgdl FROM pr)))) FROM one
-),"""
-"""Each holder's score: its parts summed (several words, phrases), or, for a question asking one
-word (CTE ``one``: a holder has one posting of it), its one part, scored as it is read (its
-parameters: BM25's constants)."""
-
-
-def _one_word(
-    alone: str, where: str, params: Sequence[object], project: str, k: int, by_impact: bool
-) -> tuple[str, list[object]]:
-    """The CTEs ``one`` (memory, frequency, size: the holders of the question's one word, CTE ``q``,
-    when ``alone``, SQL that is true then) and ``d1`` (its IDF, from every holder), with their
-    parameters. ``by_impact`` (a filter passing every visible memory, or nearly): not every holder,
-    but for each frequency, most first, those of least size until ``k`` pass ``where``, and the ties
-    of the last (every posting's part grows with its frequency and falls with its size, so the ``k``
-    best are among them; the key's order, schema 11); a narrow filter would turn away most of each
-    frequency's, and reading them all ranks sooner. Its parameters then: the project, ``where``'s and
-    ``k``."""
-    held = 'e.project = (SELECT no FROM pr) AND e.stem = (SELECT stem FROM q) COLLATE "C"'
-    idf = f"""d1 AS (
-    SELECT ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM eventmem_postings e WHERE {alone} AND {held}
-),"""
-    if not by_impact:
-        return (
-            f"""one AS (
-    SELECT e.memory, {_FREQ} AS f, {_SIZE} AS tokens FROM eventmem_postings e WHERE {alone} AND {held}
-),
-{idf}""",
-            [],
-        )
-    return (
-        f"""g(f) AS (
-    (SELECT e.impact >> 32 FROM eventmem_postings e WHERE {alone} AND {held} ORDER BY e.impact LIMIT 1)
-    UNION ALL
-    SELECT (SELECT e.impact >> 32 FROM eventmem_postings e WHERE {held} AND e.impact >= ((g.f + 1) << 32)
-        ORDER BY e.impact LIMIT 1)
-    FROM g WHERE g.f IS NOT NULL
-),
-one AS (
-    SELECT c.memory, -(c.impact >> 32) AS f, (c.impact & 4294967295) AS tokens FROM g CROSS JOIN LATERAL (
-        SELECT e.memory, e.impact FROM eventmem_postings e
-        WHERE {held} AND e.impact >= (g.f << 32) AND e.impact < ((g.f + 1) << 32) AND EXISTS (
-            SELECT 1 FROM eventmem_searched m
-            WHERE m.project = %s AND eventmem_memory_number(m.id) = e.memory AND ({where})
-        )
-        ORDER BY e.impact FETCH FIRST %s ROWS WITH TIES
-    ) c WHERE g.f IS NOT NULL
-),
-{idf}""",
-        [project, *params, k],
-    )
-
-
 def ranking(
     conn: Any,
     project: str,
@@ -462,7 +384,6 @@ def ranking(
     beside_vectors: bool = False,
     known: Statistics | None = None,
     vector: str | None = None,
-    by_impact: bool = False,
 ) -> tuple[str, list[object]] | None:
     """The query (SQL, parameters) that :func:`ranked` runs, ``None`` if nothing can match (the
     memories holding a phrase are read here)."""
@@ -498,28 +419,35 @@ def ranking(
         return None
     stems = [stem for _, stem in single]
     alone = "true" if len(single) == 1 and not phrase_ids else "false"
-    one_word, one_values = _one_word(alone, where, params, project, k, by_impact)
     sql = f"""
-WITH RECURSIVE q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
-pr AS (SELECT ({_NUMBER}) AS no, %s::float8 AS n, %s::float8 AS avgdl),
+WITH q(stem, place) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
 p AS (
-    SELECT e.memory, q.place, {_FREQ} AS f, {_SIZE} AS tokens
-    FROM q JOIN eventmem_postings e ON e.project = (SELECT no FROM pr) AND e.stem = q.stem COLLATE "C"
+    SELECT e.memory, q.place, e.freq AS f, e.tokens
+    FROM q JOIN eventmem_postings e ON e.project = ({_NUMBER}) AND e.stem = q.stem COLLATE "C"
     WHERE NOT {alone}
 ),
 d AS (
-    SELECT place, ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
+    SELECT place, ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM p GROUP BY place
 ),
 parts AS (
     SELECT p.memory, p.place,
         (CASE WHEN d.idf <= 0 THEN 1e-6 ELSE d.idf END)
-        * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
+        * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / %s))) AS part
     FROM p JOIN d USING (place)
     UNION ALL
     SELECT * FROM unnest(%s::int8[], %s::int[], %s::float8[])
 ),
-{one_word}
-{_SCORED}
+one AS (
+    SELECT e.memory, e.freq AS f, e.tokens
+    FROM eventmem_postings e WHERE {alone} AND e.project = ({_NUMBER}) AND e.stem = (SELECT stem FROM q) COLLATE "C"
+),
+d1 AS (SELECT ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
+scored AS (
+    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
+    UNION ALL
+    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
+        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / %s))) FROM one
+),
 {_best_passing(where, vector)}"""
     # (the holders are ranked from their postings alone, and asked best first, one at a time through
     # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
@@ -530,19 +458,21 @@ parts AS (
         [place for place, _ in single],
         project,
         float(rows),
-        avgdl,
         K1 + 1.0,
         K1,
         1 - B,
         B,
+        avgdl,
         phrase_ids,
         phrase_places,
         phrase_parts,
-        *one_values,
+        project,
+        float(rows),
         K1 + 1.0,
         K1,
         1 - B,
         B,
+        avgdl,
         *([] if vector is None else [vector]),
         project,
         *params,
@@ -586,7 +516,6 @@ def ranking_at_once(
     *,
     beside_vectors: bool = False,
     vector: str | None = None,
-    by_impact: bool = False,
 ) -> tuple[str, list[object]] | None:
     """:func:`ranking`'s query without the project's :class:`Statistics` read first: the words are
     chosen in SQL as :func:`eventmem.projectors.keywords.query_words` chooses them (rarest first, ties
@@ -607,9 +536,8 @@ def ranking_at_once(
         least, per = MIN_POSTINGS_BUDGET_BESIDE_VECTORS, 400
     else:
         least, per = MIN_POSTINGS_BUDGET, 50
-    one_word, one_values = _one_word("(SELECT yes FROM alone)", where, params, project, k, by_impact)
     sql = f"""
-WITH RECURSIVE pr AS (
+WITH pr AS (
     SELECT p.no, p.memories::float8 AS n, p.tokens::float8 / p.memories::float8 AS avgdl,
         greatest(%s, p.memories / %s) AS budget
     FROM eventmem_projects p WHERE p.project = %s AND p.memories > 0
@@ -626,7 +554,7 @@ q(stem, place) AS (
 ),
 alone AS (SELECT count(*) = 1 AS yes FROM q),
 p AS (
-    SELECT e.memory, q.place, {_FREQ} AS f, {_SIZE} AS tokens
+    SELECT e.memory, q.place, e.freq AS f, e.tokens
     FROM q JOIN eventmem_postings e ON e.project = (SELECT no FROM pr) AND e.stem = q.stem COLLATE "C"
     WHERE NOT (SELECT yes FROM alone)
 ),
@@ -639,8 +567,18 @@ parts AS (
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
     FROM p JOIN d USING (place)
 ),
-{one_word}
-{_SCORED}
+one AS (
+    SELECT e.memory, e.freq AS f, e.tokens
+    FROM eventmem_postings e
+    WHERE (SELECT yes FROM alone) AND e.project = (SELECT no FROM pr) AND e.stem = (SELECT stem FROM q) COLLATE "C"
+),
+d1 AS (SELECT ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
+scored AS (
+    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
+    UNION ALL
+    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
+        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / (SELECT avgdl FROM pr)))) FROM one
+),
 {_best_passing(where, vector)}"""
     # (the words chosen as in-process: ordered by the memories holding each, then by the word; the
     # first always, then while the postings they hold fit the budget; the rest is :func:`ranking`'s)
@@ -656,7 +594,6 @@ parts AS (
         K1,
         1 - B,
         B,
-        *one_values,
         K1 + 1.0,
         K1,
         1 - B,

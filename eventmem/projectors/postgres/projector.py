@@ -128,8 +128,8 @@ _INSERT_EVENT = (
 )
 _POSTINGS_COPIED = "eventmem_postings"
 _POSTINGS_OF_ROWS = (
-    "INSERT INTO eventmem_postings (project, memory, stem, impact) "
-    "SELECT %s, m.no, s.stem, eventmem_posting_impact(s.freq, m.tokens) FROM ("
+    "INSERT INTO eventmem_postings (project, memory, tokens, stem, freq) "
+    "SELECT %s, m.no, m.tokens, s.stem, s.freq FROM ("
     "SELECT eventmem_memory_number(id) AS no, tokens, stems, freqs FROM eventmem_memories "
     "WHERE project = %s AND id = ANY(%s::text[]) OFFSET 0) m "
     "CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq)"
@@ -144,17 +144,15 @@ the server's postings 0.8 -> 1.5 s, its WAL 397 -> 520 MB, 11.7 -> 9.0 s in all;
 are still made here (:func:`.bulk.postings_data`): its sync waits on the server, and ``INSERT ...
 SELECT`` writes a row at a time where ``COPY`` writes many (an incremental sync of 2,000 events:
 the postings 0.49 -> 0.71 s of the server's 1.9, for 0.3 s of the process's)."""
-_POSTINGS_IN_KEY_ORDER = ' ORDER BY s.stem COLLATE "C", eventmem_posting_impact(s.freq, m.tokens), m.no'
+_POSTINGS_IN_KEY_ORDER = ' ORDER BY s.stem COLLATE "C", m.no'
 """(postings inserted into the key's index, in its order: a large batch's, a load's where the key is kept)"""
 _DROP_POSTINGS_OF = (
-    "DELETE FROM eventmem_postings e USING (SELECT s.stem, eventmem_posting_impact(s.freq, m.tokens) AS impact, "
-    "m.no FROM (SELECT eventmem_memory_number(id) AS no, tokens, stems, freqs FROM eventmem_memories "
-    "WHERE project = %s AND id = ANY(%s) OFFSET 0) m CROSS JOIN LATERAL unnest(m.stems, m.freqs) AS s(stem, freq) "
-    'ORDER BY s.stem COLLATE "C", 2, m.no) d '
-    'WHERE e.project = %s AND e.stem = d.stem COLLATE "C" AND e.impact = d.impact AND e.memory = d.no'
+    "DELETE FROM eventmem_postings e USING (SELECT s.stem, m.no FROM ("
+    "SELECT eventmem_memory_number(id) AS no, stems FROM eventmem_memories WHERE project = %s AND id = ANY(%s) "
+    'OFFSET 0) m CROSS JOIN LATERAL unnest(m.stems) AS s(stem) ORDER BY s.stem COLLATE "C", m.no) d '
+    'WHERE e.project = %s AND e.stem = d.stem COLLATE "C" AND e.memory = d.no'
 )
-"""Remove these memories' postings, named by the stems their rows hold (before the rows change) with
-each one's impact (its frequency there and the row's size: the row the postings were made from),
+"""Remove these memories' postings, named by the stems their rows hold (before the rows change),
 each found through the postings' index (:data:`_BY_INDEX`), in the index's order. The rows are read
 once (``OFFSET 0``: each row's stems unpacked once, its number computed once; without it a sort read
 every row's stems again and again, 2.9 s instead of 1.1-1.3 for 1,100 memories' 143,000 postings).

@@ -319,16 +319,7 @@ def keyword_hits(
             where, params = visible_where([one], filters, now, project)
             found += [
                 ((one, row[0]), row[1])
-                for row in keywords.ranked(
-                    conn,
-                    one,
-                    text,
-                    k,
-                    where,
-                    params,
-                    beside_vectors=beside_vectors,
-                    by_impact=not narrows(filters, project),
-                )
+                for row in keywords.ranked(conn, one, text, k, where, params, beside_vectors=beside_vectors)
             ]
     if len(projects) > 1:
         found.sort(key=lambda hit: (-hit[1], hit[0]))
