@@ -437,17 +437,7 @@ parts AS (
     UNION ALL
     SELECT * FROM unnest(%s::int8[], %s::int[], %s::float8[])
 ),
-one AS (
-    SELECT e.memory, e.freq AS f, e.tokens
-    FROM eventmem_postings e WHERE {alone} AND e.project = ({_NUMBER}) AND e.stem = (SELECT stem FROM q) COLLATE "C"
-),
-d1 AS (SELECT ln((%s - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
-scored AS (
-    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
-    UNION ALL
-    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
-        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / %s))) FROM one
-),
+{_one_word(alone, f"({_NUMBER})", "%s", "%s")}
 {_best_passing(where, vector)}"""
     # (the holders are ranked from their postings alone, and asked best first, one at a time through
     # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
@@ -479,6 +469,27 @@ scored AS (
         k,
     ]
     return sql, values
+
+
+def _one_word(alone: str, number: str, rows: str, avgdl: str) -> str:
+    """The CTEs ``one``, ``d1`` and ``scored`` of both keyword rankings, after ``parts``: each holder's
+    score (by memory number). A question asking one word (``alone``: SQL true then; the stem is CTE
+    ``q``'s one row) gives each holder one posting of it, so they are scored as they are read (CTE
+    ``one``: no sort by memory, no grouping) with the IDF of their count (``d1``); else the holders'
+    ``parts`` are summed by memory, in query order. The same numbers either way: the sum of one part
+    is that part. ``number``, ``rows`` and ``avgdl``: SQL for the project's number, its memories and
+    their mean size in tokens; the parameters after them: BM25's ``k1 + 1``, ``k1``, ``1 - b``, ``b``."""
+    return f"""one AS (
+    SELECT e.memory, e.freq AS f, e.tokens
+    FROM eventmem_postings e WHERE {alone} AND e.project = {number} AND e.stem = (SELECT stem FROM q) COLLATE "C"
+),
+d1 AS (SELECT ln(({rows} - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
+scored AS (
+    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
+    UNION ALL
+    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
+        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / {avgdl}))) FROM one
+),"""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -567,18 +578,7 @@ parts AS (
         * ((p.f * %s) / (p.f + %s * (%s + %s * p.tokens / (SELECT avgdl FROM pr)))) AS part
     FROM p JOIN d USING (place)
 ),
-one AS (
-    SELECT e.memory, e.freq AS f, e.tokens
-    FROM eventmem_postings e
-    WHERE (SELECT yes FROM alone) AND e.project = (SELECT no FROM pr) AND e.stem = (SELECT stem FROM q) COLLATE "C"
-),
-d1 AS (SELECT ln(((SELECT n FROM pr) - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
-scored AS (
-    SELECT memory, sum(part ORDER BY place) AS score FROM parts GROUP BY memory
-    UNION ALL
-    SELECT one.memory, (SELECT CASE WHEN idf <= 0 THEN 1e-6 ELSE idf END FROM d1)
-        * ((one.f * %s) / (one.f + %s * (%s + %s * one.tokens / (SELECT avgdl FROM pr)))) FROM one
-),
+{_one_word("(SELECT yes FROM alone)", "(SELECT no FROM pr)", "(SELECT n FROM pr)", "(SELECT avgdl FROM pr)")}
 {_best_passing(where, vector)}"""
     # (the words chosen as in-process: ordered by the memories holding each, then by the word; the
     # first always, then while the postings they hold fit the budget; the rest is :func:`ranking`'s)
