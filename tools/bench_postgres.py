@@ -31,18 +31,20 @@ their vectors embedded by the sync), and a merged branch of ``--merge`` mixed ev
 ``--kept-text`` updates that keep each memory's text, tags and type (a new importance or time to
 live), with how many of the narrow copies they rewrote stayed in their page (heap-only tuples).
 
-``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls alternated, each on
-a database of the same server holding the same journal as its own code syncs it (the baseline's made
-after this run's measures, so that a change of schema is compared too): each round runs a process of
-each revision in turn (the order swapped every round) that asks every filter's questions of ``serve
---store`` once its threads are idle, and records the p50 of each recall's wall time and of its server
-backend's CPU time. On a shared machine the two separate runs' figures move with whatever else runs
-during each (at 100,000 memories even the in-process side differed by 1.4x between them); rounds
-alternated within minutes on one server compare the two revisions' SQL under the same conditions
-(``alternated`` in the JSON: each round, the medians of the rounds and their ratios). The keyword
-list's statement is then timed alone the same way (``keyword_statements_alternated``: each
-revision's statement for every question and filter, its execution in the server, p50, p90, largest
-and sum, and whether both revisions answer alike).
+``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls alternated, on this
+run's database, vacuumed first; or, when the baseline's schema differs, each on a database of the same
+server holding the same journal as its own code syncs it (the baseline's made after this run's
+measures; two databases differ in more than the code, their vector indexes trained apart, so one
+database is kept whenever it can be). Each round runs a process of each revision in turn (the order
+swapped every round) that asks every filter's questions of ``serve --store`` once its threads are
+idle, and records the p50 of each recall's wall time and of its server backend's CPU time. On a
+shared machine the two separate runs' figures move with whatever else runs during each (at 100,000
+memories even the in-process side differed by 1.4x between them); rounds alternated within minutes on
+one server compare the two revisions' SQL under the same conditions (``alternated`` in the JSON: each
+round, the medians of the rounds and their ratios). The keyword list's statement is then timed alone
+the same way (``keyword_statements_alternated``: each revision's statement for every question and
+filter, its execution in the server, p50, p90, largest and sum, and whether both revisions answer
+alike).
 """
 
 from __future__ import annotations
@@ -446,6 +448,11 @@ def keyword_alternated(uris: dict[str, str], baseline: Path, rounds: int, texts:
         figures["answers_equal"] = sum(a == b for a, b in zip(mine, theirs, strict=True))
         out[label] = figures
     return out
+
+
+def migrations_of(tree: Path) -> list[str]:
+    """The names of the PostgreSQL schema's migrations a source tree ships (which schema its code reads)."""
+    return sorted(path.name for path in (tree / "eventmem" / "projectors" / "postgres" / "schema").glob("*.sql"))
 
 
 def sync_baseline(uri: str, root: Path, baseline: Path, spec: str) -> str:
@@ -933,9 +940,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
                 if args.alternate and args.baseline is not None:
-                    uris = {"this": uri, "baseline": sync_baseline(uri, root, args.baseline, args.embedder)}
-                    for side_uri in uris.values():  # (both read as settled: see vacuumed)
+                    uris = {"this": uri, "baseline": uri}
+                    if migrations_of(args.baseline) != migrations_of(ROOT):  # (else one database: see above)
+                        uris["baseline"] = sync_baseline(uri, root, args.baseline, args.embedder)
+                    for side_uri in dict.fromkeys(uris.values()):  # (read as settled: see vacuumed)
                         vacuumed(side_uri)
+                    results["alternated_databases"] = "one" if uris["baseline"] == uri else "one each"
                     results["alternated"] = alternated(
                         uris, root, args.baseline, args.alternate, args.queries, args.embedder
                     )
