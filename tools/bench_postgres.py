@@ -62,6 +62,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -338,28 +339,42 @@ def recall_costs(uri: str, root: Path, texts: list[str], spec: str = "hashing") 
     return out
 
 
-def alternated(
-    uris: dict[str, str], root: Path, baseline: Path, rounds: int, query_count: int, spec: str
-) -> dict[str, Any]:
-    """:func:`recall_costs` of this revision and of ``baseline``'s source tree, each in a process of its
-    own on its side's database of ``uris`` (the same journal, synced by that side's code: see
-    :func:`sync_baseline`), alternated for ``rounds`` rounds (which goes first swapped every round)."""
+def alternated_rounds(
+    baseline: Path, rounds: int, what: str, arguments: Callable[[str], list[str]]
+) -> list[dict[str, Any]]:
+    """``rounds`` rounds of this script run with ``arguments(side)`` by this revision and by
+    ``baseline``'s source tree, each in a process of its own, the order swapped every round: each
+    round's JSON answers by side, with the order and the load average."""
     sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
         order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
         this_round: dict[str, Any] = {"order": order, "load_average": round(os.getloadavg()[0], 2)}
         for side in order:
-            command = [sys.executable, __file__, "--costs-of", uris[side], str(root), "--queries", str(query_count)]
-            command += ["--embedder", spec]
+            command = [sys.executable, __file__, *arguments(side)]
             if sides[side] is not None:
                 command += ["--source", str(sides[side])]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                raise SystemExit(f"the {side} side's recalls failed: {done.stderr[-2000:]}")
+                raise SystemExit(f"the {side} side's {what} failed: {done.stderr[-2000:]}")
             this_round[side] = json.loads(done.stdout)
-        log(f"alternated round {round_no + 1}: {this_round}")
+        log(f"{what}, round {round_no + 1} of {rounds}: {this_round if what == 'recalls' else 'done'}")
         runs.append(this_round)
+    return runs
+
+
+def alternated(
+    uris: dict[str, str], root: Path, baseline: Path, rounds: int, query_count: int, spec: str
+) -> dict[str, Any]:
+    """:func:`recall_costs` of this revision and of ``baseline``'s source tree, each in a process of its
+    own on its side's database of ``uris`` (the same journal, synced by that side's code: see
+    :func:`sync_baseline`), alternated for ``rounds`` rounds (which goes first swapped every round)."""
+    runs = alternated_rounds(
+        baseline,
+        rounds,
+        "recalls",
+        lambda side: ["--costs-of", uris[side], str(root), "--queries", str(query_count), "--embedder", spec],
+    )
     medians: dict[str, Any] = {}
     for label in FILTERS:
         medians[label] = {}
@@ -411,21 +426,13 @@ def keyword_alternated(uris: dict[str, str], baseline: Path, rounds: int, texts:
     on its side's database of ``uris``, alternated for ``rounds`` rounds: per question the median of the
     rounds; per filter its p50, p90, largest and sum on each side and their ratios, and on how many
     questions the answers are equal."""
-    sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
-    runs: list[dict[str, Any]] = []
-    for round_no in range(rounds):
-        order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
-        this_round: dict[str, Any] = {}
-        for side in order:
-            command = [sys.executable, __file__, "--keyword-costs-of", uris[side], "--queries", str(len(texts))]
-            if sides[side] is not None:
-                command += ["--source", str(sides[side])]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                raise SystemExit(f"the {side} side's keyword statements failed: {done.stderr[-2000:]}")
-            this_round[side] = json.loads(done.stdout)
-        log(f"keyword statements, round {round_no + 1} of {rounds}")
-        runs.append(this_round)
+    runs = alternated_rounds(
+        baseline,
+        rounds,
+        "keyword statements",
+        lambda side: ["--keyword-costs-of", uris[side], "--queries", str(len(texts))],
+    )
+    sides = ("this", "baseline")
     out: dict[str, Any] = {"rounds": rounds, "questions": len(texts), "baseline_source": _revision(baseline)}
     for label in FILTERS:
         figures: dict[str, Any] = {}

@@ -443,26 +443,19 @@ parts AS (
     # the index of the filtered columns (schema 5, an index-only scan), until ``k`` pass the filters:
     # the sorted CTE keeps its order through the nested loop, so the limit stops it; a holder a filter
     # turns away costs one index probe; the cosine reads the rows kept, after the limit)
+    bm25 = [K1 + 1.0, K1, 1 - B, B, avgdl]
     values: list[object] = [
         stems,
         [place for place, _ in single],
         project,
         float(rows),
-        K1 + 1.0,
-        K1,
-        1 - B,
-        B,
-        avgdl,
+        *bm25,
         phrase_ids,
         phrase_places,
         phrase_parts,
-        project,
+        project,  # (then _one_word's)
         float(rows),
-        K1 + 1.0,
-        K1,
-        1 - B,
-        B,
-        avgdl,
+        *bm25,
         *([] if vector is None else [vector]),
         project,
         *params,
