@@ -367,7 +367,7 @@ def alternated(
     uris: dict[str, str], root: Path, baseline: Path, rounds: int, query_count: int, spec: str
 ) -> dict[str, Any]:
     """:func:`recall_costs` of this revision and of ``baseline``'s source tree, each in a process of its
-    own on its side's database of ``uris`` (the same journal, synced by that side's code: see
+    own on its side's database of ``uris`` (one for both, or the baseline's own when its schema differs:
     :func:`sync_baseline`), alternated for ``rounds`` rounds (which goes first swapped every round)."""
     runs = alternated_rounds(
         baseline,
@@ -486,8 +486,8 @@ def sync_baseline(uri: str, root: Path, baseline: Path, spec: str) -> str:
 def vacuumed(uri: str) -> None:
     """``VACUUM (ANALYZE)`` the database at ``uri``: a database just synced has not had its pages
     marked all-visible yet, so its index-only scans read the table too until autovacuum comes by
-    (minutes after a large load); the baseline's, made last, would be timed before it, this run's
-    after."""
+    (minutes after a large load), and the first rounds would be timed on another database than the
+    last (a baseline's own, synced last, read 1.2-1.4x slower in its first round at 100,000 memories)."""
     import psycopg
 
     started = time.perf_counter()
