@@ -487,7 +487,8 @@ def vacuumed(uri: str) -> None:
     """``VACUUM (ANALYZE)`` the database at ``uri``: a database just synced has not had its pages
     marked all-visible yet, so its index-only scans read the table too until autovacuum comes by
     (minutes after a large load), and the first rounds would be timed on another database than the
-    last (a baseline's own, synced last, read 1.2-1.4x slower in its first round at 100,000 memories)."""
+    last (a baseline's own, synced last, read 1.2-1.55x slower in its first round than in its fourth
+    at 100,000 memories)."""
     import psycopg
 
     started = time.perf_counter()
