@@ -471,10 +471,13 @@ def _one_word(alone: str, number: str, rows: str, avgdl: str) -> str:
     ``one``: no sort by memory, no grouping) with the IDF of their count (``d1``); else the holders'
     ``parts`` are summed by memory, in query order. The same numbers either way: the sum of one part
     is that part. ``number``, ``rows`` and ``avgdl``: SQL for the project's number, its memories and
-    their mean size in tokens; the parameters after them: BM25's ``k1 + 1``, ``k1``, ``1 - b``, ``b``."""
+    their mean size in tokens; the parameters after them: BM25's ``k1 + 1``, ``k1``, ``1 - b``, ``b``.
+    (The stem is asked as ``q``'s first row: were the planner ever to evaluate it for several words,
+    a subquery of two rows would fail the statement, where this one is never read.)"""
     return f"""one AS (
     SELECT e.memory, e.freq AS f, e.tokens
-    FROM eventmem_postings e WHERE {alone} AND e.project = {number} AND e.stem = (SELECT stem FROM q) COLLATE "C"
+    FROM eventmem_postings e
+    WHERE {alone} AND e.project = {number} AND e.stem = (SELECT stem FROM q ORDER BY place LIMIT 1) COLLATE "C"
 ),
 d1 AS (SELECT ln(({rows} - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM one),
 scored AS (
