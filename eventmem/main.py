@@ -72,7 +72,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "writes still go to the journal first",
     )
     group.add_argument(
-        "--project-name", metavar="NAME", help="this project's name in the database (default: its folder's)"
+        "--project-name",
+        metavar="NAME",
+        help="this project's name in the database (default: the name it holds this folder under, else the folder's)",
     )
 
 

@@ -22,7 +22,7 @@ from http_server import http_server
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
 from pg_answers import answers
-from test_postgres_sync import ids_now, new_project, rows, run, save
+from test_postgres_sync import ids_now, ids_of, new_project, rows, run, save
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 SECRET = "s3cret-Pw-7781"
@@ -119,7 +119,30 @@ async def test_related_context_and_stats_answer_from_the_database(tmp_path: Path
     assert database["projects"] == {"alpha": 2, "beta": 1, "global": 0}
 
 
-@pytest.mark.postgres
+async def test_a_project_synced_under_another_name_is_served_under_that_name_not_projected_again(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    backend = new_project(tmp_path, "backend")
+    saved = save(backend, "The backend retries webhooks three times.", "--title", "webhook retries")
+    run("sync", "--to", pg_uri, "--project", f"api={backend}", "--no-global")
+    async with served(backend, tmp_path / "backend.log", "--store", pg_uri) as session:
+        found = await recall(session, "webhook retries")
+        assert [(hit["id"], hit["project"]) for hit in found["results"]] == [(saved, "api")]
+        second = await store(session, "Webhooks time out after ten seconds.", "webhook timeout")
+    assert_clean_stderr(tmp_path / "backend.log")
+    held = rows(pg_uri, "SELECT project, id FROM eventmem_memories WHERE project <> 'global' ORDER BY id")
+    assert held == sorted([("api", saved), ("api", second)], key=lambda row: row[1])
+    assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")] == ["api", "global"]
+    assert stats_of(backend, pg_uri)["database"]["project"] == "api"  # (the command line's reads too)
+    run("sync", "--to", pg_uri, "--no-global", cwd=backend)  # (a sync named after the folder, too)
+    assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects")] == ["api"]
+    # a name given is the name used: the folder's own name is projected beside the other
+    async with served(backend, tmp_path / "named.log", "--store", pg_uri, "--project-name", "backend") as session:
+        found = await recall(session, "webhook retries")
+        assert {hit["project"] for hit in found["results"]} == {"backend"}
+    assert ids_of(pg_uri, "backend") == {saved, second}
+
+
 async def test_two_typed_links_between_the_same_memories_are_both_read_from_the_database(
     tmp_path: Path, pg_uri: str
 ) -> None:

@@ -445,7 +445,8 @@ def open_service(
     background while recall answers from the keyword index; otherwise (CLI, tools) opening waits
     for the model and embeds what it must before returning. ``store``: a PostgreSQL database to
     answer from (else the untracked settings' ``store``, or ``EVENTMEM_STORE``), this project named
-    ``store_name`` in it (default: its folder's name). ``sections``: the project-context protocol, which
+    ``store_name`` in it (default: the name it already holds the project's folder under, else the
+    folder's name). ``sections``: the project-context protocol, which
     a save of a singleton type writes (see :class:`SectionWriter`)."""
     started = time.perf_counter()
     paths = ProjectPaths(root.root)
@@ -471,12 +472,11 @@ def open_service(
     database = None
     if store or settings.store:
         require("postgres", "answering from PostgreSQL (--store, EVENTMEM_STORE)")
-        from eventmem.service.database import Database, project_name
+        from eventmem.service.database import Database, project_target
 
         database = Database(
             store or settings.store,
-            project_name(root.root, store_name),
-            root.root,
+            project_target(root.root, store_name),
             global_dir if global_store is not None else None,
             embedder,
             option="--store" if store else "store (EVENTMEM_STORE or an untracked settings file)",

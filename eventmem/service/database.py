@@ -24,7 +24,7 @@ from eventmem.projectors.postgres.connection import check_uri, describe, shown_u
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
-__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_name", "sync"]
+__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_target", "sync"]
 
 log = logging.getLogger("eventmem.database")
 
@@ -40,22 +40,22 @@ class DatabaseDown(Exception):
     """A read could not use the database (the reason is in :attr:`Database.problem`)."""
 
 
-def project_name(root: Path, name: str | None) -> str:
-    """The project's name in the database: ``name`` checked as ``sync --project`` checks one, else
-    the project folder's name."""
+def project_target(root: Path, name: str | None) -> Target:
+    """The project as the database names it: ``name`` checked as ``sync --project`` checks one, else
+    the project folder's name, or the name the database already holds the folder under (see
+    :attr:`Target.named`)."""
     values = [f"{name}={root}"] if name is not None else []
-    return parse_projects(values, default_root=lambda: root)[0].name
+    return parse_projects(values, default_root=lambda: root)[0]
 
 
 class Database:
     """One database, this project's journal and the global one in it, reached over one connection."""
 
     def __init__(
-        self, uri: str, name: str, root: Path, global_root: Path | None, embedder: Embedder, *, option: str = "--store"
+        self, uri: str, project: Target, global_root: Path | None, embedder: Embedder, *, option: str = "--store"
     ) -> None:
         self.uri = check_uri(uri, option)
-        self.name = name
-        targets = [Target(name, root)]
+        targets = [project]
         if global_root is not None:
             targets.append(Target(GLOBAL, global_root))
         self.runner = SyncRunner(self.uri, targets, embedder)
@@ -74,6 +74,12 @@ class Database:
     def shown(self) -> str:
         """The address as it may be shown (the password as ``***``)."""
         return shown_uri(self.uri)
+
+    @property
+    def name(self) -> str:
+        """This project's name in the database (once reached, the one it already held the folder
+        under, if the name was not given)."""
+        return self.runner.targets[0].name
 
     @property
     def names(self) -> list[str]:

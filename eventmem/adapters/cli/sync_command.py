@@ -40,7 +40,8 @@ def add_sync_command(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=PATH",
-        help="a project to project, by name (repeat; default: the current project, named after its folder)",
+        help="a project to project, by name (repeat; default: the current project, under the name the database "
+        "holds its folder under, else its folder's)",
     )
     p.add_argument("--no-global", action="store_true", help="leave the user-wide global memory out")
     p.add_argument("--embedder", default="hashing", help="the embedder of the vectors (default: the built-in one)")

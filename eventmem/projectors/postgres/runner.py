@@ -7,7 +7,7 @@ import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -24,11 +24,9 @@ from eventmem.projectors.postgres.connection import (
     is_connection_lost,
     is_disk_full,
 )
-from eventmem.projectors.postgres.projector import PostgresProjector
+from eventmem.projectors.postgres.projector import PostgresProjector, pg_name
 from eventmem.projectors.postgres.sync import ProjectSync
-
-if TYPE_CHECKING:
-    from eventmem.projectors.postgres.targets import Target
+from eventmem.projectors.postgres.targets import GLOBAL, Target
 
 __all__ = ["SyncRunner"]
 
@@ -58,6 +56,7 @@ class SyncRunner:
         self.close()
         self.conn = connect(self.uri, application_name=self.application_name)
         try:
+            self.targets = [self._as_held(target) for target in self.targets]
             counts: dict[str, int] = {}
             projectors: list[PostgresProjector] = []
             for target in self.targets:
@@ -81,6 +80,36 @@ class SyncRunner:
             return counts
         except Exception as exc:
             raise self._failure(exc) from None
+
+    def _as_held(self, target: Target) -> Target:
+        """A project named after its folder takes the name the database already holds that folder
+        under (``sync --project api=PATH``, then ``serve --store`` in PATH, whose folder is not
+        ``api``): projected again under the folder's name, it would be a second copy of every row,
+        its first call waiting for it. The folder's name when the database holds it there too; the
+        first in name order when it holds the folder under several others (said in the log)."""
+        if target.named:
+            return target
+        with self.conn.transaction():
+            if self.conn.execute("SELECT to_regclass('eventmem_projects') IS NULL").fetchone()[0]:
+                return target  # (a new database: nothing is held yet)
+            roots = list(dict.fromkeys(pg_name(str(root)) for root in (target.root, target.root.resolve())))
+            rows = self.conn.execute(
+                "SELECT project FROM eventmem_projects WHERE root = ANY(%s) AND project <> %s ORDER BY project",
+                [roots, GLOBAL],
+            ).fetchall()
+        held = [str(row[0]) for row in rows]
+        if not held or target.name in held:
+            return Target(target.name, target.root)
+        if len(held) > 1:
+            log.warning(
+                "the database holds %s under %d names (%s): served as %s; --project-name NAME chooses",
+                target.root,
+                len(held),
+                ", ".join(held),
+                held[0],
+            )
+        log.info("%s is held in the database as %s: served under that name", target.root, held[0])
+        return Target(held[0], target.root)
 
     def _failure(self, exc: Exception) -> Exception:
         """A driver error as one line without secrets; any other error as it is."""

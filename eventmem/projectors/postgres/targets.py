@@ -23,6 +23,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class Target:
     name: str
     root: Path
+    named: bool = True
+    """Whether the name was given (``NAME=PATH``, ``--project-name``); else it is the folder's, and a
+    database that already holds this folder under another name serves it under that one
+    (:meth:`~eventmem.projectors.postgres.runner.SyncRunner.start`)."""
 
 
 def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> list[Target]:
@@ -49,5 +53,5 @@ def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> li
         targets.append(Target(name, root.resolve()))
     if not targets:
         root = default_root()
-        targets.append(Target(sanitize(root.name), root))
+        targets.append(Target(sanitize(root.name), root, named=False))
     return targets
