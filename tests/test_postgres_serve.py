@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -23,6 +24,8 @@ from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
 from pg_answers import answers
 from test_postgres_sync import ids_now, ids_of, new_project, rows, run, save
+
+from eventmem.projectors.postgres.runner import PROJECT_LOCK_CLASS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 SECRET = "s3cret-Pw-7781"
@@ -56,8 +59,6 @@ async def store(session: ClientSession, content: str, title: str, **arguments: A
 async def until(condition: Callable[[], Any], what: str) -> Any:
     """Ask again until ``condition()`` is truthy (the server retries the database on a later call,
     a few seconds after the last failure), bounded."""
-    import anyio
-
     deadline = time.monotonic() + DEADLINE_S
     while True:
         answer = await condition()
@@ -241,6 +242,36 @@ async def test_unreachable_at_start_the_server_answers_from_the_journal_and_catc
         pg_server.drop_database(name)
     assert "cannot reach PostgreSQL" in (tmp_path / "alpha.log").read_text(encoding="utf-8")
     assert_clean_stderr(tmp_path / "alpha.log")
+
+
+async def test_a_server_whose_database_is_still_taking_the_journal_in_answers_from_the_journal_meanwhile(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    alpha = new_project(tmp_path, "alpha")
+    first = save(alpha, "The nightly job rotates the logs.", "--title", "log rotation")
+    log = tmp_path / "alpha.log"
+    with psycopg.connect(pg_uri, autocommit=True) as holder:
+        # another process projecting the project holds it (as a first projection of a large journal
+        # does, for a minute at 100,000 memories): the server's start waits for it in the background
+        holder.execute("SELECT pg_advisory_lock(%s, hashtext('alpha'))", [PROJECT_LOCK_CLASS])
+        async with served(alpha, log, "--store", pg_uri) as session:
+            with anyio.fail_after(DEADLINE_S):  # (not held up until the other process is done)
+                answer = await recall(session, "log rotation")
+            assert [hit["id"] for hit in answer["results"]] == [first]
+            assert any("PostgreSQL is still taking the journals in" in w for w in answer["warnings"])
+            second = await store(session, "Rotated logs are kept for a week.", "log retention")
+            assert titles(await recall(session, "rotated logs kept"))[0] == "log retention"
+            holder.execute("SELECT pg_advisory_unlock(%s, hashtext('alpha'))", [PROJECT_LOCK_CLASS])
+
+            async def from_database() -> bool:
+                answer = await recall(session, "logs", project="*")
+                return not any("PostgreSQL" in w for w in answer.get("warnings", ()))
+
+            await until(from_database, "the server's start to take the journal in")
+            assert ids_now(pg_uri, "alpha") == {first, second}
+    text = log.read_text(encoding="utf-8")
+    assert "still taking the journals in" in text and "has taken the journals in" in text
+    assert_clean_stderr(log)
 
 
 async def test_the_password_of_the_store_never_shows_in_warnings_stats_or_logs(tmp_path: Path) -> None:

@@ -488,7 +488,8 @@ def open_service(
             opened.open(background_vectors=background_vectors)
         if warm is not None and warm_after:
             threading.Thread(target=warm, name="eventmem-embedder-warm", daemon=True).start()
-        if database is not None and database.open():
+        # (a server's start waits a few seconds for it, then answers from the journals meanwhile)
+        if database is not None and database.open(background=background_vectors):
             log.info("answering from PostgreSQL at %s as project %s", database.shown, database.name)
     log.info("opened %s (%s) in %.3fs", root.root, root.source, time.perf_counter() - started)
     return service

@@ -30,6 +30,11 @@ log = logging.getLogger("eventmem.database")
 
 RETRY_EVERY_S = 3.0
 """After a failure, the database is tried again on a call at least this many seconds later."""
+OPEN_WAIT_S = 3.0
+"""How long a server's start waits for the database to take the journals in. A longer one (a first
+projection of a large project: about a minute at 100,000 memories; a sync of another process holding
+the project) goes on in the background while the calls are answered from the journals, as when the
+database cannot be reached, with a note that says so."""
 APPLICATION_NAME = "eventmem serve"
 """How the server's connection is named in ``pg_stat_activity``."""
 
@@ -69,6 +74,8 @@ class Database:
         self._trying = False
         """A background try to connect is running."""
         self._closed = False
+        self._taking_in = False
+        """The start goes on in the background, beyond :data:`OPEN_WAIT_S` (:meth:`open`)."""
 
     @property
     def shown(self) -> str:
@@ -88,12 +95,34 @@ class Database:
 
     def note(self) -> str:
         """The warning a read answered without the database carries."""
+        if self._taking_in:
+            return f"PostgreSQL is {self.problem}; answered from this project's journal meanwhile"
         return f"PostgreSQL is unreachable ({self.problem}); answered from this project's journal instead"
 
-    def open(self) -> bool:
-        """Connect and project the journals; ``False`` (and the reason logged) when that fails."""
+    def open(self, *, background: bool = False) -> bool:
+        """Connect and project the journals; ``False`` (and the reason logged) when that fails.
+        ``background`` (a server): wait at most :data:`OPEN_WAIT_S`, the rest in the background while
+        reads answer from the journals; else until it is done."""
+        if not background:
+            with self.lock:
+                return self._reach(force=True)
         with self.lock:
-            return self._reach(force=True)
+            self._trying, self._next_try = True, time.monotonic() + RETRY_EVERY_S
+            started = time.monotonic()
+            thread = threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True)
+            thread.start()
+        thread.join(OPEN_WAIT_S)
+        with self.lock:
+            if self._trying:  # (still taking the journals in: a later call finds it done)
+                self._taking_in = True
+                self.problem = "still taking the journals in"
+                log.warning(
+                    "PostgreSQL at %s is still taking the journals in after %.1f s: reads answer from the "
+                    "journals until it is done",
+                    self.shown,
+                    time.monotonic() - started,
+                )
+            return self.connected
 
     def catch_up(self) -> bool:
         """Project what the journals gained into the database; whether it is in step now. While it
@@ -163,9 +192,11 @@ class Database:
         return True
 
     def _reached(self) -> None:
-        if self.problem:
+        if self._taking_in:
+            log.warning("PostgreSQL at %s has taken the journals in: reads answer from it", self.shown)
+        elif self.problem:
             log.warning("reached PostgreSQL at %s again; the journal is projected up to date", self.shown)
-        self.connected, self.problem = True, ""
+        self.connected, self.problem, self._taking_in = True, "", False
 
     def _try_again(self) -> None:
         """Start one background try to connect, unless one runs or the last began too recently."""
@@ -206,7 +237,7 @@ class Database:
         problem = " ".join(problem.replace(self.uri, self.shown).split())
         if problem != self.problem:
             log.warning("PostgreSQL is not used: %s (the journal keeps every write)", problem)
-        self.problem = problem or "unknown error"
+        self.problem, self._taking_in = problem or "unknown error", False
         self.connected = False
         self._next_try = time.monotonic() + RETRY_EVERY_S
         try:
