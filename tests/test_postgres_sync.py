@@ -15,12 +15,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import ProcessGroup, eventmem_command, git
+from conftest import ProcessGroup, eventmem_command, git, write_events
 from pg_answers import answers
 
+from eventmem.core.events import MemorySaved
+from eventmem.core.ids import new_id, now_iso
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
+from eventmem.projectors.postgres.projector import LOAD_CHUNK
+from eventmem.projectors.postgres.runner import PROJECT_LOCK_CLASS, SyncRunner
+from eventmem.projectors.postgres.targets import Target
 from eventmem.service import database_search
 
 pytestmark = pytest.mark.postgres
@@ -225,3 +230,75 @@ def test_follow_projects_again_a_segment_git_rewrote(tmp_path: Path, pg_uri: str
     wait_for(lambda: ids_now(pg_uri, "p") == {kept, later}, "the rewritten segment to be projected again")
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=DEADLINE_S) == 0
+
+
+def many_memories(root: Path, count: int) -> None:
+    write_events(
+        root,
+        [
+            MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), content=f"Queue worker note {n}")
+            for n in range(count)
+        ],
+    )
+
+
+def test_a_sync_tells_how_far_each_project_is_reading_copying_then_building_its_indexes(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    root = new_project(tmp_path, "api")
+    many_memories(root, LOAD_CHUNK + 904)
+    told: list[tuple[str, int, int, str]] = []
+    runner = SyncRunner(pg_uri, [Target("api", root)], HashingEmbedder())
+    runner.progress = lambda *step: told.append(step)
+    try:
+        assert runner.start() == {"api": LOAD_CHUNK + 904}
+        assert runner.catch_up("api") == 0  # (told only while starting)
+    finally:
+        runner.close()
+    total = LOAD_CHUNK + 904
+    assert told == [
+        ("api", 0, 0, "reading the journal"),
+        ("api", 0, total, "copying the memories"),
+        ("api", LOAD_CHUNK, total, "copying the memories"),
+        ("api", total, total, "copying the memories"),
+        ("api", total, total, "building the indexes"),
+    ]
+
+
+def test_a_first_sync_on_a_terminal_draws_its_progress_on_stderr_and_prints_its_summary_after(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    import pty
+
+    root = new_project(tmp_path, "api")
+    many_memories(root, 1500)
+    terminal, its_end = pty.openpty()
+    command = eventmem_command("sync", "--to", pg_uri, "--project", f"api={root}", "--no-global")
+    with psycopg.connect(pg_uri, autocommit=True) as holder:
+        # the project held by another writer until the sync has waited for it a while, so that its bar
+        # (drawn for work of over half a second) is drawn whatever this machine's speed
+        holder.execute("SELECT pg_advisory_lock(%s, hashtext('api'))", [PROJECT_LOCK_CLASS])
+        sync = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=its_end, text=True)
+        os.close(its_end)
+        wait_for(
+            lambda: bool(rows(pg_uri, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")),
+            "the sync to wait for the project",
+        )
+        time.sleep(0.6)
+        holder.execute("SELECT pg_advisory_unlock(%s, hashtext('api'))", [PROJECT_LOCK_CLASS])
+        stdout, _ = sync.communicate(timeout=120)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # (the terminal's other end is closed: all of it was read)
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(terminal)
+    assert sync.returncode == 0
+    assert stdout == "synced api: 1500 events taken, 1500 memories\n"
+    text = drawn.decode()
+    assert "projecting api [" in text and "100% building the indexes" in text
+    assert text.endswith("\n") and "Traceback" not in text

@@ -253,12 +253,15 @@ def sync(
     *,
     report: Callable[[dict[str, int], dict[str, int]], None],
     follow: Sequence[float] | None = None,
+    progress: Callable[[str, int, int, str], None] | None = None,
 ) -> None:
     """``eventmem sync``: project the journals of ``targets`` into the database at ``uri`` (a project no
     longer named loses its rows), then ``report`` (events taken, memories held) by project. ``follow``:
     keep the database in step until interrupted, a lost connection tried again after each of these
-    waits in turn (the last one repeats)."""
+    waits in turn (the last one repeats). ``progress``: told how far the start is, by project
+    (:attr:`SyncRunner.progress`)."""
     runner = SyncRunner(uri, targets, embedder)
+    runner.progress = progress
     try:
         counts = runner.start()
         report(counts, runner.memory_counts())

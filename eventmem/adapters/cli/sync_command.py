@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Any
 
+from eventmem.adapters.progress import ProgressBar
 from eventmem.core.extras import require
 from eventmem.journal.project import global_root
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
@@ -66,17 +67,33 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from eventmem.service.database import sync
 
     as_json = bool(getattr(args, "json", False))
-    sync(
-        uri,
-        targets,
-        embedder,
-        report=functools.partial(_report, as_json=as_json),
-        follow=RETRY_S if args.follow else None,
-    )
+    bars: dict[str, ProgressBar] = {}
+
+    def told(name: str, done: int, total: int, stage: str) -> None:
+        if name not in bars:
+            for bar in bars.values():  # (one project after the other: the one before is done)
+                bar.close()
+            bars[name] = ProgressBar(f"projecting {name}")
+        bars[name](done, total, stage)
+
+    try:
+        sync(
+            uri,
+            targets,
+            embedder,
+            report=functools.partial(_report, bars=bars, as_json=as_json),
+            follow=RETRY_S if args.follow else None,
+            progress=told,
+        )
+    finally:
+        for bar in bars.values():
+            bar.close()
     return 0
 
 
-def _report(counts: dict[str, int], memories: dict[str, int], *, as_json: bool) -> None:
+def _report(counts: dict[str, int], memories: dict[str, int], *, bars: dict[str, ProgressBar], as_json: bool) -> None:
+    for bar in bars.values():  # (the report's lines after the bars, not on their line)
+        bar.close()
     if as_json:
         data = {name: {"events": counts[name], "memories": memories.get(name, 0)} for name in counts}
         print(json.dumps({"projects": data}), flush=True)

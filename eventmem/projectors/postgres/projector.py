@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -201,6 +201,11 @@ def decode_record(data: bytes) -> MemoryRecord:
     return _RECORD.decode(data)
 
 
+LoadProgress = Callable[[int, int, str], None]
+"""How far a load is: memories copied, memories in all, and what it does now (``eventmem sync``'s
+bar on a terminal)."""
+
+
 class PostgresProjector:
     """One journal (a project's, or the global one) projected into a PostgreSQL database."""
 
@@ -220,6 +225,8 @@ class PostgresProjector:
         self.conn = conn
         self.cache = cache
         self.project = project
+        self.progress: LoadProgress | None = None
+        """Told how far a load is, while one is (see :data:`LoadProgress`)."""
         self._number = 0
         """The project's number (schema 9), read by each write transaction (:meth:`_claim`)."""
         self._beside = ThreadPoolExecutor(1, thread_name_prefix="eventmem-sync-rows")
@@ -265,10 +272,13 @@ class PostgresProjector:
             drop_indexes(self._cursor(), indexes)
             if rebuild:  # (the narrow copies' semantic index, made again with the vector index)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self.vector_index.semantic_name()}")
+            self._told(0, len(batch.upserts), "copying the memories")
             words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
             self._write_links(self._cursor(), batch.links)
             self._copy_events(batch.events)
+            done = len(batch.upserts)
+            self._told(done, done, "building the indexes" if rebuild else "reading the tables' statistics")
             if rebuild:  # (the vector index as the size asks: HNSW_SMALL up to HNSW_SMALL_UP_TO)
                 graph, memory_mb = self.vector_index.graph_name(), self.vector_index.build_memory_mb()
                 create_indexes(self._cursor(), [i for i in indexes if i[0] != graph], memory_mb)
@@ -426,7 +436,12 @@ class PostgresProjector:
                 cursor.execute(postings, [self._number, self.project, [row[1] for row in chunk.rows]])
                 words.update(chunk.words)
                 tokens += chunk.tokens
+                self._told(min(len(upserts), (at + 1) * LOAD_CHUNK), len(upserts), "copying the memories")
         return words, tokens
+
+    def _told(self, done: int, total: int, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(done, total, stage)
 
     def _add_words(self, words: Counter[str], memories: int, tokens: int, *, absolute: bool = False) -> None:
         """Add these counts to the project's keyword statistics (``absolute``: they are all of them)."""

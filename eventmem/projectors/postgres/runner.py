@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,10 @@ class SyncRunner:
         self.syncs: dict[str, ProjectSync] = {}
         self._stop: anyio.Event | None = None
         self.application_name = APPLICATION_NAME
+        self.progress: Callable[[str, int, int, str], None] | None = None
+        """Told, by project name, how far :meth:`start` is (``eventmem sync``'s bars on a terminal):
+        the journal being read, then a load's memories copied and its indexes built
+        (:data:`~eventmem.projectors.postgres.projector.LoadProgress`)."""
 
     def start(self, *, keep_others: bool = False) -> dict[str, int]:
         """Connect, drop the rows of projects no longer named (unless ``keep_others``: a server sharing
@@ -72,9 +76,16 @@ class SyncRunner:
                     self.conn.execute(
                         "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
                     )
-            for name, sync in self.syncs.items():
-                with self._alone(name):
-                    counts[name] = sync.start()
+            for (name, sync), projector in zip(self.syncs.items(), projectors, strict=True):
+                told = self.progress
+                if told is not None:
+                    told(name, 0, 0, "reading the journal")
+                    projector.progress = lambda done, total, stage, name=name, told=told: told(name, done, total, stage)
+                try:
+                    with self._alone(name):
+                        counts[name] = sync.start()
+                finally:
+                    projector.progress = None
             if projectors:  # (one index for every project, sized for the memories the journals brought)
                 projectors[0].vector_index.refresh()
             return counts
