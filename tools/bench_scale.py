@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -158,7 +158,13 @@ def tier_name(count: int, spec: str) -> str:
 
 
 def run_postgres(
-    fresh: Any, tiers: list[int], query_count: int, exact_queries: int, hybrid_queries: int, spec: str = "hashing"
+    fresh: Any,
+    tiers: list[int],
+    query_count: int,
+    exact_queries: int,
+    hybrid_queries: int,
+    spec: str = "hashing",
+    lists_factors: Sequence[float] = (),
 ) -> dict[str, Any]:
     embedder = make_embedder_from_spec(spec)
     texts = Corpus(11).queries(query_count)
@@ -172,7 +178,7 @@ def run_postgres(
         uri = fresh(f"eventmem_scale_{name.replace('-', '_')}")
         tier = scale_postgres.Tier(uri, count, embedder, log)
         tier.load()
-        figures = tier.measure(texts, exact_queries, hybrid_queries)
+        figures = tier.measure(texts, exact_queries, hybrid_queries, lists_factors)
         figures["server_memory"] = scale_postgres.server_memory(uri)
         figures["embedder"] = embedder.model_id
         out["tiers"][name] = figures
@@ -263,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="hashing", help="the PostgreSQL tiers' embedder spec (e.g. onnx:minilm)")
     parser.add_argument("--to", help="an existing server (default: a pgserver for the run)")
     parser.add_argument(
+        "--ivf-lists-factors",
+        default="",
+        help="postgres tiers, built-in embedder: also sweep inverted files made with these multiples of the "
+        "lists a load makes (e.g. 2,4; index_sweep_by_lists)",
+    )
+    parser.add_argument(
         "--with", dest="earlier", type=Path, action="append", default=[], help="an earlier run's JSON to report with"
     )
     parser.add_argument("--out", type=Path)
@@ -292,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     with database_server(args.to) as fresh:
         result["machine"] = machine(fresh("eventmem_scale_probe"))
         if "postgres" in parts:
+            factors = [float(f) for f in args.ivf_lists_factors.split(",") if f.strip()]
             result["postgres"] = run_postgres(
-                fresh, tiers, args.queries, args.exact_queries, args.hybrid_queries, args.embedder
+                fresh, tiers, args.queries, args.exact_queries, args.hybrid_queries, args.embedder, factors
             )
         if {"in_process", "sync", "catch_up"} & set(parts):
             with tempfile.TemporaryDirectory(prefix="eventmem-bench-scale-") as tmp:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,9 @@ class Tier:
         top = np.argpartition(-scores, k)[:k]
         return {self.ids[i] for i in top}
 
-    def measure(self, texts: list[str], exact_queries: int, hybrid_queries: int) -> dict[str, Any]:
+    def measure(
+        self, texts: list[str], exact_queries: int, hybrid_queries: int, lists_factors: Sequence[float] = ()
+    ) -> dict[str, Any]:
         """Recall@10 of HNSW against the exact answer and p50 latencies, without and with a filter
         (the exact scan and the hybrid search timed on the first queries only: they are slow)."""
         out: dict[str, Any] = {"memories": self.count, "queries": len(texts), "filter": f"tags={FILTER_TAG}"}
@@ -212,6 +215,8 @@ class Tier:
                 out[f"{label}vector_exact_queries"] = len(exact)
                 self.log(f"{self.count}: {label or 'unfiltered '}recall {out[f'{label}hnsw_recall_at_10']}")
             out["index_sweep"] = self.sweep(conn, texts[:50])
+            if lists_factors and semantic_dims(self.model):
+                out["index_sweep_by_lists"] = self.sweep_lists_made(conn, texts[:50], lists_factors)
             row = conn.execute(
                 "SELECT count(*) FROM eventmem_postings e JOIN eventmem_projects p ON p.no = e.project "
                 "WHERE p.project = %s",
@@ -254,6 +259,37 @@ class Tier:
                 recalls.append(len(truth & found) / len(truth))
             out[str(ef)] = {"recall_at_10": round(statistics.mean(recalls), 4), "p50_ms": p50_ms(times)}
             self.log(f"{self.count}: ef_search {ef}: {out[str(ef)]}")
+        return out
+
+    def sweep_lists_made(self, conn: Any, texts: list[str], factors: Sequence[float]) -> dict[str, dict[str, Any]]:
+        """The built-in embedder's inverted file made with other numbers of lists (each ``factor`` times
+        the number a load makes, the square root of the memories), each timed as it is built and swept
+        as :meth:`sweep` sweeps the one made (the shares of its lists read, without and with the
+        filter), then the index made again as it was: whether more, smaller lists read fewer vectors
+        for the same recall, and what they cost to build."""
+        dim, part = int(self.embedder.dim), semantic_dims(self.model)
+        name, definition = self._vector_index_definition(conn)
+        made = int(conn.execute(f"SELECT {queries.SEMANTIC_LISTS}").fetchone()[0])
+        out: dict[str, dict[str, Any]] = {}
+        conn.commit()  # (an index is dropped and made outside a transaction block)
+        conn.autocommit = True
+        try:
+            for factor in factors:
+                lists = max(1, round(factor * made))
+                conn.execute(f"DROP INDEX {name}")
+                conn.execute("SET maintenance_work_mem = '1GB'")
+                t0 = time.perf_counter()
+                conn.execute(re.sub(r"lists\s*=\s*'?\d+'?", f"lists='{lists}'", definition))
+                built = time.perf_counter() - t0
+                conn.execute("ANALYZE eventmem_searched")
+                self.log(f"{self.count}: an inverted file of {lists} lists built in {built:.1f}s")
+                swept = self._sweep_lists(conn, texts, dim, part)
+                out[f"factor_{factor}"] = {"build_seconds": round(built, 2), **swept}
+            conn.execute(f"DROP INDEX {name}")
+            conn.execute(definition)
+            conn.execute("ANALYZE eventmem_searched")
+        finally:
+            conn.autocommit = False
         return out
 
     def _questions(self, texts: list[str], *, filtered: bool) -> list[tuple[str, set[str]]]:
