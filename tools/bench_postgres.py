@@ -386,6 +386,99 @@ def alternated(
     return {"rounds": runs, "medians_of_rounds": medians, "baseline_source": _revision(baseline)}
 
 
+FIRST_CALL_QUESTION = "oauth token refresh failed after the cache was cold"
+"""What the first call of a freshly started ``serve --store`` asks (``recall_memories``)."""
+
+
+def first_call(uri: str, root: Path, spec: str) -> dict[str, Any]:
+    """``eventmem serve --store URI`` of the revision this process imports (``--source``), started in the
+    project ``root`` by a real MCP client over stdio: seconds from the start to ``initialize`` answered
+    and to its first recall answered, and that answer's warnings (a note when it was answered from the
+    journal: the database was still taking it in)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    import eventmem
+
+    environ = bench_environ(root, spec)
+    environ["PYTHONPATH"] = str(Path(eventmem.__file__).resolve().parent.parent)  # (this revision's code)
+    command = ["-m", "eventmem", "serve", "--store", uri, "--project-name", "bench"]
+    out: dict[str, Any] = {}
+
+    async def drive() -> None:
+        params = StdioServerParameters(command=sys.executable, args=command, cwd=root, env=environ)
+        started = time.perf_counter()
+        with open(os.devnull, "w") as quiet:
+            async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                out["initialize_s"] = round(time.perf_counter() - started, 3)
+                answer = await session.call_tool("recall_memories", {"query": FIRST_CALL_QUESTION, "limit": 10})
+                out["first_recall_s"] = round(time.perf_counter() - started, 3)
+                text = "".join(getattr(block, "text", "") for block in answer.content)
+                found = answer.structured_content or (json.loads(text) if text.startswith("{") else {})
+                out["hits"] = len(found.get("results", ()))
+                out["warnings"] = list(found.get("warnings", ()))
+
+    anyio.run(drive)
+    return out
+
+
+def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: str) -> dict[str, Any]:
+    """:func:`first_call` of this revision (and ``baseline``'s source tree), alternated for ``rounds``
+    rounds, on the run's database (in step with the journal: the usual start) and on an empty database
+    of the same server (the project's first projection, as for a teammate's new project or another
+    name), made for each start and dropped after it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    split = urlsplit(uri)
+    created: list[str] = []
+
+    def empty_database() -> str:
+        name = f"eventmem_bench_first_{len(created)}"
+        with psycopg.connect(uri, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"CREATE DATABASE {name}")
+        created.append(name)
+        return urlunsplit(split._replace(path="/" + name))
+
+    out: dict[str, Any] = {"question": FIRST_CALL_QUESTION}
+    try:
+        for case in ("in_step", "first_projection"):
+
+            def arguments(side: str, case: str = case) -> list[str]:
+                target = uri if case == "in_step" else empty_database()
+                return ["--first-call-of", target, str(root), "--embedder", spec]
+
+            if baseline is None:
+                runs = [{"this": json.loads(_run_self(arguments("this")))} for _ in range(rounds)]
+            else:
+                runs = alternated_rounds(baseline, rounds, f"first calls ({case})", arguments)
+            case_out: dict[str, Any] = {"rounds": runs}
+            for side in runs[0]:
+                if side in ("order", "load_average"):
+                    continue
+                case_out[f"{side}_first_recall_s"] = statistics.median(r[side]["first_recall_s"] for r in runs)
+            if case_out.get("baseline_first_recall_s"):
+                ratio = case_out["this_first_recall_s"] / case_out["baseline_first_recall_s"]
+                case_out["first_recall_ratio"] = round(ratio, 3)
+            out[case] = case_out
+            log(f"first calls, {case}: {json.dumps({k: v for k, v in case_out.items() if k != 'rounds'})}")
+    finally:
+        with psycopg.connect(uri, autocommit=True) as admin:
+            for name in created:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    return out
+
+
+def _run_self(arguments: list[str]) -> str:
+    done = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"a side failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
 def keyword_costs(uri: str, texts: list[str]) -> dict[str, Any]:
     """The keyword list's statement alone, as this revision builds it (``keywords.ranking_at_once``, the
     one a recall beside vectors sends, depth 50): for each filter of :data:`FILTERS` and each of
@@ -900,6 +993,15 @@ def main(argv: list[str] | None = None) -> int:
         "of --alternate; with --source TREE, that revision's)",
     )
     parser.add_argument("--keyword-costs-of", metavar="URI", help=argparse.SUPPRESS)  # (a side of the above)
+    parser.add_argument(
+        "--first-calls",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="also time a fresh serve --store's first recall over stdio (with --baseline, alternated with its code): "
+        "on the run's database, and on an empty one (the project's first projection)",
+    )
+    parser.add_argument("--first-call-of", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)
     parser.add_argument("--sync-into", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)  # (the same)
     args = parser.parse_args(argv)
     if args.sync_into is not None:
@@ -912,6 +1014,9 @@ def main(argv: list[str] | None = None) -> int:
             emit({"synced_events": runner.start()["bench"], "schema_version": LATEST}, None)
         finally:
             runner.close()
+        return 0
+    if args.first_call_of is not None:
+        emit(first_call(args.first_call_of[0], Path(args.first_call_of[1]), args.embedder), None)
         return 0
     if args.keyword_costs_of is not None:
         emit(keyword_costs(args.keyword_costs_of, Corpus(11).queries(args.queries)), None)
@@ -947,6 +1052,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
+                if args.first_calls:
+                    results["first_calls"] = first_calls(uri, root, args.baseline, args.first_calls, args.embedder)
                 if args.alternate and args.baseline is not None:
                     uris = {"this": uri, "baseline": uri}
                     if migrations_of(args.baseline) != migrations_of(ROOT):  # (else one database: see above)
