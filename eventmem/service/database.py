@@ -32,11 +32,11 @@ RETRY_EVERY_S = 3.0
 """After a failure, the database is tried again on a call at least this many seconds later."""
 OPEN_WAIT_S = 10.0
 """How long a server's start waits for the database to take the journals in: a database in step with
-them takes about 1.5 s at 100,000 memories (the journal folded again to go on from its position),
-up to 4 s beside the in-process store's own start (a first call in 2.1-3.8 s). A longer take (a first projection of a large project:
-88 s at 100,000 memories; a sync of another process holding the project) goes on in the background
-while the calls are answered from the journals, as when the database cannot be reached, with a note
-that says so."""
+them takes about 1.5 s at 100,000 memories (the journal folded again to go on from its position), up
+to 4 s beside the in-process store's own start (a first call in 2.1-3.8 s). A longer take (a first
+projection of a large project: 88 s at 100,000 memories; a sync of another process holding the
+project) goes on in the background while the calls are answered from the journals, as when the
+database cannot be reached, with a note that says so."""
 APPLICATION_NAME = "eventmem serve"
 """How the server's connection is named in ``pg_stat_activity``."""
 
