@@ -126,6 +126,11 @@ async def test_a_project_synced_under_another_name_is_served_under_that_name_not
     backend = new_project(tmp_path, "backend")
     saved = save(backend, "The backend retries webhooks three times.", "--title", "webhook retries")
     run("sync", "--to", pg_uri, "--project", f"api={backend}", "--no-global")
+    with psycopg.connect(pg_uri, autocommit=True) as other:  # (a name no project may take, on the same folder)
+        other.execute(
+            "INSERT INTO eventmem_projects (project, root, branch, projector_version) VALUES (%s, %s, 'main', 1)",
+            ["0 bad\nname", str(backend)],
+        )
     async with served(backend, tmp_path / "backend.log", "--store", pg_uri) as session:
         found = await recall(session, "webhook retries")
         assert [(hit["id"], hit["project"]) for hit in found["results"]] == [(saved, "api")]
@@ -133,7 +138,8 @@ async def test_a_project_synced_under_another_name_is_served_under_that_name_not
     assert_clean_stderr(tmp_path / "backend.log")
     held = rows(pg_uri, "SELECT project, id FROM eventmem_memories WHERE project <> 'global' ORDER BY id")
     assert held == sorted([("api", saved), ("api", second)], key=lambda row: row[1])
-    assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")] == ["api", "global"]
+    held = [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")]
+    assert held == ["0 bad\nname", "api", "global"]
     assert stats_of(backend, pg_uri)["database"]["project"] == "api"  # (the command line's reads too)
     run("sync", "--to", pg_uri, "--no-global", cwd=backend)  # (a sync named after the folder, too)
     assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects")] == ["api"]

@@ -26,7 +26,7 @@ from eventmem.projectors.postgres.connection import (
 )
 from eventmem.projectors.postgres.projector import PostgresProjector, pg_name
 from eventmem.projectors.postgres.sync import ProjectSync
-from eventmem.projectors.postgres.targets import GLOBAL, Target
+from eventmem.projectors.postgres.targets import GLOBAL, Target, is_project_name
 
 __all__ = ["SyncRunner"]
 
@@ -108,7 +108,7 @@ class SyncRunner:
                 "SELECT project FROM eventmem_projects WHERE root = ANY(%s) AND project <> %s ORDER BY project",
                 [roots, GLOBAL],
             ).fetchall()
-        held = [str(row[0]) for row in rows]
+        held = [name for name in (str(row[0]) for row in rows) if is_project_name(name)]  # (another writer's rows)
         if not held or target.name in held:
             return Target(target.name, target.root)
         if len(held) > 1:

@@ -12,7 +12,7 @@ from eventmem.core.limits import limit
 from eventmem.core.validation import shown
 from eventmem.journal.project import sanitize
 
-__all__ = ["GLOBAL", "Target", "parse_projects"]
+__all__ = ["GLOBAL", "Target", "is_project_name", "parse_projects"]
 
 GLOBAL = "global"
 """The name the user-wide global journal's rows carry (no project may take it)."""
@@ -27,6 +27,12 @@ class Target:
     """Whether the name was given (``NAME=PATH``, ``--project-name``); else it is the folder's, and a
     database that already holds this folder under another name serves it under that one
     (:meth:`~eventmem.projectors.postgres.runner.SyncRunner.start`)."""
+
+
+def is_project_name(name: str) -> bool:
+    """Whether ``name`` is one a project may take (letters, digits, ``._-``, within the limit; not the
+    global memory's): a name read back from a database is checked as a given one is."""
+    return len(name) <= int(limit("project").high) and bool(_NAME.match(name)) and name != GLOBAL
 
 
 def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> list[Target]:
