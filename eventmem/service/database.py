@@ -120,7 +120,8 @@ class Database:
                 self.problem = "still taking the journals in"
                 log.warning(
                     "PostgreSQL at %s is still taking the journals in after %.1f s: reads answer from the "
-                    "journals until it is done",
+                    "journals until it is done (a project's first projection is done once for every server "
+                    "by eventmem sync --to ADDRESS)",
                     self.shown,
                     time.monotonic() - started,
                 )
