@@ -109,10 +109,8 @@ class Database:
             with self.lock:
                 return self._reach(force=True)
         with self.lock:
-            self._trying, self._next_try = True, time.monotonic() + RETRY_EVERY_S
             started = time.monotonic()
-            thread = threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True)
-            thread.start()
+            thread = self._connect_in_background()
         thread.join(OPEN_WAIT_S)
         with self.lock:
             if self._trying:  # (still taking the journals in: a later call finds it done)
@@ -203,11 +201,16 @@ class Database:
 
     def _try_again(self) -> None:
         """Start one background try to connect, unless one runs or the last began too recently."""
-        now = time.monotonic()
-        if self._trying or self._closed or now < self._next_try:
+        if self._trying or self._closed or time.monotonic() < self._next_try:
             return
-        self._trying, self._next_try = True, now + RETRY_EVERY_S
-        threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True).start()
+        self._connect_in_background()
+
+    def _connect_in_background(self) -> threading.Thread:
+        """Start a try to connect and project the journals in a thread (under :attr:`lock`)."""
+        self._trying, self._next_try = True, time.monotonic() + RETRY_EVERY_S
+        thread = threading.Thread(target=self._connect_anew, name="eventmem-database", daemon=True)
+        thread.start()
+        return thread
 
     def _connect_anew(self) -> None:
         """Connect and project the journals on a runner of its own, then put it in place."""
