@@ -340,12 +340,12 @@ def recall_costs(uri: str, root: Path, texts: list[str], spec: str = "hashing") 
 
 
 def alternated_rounds(
-    baseline: Path, rounds: int, what: str, arguments: Callable[[str], list[str]]
+    baseline: Path | None, rounds: int, what: str, arguments: Callable[[str], list[str]]
 ) -> list[dict[str, Any]]:
     """``rounds`` rounds of this script run with ``arguments(side)`` by this revision and by
-    ``baseline``'s source tree, each in a process of its own, the order swapped every round: each
-    round's JSON answers by side, with the order and the load average."""
-    sides: dict[str, Path | None] = {"this": None, "baseline": baseline}
+    ``baseline``'s source tree (``None``: this revision alone), each in a process of its own, the order
+    swapped every round: each round's JSON answers by side, with the order and the load average."""
+    sides: dict[str, Path | None] = {"this": None} if baseline is None else {"this": None, "baseline": baseline}
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
         order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
@@ -451,10 +451,7 @@ def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: 
                 target = uri if case == "in_step" else empty_database()
                 return ["--first-call-of", target, str(root), "--embedder", spec]
 
-            if baseline is None:
-                runs = [{"this": json.loads(_run_self(arguments("this")))} for _ in range(rounds)]
-            else:
-                runs = alternated_rounds(baseline, rounds, f"first calls ({case})", arguments)
+            runs = alternated_rounds(baseline, rounds, f"first calls ({case})", arguments)
             case_out: dict[str, Any] = {"rounds": runs}
             for side in runs[0]:
                 if side in ("order", "load_average"):
@@ -470,13 +467,6 @@ def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: 
             for name in created:
                 admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     return out
-
-
-def _run_self(arguments: list[str]) -> str:
-    done = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"a side failed: {done.stderr[-2000:]}")
-    return done.stdout
 
 
 def keyword_costs(uri: str, texts: list[str]) -> dict[str, Any]:

@@ -29,10 +29,15 @@ class Target:
     (:meth:`~eventmem.projectors.postgres.runner.SyncRunner.start`)."""
 
 
+def _well_formed(name: str) -> bool:
+    """Letters, digits, ``._-``, beginning with a letter or digit, within the project name's limit."""
+    return len(name) <= int(limit("project").high) and bool(_NAME.match(name))
+
+
 def is_project_name(name: str) -> bool:
-    """Whether ``name`` is one a project may take (letters, digits, ``._-``, within the limit; not the
-    global memory's): a name read back from a database is checked as a given one is."""
-    return len(name) <= int(limit("project").high) and bool(_NAME.match(name)) and name != GLOBAL
+    """Whether ``name`` is one a project may take (well formed, not the global memory's): a name read
+    back from a database is checked as a given one is."""
+    return _well_formed(name) and name != GLOBAL
 
 
 def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> list[Target]:
@@ -44,7 +49,7 @@ def parse_projects(values: list[str], *, default_root: Callable[[], Path]) -> li
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
             raise InvalidInput(f"--project takes NAME=PATH, not {shown(value)}")
-        if len(name) > high or not _NAME.match(name):
+        if not _well_formed(name):
             raise InvalidInput(
                 f"project name {shown(name)} must be 1-{high} letters, digits, '.', '_' or '-', "
                 "beginning with a letter or digit"
