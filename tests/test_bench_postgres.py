@@ -24,9 +24,11 @@ def test_the_postgres_benchmark_reports_throughput_latency_and_recall(tmp_path: 
         assert data[key] > 0, key
     assert data["hnsw_recall_at_10"] >= 0.9  # (at 500 memories HNSW with ef_search 200 finds nearly all)
     assert data["disk_bytes_per_memory"] > 0
-    for case in ("in_step", "first_projection"):  # (a real serve --store, its first recall over stdio)
+    for case in ("in_step", "first_projection", "in_process"):  # (a real server, its first recall over stdio)
         first = data["first_calls"][case]["rounds"][0]["this"]
         assert 0 < first["initialize_s"] < first["first_recall_s"] and first["hits"] == 10
+        assert first["rss_mb"] > 20, case  # (the server's own memory, read once its threads were idle)
+    assert data["first_calls"]["this_rss_to_in_process"] > 0
 
 
 @pytest.mark.slow

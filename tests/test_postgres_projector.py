@@ -22,9 +22,11 @@ from test_postgres_recall_pipeline import LearnedModel
 
 from eventmem.core.codec import encode_event
 from eventmem.core.errors import InvalidInput
-from eventmem.core.events import MemorySaved, MemoryUpdated
+from eventmem.core.events import LinkAdded, MemorySaved, MemoryUpdated
+from eventmem.core.ids import new_id, now_iso
 from eventmem.core.query_rules import Filters
 from eventmem.embedders.embedder import HashingEmbedder
+from eventmem.journal.project import RootChoice
 from eventmem.projectors.base import Batch
 from eventmem.projectors.keywords import query_words
 from eventmem.projectors.postgres import keywords, queries
@@ -33,8 +35,9 @@ from eventmem.projectors.postgres.bulk import postings_data
 from eventmem.projectors.postgres.keywords import memory_number
 from eventmem.projectors.postgres.projector import PostgresProjector
 from eventmem.projectors.postgres.schema import LATEST, applied_version, migrate
-from eventmem.projectors.postgres.sync import JournalFeed, ProjectSync
-from eventmem.service import MemoryService, database_search
+from eventmem.projectors.postgres.sync import FoldFeed, JournalFeed, ProjectSync
+from eventmem.service import MemoryService, database_search, open_service
+from eventmem.service.database import StoreFold
 
 pytestmark = pytest.mark.postgres
 
@@ -205,6 +208,40 @@ def test_the_bulk_load_and_the_incremental_applies_keep_the_same_rows(
     assert conn.execute("SELECT count(*) FROM eventmem_searched").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM eventmem_lasting_kinds").fetchone() == (0,)
     assert conn.execute("SELECT count(*) FROM eventmem_lasting_tags").fetchone() == (0,)
+
+
+def test_a_server_reading_its_own_fold_keeps_the_rows_a_sync_of_the_journal_makes(
+    service: MemoryService, project: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """``serve --store`` takes its batches' records from its in-process store's fold instead of folding
+    the journal a second time: step by step, with another process writing beside it and a hand-written
+    line moving a ``supersedes`` link to other ends, its rows are those a fresh ``eventmem sync`` of the
+    same journal makes."""
+    served = ProjectSync(projector_factory("served"), project, StoreFold(service.stores()[0]))
+    assert isinstance(served.feed, FoldFeed)
+    served.start()
+    other = open_service(RootChoice(project, "test"))
+    try:
+        for step, _ in enumerate(steps(service)):
+            other.save(f"Another agent's note number {step}.", title=f"note {step}", tags=["other"])
+            if step % 2:  # (some of the other's writes reach the fold only at the server's next look)
+                assert served.catch_up() > 0
+        superseding = [r for r in _contents(conn, "served")["links"] if r[3] == "supersedes"]
+        assert len(superseding) == 1
+        link_id, source, target = superseding[0][:3]
+        lint = next(h.id for h in service.search("ruff lint", limit=1))
+        moved = LinkAdded(id=new_id(), ts=now_iso(), link=link_id, source=source, target=lint, relation="related_to")
+        with (project / ".eventmem" / "journal" / "hand.main.jsonl").open("ab") as handle:
+            handle.write(encode_event(moved))
+        served.catch_up()
+    finally:
+        other.close()
+    projector_factory("bulk").load(JournalFeed(project).full())
+    kept, loaded = _contents(conn, "served"), _contents(conn, "bulk")
+    assert kept == loaded
+    superseded = {row[0] for row in conn.execute("SELECT id FROM eventmem_memories WHERE superseded")}
+    assert target not in superseded  # (no live memory supersedes it now: the link was moved off it)
+    assert len(kept["memories"]) == 5 + 6 and len(kept["events"]) == 20
 
 
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:

@@ -390,11 +390,50 @@ FIRST_CALL_QUESTION = "oauth token refresh failed after the cache was cold"
 """What the first call of a freshly started ``serve --store`` asks (``recall_memories``)."""
 
 
+def _server_of_this_process() -> int | None:
+    """The pid of the ``eventmem serve`` this process's MCP client started (its one such child)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"serve" in command:
+            return int(entry.name)
+    return None
+
+
+def _cpu_seconds_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settled_rss_mb(pid: int, timeout: float = 300.0, window: float = 0.5, busy: float = 0.02) -> dict[str, float]:
+    """The resident memory of process ``pid`` once its threads are idle (under ``busy`` of a core over
+    ``window`` seconds: a server's background work after its first call, its snapshot, a projection
+    still under way), and the seconds waited for that (``timeout`` at most)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        cpu = _cpu_seconds_of(pid)
+        time.sleep(window)
+        if _cpu_seconds_of(pid) - cpu < busy * window:
+            break
+    rss_kb = next(
+        int(line.split()[1])
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmRSS")
+    )
+    return {"rss_mb": round(rss_kb / 1024, 1), "settled_after_s": round(time.perf_counter() - started, 2)}
+
+
 def first_call(uri: str, root: Path, spec: str) -> dict[str, Any]:
     """``eventmem serve --store URI`` of the revision this process imports (``--source``), started in the
-    project ``root`` by a real MCP client over stdio: seconds from the start to ``initialize`` answered
-    and to its first recall answered, and that answer's warnings (a note when it was answered from the
-    journal: the database was still taking it in)."""
+    project ``root`` by a real MCP client over stdio (``uri`` empty: ``eventmem serve``, the in-process
+    store alone): seconds from the start to ``initialize`` answered and to its first recall answered,
+    that answer's warnings (a note when it was answered from the journal: the database was still taking
+    it in), and the server's resident memory once its threads are idle after it."""
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -402,7 +441,7 @@ def first_call(uri: str, root: Path, spec: str) -> dict[str, Any]:
 
     environ = bench_environ(root, spec)
     environ["PYTHONPATH"] = str(Path(eventmem.__file__).resolve().parent.parent)  # (this revision's code)
-    command = ["-m", "eventmem", "serve", "--store", uri, "--project-name", "bench"]
+    command = ["-m", "eventmem", "serve", *(["--store", uri, "--project-name", "bench"] if uri else [])]
     out: dict[str, Any] = {}
 
     async def drive() -> None:
@@ -418,6 +457,9 @@ def first_call(uri: str, root: Path, spec: str) -> dict[str, Any]:
                 found = answer.structured_content or (json.loads(text) if text.startswith("{") else {})
                 out["hits"] = len(found.get("results", ()))
                 out["warnings"] = list(found.get("warnings", ()))
+                pid = _server_of_this_process()
+                if pid is not None:
+                    out.update(settled_rss_mb(pid))
 
     anyio.run(drive)
     return out
@@ -445,10 +487,10 @@ def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: 
 
     out: dict[str, Any] = {"question": FIRST_CALL_QUESTION}
     try:
-        for case in ("in_step", "first_projection"):
+        for case in ("in_step", "first_projection", "in_process"):
 
             def arguments(side: str, case: str = case) -> list[str]:
-                target = uri if case == "in_step" else empty_database()
+                target = {"in_step": uri, "in_process": ""}.get(case) or empty_database()
                 return ["--first-call-of", target, str(root), "--embedder", spec]
 
             runs = alternated_rounds(baseline, rounds, f"first calls ({case})", arguments)
@@ -457,11 +499,17 @@ def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: 
                 if side in ("order", "load_average"):
                     continue
                 case_out[f"{side}_first_recall_s"] = statistics.median(r[side]["first_recall_s"] for r in runs)
+                if all("rss_mb" in r[side] for r in runs):
+                    case_out[f"{side}_rss_mb"] = statistics.median(r[side]["rss_mb"] for r in runs)
             if case_out.get("baseline_first_recall_s"):
                 ratio = case_out["this_first_recall_s"] / case_out["baseline_first_recall_s"]
                 case_out["first_recall_ratio"] = round(ratio, 3)
             out[case] = case_out
             log(f"first calls, {case}: {json.dumps({k: v for k, v in case_out.items() if k != 'rounds'})}")
+        for side in ("this", "baseline"):  # (a server on PostgreSQL against the in-process store alone)
+            held, alone = out["in_step"].get(f"{side}_rss_mb"), out["in_process"].get(f"{side}_rss_mb")
+            if held and alone:
+                out[f"{side}_rss_to_in_process"] = round(held / alone, 3)
     finally:
         with psycopg.connect(uri, autocommit=True) as admin:
             for name in created:

@@ -472,14 +472,19 @@ def open_service(
     database = None
     if store or settings.store:
         require("postgres", "answering from PostgreSQL (--store, EVENTMEM_STORE)")
-        from eventmem.service.database import Database, project_target
+        from eventmem.service.database import Database, StoreFold, project_target
 
+        target = project_target(root.root, store_name)
+        folds = {target.root: StoreFold(project)}
+        if global_store is not None:
+            folds[global_dir] = StoreFold(global_store)
         database = Database(
             store or settings.store,
-            project_target(root.root, store_name),
+            target,
             global_dir if global_store is not None else None,
             embedder,
             option="--store" if store else "store (EVENTMEM_STORE or an untracked settings file)",
+            folds=folds,
         )
     service = MemoryService(project, root=root, global_store=global_store, database=database, sections=sections)
     service.ignored_settings, service.allowed_settings = settings.ignored, settings.approved

@@ -13,18 +13,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventmem.core.errors import EventmemError
 from eventmem.embedders.embedder import Embedder
+from eventmem.projectors.base import Batch, SegmentPosition
 from eventmem.projectors.postgres.connection import check_uri, describe, shown_uri
 from eventmem.projectors.postgres.runner import SyncRunner
+from eventmem.projectors.postgres.sync import Decoded, batch_of, touched_by
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
 
-__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "project_target", "sync"]
+if TYPE_CHECKING:
+    from eventmem.runner.runner import Store
+
+__all__ = ["RETRY_EVERY_S", "Database", "DatabaseDown", "StoreFold", "project_target", "sync"]
 
 log = logging.getLogger("eventmem.database")
 
@@ -55,17 +61,50 @@ def project_target(root: Path, name: str | None) -> Target:
     return parse_projects(values, default_root=lambda: root)[0]
 
 
+class StoreFold:
+    """An in-process store's fold of its journal, which the database's feed reads instead of folding the
+    journal again (:class:`~eventmem.projectors.postgres.sync.Fold`): a server holds its memories once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def folded(self) -> tuple[object, dict[str, tuple[int, bytes]]]:
+        self.store.catch_up()
+        with self.store.lock:
+            derived = self.store.derived
+            return weakref.ref(derived), {name: (c.offset, c.digest) for name, c in derived.cursors.items()}
+
+    def batch(
+        self, token: object, events: Sequence[Decoded], position: dict[str, SegmentPosition], *, everything: bool
+    ) -> Batch | None:
+        with self.store.lock:
+            derived = self.store.derived
+            if not isinstance(token, weakref.ref) or token() is not derived:
+                return None  # (folded again from scratch since its position was taken)
+            touched = () if everything else touched_by(derived.state, events)
+            return batch_of(derived.state, touched, events, position, everything=everything, copied=True)
+
+
 class Database:
-    """One database, this project's journal and the global one in it, reached over one connection."""
+    """One database, this project's journal and the global one in it, reached over one connection.
+    ``folds``: the in-process stores' folds of those journals, by root, read instead of folding them
+    again."""
 
     def __init__(
-        self, uri: str, project: Target, global_root: Path | None, embedder: Embedder, *, option: str = "--store"
+        self,
+        uri: str,
+        project: Target,
+        global_root: Path | None,
+        embedder: Embedder,
+        *,
+        option: str = "--store",
+        folds: dict[Path, StoreFold] | None = None,
     ) -> None:
         self.uri = check_uri(uri, option)
         targets = [project]
         if global_root is not None:
             targets.append(Target(GLOBAL, global_root))
-        self.runner = SyncRunner(self.uri, targets, embedder)
+        self.runner = SyncRunner(self.uri, targets, embedder, folds)
         self.runner.application_name = APPLICATION_NAME
         self.embedder = embedder
         self.lock = threading.RLock()

@@ -37,6 +37,8 @@ __all__ = [
     "VectorBytes",
     "copy_data",
     "copy_rows",
+    "pg_name",
+    "pg_text",
     "postings_data",
     "real_array",
     "register_arrays",
@@ -64,6 +66,16 @@ MEMORY_TYPES: tuple[str, ...] = (
 """The types of eventmem_memories' columns but the last (the embedding, whose oid the database says)."""
 EVENT_TYPES: tuple[str, ...] = ("text", "text", "text", "text", "bytea")
 """eventmem_events: project, id, type, ts, line."""
+
+
+def pg_text(text: str) -> str:
+    """``text`` as a PostgreSQL text value holds it: NUL (refused there) as U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def pg_name(text: str) -> str:
+    """A file system name or path as text: undecodable bytes (lone surrogates) as ``\\udcXX``."""
+    return pg_text(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 class VectorBytes(bytes):

@@ -39,6 +39,8 @@ from eventmem.projectors.postgres.bulk import (
     copy_rows,
     create_indexes,
     drop_indexes,
+    pg_name,
+    pg_text,
     postings_data,
     real_array,
     register_arrays,
@@ -47,6 +49,7 @@ from eventmem.projectors.postgres.bulk import (
     text_array,
     vector_bytes,
 )
+from eventmem.projectors.postgres.links import write_links
 from eventmem.projectors.postgres.schema import migrate
 from eventmem.projectors.postgres.vector_index import VectorIndex
 from eventmem.projectors.vectors import embed_text
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import psycopg
 
-__all__ = ["PostgresProjector", "decode_record", "vector_literal"]
+__all__ = ["PostgresProjector", "decode_record", "pg_name", "pg_text", "vector_literal"]
 
 _log = logging.getLogger("eventmem.sync")
 
@@ -115,12 +118,6 @@ _UPSERT_MEMORY = (
 """A row written again only if it changed: every new version of a row is inserted into every index,
 the HNSW graph's costing most (measured: 2,000 rows inserted into 20,000 in 18.9 s with it, 1.1 s
 without), and a batch carries the memories at both ends of a new link unchanged."""
-_UPSERT_LINK = (
-    "INSERT INTO eventmem_links (project, id, source, target, relation, strength, context, added_by, record) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (project, id) DO UPDATE SET source = excluded.source, "
-    "target = excluded.target, relation = excluded.relation, strength = excluded.strength, "
-    "context = excluded.context, added_by = excluded.added_by, record = excluded.record"
-)
 _EVENT_COLUMNS = "project, id, type, ts, line"
 _INSERT_EVENT = (
     f"INSERT INTO eventmem_events ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS} FROM eventmem_incoming_events "
@@ -180,16 +177,6 @@ _UPSERT_POSITION = (
     "INSERT INTO eventmem_positions (project, segment, byte_offset, digest) VALUES (%s, %s, %s, %s) "
     "ON CONFLICT (project, segment) DO UPDATE SET byte_offset = excluded.byte_offset, digest = excluded.digest"
 )
-
-
-def pg_text(text: str) -> str:
-    """``text`` as a PostgreSQL text value holds it: NUL (refused there) as U+FFFD."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
-
-
-def pg_name(text: str) -> str:
-    """A file system name or path as text: undecodable bytes (lone surrogates) as ``\\udcXX``."""
-    return pg_text(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def vector_literal(vector: npt.NDArray[np.float32]) -> str:
@@ -275,7 +262,7 @@ class PostgresProjector:
             self._told(0, len(batch.upserts), "copying the memories")
             words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)
-            self._write_links(self._cursor(), batch.links)
+            write_links(self._cursor(), self.project, batch.links, held=False)
             self._copy_events(batch.events)
             done = len(batch.upserts)
             self._told(done, done, "building the indexes" if rebuild else "reading the tables' statistics")
@@ -576,7 +563,7 @@ class PostgresProjector:
             self._add_words(*counted.result())
         elif batch.removals:
             self._add_words(*keywords.statistics_change([held[i][:2] for i in batch.removals if i in held], []))
-        self._write_links(cursor, batch.links)
+        write_links(cursor, self.project, batch.links)
         if batch.events:
             events: dict[object, tuple[object, ...]] = {}
             for event_row in self._event_rows(batch.events):
@@ -604,15 +591,6 @@ class PostgresProjector:
             cursor.execute(_SEQUENTIAL, ["off", "off", "off"])
             cursor.execute(_DROP_POSTINGS_READ, [self._number, [keywords.memory_number(i) for i in memory_ids]])
             cursor.execute(_SEQUENTIAL, ["on", "on", "on"])
-
-    def _write_links(self, cursor: psycopg.Cursor[tuple[Any, ...]], links: Sequence[LinkRecord]) -> None:
-        """Write the links a batch changed: a dead one's row removed, a live one's made or written again."""
-        dead = [link.id for link in links if not link.alive]
-        if dead:
-            cursor.execute("DELETE FROM eventmem_links WHERE project = %s AND id = ANY(%s)", [self.project, dead])
-        alive = [link for link in links if link.alive]
-        if alive:
-            cursor.executemany(_UPSERT_LINK, [self._link_row(link) for link in alive])
 
     def _memory_row(self, item: Projected, vector: VectorBytes, found: keywords.KeywordRow) -> tuple[object, ...]:
         r = item.record
@@ -642,19 +620,6 @@ class PostgresProjector:
             found.tokens,
             text_array(found.stems),
             real_array(found.freqs),
-        )
-
-    def _link_row(self, link: LinkRecord) -> tuple[object, ...]:
-        return (
-            self.project,
-            link.id,
-            link.source,
-            link.target,
-            link.relation,
-            link.strength,
-            pg_text(link.context),
-            pg_text(link.added_by),
-            _ENCODE.encode(link),
         )
 
     def _event_rows(self, events: Iterable[AnyEvent | UnknownEvent]) -> Iterable[tuple[object, ...]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from eventmem.projectors.postgres.connection import (
     is_disk_full,
 )
 from eventmem.projectors.postgres.projector import PostgresProjector, pg_name
-from eventmem.projectors.postgres.sync import ProjectSync
+from eventmem.projectors.postgres.sync import Fold, ProjectSync
 from eventmem.projectors.postgres.targets import GLOBAL, Target, is_project_name
 
 __all__ = ["SyncRunner"]
@@ -41,10 +41,15 @@ APPLICATION_NAME = "eventmem sync"
 
 
 class SyncRunner:
-    def __init__(self, uri: str, targets: Sequence[Target], embedder: Embedder) -> None:
+    def __init__(
+        self, uri: str, targets: Sequence[Target], embedder: Embedder, folds: Mapping[Path, Fold] | None = None
+    ) -> None:
         self.uri = uri
         self.targets = list(targets)
         self.embedder = embedder
+        self.folds = dict(folds or {})
+        """The process's own folds of journals, by root (a server's in-process stores): a journal with
+        one is read up to where it stands and not folded again (:class:`FoldFeed`)."""
         self.conn: Any = None
         self.syncs: dict[str, ProjectSync] = {}
         self._stop: anyio.Event | None = None
@@ -70,7 +75,7 @@ class SyncRunner:
                     self.conn, target.name, self.embedder, root=str(target.root), branch=paths.branch(), cache=cache
                 )
                 projectors.append(projector)
-                self.syncs[target.name] = ProjectSync(projector, target.root)
+                self.syncs[target.name] = ProjectSync(projector, target.root, self.folds.get(target.root))
             if not keep_others:
                 with self.conn.transaction():
                     self.conn.execute(

@@ -3,7 +3,10 @@
 :class:`JournalFeed` reads one journal (a project's ``.eventmem/``, or the global memory) with the
 journal's own segment listing and total decoder, folds it with the pure :class:`~eventmem.core.state.State`
 and turns what changed into :class:`~eventmem.projectors.base.Batch` es, each with the position (byte
-offset and prefix digest) of every segment it covers. :class:`ProjectSync` drives a projector: on start
+offset and prefix digest) of every segment it covers. :class:`FoldFeed` does the same for a process that
+keeps a fold of the journal anyway (a server's in-process store, :class:`Fold`): it reads the journal's
+lines up to where that fold stands, for the events and the memories they touch, and takes the records
+from it instead of folding the journal a second time. :class:`ProjectSync` drives a projector: on start
 it goes on from the position the projector holds when every segment still begins with the bytes that
 position names, and projects the journal again otherwise (a rebase or a checkout rewrote a segment).
 """
@@ -13,24 +16,44 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+import msgspec
 
 from eventmem.core.codec import UnknownEvent
-from eventmem.core.events import AnyEvent, LinkAdded, LinkRemoved
+from eventmem.core.errors import EventmemError
+from eventmem.core.events import AnyEvent, LinkAdded, LinkRemoved, MemoryArchived
 from eventmem.core.ids import iso_to_epoch
-from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.records import LinkRecord, MemoryRecord, MemoryRecords
 from eventmem.core.state import State
 from eventmem.journal.journal import Journal, Segment
 from eventmem.journal.project import ProjectPaths
 from eventmem.projectors.base import Batch, Projected, Projector, SegmentPosition
 
-__all__ = ["JournalFeed", "ProjectSync", "batch_of", "expires_at", "is_superseded", "segment_key"]
+__all__ = [
+    "Fold",
+    "FoldFeed",
+    "JournalFeed",
+    "ProjectSync",
+    "batch_of",
+    "expires_at",
+    "is_superseded",
+    "segment_key",
+    "touched_by",
+]
 
 log = logging.getLogger("eventmem.sync")
 
 Decoded = AnyEvent | UnknownEvent
+
+_COPY = msgspec.msgpack.Encoder()
+_RECORD = msgspec.msgpack.Decoder(MemoryRecord)
+_LINK = msgspec.msgpack.Decoder(LinkRecord)
+TRIES = 5
+"""How many times a :class:`FoldFeed` reads again when the journal or the fold moved while it read."""
 
 
 def segment_key(name: str) -> str:
@@ -73,8 +96,11 @@ def batch_of(
     position: dict[str, SegmentPosition],
     *,
     everything: bool = False,
+    copied: bool = False,
 ) -> Batch:
-    """What folding ``events`` into ``state`` changed (``everything``: the whole state, for a load)."""
+    """What folding ``events`` into ``state`` changed (``everything``: the whole state, for a load).
+    ``copied``: the batch holds copies of the records and links (the state goes on changing in another
+    thread), and an encoded record is decoded for it without being kept decoded in the state."""
     order = list(dict.fromkeys(state.memories if everything else touched))
     seen = set(order)
     for memory_id in list(order):  # a memory's "superseded" depends on its superseder being visible
@@ -85,7 +111,7 @@ def batch_of(
     upserts: list[Projected] = []
     removals: list[str] = []
     for memory_id in order:
-        record = state.visible(memory_id)
+        record = _visible_copy(state, memory_id) if copied else state.visible(memory_id)
         if record is None:
             if not everything:
                 removals.append(memory_id)
@@ -96,7 +122,44 @@ def batch_of(
     else:
         changed = dict.fromkeys(e.link for e in events if isinstance(e, (LinkAdded, LinkRemoved)))
         links = [state.links[link_id] for link_id in changed if link_id in state.links]
+    if copied:
+        links = [_LINK.decode(_COPY.encode(link)) for link in links]
     return Batch(tuple(upserts), tuple(removals), tuple(links), tuple(events), dict(position))
+
+
+def _visible_copy(state: State, memory_id: str) -> MemoryRecord | None:
+    """A copy of the memory if it is visible (:meth:`State.visible`), decoded from its encoding when the
+    state holds it encoded (and left so)."""
+    memories = state.memories
+    record: MemoryRecord | None
+    if isinstance(memories, MemoryRecords):
+        held = memories.held(memory_id)
+        record = None if held is None else memories.read(memory_id, held)
+    else:
+        record = memories.get(memory_id)
+    if record is None or not record.exists or record.status != "live":
+        return None
+    return _RECORD.decode(_COPY.encode(record))
+
+
+def touched_by(state: State, events: Iterable[Decoded]) -> list[str]:
+    """The memories whose projection ``events`` may have changed, ``state`` having folded them: what
+    :meth:`State.fold` returned for them (a link's ends; those it had before it was moved are the
+    projector's to find, see :meth:`PostgresProjector.apply`)."""
+    touched: list[str] = []
+    for event in events:
+        if isinstance(event, LinkAdded):
+            touched += (event.source, event.target)
+            link = state.links.get(event.link)
+            if link is not None and link.source:
+                touched += (link.source, link.target)
+        elif isinstance(event, LinkRemoved):
+            link = state.links.get(event.link)
+            if link is not None and link.source:
+                touched += (link.source, link.target)
+        elif not isinstance(event, (MemoryArchived, UnknownEvent)):
+            touched.append(event.memory)
+    return list(dict.fromkeys(touched))
 
 
 @dataclass(slots=True)
@@ -112,12 +175,29 @@ class _Cursor:
         return segment.inode == inode and segment.mtime_ns >= mtime_ns and segment.size > size
 
 
+class Fold(Protocol):
+    """A fold of one journal that its process keeps anyway (a server's in-process store), read by a
+    :class:`FoldFeed` instead of folding the journal a second time."""
+
+    def folded(self) -> tuple[object, dict[str, tuple[int, bytes]]]:
+        """Catch up with the journal; returns a token of the fold, and where it stands in each segment
+        (by name: the bytes folded and their prefix digest, as :class:`SegmentPosition` names them)."""
+        ...
+
+    def batch(
+        self, token: object, events: Sequence[Decoded], position: dict[str, SegmentPosition], *, everything: bool
+    ) -> Batch | None:
+        """:func:`batch_of` the memories ``events`` touched (:func:`touched_by`; ``everything``: all),
+        copied from the fold as it is now, which has folded them; ``None`` when the fold is no longer
+        the one ``token`` names (folded again from scratch since)."""
+        ...
+
+
 @dataclass
-class JournalFeed:
-    """One journal, folded in memory, read on from where it was last read."""
+class _Reading:
+    """Where each segment of one journal was last read to."""
 
     root: Path
-    state: State = field(default_factory=State)
     cursors: dict[str, _Cursor] = field(default_factory=dict)
     problems: set[tuple[str, int]] = field(default_factory=set)
 
@@ -125,9 +205,33 @@ class JournalFeed:
         self.journal = Journal(ProjectPaths(self.root), durable=False)
 
     def position(self) -> dict[str, SegmentPosition]:
-        return {
-            segment_key(name): SegmentPosition(c.offset, c.hasher.digest()) for name, c in sorted(self.cursors.items())
-        }
+        return _position_of(self.cursors)
+
+    def unchanged(self) -> bool:
+        """Whether no segment was added, removed or touched since the last read (a look at the files'
+        sizes and times only: nothing to take)."""
+        segments = self.journal.segments()
+        if len(segments) != len(self.cursors):
+            return False
+        for segment in segments:
+            cursor = self.cursors.get(segment.name)
+            if cursor is None or cursor.stat != (segment.size, segment.mtime_ns, segment.inode):
+                return False
+        return True
+
+    def _report(self, problems: Iterable[object]) -> None:
+        for problem in problems:
+            key = (str(getattr(problem, "path", "")), int(getattr(problem, "offset", 0)))
+            if key not in self.problems:
+                self.problems.add(key)
+                log.error("%s", problem)
+
+
+@dataclass
+class JournalFeed(_Reading):
+    """One journal, folded in memory, read on from where it was last read."""
+
+    state: State = field(default_factory=State)
 
     def full(self) -> Batch:
         """Everything, folded from scratch: a batch for a projector's ``load``."""
@@ -163,18 +267,6 @@ class JournalFeed:
         if stale:  # the tail changes what the prefix folded to: load it all
             return None
         return batch_of(self.state, touched, after, self.position())
-
-    def unchanged(self) -> bool:
-        """Whether no segment was added, removed or touched since the last read (a look at the files'
-        sizes and times only: nothing to take)."""
-        segments = self.journal.segments()
-        if len(segments) != len(self.cursors):
-            return False
-        for segment in segments:
-            cursor = self.cursors.get(segment.name)
-            if cursor is None or cursor.stat != (segment.size, segment.mtime_ns, segment.inode):
-                return False
-        return True
 
     def tail(self) -> Batch | None:
         """What was appended since the last read (``None``: a segment was rewritten or removed, or
@@ -223,12 +315,169 @@ class JournalFeed:
         self._report(result.corrupt)
         return result.events
 
-    def _report(self, problems: Iterable[object]) -> None:
-        for problem in problems:
-            key = (str(getattr(problem, "path", "")), int(getattr(problem, "offset", 0)))
-            if key not in self.problems:
-                self.problems.add(key)
-                log.error("%s", problem)
+
+@dataclass
+class FoldFeed(_Reading):
+    """One journal read on from where it was last read, up to where the process's own fold of it stands
+    (:class:`Fold`), whose records its batches carry: the journal is folded once in the process.
+
+    Each read takes the fold's position first (the fold caught up), then the lines up to it, their bytes
+    checked against the fold's digests: a journal rewritten or a fold folded again while it read is read
+    again, up to :data:`TRIES` times. Cursors move only once a batch is made."""
+
+    fold: Fold | None = None
+
+    def _fold(self) -> Fold:
+        if self.fold is None:
+            raise TypeError("a FoldFeed reads a fold")
+        return self.fold
+
+    def full(self) -> Batch:
+        """Everything, as the fold holds it: a batch for a projector's ``load``."""
+        for _ in range(TRIES):
+            token, ends = self._fold().folded()
+            read = self._read_up_to(ends, {}, lambda segment: (0, _hasher()))
+            if read is None:
+                continue
+            events, cursors = read
+            batch = self._fold().batch(token, events, _position_of(cursors), everything=True)
+            if batch is not None:
+                self.cursors = cursors
+                return batch
+        raise EventmemError(f"the journal at {self.root} kept changing while it was read for PostgreSQL")
+
+    def resume(self, position: dict[str, SegmentPosition]) -> Batch | None:
+        """What lies past ``position``, as the fold holds it (``None``: a segment no longer begins with
+        the bytes ``position`` names, or ends before them; the journal must be projected again)."""
+        segments = {segment_key(s.name) for s in self.journal.segments()}
+        if any(key not in segments for key in position):
+            return None
+        rewritten = False
+
+        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b] | None:
+            nonlocal rewritten
+            hasher, known = _hasher(), position.get(segment_key(segment.name))
+            if known is None:
+                return 0, hasher
+            if _prefix(segment, known.offset, hasher) is None or hasher.digest() != known.digest:
+                rewritten = True
+                return None
+            return known.offset, hasher
+
+        for _ in range(TRIES):
+            token, ends = self._fold().folded()
+            if any(ends.get(name, (0, b""))[0] < known.offset for name, known in _by_name(self, position)):
+                return None  # (the fold, caught up, ends before it: the segment is no longer what it was)
+            read = self._read_up_to(ends, {}, start_of)
+            if rewritten:
+                return None
+            if read is None:
+                continue
+            events, cursors = read
+            batch = self._fold().batch(token, events, _position_of(cursors), everything=False)
+            if batch is not None:
+                self.cursors = cursors
+                return batch
+        return None
+
+    def tail(self) -> Batch | None:
+        """What the fold took since the last read (``None``: a segment was rewritten or removed; the
+        journal must be projected again)."""
+        rewritten = False
+
+        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b] | None:
+            nonlocal rewritten
+            cursor = self.cursors.get(segment.name)
+            if cursor is None:
+                return 0, _hasher()
+            if segment.size < cursor.offset:
+                rewritten = True
+                return None
+            if cursor.stat != (segment.size, segment.mtime_ns, segment.inode) and not cursor.only_appended(segment):
+                check = _hasher()  # (touched but not grown: rewritten in place?)
+                if _prefix(segment, cursor.offset, check) is None or check.digest() != cursor.hasher.digest():
+                    rewritten = True
+                    return None
+            return cursor.offset, cursor.hasher.copy()
+
+        for _ in range(TRIES):
+            present = {s.name for s in self.journal.segments()}
+            if any(name not in present for name in self.cursors):
+                return None
+            token, ends = self._fold().folded()
+            read = self._read_up_to(ends, dict(self.cursors), start_of)
+            if rewritten:
+                return None
+            if read is None:
+                continue
+            events, cursors = read
+            if not events:
+                self.cursors = cursors
+                return Batch((), (), position=self.position())
+            batch = self._fold().batch(token, events, _position_of(cursors), everything=False)
+            if batch is not None:
+                self.cursors = cursors
+                return batch
+        return None
+
+    def _read_up_to(
+        self,
+        ends: dict[str, tuple[int, bytes]],
+        cursors: dict[str, _Cursor],
+        start_of: Callable[[Segment], tuple[int, hashlib.blake2b] | None],
+    ) -> tuple[list[Decoded], dict[str, _Cursor]] | None:
+        """The events of every segment from where ``start_of`` says (its offset and the digest state
+        there; ``None``: stop, the caller knows why) up to the fold's end of it, and the cursors past
+        them (``cursors`` updated); ``None`` when the bytes are not those the fold read (written again
+        since: read again)."""
+        from eventmem.journal.decoder import decode_bytes
+
+        events: list[Decoded] = []
+        for segment in self.journal.segments():
+            stat = (segment.size, segment.mtime_ns, segment.inode)
+            cursor = cursors.get(segment.name)
+            if cursor is not None and cursor.stat == stat:
+                continue  # (nothing appended since it was read)
+            started = start_of(segment)
+            if started is None:
+                return [], cursors
+            start, hasher = started
+            end, digest = ends.get(segment.name, (0, b""))
+            if end <= start:
+                continue  # (the fold has not read this far yet: the next read takes it)
+            data = _bytes(segment, start, end)
+            if data is None:
+                return None
+            hasher.update(data)
+            if hasher.digest() != digest:
+                return None
+            decoded = decode_bytes(data, segment.name)
+            self._report(decoded.corrupt)
+            events.extend(decoded.events)
+            # (a segment read only partly is read on at the next look, whatever its stat then)
+            cursors[segment.name] = _Cursor(end, hasher, stat if segment.size == end else (end, -1, segment.inode))
+        return events, cursors
+
+
+def _position_of(cursors: dict[str, _Cursor]) -> dict[str, SegmentPosition]:
+    return {segment_key(name): SegmentPosition(c.offset, c.hasher.digest()) for name, c in sorted(cursors.items())}
+
+
+def _by_name(reading: _Reading, position: dict[str, SegmentPosition]) -> list[tuple[str, SegmentPosition]]:
+    """``position``'s entries by the name of the segment they are of."""
+    keys = {segment_key(s.name): s.name for s in reading.journal.segments()}
+    return [(keys[key], known) for key, known in position.items() if key in keys]
+
+
+def _bytes(segment: Segment, start: int, end: int) -> bytes | None:
+    """The bytes of the segment from ``start`` to ``end`` (``None``: it is shorter)."""
+    try:
+        with open(segment.path, "rb") as handle:
+            handle.seek(start)
+            data = handle.read(end - start)
+    except OSError:
+        return None
+    return data if len(data) == end - start else None
 
 
 def _prefix(segment: Segment, length: int, hasher: hashlib.blake2b) -> bytes | None:
@@ -245,11 +494,12 @@ def _prefix(segment: Segment, length: int, hasher: hashlib.blake2b) -> bytes | N
 
 
 class ProjectSync:
-    """Keeps one projector in step with one journal."""
+    """Keeps one projector in step with one journal (folded by its feed, or by ``fold``: the process's own
+    fold of it)."""
 
-    def __init__(self, projector: Projector, root: Path) -> None:
+    def __init__(self, projector: Projector, root: Path, fold: Fold | None = None) -> None:
         self.projector = projector
-        self.feed = JournalFeed(root)
+        self.feed: JournalFeed | FoldFeed = JournalFeed(root) if fold is None else FoldFeed(root, fold=fold)
 
     def start(self) -> int:
         """Bring the projector up to the journal; returns the number of events it took."""
