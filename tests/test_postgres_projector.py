@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import git
 from pg_answers import NOW, answers
 from test_postgres_recall_pipeline import LearnedModel
 
@@ -236,12 +237,38 @@ def test_a_server_reading_its_own_fold_keeps_the_rows_a_sync_of_the_journal_make
         served.catch_up()
     finally:
         other.close()
+    again = ProjectSync(projector_factory("served"), project, StoreFold(service.stores()[0]))
+    assert again.start() == 0 and again.catch_up() == 0  # (a server started later goes on from the rows)
     projector_factory("bulk").load(JournalFeed(project).full())
     kept, loaded = _contents(conn, "served"), _contents(conn, "bulk")
     assert kept == loaded
     superseded = {row[0] for row in conn.execute("SELECT id FROM eventmem_memories WHERE superseded")}
     assert target not in superseded  # (no live memory supersedes it now: the link was moved off it)
     assert len(kept["memories"]) == 5 + 6 and len(kept["events"]) == 20
+
+
+def test_a_branch_checked_out_under_a_server_on_postgresql_is_served_as_the_journal_now_is(
+    project: Path, pg_uri: str, projector_factory: Factory, conn: Any
+) -> None:
+    """A checkout removes the segment a branch's saves went to: the server's store folds the journal
+    again, and the database, read through that fold, is projected again as a fresh sync would."""
+    served = open_service(RootChoice(project, "test"), store=pg_uri, store_name="served")
+    try:
+        kept = served.save("Deploys go out on Tuesdays.", title="deploy day")
+        git(project, "add", "-A")
+        git(project, "commit", "-qm", "on main")
+        git(project, "checkout", "-qb", "feature")
+        flag = served.save("The feature flag is named fast-path.", title="feature flag")
+        git(project, "add", "-A")
+        git(project, "commit", "-qm", "on the feature branch")
+        assert {hit.id for hit in served.search(limit=10)} == {kept.id, flag.id}
+        git(project, "checkout", "-q", "main")
+        assert {hit.id for hit in served.search(limit=10)} == {kept.id}
+        assert served.search("feature flag fast-path") == []
+    finally:
+        served.close()
+    projector_factory("fresh").load(JournalFeed(project).full())
+    assert answers(conn, "served") == answers(conn, "fresh")
 
 
 def _scans(project: Path) -> list[tuple[Any, list[Any]]]:

@@ -490,7 +490,7 @@ def first_calls(uri: str, root: Path, baseline: Path | None, rounds: int, spec: 
         for case in ("in_step", "first_projection", "in_process"):
 
             def arguments(side: str, case: str = case) -> list[str]:
-                target = {"in_step": uri, "in_process": ""}.get(case) or empty_database()
+                target = uri if case == "in_step" else "" if case == "in_process" else empty_database()
                 return ["--first-call-of", target, str(root), "--embedder", spec]
 
             runs = alternated_rounds(baseline, rounds, f"first calls ({case})", arguments)

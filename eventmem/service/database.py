@@ -253,7 +253,7 @@ class Database:
 
     def _connect_anew(self) -> None:
         """Connect and project the journals on a runner of its own, then put it in place."""
-        runner = SyncRunner(self.uri, self.runner.targets, self.embedder)
+        runner = SyncRunner(self.uri, self.runner.targets, self.embedder, self.runner.folds)
         runner.application_name = APPLICATION_NAME
         try:
             runner.start(keep_others=True)

@@ -144,8 +144,9 @@ def _visible_copy(state: State, memory_id: str) -> MemoryRecord | None:
 
 def touched_by(state: State, events: Iterable[Decoded]) -> list[str]:
     """The memories whose projection ``events`` may have changed, ``state`` having folded them: what
-    :meth:`State.fold` returned for them (a link's ends; those it had before it was moved are the
-    projector's to find, see :meth:`PostgresProjector.apply`)."""
+    :meth:`State.fold` returned for them, but the ends a link had before an event moved it (the state
+    no longer holds them; the projector sets their flag again from its rows, see
+    :func:`~eventmem.projectors.postgres.links.write_links`)."""
     touched: list[str] = []
     for event in events:
         if isinstance(event, LinkAdded):
@@ -443,8 +444,9 @@ class FoldFeed(_Reading):
                 return [], cursors
             start, hasher = started
             end, digest = ends.get(segment.name, (0, b""))
-            if end <= start:
-                continue  # (the fold has not read this far yet: the next read takes it)
+            if end <= start:  # (the fold has not read past it yet: the next read takes the rest)
+                cursors[segment.name] = _Cursor(start, hasher, stat if segment.size == start else (start, -1, stat[2]))
+                continue
             data = _bytes(segment, start, end)
             if data is None:
                 return None
