@@ -247,6 +247,21 @@ def test_a_server_reading_its_own_fold_keeps_the_rows_a_sync_of_the_journal_make
     assert len(kept["memories"]) == 5 + 6 and len(kept["events"]) == 20
 
 
+def test_a_server_whose_database_starts_in_the_background_reads_its_stores_folds(project: Path, pg_uri: str) -> None:
+    """A server (``open_service`` as ``serve`` opens it) reaches the database from a thread of its own
+    start: that thread's runner, put in place once it is done, takes its batches from the in-process
+    stores' folds too, so the server never holds a second fold of its journals."""
+    served = open_service(RootChoice(project, "test"), background_vectors=True, store=pg_uri, store_name="bg")
+    try:
+        saved = served.save("Feature flags live in config/flags.toml.", title="feature flags")
+        assert [hit.id for hit in served.search("feature flags")] == [saved.id]
+        assert served.database is not None and served.database.connected
+        feeds = {name: type(sync.feed) for name, sync in served.database.runner.syncs.items()}
+        assert feeds and set(feeds.values()) == {FoldFeed}, feeds
+    finally:
+        served.close()
+
+
 def test_a_branch_checked_out_under_a_server_on_postgresql_is_served_as_the_journal_now_is(
     project: Path, pg_uri: str, projector_factory: Factory, conn: Any
 ) -> None:
