@@ -26,6 +26,7 @@ from eventmem.projectors.postgres.connection import check_uri, describe, shown_u
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.sync import Decoded, batch_of, touched_by
 from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
+from eventmem.runner.heap import give_back_freed_memory
 
 if TYPE_CHECKING:
     from eventmem.runner.runner import Store
@@ -225,6 +226,7 @@ class Database:
         self._next_try = now + RETRY_EVERY_S
         try:
             self.runner.start(keep_others=True)
+            give_back_freed_memory()  # (a first projection's batch: every record copied from the fold)
         except Exception as exc:
             self._lost(exc)
             return False
@@ -257,6 +259,7 @@ class Database:
         runner.application_name = APPLICATION_NAME
         try:
             runner.start(keep_others=True)
+            give_back_freed_memory()
         except Exception as exc:
             with self.lock:
                 self._trying = False

@@ -131,15 +131,14 @@ def _visible_copy(state: State, memory_id: str) -> MemoryRecord | None:
     """A copy of the memory if it is visible (:meth:`State.visible`), decoded from its encoding when the
     state holds it encoded (and left so)."""
     memories = state.memories
-    record: MemoryRecord | None
-    if isinstance(memories, MemoryRecords):
-        held = memories.held(memory_id)
-        record = None if held is None else memories.read(memory_id, held)
-    else:
-        record = memories.get(memory_id)
-    if record is None or not record.exists or record.status != "live":
+    held = memories.held(memory_id) if isinstance(memories, MemoryRecords) else memories.get(memory_id)
+    if held is None:
         return None
-    return _RECORD.decode(_COPY.encode(record))
+    if isinstance(memories, MemoryRecords) and isinstance(held, msgspec.Raw):
+        record = memories.read(memory_id, held)  # (decoded for the batch alone: a copy already)
+    else:
+        record = _RECORD.decode(_COPY.encode(held))
+    return record if record.exists and record.status == "live" else None
 
 
 def touched_by(state: State, events: Iterable[Decoded]) -> list[str]:
