@@ -334,17 +334,10 @@ class FoldFeed(_Reading):
 
     def full(self) -> Batch:
         """Everything, as the fold holds it: a batch for a projector's ``load``."""
-        for _ in range(TRIES):
-            token, ends = self._fold().folded()
-            read = self._read_up_to(ends, {}, lambda segment: (0, _hasher()))
-            if read is None:
-                continue
-            events, cursors = read
-            batch = self._fold().batch(token, events, _position_of(cursors), everything=True)
-            if batch is not None:
-                self.cursors = cursors
-                return batch
-        raise EventmemError(f"the journal at {self.root} kept changing while it was read for PostgreSQL")
+        batch = self._taken(lambda segment: (0, _hasher()), {}, everything=True)
+        if batch is None:
+            raise EventmemError(f"the journal at {self.root} kept changing while it was read for PostgreSQL")
+        return batch
 
     def resume(self, position: dict[str, SegmentPosition]) -> Batch | None:
         """What lies past ``position``, as the fold holds it (``None``: a segment no longer begins with
@@ -352,84 +345,83 @@ class FoldFeed(_Reading):
         segments = {segment_key(s.name) for s in self.journal.segments()}
         if any(key not in segments for key in position):
             return None
-        rewritten = False
 
-        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b] | None:
-            nonlocal rewritten
+        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b]:
             hasher, known = _hasher(), position.get(segment_key(segment.name))
             if known is None:
                 return 0, hasher
             if _prefix(segment, known.offset, hasher) is None or hasher.digest() != known.digest:
-                rewritten = True
-                return None
+                raise _Rewritten
             return known.offset, hasher
 
-        for _ in range(TRIES):
-            token, ends = self._fold().folded()
+        def check(ends: dict[str, tuple[int, bytes]]) -> None:
             if any(ends.get(name, (0, b""))[0] < known.offset for name, known in _by_name(self, position)):
-                return None  # (the fold, caught up, ends before it: the segment is no longer what it was)
-            read = self._read_up_to(ends, {}, start_of)
-            if rewritten:
-                return None
-            if read is None:
-                continue
-            events, cursors = read
-            batch = self._fold().batch(token, events, _position_of(cursors), everything=False)
-            if batch is not None:
-                self.cursors = cursors
-                return batch
-        return None
+                raise _Rewritten  # (the fold, caught up, ends before it: the segment is no longer what it was)
+
+        return self._taken(start_of, {}, check=check)
 
     def tail(self) -> Batch | None:
         """What the fold took since the last read (``None``: a segment was rewritten or removed; the
         journal must be projected again)."""
-        rewritten = False
+        present = {s.name for s in self.journal.segments()}
+        if any(name not in present for name in self.cursors):
+            return None
 
-        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b] | None:
-            nonlocal rewritten
+        def start_of(segment: Segment) -> tuple[int, hashlib.blake2b]:
             cursor = self.cursors.get(segment.name)
             if cursor is None:
                 return 0, _hasher()
             if segment.size < cursor.offset:
-                rewritten = True
-                return None
+                raise _Rewritten
             if cursor.stat != (segment.size, segment.mtime_ns, segment.inode) and not cursor.only_appended(segment):
                 check = _hasher()  # (touched but not grown: rewritten in place?)
                 if _prefix(segment, cursor.offset, check) is None or check.digest() != cursor.hasher.digest():
-                    rewritten = True
-                    return None
+                    raise _Rewritten
             return cursor.offset, cursor.hasher.copy()
 
-        for _ in range(TRIES):
-            present = {s.name for s in self.journal.segments()}
-            if any(name not in present for name in self.cursors):
-                return None
-            token, ends = self._fold().folded()
-            read = self._read_up_to(ends, dict(self.cursors), start_of)
-            if rewritten:
-                return None
-            if read is None:
-                continue
-            events, cursors = read
-            if not events:
-                self.cursors = cursors
-                return Batch((), (), position=self.position())
-            batch = self._fold().batch(token, events, _position_of(cursors), everything=False)
-            if batch is not None:
-                self.cursors = cursors
-                return batch
+        return self._taken(start_of, self.cursors)
+
+    def _taken(
+        self,
+        start_of: Callable[[Segment], tuple[int, hashlib.blake2b]],
+        kept: dict[str, _Cursor],
+        *,
+        everything: bool = False,
+        check: Callable[[dict[str, tuple[int, bytes]]], None] | None = None,
+    ) -> Batch | None:
+        """The batch of what the fold took past ``kept`` (each segment read from where ``start_of``
+        says), the cursors moved past it; ``None`` when a segment was rewritten (``start_of`` or
+        ``check`` of the fold's ends raise :class:`_Rewritten`) or the journal or the fold kept moving
+        for :data:`TRIES` reads."""
+        try:
+            for _ in range(TRIES):
+                token, ends = self._fold().folded()
+                if check is not None:
+                    check(ends)
+                read = self._read_up_to(ends, dict(kept), start_of)
+                if read is None:
+                    continue
+                events, cursors = read
+                if not events and not everything:
+                    self.cursors = cursors
+                    return Batch((), (), position=self.position())
+                batch = self._fold().batch(token, events, _position_of(cursors), everything=everything)
+                if batch is not None:
+                    self.cursors = cursors
+                    return batch
+        except _Rewritten:
+            return None
         return None
 
     def _read_up_to(
         self,
         ends: dict[str, tuple[int, bytes]],
         cursors: dict[str, _Cursor],
-        start_of: Callable[[Segment], tuple[int, hashlib.blake2b] | None],
+        start_of: Callable[[Segment], tuple[int, hashlib.blake2b]],
     ) -> tuple[list[Decoded], dict[str, _Cursor]] | None:
         """The events of every segment from where ``start_of`` says (its offset and the digest state
-        there; ``None``: stop, the caller knows why) up to the fold's end of it, and the cursors past
-        them (``cursors`` updated); ``None`` when the bytes are not those the fold read (written again
-        since: read again)."""
+        there) up to the fold's end of it, and the cursors past them (``cursors`` updated); ``None``
+        when the bytes are not those the fold read (written again since: read again)."""
         from eventmem.journal.decoder import decode_bytes
 
         events: list[Decoded] = []
@@ -438,10 +430,7 @@ class FoldFeed(_Reading):
             cursor = cursors.get(segment.name)
             if cursor is not None and cursor.stat == stat:
                 continue  # (nothing appended since it was read)
-            started = start_of(segment)
-            if started is None:
-                return [], cursors
-            start, hasher = started
+            start, hasher = start_of(segment)
             end, digest = ends.get(segment.name, (0, b""))
             if end <= start:  # (the fold has not read past it yet: the next read takes the rest)
                 cursors[segment.name] = _Cursor(start, hasher, stat if segment.size == start else (start, -1, stat[2]))
@@ -458,6 +447,10 @@ class FoldFeed(_Reading):
             # (a segment read only partly is read on at the next look, whatever its stat then)
             cursors[segment.name] = _Cursor(end, hasher, stat if segment.size == end else (end, -1, segment.inode))
         return events, cursors
+
+
+class _Rewritten(Exception):
+    """A segment no longer begins with the bytes read of it: the journal must be projected again."""
 
 
 def _position_of(cursors: dict[str, _Cursor]) -> dict[str, SegmentPosition]:
