@@ -325,12 +325,7 @@ class FoldFeed(_Reading):
     checked against the fold's digests: a journal rewritten or a fold folded again while it read is read
     again, up to :data:`TRIES` times. Cursors move only once a batch is made."""
 
-    fold: Fold | None = None
-
-    def _fold(self) -> Fold:
-        if self.fold is None:
-            raise TypeError("a FoldFeed reads a fold")
-        return self.fold
+    fold: Fold = field(kw_only=True)
 
     def full(self) -> Batch:
         """Everything, as the fold holds it: a batch for a projector's ``load``."""
@@ -395,7 +390,7 @@ class FoldFeed(_Reading):
         for :data:`TRIES` reads."""
         try:
             for _ in range(TRIES):
-                token, ends = self._fold().folded()
+                token, ends = self.fold.folded()
                 if check is not None:
                     check(ends)
                 read = self._read_up_to(ends, dict(kept), start_of)
@@ -405,7 +400,7 @@ class FoldFeed(_Reading):
                 if not events and not everything:
                     self.cursors = cursors
                     return Batch((), (), position=self.position())
-                batch = self._fold().batch(token, events, _position_of(cursors), everything=everything)
+                batch = self.fold.batch(token, events, _position_of(cursors), everything=everything)
                 if batch is not None:
                     self.cursors = cursors
                     return batch
