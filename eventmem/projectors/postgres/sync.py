@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -459,9 +460,13 @@ def _by_name(reading: _Reading, position: dict[str, SegmentPosition]) -> list[tu
 
 
 def _bytes(segment: Segment, start: int, end: int) -> bytes | None:
-    """The bytes of the segment from ``start`` to ``end`` (``None``: it is shorter)."""
+    """The bytes of the segment from ``start`` to ``end`` (``None``: it is shorter, or no longer a
+    file of its own: a segment swapped for a symbolic link is not followed, as the journal's scan
+    does not follow it)."""
+    if end <= start:
+        return b""
     try:
-        with open(segment.path, "rb") as handle:
+        with os.fdopen(os.open(segment.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW), "rb") as handle:
             handle.seek(start)
             data = handle.read(end - start)
     except OSError:
@@ -470,15 +475,10 @@ def _bytes(segment: Segment, start: int, end: int) -> bytes | None:
 
 
 def _prefix(segment: Segment, length: int, hasher: hashlib.blake2b) -> bytes | None:
-    """The first ``length`` bytes of the segment, fed to ``hasher`` (``None``: it is shorter)."""
-    try:
-        with open(segment.path, "rb") as handle:
-            data = handle.read(length)
-    except OSError:
-        return None
-    if len(data) < length:
-        return None
-    hasher.update(data)
+    """The first ``length`` bytes of the segment, fed to ``hasher`` (``None``: as :func:`_bytes`)."""
+    data = _bytes(segment, 0, length)
+    if data is not None:
+        hasher.update(data)
     return data
 
 
