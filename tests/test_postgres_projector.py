@@ -262,6 +262,26 @@ def test_a_server_whose_database_starts_in_the_background_reads_its_stores_folds
         served.close()
 
 
+def test_a_segment_that_is_a_symbolic_link_reaches_the_database_through_no_feed(
+    service: MemoryService, project: Path, tmp_path: Path, projector_factory: Factory, conn: Any
+) -> None:
+    """A branch's segment that is a symbolic link to a file outside the project (journal lines there
+    included) is read neither by ``eventmem sync``'s feed nor by a server's, as the journal's own scan
+    does not read it."""
+    kept = service.save("Deploys go out on Tuesdays.", title="deploy day")
+    outside = tmp_path / "outside.jsonl"
+    planted = MemorySaved(id=new_id(), ts=now_iso(), memory=new_id(), title="planted", content="from outside")
+    outside.write_bytes(encode_event(planted))
+    (project / ".eventmem" / "journal" / "planted.main.jsonl").symlink_to(outside)
+    projector_factory("synced").load(JournalFeed(project).full())
+    served = ProjectSync(projector_factory("served"), project, StoreFold(service.stores()[0]))
+    served.start()
+    outside.write_bytes(encode_event(planted) * 2)  # (grown: a later look reads nothing of it either)
+    served.catch_up()
+    for name in ("synced", "served"):
+        assert [row[0] for row in _contents(conn, name)["memories"]] == [kept.id], name
+
+
 def test_a_branch_checked_out_under_a_server_on_postgresql_is_served_as_the_journal_now_is(
     project: Path, pg_uri: str, projector_factory: Factory, conn: Any
 ) -> None:
