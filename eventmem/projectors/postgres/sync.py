@@ -302,10 +302,7 @@ class JournalFeed(_Reading):
     def _read(self, segment: Segment, start: int, hasher: hashlib.blake2b) -> list[Decoded]:
         result = self.journal.scan(segment.path, start, name=segment.name)
         self._report(result.corrupt)
-        if result.end > start:
-            with open(segment.path, "rb") as handle:
-                handle.seek(start)
-                hasher.update(handle.read(result.end - start))
+        hasher.update(_bytes(segment, start, result.end) or b"")
         self.cursors[segment.name] = _Cursor(result.end, hasher, (segment.size, segment.mtime_ns, segment.inode))
         return result.events
 
