@@ -70,7 +70,8 @@ class StoreFold:
         self.store = store
 
     def folded(self) -> tuple[object, dict[str, tuple[int, bytes]]]:
-        self.store.catch_up()
+        # (the fold and its cursors only: the indexes' work deferred past a reply stays deferred)
+        self.store.catch_up(flush=False)
         with self.store.lock:
             derived = self.store.derived
             return weakref.ref(derived), {name: (c.offset, c.digest) for name, c in derived.cursors.items()}
