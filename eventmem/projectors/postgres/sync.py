@@ -426,7 +426,7 @@ class FoldFeed(_Reading):
             start, hasher = start_of(segment)
             end, digest = ends.get(segment.name, (0, b""))
             if end <= start:  # (the fold has not read past it yet: the next read takes the rest)
-                cursors[segment.name] = _Cursor(start, hasher, stat if segment.size == start else (start, -1, stat[2]))
+                cursors[segment.name] = _Cursor(start, hasher, _stat_at(segment, start))
                 continue
             data = _bytes(segment, start, end)
             if data is None:
@@ -437,9 +437,14 @@ class FoldFeed(_Reading):
             decoded = decode_bytes(data, segment.name)
             self._report(decoded.corrupt)
             events.extend(decoded.events)
-            # (a segment read only partly is read on at the next look, whatever its stat then)
-            cursors[segment.name] = _Cursor(end, hasher, stat if segment.size == end else (end, -1, segment.inode))
+            cursors[segment.name] = _Cursor(end, hasher, _stat_at(segment, end))
         return events, cursors
+
+
+def _stat_at(segment: Segment, offset: int) -> tuple[int, int, int]:
+    """The stat a cursor at ``offset`` keeps: the segment's own when read to its end, else one that no
+    stat equals, so that the next look reads on from ``offset`` whatever the segment's stat then."""
+    return (segment.size, segment.mtime_ns, segment.inode) if segment.size == offset else (offset, -1, segment.inode)
 
 
 class _Rewritten(Exception):
