@@ -120,6 +120,21 @@ async def test_related_context_and_stats_answer_from_the_database(tmp_path: Path
     assert database["projects"] == {"alpha": 2, "beta": 1, "global": 0}
 
 
+async def test_a_server_whose_project_another_sync_dropped_projects_it_again_whole(tmp_path: Path, pg_uri: str) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    first = save(alpha, "The job queue takes advisory locks.", "--title", "queue locks")
+    async with served(alpha, tmp_path / "alpha.log", "--store", pg_uri) as session:
+        assert titles(await recall(session, "queue locks")) == ["queue locks"]
+        save(beta, "Beta keeps its secrets in a vault.")
+        run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global", "--prune")  # (alpha dropped)
+        second = await store(session, "Queue workers restart on failure.", "worker restarts")
+        found = await recall(session, "queue locks workers")
+        assert {hit["id"] for hit in found["results"]} == {first, second}
+        assert {hit["project"] for hit in found["results"]} == {"alpha"}
+    assert_clean_stderr(tmp_path / "alpha.log")
+    assert ids_of(pg_uri, "alpha") == {first, second}
+
+
 async def test_a_project_synced_under_another_name_is_served_under_that_name_not_projected_again(
     tmp_path: Path, pg_uri: str
 ) -> None:
@@ -142,6 +157,9 @@ async def test_a_project_synced_under_another_name_is_served_under_that_name_not
     assert held == ["0 bad\nname", "api", "global"]
     assert stats_of(backend, pg_uri)["database"]["project"] == "api"  # (the command line's reads too)
     run("sync", "--to", pg_uri, "--no-global", cwd=backend)  # (a sync named after the folder, too)
+    held = [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")]
+    assert held == ["0 bad\nname", "api", "global"]  # (no second copy; the others are not this sync's)
+    run("sync", "--to", pg_uri, "--no-global", "--prune", cwd=backend)
     assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects")] == ["api"]
     # a name given is the name used: the folder's own name is projected beside the other
     async with served(backend, tmp_path / "named.log", "--store", pg_uri, "--project-name", "backend") as session:

@@ -114,15 +114,44 @@ def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path,
     }
 
 
-def test_a_project_left_out_of_the_set_loses_its_rows(tmp_path: Path, pg_uri: str) -> None:
+def test_a_sync_of_one_project_leaves_the_projects_others_synced_and_prune_drops_them(
+    tmp_path: Path, pg_uri: str
+) -> None:
     alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
-    save(alpha, "Alpha memory.")
+    theirs = save(alpha, "Alpha memory.")
     kept = save(beta, "Beta memory.")
-    run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--no-global")
-    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global")
+    run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--no-global")  # (a teammate's sync)
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global")  # (another one's, beside it)
+    assert rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project") == [("alpha",), ("beta",)]
+    assert ids_of(pg_uri, "alpha") == {theirs} and ids_of(pg_uri, "beta") == {kept}
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global", "--prune")
     assert rows(pg_uri, "SELECT project FROM eventmem_projects") == [("beta",)]
     assert rows(pg_uri, "SELECT count(*) FROM eventmem_events WHERE project = 'alpha'") == [(0,)]
     assert ids_of(pg_uri, "beta") == {kept}
+
+
+def test_a_follow_whose_project_another_sync_dropped_projects_it_again_whole(
+    tmp_path: Path, pg_uri: str, processes: ProcessGroup
+) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    first, second = save(alpha, "The queue uses advisory locks."), save(alpha, "Workers restart on failure.")
+    proc = processes.spawn(
+        eventmem_command("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--no-global", "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: ids_now(pg_uri, "alpha") == {first, second}, "the first sync")
+    save(beta, "Beta memory.")
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global", "--prune")  # (alpha's rows dropped)
+    assert ids_now(pg_uri, "alpha") == set()
+    third = save(alpha, "Saved after the other sync dropped the project.")
+    # the follow's position said it was in step: the new event alone would have left the project at
+    # one memory of three, and every later sync in step with it
+    wait_for(lambda: ids_now(pg_uri, "alpha") == {first, second, third}, "the project projected again, whole")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_S) == 0
+    again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--no-global", "--json")
+    assert json.loads(again.stdout)["projects"]["alpha"] == {"events": 0, "memories": 3}
 
 
 def test_a_segment_git_rewrote_is_projected_again(tmp_path: Path, pg_server: Any, pg_uri: str) -> None:

@@ -28,7 +28,7 @@ from eventmem.core.codec import UnknownEvent
 from eventmem.core.events import AnyEvent
 from eventmem.core.records import LinkRecord, MemoryRecord
 
-__all__ = ["AFTER_CALL_SECONDS", "Batch", "Projected", "Projector", "SegmentPosition"]
+__all__ = ["AFTER_CALL_SECONDS", "Batch", "Projected", "ProjectionGone", "Projector", "SegmentPosition"]
 
 AFTER_CALL_SECONDS = 0.3
 """The threads a large change (a merged branch) starts to finish it off the call's path (the keyword
@@ -79,6 +79,12 @@ class Batch(msgspec.Struct, frozen=True):
     was given; may hold other memories. Empty for a batch of memories new to every projector."""
 
 
+class ProjectionGone(Exception):
+    """Raised by :meth:`Projector.apply` of a projection shared with other writers (a database) when
+    what it held was dropped by one of them since it last looked: a batch made from where it stood
+    would leave everything before it missing, so nothing is written and the caller loads it again."""
+
+
 @runtime_checkable
 class Projector(Protocol):
     """A derived view of the fold, kept current batch by batch."""
@@ -89,7 +95,8 @@ class Projector(Protocol):
     """Bumped when the projection changes shape: a saved one of another version is rebuilt."""
 
     def apply(self, batch: Batch) -> None:
-        """Bring the projection in step with one batch (idempotent)."""
+        """Bring the projection in step with one batch (idempotent; :class:`ProjectionGone`: it must
+        be loaded again)."""
         ...
 
     def load(self, batch: Batch) -> None:

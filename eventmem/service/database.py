@@ -226,7 +226,7 @@ class Database:
             return False
         self._next_try = now + RETRY_EVERY_S
         try:
-            self.runner.start(keep_others=True)
+            self.runner.start()
             give_back_freed_memory()  # (a first projection's batch: every record copied from the fold)
         except Exception as exc:
             self._lost(exc)
@@ -259,7 +259,7 @@ class Database:
         runner = SyncRunner(self.uri, self.runner.targets, self.embedder, self.runner.folds)
         runner.application_name = APPLICATION_NAME
         try:
-            runner.start(keep_others=True)
+            runner.start()
             give_back_freed_memory()
         except Exception as exc:
             with self.lock:
@@ -303,14 +303,17 @@ def sync(
     report: Callable[[dict[str, int], dict[str, int]], None],
     follow: Sequence[float] | None = None,
     progress: Callable[[str, int, int, str], None] | None = None,
+    prune: bool = False,
 ) -> None:
-    """``eventmem sync``: project the journals of ``targets`` into the database at ``uri`` (a project no
-    longer named loses its rows), then ``report`` (events taken, memories held) by project. ``follow``:
-    keep the database in step until interrupted, a lost connection tried again after each of these
-    waits in turn (the last one repeats). ``progress``: told how far the start is, by project
-    (:attr:`SyncRunner.progress`)."""
+    """``eventmem sync``: project the journals of ``targets`` into the database at ``uri``, then
+    ``report`` (events taken, memories held) by project. ``follow``: keep the database in step until
+    interrupted, a lost connection tried again after each of these waits in turn (the last one
+    repeats). ``progress``: told how far the start is, by project (:attr:`SyncRunner.progress`).
+    ``prune``: the database's projects not among ``targets`` lose their rows (else they are left to
+    whoever syncs them)."""
     runner = SyncRunner(uri, targets, embedder)
     runner.progress = progress
+    runner.prune = prune
     try:
         counts = runner.start()
         report(counts, runner.memory_counts())

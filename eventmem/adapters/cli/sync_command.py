@@ -1,7 +1,8 @@
 """``eventmem sync --to postgresql://… [--project NAME=PATH …] [--follow]``.
 
 Projects each named project's journal and the user-wide global journal (as ``global``) into one
-database; a project no longer named loses its rows. ``--follow`` keeps going: the watcher signals
+database. The database's other projects are left as they are (another person's or machine's sync,
+or a server, keeps them); ``--prune`` drops those not named. ``--follow`` keeps going: the watcher signals
 appended segments, and a lost connection is retried until the database is back (then every journal
 goes on from the position the database committed). Without ``--follow``, a lost connection is a
 one-line error and the next run goes on from there.
@@ -47,6 +48,11 @@ def add_sync_command(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-global", action="store_true", help="leave the user-wide global memory out")
     p.add_argument("--embedder", default="hashing", help="the embedder of the vectors (default: the built-in one)")
     p.add_argument("--follow", action="store_true", help="keep the database in step until interrupted")
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="drop the database's projects not named here (by default they are left to whoever syncs them)",
+    )
     p.set_defaults(func=cmd_sync)
     return p
 
@@ -84,6 +90,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             report=functools.partial(_report, bars=bars, as_json=as_json),
             follow=RETRY_S if args.follow else None,
             progress=told,
+            prune=args.prune,
         )
     finally:
         for bar in bars.values():

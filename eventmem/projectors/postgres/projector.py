@@ -28,7 +28,7 @@ from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.embedders.embedcache import EmbeddingCache, content_hash
 from eventmem.embedders.embedder import Embedder
-from eventmem.projectors.base import Batch, Projected, SegmentPosition
+from eventmem.projectors.base import Batch, Projected, ProjectionGone, SegmentPosition
 from eventmem.projectors.postgres import keywords, queries
 from eventmem.projectors.postgres.bulk import (
     EVENT_TYPES,
@@ -216,6 +216,9 @@ class PostgresProjector:
         """Told how far a load is, while one is (see :data:`LoadProgress`)."""
         self._number = 0
         """The project's number (schema 9), read by each write transaction (:meth:`_claim`)."""
+        self._held = False
+        """Whether the database held the project's rows when this projector last looked (read their
+        position, loaded or applied a batch): a batch is applied only onto rows still there."""
         self._beside = ThreadPoolExecutor(1, thread_name_prefix="eventmem-sync-rows")
         """The thread making a batch's keyword rows, memory rows and postings while the server writes
         (:meth:`_write`)."""
@@ -235,13 +238,14 @@ class PostgresProjector:
         vectors = vector_bytes(self._embed(batch.upserts))
         try:
             with self.conn.transaction():
-                self._claim()
+                self._claim(held=self._held)
                 self._write(batch, vectors)
                 if batch.position:
                     self._cursor().executemany(
                         _UPSERT_POSITION,
                         [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],
                     )
+            self._held = True
         finally:  # (a batch's work left to the thread never runs on into the next one's)
             wait([self._beside.submit(lambda: None)])
 
@@ -280,6 +284,7 @@ class PostgresProjector:
                 _UPSERT_POSITION,
                 [(self.project, name, p.offset, p.digest) for name, p in sorted(batch.position.items())],
             )
+        self._held = True
 
     def append_new(
         self, upserts: Sequence[Projected], *, indexed: bool = True, vectors: npt.NDArray[np.float32] | None = None
@@ -297,6 +302,7 @@ class PostgresProjector:
     def position(self) -> dict[str, SegmentPosition] | None:
         with self.conn.transaction():
             known = self.conn.execute("SELECT 1 FROM eventmem_projects WHERE project = %s", [self.project]).fetchone()
+            self._held = known is not None
             if known is None:
                 return None
             rows = self.conn.execute(
@@ -464,16 +470,21 @@ class PostgresProjector:
             rows.setdefault(row[1], row)
         copy_rows(self._cursor(), "eventmem_events", _EVENT_COLUMNS, EVENT_TYPES, rows.values())
 
-    def _claim(self) -> None:
+    def _claim(self, *, held: bool = False) -> None:
         """Make or update the project's row, which holds its writers off until the transaction ends,
         and read its number (:attr:`_number`). (Updated first: an insert that meets the row takes a
-        number from the sequence all the same.)"""
+        number from the sequence all the same.) ``held``: the rows are expected there; if the row is
+        gone (dropped by another writer: ``eventmem sync --prune`` elsewhere, a reset),
+        :class:`~eventmem.projectors.base.ProjectionGone` is raised and nothing is written."""
         values = [pg_name(self.root), pg_name(self.branch), self.version, self.project]
         row = self.conn.execute(
             "UPDATE eventmem_projects SET root = %s, branch = %s, projector_version = %s "
             "WHERE project = %s RETURNING no",
             values,
         ).fetchone()
+        if row is None and held:
+            self._held = False
+            raise ProjectionGone(f"the database no longer holds the project {self.project!r}")
         if row is None:
             row = self.conn.execute(
                 "INSERT INTO eventmem_projects (root, branch, projector_version, project) VALUES (%s, %s, %s, %s) "

@@ -58,10 +58,14 @@ class SyncRunner:
         """Told, by project name, how far :meth:`start` is (``eventmem sync``'s bars on a terminal):
         the journal being read, then a load's memories copied and its indexes built
         (:data:`~eventmem.projectors.postgres.projector.LoadProgress`)."""
+        self.prune = False
+        """Whether :meth:`start` drops the rows of the database's projects not among :attr:`targets`
+        (``eventmem sync --prune``). Off by default: a database is shared, and another person's or
+        machine's sync, or a server, keeps its own projects in it."""
 
-    def start(self, *, keep_others: bool = False) -> dict[str, int]:
-        """Connect, drop the rows of projects no longer named (unless ``keep_others``: a server sharing
-        the database with others), and bring every journal up to date; returns the events taken per project."""
+    def start(self) -> dict[str, int]:
+        """Connect, drop the rows of projects not named (with :attr:`prune`), and bring every journal up
+        to date; returns the events taken per project."""
         self.close()
         self.conn = connect(self.uri, application_name=self.application_name)
         try:
@@ -76,7 +80,7 @@ class SyncRunner:
                 )
                 projectors.append(projector)
                 self.syncs[target.name] = ProjectSync(projector, target.root, self.folds.get(target.root))
-            if not keep_others:
+            if self.prune:
                 with self.conn.transaction():
                     self.conn.execute(
                         "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]

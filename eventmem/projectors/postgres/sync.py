@@ -32,7 +32,7 @@ from eventmem.core.records import LinkRecord, MemoryRecord, MemoryRecords
 from eventmem.core.state import State
 from eventmem.journal.journal import Journal, Segment
 from eventmem.journal.project import ProjectPaths
-from eventmem.projectors.base import Batch, Projected, Projector, SegmentPosition
+from eventmem.projectors.base import Batch, Projected, ProjectionGone, Projector, SegmentPosition
 
 __all__ = [
     "Fold",
@@ -499,10 +499,12 @@ class ProjectSync:
         if batch is None:
             if held is not None:
                 log.info("the journal at %s was rewritten (rebase, checkout): projecting it again", self.feed.root)
-            batch = self.feed.full()
-            self.projector.load(batch)
-        elif batch.events or batch.upserts or batch.removals or batch.position != held:
-            self.projector.apply(batch)
+            return self._load()
+        if batch.events or batch.upserts or batch.removals or batch.position != held:
+            try:
+                self.projector.apply(batch)
+            except ProjectionGone:  # (dropped by another writer since its position was read)
+                return self._load()
         return len(batch.events)
 
     def catch_up(self) -> int:
@@ -510,8 +512,19 @@ class ProjectSync:
         batch = self.feed.tail()
         if batch is None:
             log.info("the journal at %s was rewritten (rebase, checkout): projecting it again", self.feed.root)
-            batch = self.feed.full()
-            self.projector.load(batch)
-        elif batch.events or batch.upserts or batch.removals:
-            self.projector.apply(batch)
+            return self._load()
+        if batch.events or batch.upserts or batch.removals:
+            try:
+                self.projector.apply(batch)
+            except ProjectionGone:
+                log.warning(
+                    "the database no longer holds %s's rows (another sync dropped them): projecting it again",
+                    self.feed.root,
+                )
+                return self._load()
+        return len(batch.events)
+
+    def _load(self) -> int:
+        batch = self.feed.full()
+        self.projector.load(batch)
         return len(batch.events)
