@@ -154,6 +154,27 @@ def test_a_follow_whose_project_another_sync_dropped_projects_it_again_whole(
     assert json.loads(again.stdout)["projects"]["alpha"] == {"events": 0, "memories": 3}
 
 
+def test_a_database_holding_fewer_events_than_its_position_says_is_projected_again_by_the_next_sync(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    root = new_project(tmp_path, "p")
+    first, second = save(root, "The queue uses advisory locks."), save(root, "Workers restart on failure.")
+    run("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # (what a batch applied onto a dropped project left)
+        conn.execute("DELETE FROM eventmem_memories WHERE project = 'p' AND id = %s", [first])
+        conn.execute(
+            "DELETE FROM eventmem_events WHERE project = 'p' AND id IN (SELECT id FROM eventmem_events "
+            "WHERE project = 'p' ORDER BY id LIMIT 1)"
+        )
+    assert ids_of(pg_uri, "p") == {second}
+    again = run("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--json")
+    assert json.loads(again.stdout)["projects"]["p"] == {"events": 2, "memories": 2}
+    assert ids_of(pg_uri, "p") == {first, second}
+    assert "projecting it again" in again.stderr
+    steady = run("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--json")
+    assert json.loads(steady.stdout)["projects"]["p"] == {"events": 0, "memories": 2}
+
+
 def test_a_segment_git_rewrote_is_projected_again(tmp_path: Path, pg_server: Any, pg_uri: str) -> None:
     root = new_project(tmp_path, "p")
     first = save(root, "Kept across the reset.", "--title", "kept")

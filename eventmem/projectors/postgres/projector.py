@@ -310,6 +310,14 @@ class PostgresProjector:
             ).fetchall()
         return {str(name): SegmentPosition(int(offset), bytes(digest)) for name, offset, digest in rows}
 
+    def events_held(self) -> int:
+        """The project's events the database holds (each id once)."""
+        with self.conn.transaction():
+            row = self.conn.execute(
+                "SELECT count(*) FROM eventmem_events WHERE project = %s", [self.project]
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
     def snapshot(self) -> bytes | None:
         return None  # (the database keeps itself)
 

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -484,6 +484,13 @@ def _prefix(segment: Segment, length: int, hasher: hashlib.blake2b) -> bytes | N
     return data
 
 
+@runtime_checkable
+class CountsEvents(Protocol):
+    """A projection that can say how many of a journal's events it holds (each id once)."""
+
+    def events_held(self) -> int: ...
+
+
 class ProjectSync:
     """Keeps one projector in step with one journal (folded by its feed, or by ``fold``: the process's own
     fold of it)."""
@@ -504,6 +511,18 @@ class ProjectSync:
             try:
                 self.projector.apply(batch)
             except ProjectionGone:  # (dropped by another writer since its position was read)
+                return self._load()
+        if isinstance(self.feed, JournalFeed) and isinstance(self.projector, CountsEvents):
+            # (its position says in step; its events must be the journal's: rows a writer left behind
+            # a batch it applied onto a project another sync had dropped, before that was noticed)
+            held_events, folded = self.projector.events_held(), len(self.feed.state.seen)
+            if held_events != folded:
+                log.warning(
+                    "the database holds %d events of %s's %d though in step with it: projecting it again",
+                    held_events,
+                    self.feed.root,
+                    folded,
+                )
                 return self._load()
         return len(batch.events)
 
