@@ -18,12 +18,12 @@ import anyio
 import httpx
 import psycopg
 import pytest
-from conftest import ProcessGroup, eventmem_command, git
+from conftest import ProcessGroup, eventmem_command, git, global_dir
 from http_server import http_server
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env
 from pg_answers import answers
-from test_postgres_sync import ids_now, ids_of, new_project, rows, run, save
+from test_postgres_sync import global_name, ids_now, ids_of, new_project, rows, run, save
 
 from eventmem.projectors.postgres.runner import PROJECT_LOCK_CLASS
 
@@ -117,7 +117,39 @@ async def test_related_context_and_stats_answer_from_the_database(tmp_path: Path
     database = stats_of(alpha, pg_uri)["database"]
     assert database["reachable"] is True
     assert database["memories"] == 2 and database["links"] == 1
-    assert database["projects"] == {"alpha": 2, "beta": 1, "global": 0}
+    assert database["projects"] == {"alpha": 2, "beta": 1, global_name(): 0}
+
+
+async def test_two_users_global_memories_stay_apart_in_one_database(
+    tmp_path: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    mine = save(alpha, "I prefer ripgrep over grep for searching code.", "--title", "my tools", "--scope", "global")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # (one global memory for everyone, as before)
+        run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--no-global")
+        conn.execute(
+            "INSERT INTO eventmem_projects (project, root, branch, projector_version) "
+            "VALUES ('global', '/x', 'main', 1)"
+        )
+    run("sync", "--to", pg_uri, "--project", f"alpha={alpha}")
+    ours = global_name()
+    monkeypatch.setenv("EVENTMEM_GLOBAL_DIR", str(tmp_path / "another-users-global"))  # (another user)
+    theirs = save(beta, "I search code with ack, never grep.", "--title", "their tools", "--scope", "global")
+    other = global_name()
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}")
+    assert other != ours
+    projects = [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")]
+    assert projects == sorted(["alpha", "beta", ours, other])  # (the one for everyone dropped)
+    assert ids_of(pg_uri, ours) == {mine} and ids_of(pg_uri, other) == {theirs}
+    async with served(beta, tmp_path / "beta.log", "--store", pg_uri) as session:  # (the other user's server)
+        assert titles(await recall(session, "which tool searches code")) == ["their tools"]
+        everywhere = await recall(session, "which tool searches code", project="*")
+        assert titles(everywhere) == ["their tools"]  # (every project, and of the global memories theirs)
+        assert titles(await recall(session, "which tool searches code", scope="global")) == ["their tools"]
+    assert_clean_stderr(tmp_path / "beta.log")
+    monkeypatch.setenv("EVENTMEM_GLOBAL_DIR", str(global_dir(alpha)))
+    again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--json")
+    assert json.loads(again.stdout)["projects"][ours] == {"events": 0, "memories": 1}  # (not projected again)
 
 
 async def test_a_server_whose_project_another_sync_dropped_projects_it_again_whole(tmp_path: Path, pg_uri: str) -> None:
@@ -151,14 +183,14 @@ async def test_a_project_synced_under_another_name_is_served_under_that_name_not
         assert [(hit["id"], hit["project"]) for hit in found["results"]] == [(saved, "api")]
         second = await store(session, "Webhooks time out after ten seconds.", "webhook timeout")
     assert_clean_stderr(tmp_path / "backend.log")
-    held = rows(pg_uri, "SELECT project, id FROM eventmem_memories WHERE project <> 'global' ORDER BY id")
+    held = rows(pg_uri, "SELECT project, id FROM eventmem_memories WHERE project <> %s ORDER BY id", global_name())
     assert held == sorted([("api", saved), ("api", second)], key=lambda row: row[1])
     held = [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")]
-    assert held == ["0 bad\nname", "api", "global"]
+    assert held == ["0 bad\nname", "api", global_name()]
     assert stats_of(backend, pg_uri)["database"]["project"] == "api"  # (the command line's reads too)
     run("sync", "--to", pg_uri, "--no-global", cwd=backend)  # (a sync named after the folder, too)
     held = [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects ORDER BY project")]
-    assert held == ["0 bad\nname", "api", "global"]  # (no second copy; the others are not this sync's)
+    assert held == ["0 bad\nname", "api", global_name()]  # (no second copy; the others are not this sync's)
     run("sync", "--to", pg_uri, "--no-global", "--prune", cwd=backend)
     assert [r[0] for r in rows(pg_uri, "SELECT project FROM eventmem_projects")] == ["api"]
     # a name given is the name used: the folder's own name is projected beside the other
@@ -346,7 +378,7 @@ def test_serve_http_with_a_store_answers_a_rest_recall_from_the_database(
         own = httpx.post(f"{api}/recall", json={"query": "staging reset"}).json()
         assert [h["title"] for h in own["hits"]] == ["alpha staging"]
         stats = httpx.get(f"{base}/api/v1/projects/alpha/stats").json()
-        assert stats["database"]["projects"] == {"alpha": 1, "beta": 1, "global": 0}
+        assert stats["database"]["projects"] == {"alpha": 1, "beta": 1, global_name(): 0}
     assert saved.json()["memory"]["id"] in ids_now(pg_uri, "alpha")
 
 

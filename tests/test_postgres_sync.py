@@ -25,7 +25,7 @@ from eventmem.embedders.embedder import HashingEmbedder
 from eventmem.projectors.postgres import queries
 from eventmem.projectors.postgres.projector import LOAD_CHUNK
 from eventmem.projectors.postgres.runner import PROJECT_LOCK_CLASS, SyncRunner
-from eventmem.projectors.postgres.targets import Target
+from eventmem.projectors.postgres.targets import Target, global_target
 from eventmem.service import database_search
 
 pytestmark = pytest.mark.postgres
@@ -52,6 +52,11 @@ def new_project(tmp_path: Path, name: str) -> Path:
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     return root
+
+
+def global_name() -> str:
+    """The name the global memory of the test's processes (``EVENTMEM_GLOBAL_DIR``) takes in a database."""
+    return global_target(Path(os.environ["EVENTMEM_GLOBAL_DIR"])).name
 
 
 def rows(uri: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -86,31 +91,33 @@ def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path,
     g1 = save(alpha, "Prefer small pull requests.", "--title", "small PRs", "--scope", "global")
     out = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
     summary = json.loads(out.stdout)["projects"]
+    mine = global_name()
+    assert mine.startswith("global-")
     assert summary == {
         "alpha": {"events": 1, "memories": 1},
         "beta": {"events": 1, "memories": 1},
-        "global": {"events": 1, "memories": 1},
+        mine: {"events": 1, "memories": 1},
     }
     assert ids_of(pg_uri, "alpha") == {a1}
     assert ids_of(pg_uri, "beta") == {b1}
-    assert rows(pg_uri, "SELECT id, scope, origin_project FROM eventmem_memories WHERE project = 'global'") == [
+    assert rows(pg_uri, "SELECT id, scope, origin_project FROM eventmem_memories WHERE project = %s", mine) == [
         (g1, "global", "alpha")
     ]
     assert rows(pg_uri, "SELECT kind, tags, branch FROM eventmem_memories WHERE id = %s", b1) == [
         ("convention", [], "main")
     ]
-    every = ("alpha", "beta", "global")
+    every = ("alpha", "beta", mine)
     with psycopg.connect(pg_uri) as conn:
         assert {i for _, i in queries.matching(conn, every, Filters(), project="alpha")} == {a1, g1}
         assert {i for _, i in queries.matching(conn, every, Filters(), project="BETA")} == {b1}
-        assert queries.matching(conn, every, Filters(scope="global")) == [("global", g1)]
+        assert queries.matching(conn, every, Filters(scope="global")) == [(mine, g1)]
         hits = database_search.hybrid(conn, every, HashingEmbedder(), "ruff lint", 3, Filters())
         assert (hits[0].project, hits[0].id) == ("alpha", a1)
     again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}", "--json")
     assert {name: p["events"] for name, p in json.loads(again.stdout)["projects"].items()} == {
         "alpha": 0,
         "beta": 0,
-        "global": 0,
+        mine: 0,
     }
 
 
@@ -211,7 +218,7 @@ def test_an_unreachable_database_is_one_line_without_the_password(project: Path)
     ("argument", "message"),
     [
         ("alpha", "--project takes NAME=PATH"),
-        ("global={root}", "taken by the global memory"),
+        ("global={root}", "taken by the global memories"),
         ("a b={root}", "must be 1-200 letters"),
         ("-x={root}", "must be 1-200 letters"),
         ("alpha={root}/missing", "is not an existing folder"),

@@ -25,7 +25,7 @@ from eventmem.projectors.base import Batch, SegmentPosition
 from eventmem.projectors.postgres.connection import check_uri, describe, shown_uri
 from eventmem.projectors.postgres.runner import SyncRunner
 from eventmem.projectors.postgres.sync import Decoded, batch_of, touched_by
-from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
+from eventmem.projectors.postgres.targets import Target, global_target, parse_projects
 from eventmem.runner.heap import give_back_freed_memory
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Database:
         self.uri = check_uri(uri, option)
         targets = [project]
         if global_root is not None:
-            targets.append(Target(GLOBAL, global_root))
+            targets.append(global_target(global_root))
         self.runner = SyncRunner(self.uri, targets, embedder, folds)
         self.runner.application_name = APPLICATION_NAME
         self.embedder = embedder
@@ -135,6 +135,11 @@ class Database:
     def names(self) -> list[str]:
         """This project's name and, with a global memory, the global one's."""
         return [t.name for t in self.runner.targets]
+
+    @property
+    def global_name(self) -> str | None:
+        """This user's global memory's name in the database (:func:`global_target`), if it has one."""
+        return self.runner.targets[1].name if len(self.runner.targets) > 1 else None
 
     def note(self) -> str:
         """The warning a read answered without the database carries."""

@@ -20,7 +20,7 @@ from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
 from eventmem.projectors.postgres import queries, reads
-from eventmem.projectors.postgres.targets import GLOBAL
+from eventmem.projectors.postgres.targets import is_global
 from eventmem.runner.runner import Store
 from eventmem.service import database_search
 from eventmem.service.access import Accesses
@@ -41,7 +41,7 @@ R = TypeVar("R")
 def _named(key: tuple[str, str]) -> str:
     """The project a row of the database is of: its project's name, none for the global memory's rows
     (:func:`hit_of` then names the project a global memory was saved from)."""
-    return "" if key[0] == GLOBAL else key[0]
+    return "" if is_global(key[0]) else key[0]
 
 
 class DatabaseQueries(Part, Reads):
@@ -167,10 +167,10 @@ class DatabaseQueries(Part, Reads):
         filters = Filters(include_superseded=include_superseded)
 
         def answer(conn: Any) -> list[dict[str, Any]] | None:
-            home = reads.where_is(conn, [*self.database.names, *reads.projects(conn)], start)
+            home = reads.where_is(conn, [*self.database.names, *self._others(conn)], start)
             if home is None:
                 return None  # (not projected: the journal's answer says why)
-            among = sorted({home, GLOBAL})
+            among = sorted({home, *self.database.names[1:]})
             if not reads.visible_keys(conn, among, [start], Filters(include_superseded=True)):
                 return None
             keys: dict[str, tuple[str, str] | None] = {}
@@ -261,12 +261,17 @@ class DatabaseQueries(Part, Reads):
         if project is None:
             among = self.database.names
         else:
-            among = reads.projects(conn)
+            among = [*self.database.names[1:], *self._others(conn)]
         if filters.scope == "project":
-            among = [p for p in among if p != GLOBAL]
+            among = [p for p in among if not is_global(p)]
         elif filters.scope == "global":
-            among = [p for p in among if p == GLOBAL]
+            among = [p for p in among if is_global(p)]
         return among, None if project in (None, "*") else project
+
+    def _others(self, conn: Any) -> list[str]:
+        """Every project of the database, but the global memories: another user's is theirs alone (this
+        user's is :attr:`Database.names`' second)."""
+        return [p for p in reads.projects(conn) if not is_global(p)]
 
     def _ranked(
         self,
@@ -330,7 +335,7 @@ class DatabaseQueries(Part, Reads):
         for hit, (project, _) in hits:
             if project == self.database.name:
                 owners[hit.id] = self.project
-            elif project == GLOBAL and self._global is not None:
+            elif project == self.database.global_name and self._global is not None:
                 owners[hit.id] = self._global
         self.accesses.record_hits(owners, [hit for hit, _ in hits])
 

@@ -1,11 +1,11 @@
-"""``eventmem sync --to postgresql://… [--project NAME=PATH …] [--follow]``.
+"""``eventmem sync --to postgresql://… [--project NAME=PATH …] [--follow] [--prune]``.
 
-Projects each named project's journal and the user-wide global journal (as ``global``) into one
-database. The database's other projects are left as they are (another person's or machine's sync,
-or a server, keeps them); ``--prune`` drops those not named. ``--follow`` keeps going: the watcher signals
-appended segments, and a lost connection is retried until the database is back (then every journal
-goes on from the position the database committed). Without ``--follow``, a lost connection is a
-one-line error and the next run goes on from there.
+Projects each named project's journal and the user-wide global journal (as ``global-`` and an id of
+its folder: each user's apart) into one database. The database's other projects are left as they
+are (another person's or machine's sync, or a server, keeps them); ``--prune`` drops those not named.
+``--follow`` keeps going: the watcher signals appended segments, and a lost connection is retried
+until the database is back (then every journal goes on from the position the database committed).
+Without ``--follow``, a lost connection is a one-line error and the next run goes on from there.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from eventmem.adapters.progress import ProgressBar
 from eventmem.core.extras import require
 from eventmem.journal.project import global_root
-from eventmem.projectors.postgres.targets import GLOBAL, Target, parse_projects
+from eventmem.projectors.postgres.targets import global_target, parse_projects
 
 __all__ = ["add_sync_command"]
 
@@ -68,7 +68,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if not args.no_global:
         home = global_root()
         if all(t.root != home.resolve() for t in targets):
-            targets.append(Target(GLOBAL, home))
+            targets.append(global_target(home))
     embedder = make_embedder_from_spec(args.embedder)
     from eventmem.service.database import sync
 

@@ -223,6 +223,11 @@ def _kind_and_scope(filters: Filters, prefix: str, clauses: list[str], params: l
         params.append(filters.scope)
 
 
+_GLOBAL_ROW = "(m.project = %s OR m.project ^@ %s)"
+"""Whether a row (alias ``m``) is of a global journal (:func:`~eventmem.projectors.postgres.targets.is_global`;
+its parameters ``GLOBAL`` and ``GLOBAL + "-"``)."""
+
+
 def visible_where(
     projects: Sequence[str], filters: Filters, now: float | None, project: str | None = None
 ) -> tuple[str, list[object]]:
@@ -233,9 +238,9 @@ def visible_where(
     if project is not None:
         wanted = project.strip().lower()
         clauses.append(
-            "((m.project <> %s AND lower(m.project) = %s) OR (m.project = %s AND lower(m.origin_project) = %s))"
+            f"((NOT {_GLOBAL_ROW} AND lower(m.project) = %s) OR ({_GLOBAL_ROW} AND lower(m.origin_project) = %s))"
         )
-        params.extend([GLOBAL, wanted, GLOBAL, wanted])
+        params.extend([GLOBAL, GLOBAL + "-", wanted, GLOBAL, GLOBAL + "-", wanted])
     if not filters.include_superseded:
         clauses.append("NOT m.superseded")
     _kind_and_scope(filters, "m.", clauses, params)

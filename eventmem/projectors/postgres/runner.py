@@ -80,11 +80,14 @@ class SyncRunner:
                 )
                 projectors.append(projector)
                 self.syncs[target.name] = ProjectSync(projector, target.root, self.folds.get(target.root))
-            if self.prune:
-                with self.conn.transaction():
+            with self.conn.transaction():
+                if self.prune:
                     self.conn.execute(
                         "DELETE FROM eventmem_projects WHERE NOT (project = ANY(%s))", [[t.name for t in self.targets]]
                     )
+                # one global journal named for everyone, before each user's got a name of its own: whoever
+                # synced last's memories, served to every user's recall; each user's writer projects theirs
+                self.conn.execute("DELETE FROM eventmem_projects WHERE project = %s", [GLOBAL])
             for (name, sync), projector in zip(self.syncs.items(), projectors, strict=True):
                 told = self.progress
                 if told is not None:
@@ -114,8 +117,9 @@ class SyncRunner:
                 return target  # (a new database: nothing is held yet)
             roots = list(dict.fromkeys(pg_name(str(root)) for root in (target.root, target.root.resolve())))
             rows = self.conn.execute(
-                "SELECT project FROM eventmem_projects WHERE root = ANY(%s) AND project <> %s ORDER BY project",
-                [roots, GLOBAL],
+                "SELECT project FROM eventmem_projects WHERE root = ANY(%s) AND project <> %s "
+                "AND NOT project ^@ %s ORDER BY project",
+                [roots, GLOBAL, GLOBAL + "-"],
             ).fetchall()
         held = [name for name in (str(row[0]) for row in rows) if is_project_name(name)]  # (another writer's rows)
         if not held or target.name in held:
