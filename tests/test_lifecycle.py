@@ -665,6 +665,18 @@ async def test_search_memories_filters_without_a_query_list_by_importance(
     assert ids(out["results"]) == [seeded[name] for name in expected]
 
 
+async def test_a_project_name_nothing_is_of_answers_nothing_and_says_so(project: Path) -> None:
+    async with connect(project) as client:
+        seeded = await seed_search(client, project)
+        typo = await call(client, "recall_memories", query="deadlock migrations", project="bakcend")
+        listed = await call(client, "search_memories", project="bakcend")
+        own = await call(client, "recall_memories", query="deadlock migrations", project=project.name.upper())
+    assert typo["results"] == [] and listed["results"] == []
+    for answer in (typo, listed):
+        assert any("no memory here is of a project called 'bakcend'" in w for w in answer["warnings"])
+    assert seeded["error"] in ids(own["results"]) and "warnings" not in own
+
+
 async def test_search_memories_without_a_query_can_list_newest_first(project: Path) -> None:
     async with connect(project) as client:
         seeded = await seed_search(client, project)

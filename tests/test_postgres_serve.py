@@ -152,6 +152,23 @@ async def test_two_users_global_memories_stay_apart_in_one_database(
     assert json.loads(again.stdout)["projects"][ours] == {"events": 0, "memories": 1}  # (not projected again)
 
 
+async def test_a_recall_naming_a_project_the_database_does_not_hold_says_which_it_holds(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
+    save(beta, "Beta rotates its keys monthly.", "--title", "key rotation")
+    run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global")
+    async with served(alpha, tmp_path / "alpha.log", "--store", pg_uri) as session:
+        typo = await recall(session, "key rotation", project="bet")
+        listed = await call(session, "search_memories", project="bet")
+        found = await recall(session, "key rotation", project="BETA")
+    assert typo["results"] == [] and listed["results"] == []
+    for answer in (typo, listed):
+        assert any("holds no project called 'bet' (it holds alpha, beta)" in w for w in answer["warnings"]), answer
+    assert titles(found) == ["key rotation"] and "warnings" not in found
+    assert_clean_stderr(tmp_path / "alpha.log")
+
+
 async def test_a_server_whose_project_another_sync_dropped_projects_it_again_whole(tmp_path: Path, pg_uri: str) -> None:
     alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
     first = save(alpha, "The job queue takes advisory locks.", "--title", "queue locks")

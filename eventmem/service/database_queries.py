@@ -257,11 +257,20 @@ class DatabaseQueries(Part, Reads):
     # -- inside ---------------------------------------------------------------------------------
 
     def _among(self, conn: Any, filters: Filters, project: str | None) -> tuple[list[str], str | None]:
-        """The database projects a read looks in, and the project it narrows to (``None``: none)."""
+        """The database projects a read looks in, and the project it narrows to (``None``: none); the read's
+        notes begin here (a project named that the database does not hold: a typo answers nothing)."""
+        self._search_notes.notes = []
         if project is None:
             among = self.database.names
         else:
-            among = [*self.database.names[1:], *self._others(conn)]
+            others = self._others(conn)
+            among = [*self.database.names[1:], *others]
+            if project != "*" and project.casefold() not in {p.casefold() for p in others}:
+                held = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+                self._search_notes.notes = [
+                    f"the database holds no project called {project!r} (it holds {held or 'none'}); "
+                    "'*' searches every project"
+                ]
         if filters.scope == "project":
             among = [p for p in among if not is_global(p)]
         elif filters.scope == "global":
@@ -286,10 +295,9 @@ class DatabaseQueries(Part, Reads):
     ) -> list[tuple[Hit, tuple[str, str]]]:
         among, narrowed = self._among(conn, filters, project)
         vectors = mode != "keyword" and self.project.vector_status() == "ready"
-        self._search_notes.notes = []
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
-                self._search_notes.notes = [view.vector_note()]
+                self._search_notes.notes = [*self.search_notes(), view.vector_note()]
         # one transaction: the search and the records it found, in a pipeline whose BEGIN goes with
         # the first statements and COMMIT with the records' (each would be a round trip of its own)
         with queries.one_read(conn) as read:

@@ -71,14 +71,18 @@ class Queries(Part, Reads):
         owners: dict[str, Store] = {}
         now = time.time() if now is None else now
         self._search_notes.notes = []
+        named = False
         for store, view, mask in self._searched(filters, now):
             if project is not None:
-                mask &= self._project_mask(store, view, project)
+                of_project = self._project_mask(store, view, project)
+                named = named or bool(of_project.any())
+                mask &= of_project
             for hit, _ in self._ranked(view, query, limit, mask, mode, now, include_content=include_content):
                 hits.append(self._named(hit, store))
                 owners[hit.id] = store
         hits.sort(key=lambda h: (-h.score, h.id))
         hits = hits[:limit]
+        self._note_unknown(project, named)
         if access:
             self.accesses.record_hits(owners, hits)
         return hits
@@ -161,9 +165,12 @@ class Queries(Part, Reads):
         hits: list[tuple[Hit, float]] = []
         owners: dict[str, Store] = {}
         self._search_notes.notes = []
+        named = False
         for store, view, mask in self._searched(filters, now):
             if project is not None:
-                mask &= self._project_mask(store, view, project)
+                of_project = self._project_mask(store, view, project)
+                named = named or bool(of_project.any())
+                mask &= of_project
             if text:
                 answers = self._ranked(view, text, limit, mask, mode, now, include_content=include_content)
             else:
@@ -178,6 +185,7 @@ class Queries(Part, Reads):
         else:
             hits.sort(key=lambda h: (-h[1], h[0].id))
         found = [hit for hit, _ in hits[:limit]]
+        self._note_unknown(project, named)
         if access and text:  # a listing is browsing, not use: only search hits count as accesses
             self.accesses.record_hits(owners, found)
         return found
@@ -247,6 +255,17 @@ class Queries(Part, Reads):
         if store is self.project:
             hit.project = self.root.root.name
         return hit
+
+    def _note_unknown(self, project: str | None, named: bool) -> None:
+        """Say so when ``project`` names no project this memory holds memories of (a typo answers nothing)."""
+        folder = self.root.root.name
+        if project is None or project == "*" or named or project.casefold() == folder.casefold():
+            return
+        self._search_notes.notes = [
+            *self.search_notes(),
+            f"no memory here is of a project called {project!r}: this project is {folder!r} (its global "
+            "memories name the projects they were saved from); '*' searches every project",
+        ]
 
     def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
         n = view.size()

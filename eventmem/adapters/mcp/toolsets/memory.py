@@ -283,7 +283,10 @@ def register(server: MCPServer[App]) -> None:
             )
             return {"status": "success", "results": dump(hits)}
 
-        return call(run)
+        out = call(run)
+        if warnings := service.warnings():
+            out["warnings"] = warnings
+        return out
 
     @server.tool(
         title="Get context",
