@@ -147,6 +147,7 @@ async def test_two_users_global_memories_stay_apart_in_one_database(
         assert titles(everywhere) == ["their tools"]  # (every project, and of the global memories theirs)
         assert titles(await recall(session, "which tool searches code", scope="global")) == ["their tools"]
     assert_clean_stderr(tmp_path / "beta.log")
+    assert set(stats_of(beta, pg_uri)["database"]["projects"]) == {"alpha", "beta", other}
     monkeypatch.setenv("EVENTMEM_GLOBAL_DIR", str(global_dir(alpha)))
     again = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--json")
     assert json.loads(again.stdout)["projects"][ours] == {"events": 0, "memories": 1}  # (not projected again)

@@ -247,9 +247,11 @@ class DatabaseQueries(Part, Reads):
         """The journal's figures, and the database's: what it holds of this project and of every other."""
         out = self.local.stats()
         try:
-            out["database"] = self.database.status() | self.database.use(
-                lambda conn: reads.stats(conn, self.database.name)
-            )
+            held = self.database.use(lambda conn: reads.stats(conn, self.database.name))
+            # (of the global memories, this user's alone: another user's, even its size, is theirs)
+            mine = self.database.global_name
+            held["projects"] = {p: n for p, n in held["projects"].items() if not is_global(p) or p == mine}
+            out["database"] = self.database.status() | held
         except DatabaseDown:
             out["database"] = self.database.status()
         return out
