@@ -234,6 +234,18 @@ def test_a_bad_project_argument_is_refused_in_one_line(project: Path, argument: 
     assert message in result.stderr
 
 
+def test_a_folder_without_a_journal_is_synced_with_a_warning_that_it_holds_none(tmp_path: Path, pg_uri: str) -> None:
+    root = new_project(tmp_path, "p")
+    save(root, "A memory in the project's root.")
+    (root / "src").mkdir()
+    off = run("sync", "--to", pg_uri, "--project", f"p={root / 'src'}", "--no-global", "--json")
+    assert json.loads(off.stdout)["projects"]["p"] == {"events": 0, "memories": 0}
+    assert "holds no eventmem journal" in off.stderr and str(root / "src") in off.stderr
+    right = run("sync", "--to", pg_uri, "--project", f"p={root}", "--no-global", "--json")
+    assert json.loads(right.stdout)["projects"]["p"] == {"events": 1, "memories": 1}
+    assert "holds no eventmem journal" not in right.stderr
+
+
 def test_a_name_given_twice_and_a_foreign_address_are_refused(project: Path) -> None:
     twice = run(
         "sync",

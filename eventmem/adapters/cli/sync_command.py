@@ -15,11 +15,12 @@ import functools
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from eventmem.adapters.progress import ProgressBar
 from eventmem.core.extras import require
-from eventmem.journal.project import global_root
+from eventmem.journal.project import ProjectPaths, global_root
 from eventmem.projectors.postgres.targets import global_target, parse_projects
 
 __all__ = ["add_sync_command"]
@@ -65,6 +66,14 @@ def cmd_sync(args: argparse.Namespace) -> int:
     uri = check_uri(args.to)
     require("postgres", "eventmem sync")
     targets = parse_projects(args.project, default_root=lambda: chosen_root(getattr(args, "root", None)).root)
+    for target in targets:  # (a path one folder off, a typo: said, where it would sync nothing in silence)
+        if not ProjectPaths(target.root).journal_dir.is_dir():
+            log.warning(
+                "%s holds no eventmem journal (%s): the project %s has nothing to sync yet",
+                target.root,
+                Path(".eventmem", "journal"),
+                target.name,
+            )
     if not args.no_global:
         home = global_root()
         if all(t.root != home.resolve() for t in targets):
