@@ -254,6 +254,21 @@ def test_a_global_memory_has_its_history_from_the_global_journal(api: httpx.Clie
     assert [line["type"] for line in history] == ["saved", "updated"]
 
 
+def test_a_link_between_a_global_memory_and_a_project_one_is_in_the_graph_and_related_from_both_ends(
+    api: httpx.Client,
+) -> None:
+    personal = save(api, "I review pull requests before lunch.", scope="global")
+    own = save(api, "This project's pull requests need two approvals.")
+    linked = api.post("/relationships", json={"source_id": personal["id"], "target_id": own["id"]})
+    assert linked.status_code == 201, linked.text
+    graph = api.get("/graph").json()
+    assert {node["id"] for node in graph["nodes"]} == {personal["id"], own["id"]}
+    assert [(link["source"], link["target"]) for link in graph["links"]] == [(personal["id"], own["id"])]
+    for start, other in ((personal, own), (own, personal)):
+        related = api.get(f"/memories/{start['id']}/related").json()["related"]
+        assert [step["id"] for step in related] == [other["id"]]
+
+
 def test_a_memorys_metadata_is_saved_replaced_and_bounded_over_rest(api: httpx.Client) -> None:
     memory = save(api, "The nightly export runs at 02:00 UTC.", metadata={"owner": "ops"})
     assert memory["metadata"] == {"owner": "ops"} and "source" not in memory  # (left out when empty)

@@ -185,6 +185,21 @@ async def test_a_server_whose_project_another_sync_dropped_projects_it_again_who
     assert ids_of(pg_uri, "alpha") == {first, second}
 
 
+async def test_a_link_between_a_global_memory_and_this_projects_is_related_from_both_ends_in_the_database(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    alpha = new_project(tmp_path, "alpha")
+    async with served(alpha, tmp_path / "alpha.log", "--store", pg_uri) as session:
+        personal = await store(session, "I review pull requests before lunch.", "review habit", scope="global")
+        own = await store(session, "Pull requests here need two approvals.", "two approvals")
+        await call(session, "create_relationship", source_id=personal, target_id=own, relation="relates_to")
+        from_personal = await call(session, "get_related_memories", memory_id=personal)
+        from_own = await call(session, "get_related_memories", memory_id=own)
+    assert [step["id"] for step in from_personal["related"]] == [own]
+    assert [step["id"] for step in from_own["related"]] == [personal]
+    assert_clean_stderr(tmp_path / "alpha.log")
+
+
 async def test_a_project_synced_under_another_name_is_served_under_that_name_not_projected_again(
     tmp_path: Path, pg_uri: str
 ) -> None:

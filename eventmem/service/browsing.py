@@ -130,27 +130,33 @@ def memories_as_of(service: MemoryService, when: str) -> tuple[str, list[dict[st
 
 
 def graph(service: MemoryService, *, limit: int = 500) -> dict[str, Any]:
-    """The live memories that have live links (most linked first, at most ``limit``), and those links."""
-    nodes: dict[str, dict[str, Any]] = {}
-    links: list[dict[str, Any]] = []
-    degree: Counter[str] = Counter()
+    """The live memories that have live links (most linked first, at most ``limit``), and those links. A
+    link between a global memory and this project's lives in one journal and has its ends in two: the
+    links are read first, then their ends in every store."""
+    found: list[tuple[str, str, str, str]] = []
     for store in service.stores():
         store.catch_up()
         with store.read() as view:
-            state = view.fold
-            for link in state.links.values():
-                source, target = state.visible(link.source), state.visible(link.target)
-                if not link.alive or source is None or target is None:
-                    continue
-                links.append({"id": link.id, "source": link.source, "target": link.target, "relation": link.relation})
-                degree.update((link.source, link.target))
-                for record in (source, target):
-                    nodes[record.id] = {
+            found += [(k.id, k.source, k.target, k.relation) for k in view.fold.links.values() if k.alive]
+    ends = {end for _, source, target, _ in found for end in (source, target)}
+    nodes: dict[str, dict[str, Any]] = {}
+    for store in service.stores():
+        with store.read() as view:
+            for memory_id in ends - nodes.keys():
+                record = view.fold.visible(memory_id)
+                if record is not None:
+                    nodes[memory_id] = {
                         "id": record.id,
                         "kind": record.kind,
                         "title": record.title or record.summary[:80],
                         "importance": record.importance,
                     }
+    links = [
+        {"id": link, "source": source, "target": target, "relation": relation}
+        for link, source, target, relation in found
+        if source in nodes and target in nodes
+    ]
+    degree = Counter(end for link in links for end in (link["source"], link["target"]))
     kept = {m for m, _ in degree.most_common(limit)}
     return {
         "nodes": [nodes[m] for m in sorted(kept)],

@@ -170,7 +170,9 @@ class DatabaseQueries(Part, Reads):
             home = reads.where_is(conn, [*self.database.names, *self._others(conn)], start)
             if home is None:
                 return None  # (not projected: the journal's answer says why)
-            among = sorted({home, *self.database.names[1:]})
+            # (the memory's project, this one and this user's global memory: a link between a global memory
+            # and this project's lives in this project's journal, found from either end as in-process)
+            among = sorted({home, *self.database.names})
             if not reads.visible_keys(conn, among, [start], Filters(include_superseded=True)):
                 return None
             keys: dict[str, tuple[str, str] | None] = {}
