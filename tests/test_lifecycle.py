@@ -671,10 +671,12 @@ async def test_a_project_name_nothing_is_of_answers_nothing_and_says_so(project:
         typo = await call(client, "recall_memories", query="deadlock migrations", project="bakcend")
         listed = await call(client, "search_memories", project="bakcend")
         own = await call(client, "recall_memories", query="deadlock migrations", project=project.name.upper())
+        misread = await call(client, "search_memories", project="Global")
     assert typo["results"] == [] and listed["results"] == []
     for answer in (typo, listed):
-        assert any("no memory here is of a project called 'bakcend'" in w for w in answer["warnings"])
+        assert any("no memory here is of a project called 'bakcend' (this project is" in w for w in answer["warnings"])
     assert seeded["error"] in ids(own["results"]) and "warnings" not in own
+    assert misread["results"] == [] and any("asked with scope 'global'" in w for w in misread["warnings"])
 
 
 async def test_search_memories_without_a_query_can_list_newest_first(project: Path) -> None:

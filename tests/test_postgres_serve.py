@@ -165,7 +165,10 @@ async def test_a_recall_naming_a_project_the_database_does_not_hold_says_which_i
         found = await recall(session, "key rotation", project="BETA")
     assert typo["results"] == [] and listed["results"] == []
     for answer in (typo, listed):
-        assert any("holds no project called 'bet' (it holds alpha, beta)" in w for w in answer["warnings"]), answer
+        assert any(
+            "no memory here is of a project called 'bet' (the database holds alpha, beta)" in w
+            for w in answer["warnings"]
+        ), answer
     assert titles(found) == ["key rotation"] and "warnings" not in found
     assert_clean_stderr(tmp_path / "alpha.log")
 

@@ -29,7 +29,7 @@ from eventmem.service.inputs import check_kind, check_mode, check_order, check_q
 from eventmem.service.lifecycle import walk
 from eventmem.service.models import Hit, related_entry
 from eventmem.service.part import Part, Shared
-from eventmem.service.queries import Queries, checked_project, context_answer, hit_of
+from eventmem.service.queries import Queries, checked_project, context_answer, hit_of, unknown_project_note
 from eventmem.service.reads import Reads
 
 __all__ = ["DatabaseQueries"]
@@ -271,10 +271,7 @@ class DatabaseQueries(Part, Reads):
             among = [*self.database.names[1:], *others]
             if project != "*" and project.casefold() not in {p.casefold() for p in others}:
                 held = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
-                self._search_notes.notes = [
-                    f"the database holds no project called {project!r} (it holds {held or 'none'}); "
-                    "'*' searches every project"
-                ]
+                self._search_notes.notes = [unknown_project_note(project, f"the database holds {held or 'none'}")]
         if filters.scope == "project":
             among = [p for p in among if not is_global(p)]
         elif filters.scope == "global":

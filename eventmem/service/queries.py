@@ -261,11 +261,7 @@ class Queries(Part, Reads):
         folder = self.root.root.name
         if project is None or project == "*" or named or project.casefold() == folder.casefold():
             return
-        self._search_notes.notes = [
-            *self.search_notes(),
-            f"no memory here is of a project called {project!r}: this project is {folder!r} (its global "
-            "memories name the projects they were saved from); '*' searches every project",
-        ]
+        self._search_notes.notes = [*self.search_notes(), unknown_project_note(project, f"this project is {folder!r}")]
 
     def _project_mask(self, store: Store, view: ReadView, project: str) -> npt.NDArray[np.bool_]:
         n = view.size()
@@ -337,6 +333,13 @@ class Queries(Part, Reads):
                 "embedder": store.embedder.model_id,
                 "corrupt_lines": [{"segment": p.path, "offset": p.offset, "reason": p.reason} for p in view.problems()],
             }
+
+
+def unknown_project_note(project: str, held: str) -> str:
+    """What a read naming a project it holds no memory of says (``held``: which projects there are)."""
+    if project.strip().casefold() == "global":
+        return f"no project is called {project!r}: the global memory alone is asked with scope 'global'"
+    return f"no memory here is of a project called {project!r} ({held}); '*' searches every project"
 
 
 def checked_project(project: str | None) -> str | None:
