@@ -124,10 +124,12 @@ class DatabaseQueries(Part, Reads):
             among, narrowed = self._among(conn, chosen, wanted)
             listing: Literal["importance", "recent"] = "recent" if order == "recent" else "importance"
             listed = reads.listed(conn, among, chosen, whole, listing, project=narrowed)
-            return [
-                (hit_of(r, r.importance, 0.0, 0.0, include_content=include_content, project=_named(key)), key)
-                for key, r, _ in listed
-            ]
+            return self._noted(
+                [
+                    (hit_of(r, r.importance, 0.0, 0.0, include_content=include_content, project=_named(key)), key)
+                    for key, r, _ in listed
+                ]
+            )
 
         try:
             hits = self.database.use(answer)
@@ -261,9 +263,11 @@ class DatabaseQueries(Part, Reads):
     # -- inside ---------------------------------------------------------------------------------
 
     def _among(self, conn: Any, filters: Filters, project: str | None) -> tuple[list[str], str | None]:
-        """The database projects a read looks in, and the project it narrows to (``None``: none); the read's
-        notes begin here (a project named that the database does not hold: a typo answers nothing)."""
+        """The database projects a read looks in, and the project it narrows to (``None``: none). The read's
+        notes begin here: :attr:`_unknown` is what to say if it finds nothing of a project named that the
+        database does not hold (a typo; a global memory may still name it as the project it was saved from)."""
         self._search_notes.notes = []
+        self._search_notes.unknown = ""
         if project is None:
             among = self.database.names
         else:
@@ -271,7 +275,7 @@ class DatabaseQueries(Part, Reads):
             among = [*self.database.names[1:], *others]
             if project != "*" and project.casefold() not in {p.casefold() for p in others}:
                 held = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
-                self._search_notes.notes = [unknown_project_note(project, f"the database holds {held or 'none'}")]
+                self._search_notes.unknown = unknown_project_note(project, f"the database holds {held or 'none'}")
         if filters.scope == "project":
             among = [p for p in among if not is_global(p)]
         elif filters.scope == "global":
@@ -322,21 +326,30 @@ class DatabaseQueries(Part, Reads):
             asked = conn.execute(*reads.records_query([(s.project, s.id) for s in scored])) if scored else None
             read.commit()
         found = reads.records_of(asked.fetchall()) if asked is not None else {}
-        return [
-            (
-                hit_of(
-                    found[key],
-                    s.score,
-                    s.vector_score,
-                    s.keyword_score,
-                    include_content=include_content,
-                    project=_named(key),
-                ),
-                key,
-            )
-            for s in scored
-            if (key := (s.project, s.id)) in found
-        ]
+        return self._noted(
+            [
+                (
+                    hit_of(
+                        found[key],
+                        s.score,
+                        s.vector_score,
+                        s.keyword_score,
+                        include_content=include_content,
+                        project=_named(key),
+                    ),
+                    key,
+                )
+                for s in scored
+                if (key := (s.project, s.id)) in found
+            ]
+        )
+
+    def _noted(self, hits: list[tuple[Hit, tuple[str, str]]]) -> list[tuple[Hit, tuple[str, str]]]:
+        """``hits``, the read's note of a project it does not hold added when they are none."""
+        unknown = getattr(self._search_notes, "unknown", "")
+        if unknown and not hits:
+            self._search_notes.notes = [*self.search_notes(), unknown]
+        return hits
 
     def _count(self, hits: list[tuple[Hit, tuple[str, str]]]) -> None:
         """Count hits of this project and of the global memory as used, in their local usage logs."""
