@@ -119,6 +119,8 @@ def test_sync_projects_every_named_project_and_the_global_memory(tmp_path: Path,
         "beta": 0,
         mine: 0,
     }
+    told = run("sync", "--to", pg_uri, "--project", f"alpha={alpha}", "--project", f"beta={beta}").stdout
+    assert f"synced {mine} (your global memory): 0 events taken, 1 memories" in told.splitlines()
 
 
 def test_a_sync_of_one_project_leaves_the_projects_others_synced_and_prune_drops_them(

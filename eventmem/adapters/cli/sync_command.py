@@ -21,7 +21,7 @@ from typing import Any
 from eventmem.adapters.progress import ProgressBar
 from eventmem.core.extras import require
 from eventmem.journal.project import ProjectPaths, global_root
-from eventmem.projectors.postgres.targets import global_target, parse_projects
+from eventmem.projectors.postgres.targets import global_target, is_global, parse_projects
 
 __all__ = ["add_sync_command"]
 
@@ -115,5 +115,6 @@ def _report(counts: dict[str, int], memories: dict[str, int], *, bars: dict[str,
         print(json.dumps({"projects": data}), flush=True)
         return
     for name, events in counts.items():
-        print(f"synced {name}: {events} events taken, {memories.get(name, 0)} memories", flush=True)
+        shown = f"{name} (your global memory)" if is_global(name) else name
+        print(f"synced {shown}: {events} events taken, {memories.get(name, 0)} memories", flush=True)
     sys.stdout.flush()
