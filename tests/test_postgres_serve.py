@@ -159,6 +159,11 @@ async def test_a_recall_naming_a_project_the_database_does_not_hold_says_which_i
     alpha, beta = new_project(tmp_path, "alpha"), new_project(tmp_path, "beta")
     save(beta, "Beta rotates its keys monthly.", "--title", "key rotation")
     run("sync", "--to", pg_uri, "--project", f"beta={beta}", "--no-global")
+    with psycopg.connect(pg_uri, autocommit=True) as other:  # (a name no sync gives, written by hand)
+        other.execute(
+            "INSERT INTO eventmem_projects (project, root, branch, projector_version) VALUES (%s, '/x', 'main', 1)",
+            ["0 bad\nname"],
+        )
     async with served(alpha, tmp_path / "alpha.log", "--store", pg_uri) as session:
         typo = await recall(session, "key rotation", project="bet")
         listed = await call(session, "search_memories", project="bet")

@@ -20,7 +20,7 @@ from eventmem.core.query_rules import Filters
 from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.validation import check_count, check_length, check_whole
 from eventmem.projectors.postgres import queries, reads
-from eventmem.projectors.postgres.targets import is_global
+from eventmem.projectors.postgres.targets import is_global, is_project_name
 from eventmem.runner.runner import Store
 from eventmem.service import database_search
 from eventmem.service.access import Accesses
@@ -283,9 +283,10 @@ class DatabaseQueries(Part, Reads):
         return among, None if project in (None, "*") else project
 
     def _others(self, conn: Any) -> list[str]:
-        """Every project of the database, but the global memories: another user's is theirs alone (this
-        user's is :attr:`Database.names`' second)."""
-        return [p for p in reads.projects(conn) if not is_global(p)]
+        """Every project of the database, but the global memories (another user's is theirs alone; this
+        user's is :attr:`Database.names`' second) and names no sync gives (rows written by hand: never
+        put into an answer or a note)."""
+        return [p for p in reads.projects(conn) if is_project_name(p)]
 
     def _ranked(
         self,
