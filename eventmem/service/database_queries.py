@@ -121,14 +121,15 @@ class DatabaseQueries(Part, Reads):
                 if order == "recent":
                     return sorted(ranked, key=lambda hk: (-_epoch(hk[0]), hk[0].id))
                 return ranked
-            among, narrowed = self._among(conn, chosen, wanted)
+            among, narrowed, unknown = self._among(conn, chosen, wanted)
             listing: Literal["importance", "recent"] = "recent" if order == "recent" else "importance"
             listed = reads.listed(conn, among, chosen, whole, listing, project=narrowed)
             return self._noted(
                 [
                     (hit_of(r, r.importance, 0.0, 0.0, include_content=include_content, project=_named(key)), key)
                     for key, r, _ in listed
-                ]
+                ],
+                unknown,
             )
 
         try:
@@ -262,12 +263,12 @@ class DatabaseQueries(Part, Reads):
 
     # -- inside ---------------------------------------------------------------------------------
 
-    def _among(self, conn: Any, filters: Filters, project: str | None) -> tuple[list[str], str | None]:
-        """The database projects a read looks in, and the project it narrows to (``None``: none). The read's
-        notes begin here: :attr:`_unknown` is what to say if it finds nothing of a project named that the
-        database does not hold (a typo; a global memory may still name it as the project it was saved from)."""
+    def _among(self, conn: Any, filters: Filters, project: str | None) -> tuple[list[str], str | None, str]:
+        """The database projects a read looks in, the project it narrows to (``None``: none), and what to
+        say if the read finds nothing of a project named that the database does not hold (a typo; a global
+        memory may still name it as the project it was saved from; else empty). The read's notes begin here."""
         self._search_notes.notes = []
-        self._search_notes.unknown = ""
+        unknown = ""
         if project is None:
             among = self.database.names
         else:
@@ -275,12 +276,12 @@ class DatabaseQueries(Part, Reads):
             among = [*self.database.names[1:], *others]
             if project != "*" and project.casefold() not in {p.casefold() for p in others}:
                 held = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
-                self._search_notes.unknown = unknown_project_note(project, f"the database holds {held or 'none'}")
+                unknown = unknown_project_note(project, f"the database holds {held or 'none'}")
         if filters.scope == "project":
             among = [p for p in among if not is_global(p)]
         elif filters.scope == "global":
             among = [p for p in among if is_global(p)]
-        return among, None if project in (None, "*") else project
+        return among, None if project in (None, "*") else project, unknown
 
     def _others(self, conn: Any) -> list[str]:
         """Every project of the database, but the global memories (another user's is theirs alone; this
@@ -299,7 +300,7 @@ class DatabaseQueries(Part, Reads):
         project: str | None,
         include_content: bool,
     ) -> list[tuple[Hit, tuple[str, str]]]:
-        among, narrowed = self._among(conn, filters, project)
+        among, narrowed, unknown = self._among(conn, filters, project)
         vectors = mode != "keyword" and self.project.vector_status() == "ready"
         if mode != "keyword" and not vectors:
             with self.project.read() as view:
@@ -342,12 +343,13 @@ class DatabaseQueries(Part, Reads):
                 )
                 for s in scored
                 if (key := (s.project, s.id)) in found
-            ]
+            ],
+            unknown,
         )
 
-    def _noted(self, hits: list[tuple[Hit, tuple[str, str]]]) -> list[tuple[Hit, tuple[str, str]]]:
-        """``hits``, the read's note of a project it does not hold added when they are none."""
-        unknown = getattr(self._search_notes, "unknown", "")
+    def _noted(self, hits: list[tuple[Hit, tuple[str, str]]], unknown: str) -> list[tuple[Hit, tuple[str, str]]]:
+        """``hits``, with ``unknown`` (:meth:`_among`'s note of a project the database does not hold) added
+        to the read's notes when they are none."""
         if unknown and not hits:
             self._search_notes.notes = [*self.search_notes(), unknown]
         return hits
