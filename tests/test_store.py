@@ -850,6 +850,37 @@ def test_a_server_that_folded_its_journal_keeps_its_records_in_the_snapshot_it_w
         assert answers(server) == fresh_answers(project)
         server.update(ids[0], importance=0.95)  # the fold goes on from the encoded records
         assert server.get(ids[0]).importance == 0.95
+        assert server.project.started_again == 0  # (a journal this small: see the test below)
+    finally:
+        server.close()
+
+
+def test_a_server_that_folded_a_large_journal_starts_again_from_its_snapshot_and_answers_the_same(
+    service: MemoryService, project: Path
+) -> None:
+    ids = save_topics(service)
+    crowd(service, 60)
+    service.delete(ids[1])
+    service.close()
+    reference = fresh_answers(project)
+    shutil.rmtree(project / ".eventmem" / "cache")  # the server below folds the journal itself
+    server = open_service(RootChoice(project, "test"), background_vectors=True, tuning=Tuning(start_again_from=50))
+    try:
+        before = answers(server)  # (while it folds and embeds: keyword answers, then hybrid ones)
+        store = server.project
+        assert store.wait_vectors(60)
+        assert store.save_snapshot()  # (a server writes one when due: a large catch-up's vectors made)
+        store.wait_snapshot()
+        store.wait_settled(60)
+        assert store.started_again == 1
+        memories = stored_memories(server)  # what a start from the snapshot holds: records still encoded
+        assert memories.encoded == len(ids) + 60
+        assert answers(server) == reference
+        assert len(before[0]) == len(reference[0])
+        server.update(ids[0], importance=0.95)  # the fold goes on from the snapshot's records
+        assert server.get(ids[0]).importance == 0.95
+        added = server.save("A memory saved after the server started again.", title="Afterwards").id
+        assert server.recall("saved after the server started again", limit=1)[0].id == added
     finally:
         server.close()
 

@@ -76,6 +76,13 @@ class EmbeddingCache:
         self._offset = max(self._offset, current)
         self.skipped = True
 
+    def forget_rows(self, end: int | None) -> None:
+        """Forget which record holds each hash, as a process that loaded a snapshot taken at ``end``
+        (an earlier :meth:`end`) never knew it (see :meth:`skip_to_end`): read again on a rebuild."""
+        self._rows = {}
+        self._offset = 0
+        self.skip_to_end(end)
+
     def rewind(self) -> None:
         """Read the whole file again on the next miss (after :meth:`skip_to_end`, for a rebuild)."""
         if self.skipped:

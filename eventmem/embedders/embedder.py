@@ -41,7 +41,7 @@ import numpy.typing as npt
 from eventmem.core.words import STOPWORDS, stem, tokens
 from eventmem.embedders.wordtable import WordTable, char_ngrams, expand, feature_code
 
-__all__ = ["Embedder", "HashingEmbedder", "Loadable", "normalize_rows", "semantic_dims", "tokens"]
+__all__ = ["Embedder", "ForgetsWords", "HashingEmbedder", "Loadable", "normalize_rows", "semantic_dims", "tokens"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -79,6 +79,15 @@ class Loadable(Protocol):
     def loaded(self) -> bool: ...
 
     def load(self) -> None: ...
+
+
+@runtime_checkable
+class ForgetsWords(Protocol):
+    """An embedder that keeps what it met (words, a tokenizer) between calls, and can let it go."""
+
+    def forget_words(self) -> None: ...
+
+    def warm(self) -> None: ...
 
 
 DATA_DIR: Final = Path(__file__).parent.parent / "data"
@@ -279,6 +288,12 @@ class _Static:
     _tables: dict[int, npt.NDArray[np.float32]] = {}  # noqa: RUF012 (one per process, behind the lock)
 
     @classmethod
+    def forget_pieces(cls) -> None:
+        """Let the tokenizer go (a caller holding it keeps its own): the next :meth:`get` reads it again."""
+        with cls._lock:
+            cls._pieces = None
+
+    @classmethod
     def get(cls, version: int) -> tuple[WordPiece, npt.NDArray[np.float32]]:
         with cls._lock:
             if cls._pieces is None:
@@ -365,6 +380,13 @@ class HashingEmbedder:
         norms[norms == 0] = 1.0
         result: Vectors = (out / norms).astype(np.float32, copy=False)
         return result
+
+    def forget_words(self) -> None:
+        """Drop the words met so far (made again as texts are embedded: a word's row depends on the
+        word alone) and the word-piece table's tokenizer, loaded again by :meth:`warm`."""
+        with self._words_lock:
+            self._words = None
+        _Static.forget_pieces()
 
     def warm(self) -> None:
         """Load the word-piece table now (it is otherwise loaded by the first text embedded)."""
