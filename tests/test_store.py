@@ -29,6 +29,7 @@ from conftest import reopen, write_events
 
 import eventmem.runner.runner as runner_module
 import eventmem.runner.snapshots as snapshots_module
+from eventmem.context.project_context import ProjectContext
 from eventmem.core.codec import encode_event
 from eventmem.core.errors import InvalidInput, SnapshotDamaged
 from eventmem.core.events import LinkAdded, MemorySaved, MemoryUpdated
@@ -829,6 +830,28 @@ def test_a_loaded_snapshot_decodes_only_the_memories_a_call_reads(service: Memor
         later.compact()  # the expiry and archive scans look at dead memories, not at live ones
         assert total - memories.encoded <= 3 + 1 + 1
         assert answers(later) == before == fresh_answers(project)
+    finally:
+        later.close()
+
+
+def test_reading_the_project_context_leaves_a_loaded_snapshots_records_encoded(
+    service: MemoryService, project: Path
+) -> None:
+    decisions = [
+        service.save(f"We chose option {i} for the cache layer.", title=f"Cache decision {i}", kind="decision").id
+        for i in range(12)
+    ]
+    crowd(service, 40)
+    service.close()
+    later, ok = loaded(project)
+    try:
+        assert ok
+        memories = stored_memories(later)
+        total = memories.encoded
+        sections = ProjectContext(later).sections()  # (what a server renders into its .ai view at start)
+        assert [entry.id for entry in sections["decisions"]] == decisions
+        assert memories.encoded == total  # read once, not kept decoded for the life of the process
+        assert later.get(decisions[0]).title == "Cache decision 0"
     finally:
         later.close()
 

@@ -73,7 +73,7 @@ class ContextReader:
         for start in range(0, len(candidates), _SCAN_BATCH):
             with store.read() as view:
                 for memory_id in candidates[start : start + _SCAN_BATCH]:
-                    record = view.visible(memory_id)
+                    record = view.visible_unkept(memory_id)  # (read once: every decision, convention...)
                     if record is None:
                         continue
                     singleton = SINGLETON_IDS.get(record.id)
