@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import write_events
+from conftest import run_tool_as_a_user, write_events
 from mcp import ClientSession
 from mcp_client import assert_clean_stderr, call, serve, server_env, vectors_ready
 
@@ -139,3 +139,17 @@ async def test_a_server_started_from_a_snapshot_lets_its_vector_file_go_once_it_
         answer = await call(session, "retrieve_context", query="invoice webhook", limit=5)
         assert answer["results"]
     assert_clean_stderr(errlog)
+
+
+def test_the_memory_tool_reads_a_real_stdio_servers_rss_after_a_build_from_its_snapshot_and_when_empty() -> None:
+    data = run_tool_as_a_user(
+        "serving_memory.py", "--memories", "300", "--stdio", "--seconds", "2", "--queries", "3", timeout=600
+    )
+    side = data["this"]
+    assert side["empty_project"]["rss"] > 0
+    for mode in ("build", "snapshot"):
+        run = side[mode]
+        assert len(run["rss_each_second"]) == 2 and run["rss"] == run["rss_each_second"][-1] > 0
+        assert run["rss_peak"] >= run["rss"]
+        assert run["per_memory"]["rss"] == round(run["rss"] / 300, 1)
+        assert run["first_call_s"] > 0

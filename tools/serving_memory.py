@@ -12,9 +12,17 @@ opens it again from the snapshot the first wrote. ``--baseline REF`` measures th
 (``git archive``, first on the child's ``PYTHONPATH``) on the same project first; ``--trace`` adds a
 run of each side under ``tracemalloc`` for the breakdown (its RSS includes tracemalloc's own).
 
+``--stdio`` measures the serving process as a user's client meets it instead: a real ``eventmem
+serve`` (``python -m eventmem serve`` with the side's code first on its ``PYTHONPATH``) driven over
+stdio by a real MCP client, ``--queries`` ``retrieve_context`` calls, then its RSS read each second for
+``--seconds``: the settled RSS (the last reading), the peak, and, for scale, the RSS of the same server
+on an empty project (what the interpreter, the MCP SDK and the embedder's table hold whatever the
+project).
+
 Usage::
 
     python tools/serving_memory.py --memories 20000 --baseline main --trace --out memory.json
+    python tools/serving_memory.py --memories 100000 --baseline main --stdio --project P --out stdio.json
 """
 
 from __future__ import annotations
@@ -197,6 +205,87 @@ def run_child(root: Path, code: Path | None, mode: str, queries: int, trace: boo
     return result
 
 
+def _status(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            out[line.split(":")[0]] = int(line.split()[1]) * 1024
+    return out
+
+
+def _server_pid(parent: int) -> int:
+    """The ``eventmem serve`` process the MCP client of this process started."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == parent and b"eventmem" in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except (OSError, IndexError, ValueError):
+                continue
+    raise RuntimeError("no eventmem serve process found")
+
+
+def stdio_side(root: Path, code: Path | None, queries: int, seconds: int, env: dict[str, str]) -> dict[str, Any]:
+    """A real ``eventmem serve`` over stdio on ``root`` (see the module's text): its first call, and
+    its RSS each second for ``seconds`` after ``queries`` recalls."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from bench import Corpus
+
+    environment = dict(env)
+    environment["PYTHONPATH"] = str(code if code is not None else ROOT)
+    asked = Corpus(11).queries(max(queries, 1))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], cwd=root, env=environment)
+
+    async def drive() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with open(os.devnull, "w") as errors:
+            async with stdio_client(params, errlog=errors) as (read, write), ClientSession(read, write) as session:
+                started = time.perf_counter()
+                await session.initialize()
+                await session.call_tool("retrieve_context", {"query": asked[0]})
+                out["first_call_s"] = round(time.perf_counter() - started, 2)
+                pid = _server_pid(os.getpid())
+                for text in asked[1:]:
+                    await session.call_tool("retrieve_context", {"query": text})
+                readings = []
+                for _ in range(seconds):
+                    await anyio.sleep(1.0)
+                    readings.append(_status(pid)["VmRSS"])
+                out["rss_each_second"] = readings
+                out["rss"] = readings[-1]
+                out["rss_peak"] = _status(pid)["VmHWM"]
+        return out
+
+    return anyio.run(drive)
+
+
+def stdio_runs(
+    args: argparse.Namespace, root: Path, sides: list[tuple[str, Path | None]], env: dict[str, str], tmp: Path
+) -> dict[str, Any]:
+    """``--stdio``: each side's server on an empty project, after a start that builds, and from the snapshot."""
+    empty = tmp / "empty"
+    empty.mkdir()
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    result: dict[str, Any] = {}
+    for side, code in sides:
+        into = result.setdefault(side, {})
+        into["empty_project"] = stdio_side(empty, code, 2, 5, env)
+        subprocess.run(["rm", "-rf", str(root / ".eventmem" / "cache")], check=True)
+        for mode in ("build", "snapshot"):
+            run = into[mode] = stdio_side(root, code, args.queries, args.seconds, env)
+            run["per_memory"] = {
+                "rss": round(run["rss"] / args.memories, 1),
+                "rss_peak": round(run["rss_peak"] / args.memories, 1),
+                "rss_above_empty_server": round((run["rss"] - into["empty_project"]["rss"]) / args.memories, 1),
+            }
+            print(side, "stdio", mode, json.dumps(run["per_memory"]), file=sys.stderr)
+    return result
+
+
 def archive(ref: str, into: Path) -> Path:
     """The tree of ``ref`` (its ``eventmem`` package) unpacked into ``into``."""
     into.mkdir(parents=True)
@@ -219,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="also a run under tracemalloc per side: the breakdown")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--no-trace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stdio", action="store_true", help="a real eventmem serve over stdio (see above)")
+    parser.add_argument("--seconds", type=int, default=60, help="--stdio: how long RSS is read after the calls")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -244,6 +335,22 @@ def main(argv: list[str] | None = None) -> int:
         sides: list[tuple[str, Path | None]] = [("this", None)]
         if args.baseline:
             sides.insert(0, ("baseline_side", archive(args.baseline, tmp / "baseline-code")))
+        if args.stdio:
+            result |= stdio_runs(args, root, sides, env, tmp)
+            if args.baseline:
+                result["ratios_to_baseline"] = {
+                    mode: {
+                        key: round(
+                            result["this"][mode]["per_memory"][key] / result["baseline_side"][mode]["per_memory"][key],
+                            3,
+                        )
+                        for key in ("rss", "rss_peak")
+                    }
+                    for mode in ("build", "snapshot")
+                }
+            result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            emit(result, args.out)
+            return 0
         for traced in (False, True) if args.trace else (False,):
             for side, code in sides:
                 subprocess.run(["rm", "-rf", str(root / ".eventmem" / "cache")], check=True)
