@@ -816,6 +816,10 @@ def test_a_loaded_snapshot_decodes_only_the_memories_a_call_reads(service: Memor
     ids = save_topics(service)
     crowd(service, 60)
     service.delete(ids[1])
+    decisions = [
+        service.save(f"We chose option {i} for the cache layer.", title=f"Cache decision {i}", kind="decision").id
+        for i in range(6)
+    ]
     before = answers(service)
     service.close()
     later, ok = loaded(project)
@@ -823,47 +827,36 @@ def test_a_loaded_snapshot_decodes_only_the_memories_a_call_reads(service: Memor
         assert ok
         memories = stored_memories(later)
         total = memories.encoded
-        assert total == len(ids) + 60
+        assert total == len(ids) + 60 + len(decisions)
         hits = later.recall("parser library choice", limit=3)
         assert hits[0].id == ids[2]
         assert 0 < total - memories.encoded <= 3 + 1  # the hits (and the query's own bookkeeping)
         later.compact()  # the expiry and archive scans look at dead memories, not at live ones
         assert total - memories.encoded <= 3 + 1 + 1
+        decoded = total - memories.encoded
+        sections = ProjectContext(later).sections()  # (what a server renders into its .ai view at start)
+        assert [entry.id for entry in sections["decisions"]] == decisions
+        assert total - memories.encoded == decoded  # read once, not kept decoded for the life of the process
         assert answers(later) == before == fresh_answers(project)
     finally:
         later.close()
 
 
-def test_reading_the_project_context_leaves_a_loaded_snapshots_records_encoded(
-    service: MemoryService, project: Path
-) -> None:
-    decisions = [
-        service.save(f"We chose option {i} for the cache layer.", title=f"Cache decision {i}", kind="decision").id
-        for i in range(12)
-    ]
-    crowd(service, 40)
+def journal_for_a_server_to_fold(service: MemoryService, project: Path) -> list[str]:
+    """The topics and a crowd saved, one topic deleted, the cache removed: the server opened next folds
+    the journal itself. Returns the topics' ids."""
+    ids = save_topics(service)
+    crowd(service, 60)
+    service.delete(ids[1])
     service.close()
-    later, ok = loaded(project)
-    try:
-        assert ok
-        memories = stored_memories(later)
-        total = memories.encoded
-        sections = ProjectContext(later).sections()  # (what a server renders into its .ai view at start)
-        assert [entry.id for entry in sections["decisions"]] == decisions
-        assert memories.encoded == total  # read once, not kept decoded for the life of the process
-        assert later.get(decisions[0]).title == "Cache decision 0"
-    finally:
-        later.close()
+    shutil.rmtree(project / ".eventmem" / "cache")
+    return ids
 
 
 def test_a_server_that_folded_its_journal_keeps_its_records_in_the_snapshot_it_wrote(
     service: MemoryService, project: Path
 ) -> None:
-    ids = save_topics(service)
-    crowd(service, 60)
-    service.delete(ids[1])
-    service.close()
-    shutil.rmtree(project / ".eventmem" / "cache")  # the server below folds the journal itself
+    ids = journal_for_a_server_to_fold(service, project)
     server = open_service(RootChoice(project, "test"), background_vectors=True)
     try:
         assert server.project.save_snapshot()
@@ -881,12 +874,7 @@ def test_a_server_that_folded_its_journal_keeps_its_records_in_the_snapshot_it_w
 def test_a_server_that_folded_a_large_journal_starts_again_from_its_snapshot_and_answers_the_same(
     service: MemoryService, project: Path
 ) -> None:
-    ids = save_topics(service)
-    crowd(service, 60)
-    service.delete(ids[1])
-    service.close()
-    reference = fresh_answers(project)
-    shutil.rmtree(project / ".eventmem" / "cache")  # the server below folds the journal itself
+    ids = journal_for_a_server_to_fold(service, project)
     server = open_service(RootChoice(project, "test"), background_vectors=True, tuning=Tuning(start_again_from=50))
     try:
         before = answers(server)  # (while it folds and embeds: keyword answers, then hybrid ones)
@@ -898,8 +886,9 @@ def test_a_server_that_folded_a_large_journal_starts_again_from_its_snapshot_and
         assert store.started_again == 1
         memories = stored_memories(server)  # what a start from the snapshot holds: records still encoded
         assert memories.encoded == len(ids) + 60
-        assert answers(server) == reference
-        assert len(before[0]) == len(reference[0])
+        after = answers(server)
+        assert after == fresh_answers(project)  # (a fold of the journal alone, beside the running server)
+        assert len(before[0]) == len(after[0])
         server.update(ids[0], importance=0.95)  # the fold goes on from the snapshot's records
         assert server.get(ids[0]).importance == 0.95
         added = server.save("A memory saved after the server started again.", title="Afterwards").id

@@ -43,9 +43,10 @@ from bench_json import emit
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def rss() -> dict[str, int]:
+def rss(pid: int | str = "self") -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of process ``pid`` (this one by default), in bytes."""
     out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(("VmRSS:", "VmHWM:")):
             out[line.split(":")[0]] = int(line.split()[1]) * 1024
     return out
@@ -205,14 +206,6 @@ def run_child(root: Path, code: Path | None, mode: str, queries: int, trace: boo
     return result
 
 
-def _status(pid: int) -> dict[str, int]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            out[line.split(":")[0]] = int(line.split()[1]) * 1024
-    return out
-
-
 def _server_pid(parent: int) -> int:
     """The ``eventmem serve`` process the MCP client of this process started."""
     for entry in Path("/proc").iterdir():
@@ -254,10 +247,10 @@ def stdio_side(root: Path, code: Path | None, queries: int, seconds: int, env: d
                 readings = []
                 for _ in range(seconds):
                     await anyio.sleep(1.0)
-                    readings.append(_status(pid)["VmRSS"])
+                    readings.append(rss(pid)["VmRSS"])
                 out["rss_each_second"] = readings
                 out["rss"] = readings[-1]
-                out["rss_peak"] = _status(pid)["VmHWM"]
+                out["rss_peak"] = rss(pid)["VmHWM"]
         return out
 
     return anyio.run(drive)
