@@ -465,9 +465,8 @@ class Store:
         freed, so the process kept about 2.5 KB a memory more than one started from the snapshot (6.3
         against 3.8 at 100k; 4.5 after this, docs/serving-memory.md). Dropped first and loaded after,
         the new objects fill new arenas. Calls wait for the drop and the load (the lock is held: 0.43 s
-        measured at 100k memories). Nothing is done if
-        the fold changed since the snapshot (a write, another process's events): the next snapshot
-        tries again."""
+        measured at 100k memories). Nothing is done if the fold changed since the snapshot (a write,
+        another process's events): the next snapshot tries again."""
         if not self.save_snapshot():
             return False
         with self.lock:
@@ -483,7 +482,11 @@ class Store:
                 self.embedder.forget_words()
             gc.collect()
             give_back_freed_memory()
-            loaded = snapshots.load(self._new_derived(), self.journal, self.paths, self.embedder, map_vectors=True)
+            try:
+                loaded = snapshots.load(self._new_derived(), self.journal, self.paths, self.embedder, map_vectors=True)
+            except Exception:  # (the journal is the truth: folded again below)
+                log.exception("loading the snapshot just written failed")
+                loaded = None
             if loaded is None:  # (replaced by another process since, by one that does not match: unlikely)
                 log.warning("the snapshot just written could not be loaded: folding the journal again")
                 self._start_again_failed = True

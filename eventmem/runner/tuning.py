@@ -68,8 +68,8 @@ class Tuning:
     same scores and order as FTS5's (see :mod:`eventmem.projectors.postings`); ``EVENTMEM_POSTINGS_FROM``."""
     start_again_from: int = 20_000
     """A server that folded a journal of this many memories itself (a fresh clone, a deleted cache, a
-    rebuild) starts again from the snapshot it wrote once its threads are done: what it then holds is
-    what a start from that snapshot holds (see :meth:`~eventmem.runner.runner.Store.start_again`)."""
+    rebuild) starts again from the snapshot it wrote once its threads are done, so that it holds about
+    what a start from that snapshot holds (``Store._start_again``, docs/serving-memory.md)."""
     snapshot_every: int | None = None
     """Events folded between snapshots; ``None``: the configured count, and at least a tenth of the
     journal, so that snapshot writes stay a small share of the work as memory grows."""
