@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from eventmem.core.errors import JournalCorrupt
 from eventmem.core.events import SCOPES
-from eventmem.core.records import LinkRecord, MemoryRecord, MemoryRecords
+from eventmem.core.records import LinkRecord, MemoryRecord
 from eventmem.core.state import State
 from eventmem.journal.usage import UsageLog
 from eventmem.runner.derived import Derived
@@ -65,17 +65,8 @@ class ReadView:
         return self._derived.state.visible(memory_id)
 
     def visible_unkept(self, memory_id: str) -> MemoryRecord | None:
-        """:meth:`visible`, for a read of many memories: a record still encoded (after a snapshot load)
-        is decoded for the caller alone, not kept decoded in the fold (about 2 KB a memory, for as long
-        as the process runs). Read it, do not change it."""
-        memories = self._derived.state.memories
-        if not isinstance(memories, MemoryRecords):
-            return self.visible(memory_id)
-        held = memories.held(memory_id)
-        record = memories.read(memory_id, held) if held is not None else None
-        if record is None or not record.exists or record.status != "live":
-            return None
-        return record
+        """:meth:`visible`, for a read of many memories: not kept decoded (see :meth:`State.visible_unkept`)."""
+        return self._derived.state.visible_unkept(memory_id)
 
     def memories(self) -> Mapping[str, MemoryRecord]:
         """Every memory the fold knows, by id (decoded on access after a snapshot load)."""
