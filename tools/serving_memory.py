@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=60, help="--stdio: how long RSS is read after the calls")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.stdio and args.seconds < 1:
+        parser.error("--seconds: at least 1 (the settled RSS is the last reading)")
     if args.child is not None:
         print(json.dumps(child(args.child, args.queries, not args.no_trace)))
         return 0
