@@ -156,3 +156,33 @@ def test_many_new_numbers_in_one_batch_have_the_same_vectors_as_each_alone() -> 
     batch = HashingEmbedder().embed(texts)
     alone = HashingEmbedder()
     assert np.vstack([alone.embed([text]) for text in texts]).tobytes() == batch.tobytes()
+
+
+EARLIER_VERSIONS = {
+    (2, 384): (
+        "3098eb2c7dcf3c665a79b048131c6e64546c02dee17c3af473c3b78fc441d6c4",
+        "6884a80f97ced99de741a8a6e99d56fd536c2d78d9fe320a081dfca358160c67",
+    ),
+    (2, 96): (
+        "31940f9276a87ca3bae1391dd77d9aad8217e13f2af7d22033699f1668fd6284",
+        "57dc63b3df3a081a67be541d6e660c9ff295f3039ad49baee45dfd5473fab9b9",
+    ),
+    (3, 384): (
+        "b0610b2e1d4f78f25e9ee491bb41a970b244aa556c99301efb82cdc435016eec",
+        "a5e33b30e7041b81289e963f67d3cfb5221e67d8c5cecf6c560043b6225637b7",
+    ),
+    (3, 96): (
+        "e9fddb8ec2069d175db07530cdbce9b1dfdcb6eef49b074452654c660df76c33",
+        "3917912cb4a6057b7c59e21b69e29ebe3f2c959b56d116c4fd7b0be0f68d2e19",
+    ),
+}
+"""Versions 2 and 3 (a project's cache may still be keyed by them), computed on the code that held the
+word pieces' table as float32, before it was held as shipped (int8 codes and a scale a piece)."""
+
+
+@pytest.mark.parametrize(("version", "dim"), sorted(EARLIER_VERSIONS))
+def test_versions_2_and_3_vectors_are_bit_for_bit_those_of_the_float32_table(version: int, dim: int) -> None:
+    cases, random_texts = EARLIER_VERSIONS[(version, dim)]
+    embedder = HashingEmbedder(dim=dim, version=version)
+    assert digest(embedder.embed(CASES)) == cases
+    assert digest(embedder.embed(generated(200, seed=dim + version))) == random_texts

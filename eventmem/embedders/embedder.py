@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventmem.core.words import STOPWORDS, stem, tokens
-from eventmem.embedders.wordtable import WordTable, char_ngrams, expand, feature_code
+from eventmem.embedders.wordtable import PieceVectors, WordTable, char_ngrams, expand, feature_code
 
 __all__ = ["Embedder", "ForgetsWords", "HashingEmbedder", "Loadable", "normalize_rows", "semantic_dims", "tokens"]
 
@@ -285,7 +285,7 @@ class _Static:
 
     _lock = threading.Lock()
     _pieces: WordPiece | None = None
-    _tables: dict[int, npt.NDArray[np.float32]] = {}  # noqa: RUF012 (one per process, behind the lock)
+    _tables: dict[int, PieceVectors] = {}  # noqa: RUF012 (one per process, behind the lock)
 
     @classmethod
     def forget_pieces(cls) -> None:
@@ -294,14 +294,14 @@ class _Static:
             cls._pieces = None
 
     @classmethod
-    def get(cls, version: int) -> tuple[WordPiece, npt.NDArray[np.float32]]:
+    def get(cls, version: int) -> tuple[WordPiece, PieceVectors]:
         with cls._lock:
             if cls._pieces is None:
                 cls._pieces = WordPiece()
             table = cls._tables.get(version)
             if table is None:
                 with np.load(STATIC_FILES[version]) as data:
-                    table = (data["vectors"].astype(np.float32) * data["scale"][:, None]).astype(np.float32)
+                    table = PieceVectors(data["vectors"], data["scale"].astype(np.float32, copy=False))
                 cls._tables[version] = table
             return cls._pieces, table
 
@@ -400,7 +400,7 @@ class HashingEmbedder:
         for row, text in enumerate(texts):
             ids = pieces.content_ids(text)
             if ids:
-                vector = table[ids, : self._static_dim].sum(axis=0)
+                vector = np.ascontiguousarray(table.take(ids)[:, : self._static_dim]).sum(axis=0)
                 norm = float(np.linalg.norm(vector))
                 if norm > 0:
                     out[row] = vector / norm
@@ -424,9 +424,9 @@ class HashingEmbedder:
 
     def _new_table(self, hashed_dim: int) -> WordTable:
         if not self._static_dim:
-            return WordTable(hashed_dim, None, np.zeros((1, 0), np.float32))
+            return WordTable(hashed_dim, None, PieceVectors(np.zeros((1, 0), np.int8), np.zeros(1, np.float32)))
         pieces, table = _Static.get(self.version)
-        return WordTable(hashed_dim, pieces, np.ascontiguousarray(table[:, : self._static_dim]))
+        return WordTable(hashed_dim, pieces, table.narrowed(self._static_dim))
 
     def _looked_up(self, texts: list[str]) -> Vectors:
         """Version 4: the words' rows of the table, summed per text in numpy (see the module's doc)."""
@@ -504,7 +504,7 @@ class HashingEmbedder:
         if self._static_dim:
             pieces = table.piece[expand(table.piece_start[rows], table.piece_count[rows])]
             if len(pieces):
-                sums = np.add.reduceat(table.vectors.take(pieces, axis=0), _FIRST, axis=0)
+                sums = np.add.reduceat(table.vectors.take(pieces), _FIRST, axis=0)
                 out[:, hashed_dim:] = sums / _norms(sums) * self.STATIC_WEIGHTS[self.version]
         out /= _norms(out)
         return out
@@ -517,7 +517,7 @@ _EIGHT: Final = np.arange(8, dtype=np.int64)
 
 
 def _piece_sums(
-    table: Vectors, pieces: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    table: PieceVectors, pieces: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
 ) -> Vectors:
     """``np.add.reduceat(table[pieces], starts, axis=0)`` where each segment ends at the next's start, the same
     float32 sums: reduceat adds a segment's first row to the pairwise sum of the rest, column by column
@@ -525,7 +525,7 @@ def _piece_sums(
     8th value, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one). Done
     here for all segments at once, a block of 8 rows at a time, whole rows (reduceat walks a column at a
     time, which is slower); a segment of more than 129 rows by reduceat itself."""
-    count, dim = len(starts), table.shape[1]
+    count, dim = len(starts), table.dim
     rest = ends - starts - 1
     big = rest > _BLOCK
     blocks = np.where(big, 0, rest // 8)
@@ -536,11 +536,11 @@ def _piece_sums(
         order = with_blocks[np.argsort(-blocks[with_blocks], kind="stable")]
         size = blocks[order]
         first = starts[order] + 1
-        running = table.take(pieces[(first[:, None] + _EIGHT).ravel()], axis=0).reshape(len(order), 8, dim)
+        running = table.take(pieces[(first[:, None] + _EIGHT).ravel()]).reshape(len(order), 8, dim)
         for block in range(1, int(size[0])):
             active = int(np.count_nonzero(size > block))
             at = (first[:active, None] + (8 * block + _EIGHT)).ravel()
-            running[:active] += table.take(pieces[at], axis=0).reshape(active, 8, dim)
+            running[:active] += table.take(pieces[at]).reshape(active, 8, dim)
         r = running.transpose(1, 0, 2)
         total[order] = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
     after = starts + 1 + 8 * blocks
@@ -548,10 +548,10 @@ def _piece_sums(
         active_rows = np.flatnonzero(tail > step)
         if not len(active_rows):
             break
-        total[active_rows] += table.take(pieces[after[active_rows] + step], axis=0)
-    out: Vectors = table.take(pieces[starts], axis=0) + total
+        total[active_rows] += table.take(pieces[after[active_rows] + step])
+    out: Vectors = table.take(pieces[starts]) + total
     for i in np.flatnonzero(big).tolist():
-        out[i] = np.add.reduceat(table.take(pieces[starts[i] : ends[i]], axis=0), _FIRST, axis=0)[0]
+        out[i] = np.add.reduceat(table.take(pieces[starts[i] : ends[i]]), _FIRST, axis=0)[0]
     return out
 
 

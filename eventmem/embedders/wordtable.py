@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from eventmem.core.words import STOPWORDS, raw_token_words, stem
 
-__all__ = ["Pieces", "TableView", "WordTable", "char_ngrams", "expand", "feature_code"]
+__all__ = ["PieceVectors", "Pieces", "TableView", "WordTable", "char_ngrams", "expand", "feature_code"]
 
 
 class Pieces(Protocol):
@@ -31,6 +31,33 @@ class Pieces(Protocol):
 
     @property
     def content_word_ids(self) -> Callable[[str], tuple[int, ...]]: ...
+
+
+class PieceVectors:
+    """The word pieces' static vectors as shipped: int8 codes and a float32 scale a piece, a quarter of
+    the memory of the float32 table (3.9 MB instead of 15.6 for MiniLM's 30,522 pieces, in every
+    process that embeds). A row is made when taken, with the same float32 values as the whole table's
+    ``codes.astype(float32) * scale[:, None]`` (one float32 product an element, whenever it is made)."""
+
+    def __init__(self, codes: npt.NDArray[np.int8], scale: npt.NDArray[np.float32]) -> None:
+        self.codes = codes
+        self.scale = scale
+
+    @property
+    def dim(self) -> int:
+        return int(self.codes.shape[1])
+
+    def take(self, pieces: npt.NDArray[np.int64] | list[int]) -> npt.NDArray[np.float32]:
+        """The float32 rows of these pieces, in their order."""
+        rows = self.codes.take(pieces, axis=0).astype(np.float32)
+        rows *= self.scale.take(pieces)[:, None]
+        return rows
+
+    def narrowed(self, dim: int) -> PieceVectors:
+        """The first ``dim`` dimensions of every piece's vector."""
+        if dim == self.dim:
+            return self
+        return PieceVectors(np.ascontiguousarray(self.codes[:, :dim]), self.scale)
 
 
 @lru_cache(maxsize=65536)
@@ -166,7 +193,7 @@ class TableView(NamedTuple):
     piece_start: npt.NDArray[np.int64]
     piece_count: npt.NDArray[np.int64]
     piece: npt.NDArray[np.int64]
-    vectors: npt.NDArray[np.float32]
+    vectors: PieceVectors
     last_crc: npt.NDArray[np.int64]
     first_crc: npt.NDArray[np.int64]
     first_length: npt.NDArray[np.int64]
@@ -260,7 +287,7 @@ class WordTable:
 
     MAX_ROWS: Final = 200_000
 
-    def __init__(self, hashed_dim: int, pieces: Pieces | None, vectors: npt.NDArray[np.float32]) -> None:
+    def __init__(self, hashed_dim: int, pieces: Pieces | None, vectors: PieceVectors) -> None:
         self.hashed_dim = hashed_dim
         self.row_of: dict[str, int] = {}
         self.rows_added = 1
