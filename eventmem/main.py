@@ -135,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from eventmem.adapters.hooks.fastpath import main as run_hook
 
         return run_hook(arguments[1:])
+    from eventmem.runner.heap import limit_allocator_arenas
+
+    limit_allocator_arenas()  # (before any thread: a server's threads would each hold an arena of their own)
     if arguments == ["--version"]:  # (without loading every command's modules)
         from eventmem import __version__
 
