@@ -174,6 +174,38 @@ def test_postings_kept_in_the_snapshot_rank_after_a_restore_exactly_like_fts5() 
     assert answers(restored, QUERIES, allowed) == answers(fts5, QUERIES, allowed)
 
 
+def test_postings_read_back_from_a_snapshot_rank_like_fts5_through_removals_replacements_and_another_restore() -> None:
+    final = {r[0]: r for r in rows(31, 200)}
+    index = ranked_in_memory(fts5_only(sorted(final.values()))).copy()  # (its postings read back)
+    assert index.ranking is not None and index.ranking.wait(60) and index.ranking.ready() is not None
+    allowed = np.random.default_rng(5).random(260) < 0.6
+
+    def ranked_alike() -> bool:
+        fts5 = fts5_only(sorted(final.values()))
+        return answers(index, QUERIES, allowed) == answers(fts5, QUERIES, allowed) and [
+            index.holds(word) for word in HELD_OR_NOT
+        ] == [fts5.holds(word) for word in HELD_OR_NOT]
+
+    for step in range(6):
+        assert ranked_alike()
+        plain = [(slot, "", "", " ".join(FILLER[step:]), "") for slot in range(100 + step, 200, 13)]
+        index.upsert(plain)  # (rows kept under new texts that hold none of the asked words)
+        final.update((r[0], r) for r in plain)
+        assert ranked_alike()
+        gone = list(range(step, 200, 11))
+        index.remove(gone)
+        for slot in gone:
+            final.pop(slot, None)
+        assert ranked_alike()  # (removals alone: the words' groups of the read-back postings lose rows)
+        changed = [*rows(40 + step, 12, first=25 * step), *rows(50 + step, 3, first=200 + 10 * step)]
+        index.upsert(changed)
+        final.update((r[0], r) for r in changed)
+        if step == 2:  # (read back again: rows changed since the first restore, some of their words compacted)
+            index = index.copy()
+            assert index.ranking is not None and index.ranking.wait(60) and index.ranking.ready() is not None
+    assert len(postings_of(index)) == len(final)
+
+
 def postings_of(index: KeywordIndex) -> Postings:
     assert index.ranking is not None and index.ranking.wait(60)
     postings = index.ranking.ready()

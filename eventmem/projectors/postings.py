@@ -58,6 +58,8 @@ K1: Final = 1.2
 B: Final = 0.75
 _ENTRY = np.dtype([("slot", np.int32), ("version", np.int32), ("freq", np.float32)])
 """12 bytes a posting; a frequency is a sum of small whole weights, exact in float32."""
+_BASE_ENTRY = np.dtype([("slot", np.int32), ("freq", np.float32)])
+"""8 bytes a posting read back from a snapshot: their version is 0, so it is not held."""
 
 Row = tuple[int, str, str, str, str]
 """(slot, title, summary, content, tags)"""
@@ -90,8 +92,17 @@ class Postings:
 
     def __init__(self, tokens: Tokens) -> None:
         self.tokens = tokens
+        self._base = np.zeros(0, _BASE_ENTRY)
+        """The postings read back from a snapshot (:meth:`from_stored`), all of version 0, grouped by
+        stem number, each group in slot order: one array, no object a stem."""
+        self._base_at = np.zeros(1, np.int64)
+        """Where each stem number's group starts in :attr:`_base` (and, last, its length)."""
+        self._base_left = np.zeros(0, bool)
+        """Per stem number of the base, whether its group was moved into :attr:`_lists` (its postings
+        compacted there once a row holding it changed)."""
         self._lists: dict[int, list[npt.NDArray[np.void]]] = {}
-        """Per stem number, its postings: one array in slot order, and those added since."""
+        """Per stem number, its postings made or compacted since: one array in slot order, and those
+        added since."""
         self._version = np.zeros(0, np.int32)
         self._live = np.zeros(0, bool)
         self._sizes = np.zeros(0, np.float64)
@@ -108,12 +119,15 @@ class Postings:
     def stored(self) -> StoredPostings:
         """Every live posting, compacted, in a form to keep beside the index (see :meth:`from_stored`)."""
         stems, known, known_stems = self.tokens.numbered_stems()
-        parts = [(number, found) for number in sorted(self._lists) if (found := self._holders(number)) is not None]
+        numbers = sorted({*self._lists, *np.flatnonzero(np.diff(self._base_at)).tolist()})
+        parts = [(number, found) for number in numbers if (found := self._holders(number)) is not None]
         counts = np.zeros(len(stems), np.int64)
         for number, found in parts:
             counts[number] = len(found)
-        entries = np.concatenate([found for _, found in parts]) if parts else np.zeros(0, _ENTRY)
-        entries["version"] = 0  # (the versions start over with the postings read back)
+        entries = np.zeros(int(counts.sum()), _ENTRY)  # (the versions start over with the postings read back)
+        if parts:
+            slots = np.concatenate([found["slot"] for _, found in parts])
+            entries["slot"], entries["freq"] = slots, np.concatenate([found["freq"] for _, found in parts])
         return StoredPostings(
             stems="\n".join(stems),
             entries=entries.tobytes(),
@@ -157,9 +171,10 @@ class Postings:
             or ((np.diff(slots) <= 0) & (np.diff(group) == 0)).any()
         ):
             raise ValueError("a stored keyword posting is of no row, or out of order")
-        bounds = np.cumsum(counts)
-        for number in np.flatnonzero(counts).tolist():
-            postings._lists[number] = [entries[bounds[number] - counts[number] : bounds[number]]]
+        postings._base = np.empty(len(entries), _BASE_ENTRY)  # (a copy: the stored bytes are let go)
+        postings._base["slot"], postings._base["freq"] = slots, entries["freq"]
+        postings._base_at = np.concatenate(([0], np.cumsum(counts)))
+        postings._base_left = np.zeros(len(counts), bool)
         postings.rows = len(live)
         postings.total_tokens = int(sizes.sum())
         return postings
@@ -168,6 +183,7 @@ class Postings:
         """A copy that later changes of these postings leave as it is (the arrays of postings are
         shared: they are never changed in place), to encode in another thread (see :meth:`encoded`)."""
         copy = Postings(self.tokens)
+        copy._base, copy._base_at, copy._base_left = self._base, self._base_at, self._base_left.copy()
         copy._lists = {number: list(parts) for number, parts in self._lists.items()}
         copy._version, copy._live, copy._sizes = self._version.copy(), self._live.copy(), self._sizes.copy()
         copy.rows, copy.total_tokens = self.rows, self.total_tokens
@@ -192,7 +208,9 @@ class Postings:
 
     def entries(self) -> int:
         """Postings held (live or void, until compacted)."""
-        return sum(len(part) for parts in self._lists.values() for part in parts)
+        sizes = np.diff(self._base_at)
+        in_base = int(sizes[~self._base_left].sum()) if len(sizes) else 0
+        return in_base + sum(len(part) for parts in self._lists.values() for part in parts)
 
     def _grow(self, top: int) -> None:
         if top >= len(self._live):
@@ -249,21 +267,38 @@ class Postings:
             self._lists.setdefault(number, []).append(part)
 
     def _holders(self, token: int) -> npt.NDArray[np.void] | None:
-        """The live postings of ``token`` (compacted into one array, in slot order, as a side effect)."""
+        """The live postings of ``token``, in slot order (with fields ``slot`` and ``freq``): its group of
+        the base, as it lies while every row holding it is unchanged; else compacted with those added
+        since into one array of :attr:`_lists` (as a side effect)."""
         parts = self._lists.get(token)
+        base = None
+        if 0 <= token < len(self._base_left) and not self._base_left[token]:
+            start, end = self._base_at[token], self._base_at[token + 1]
+            base = self._base[start:end] if end > start else None
+        if base is not None:
+            if not parts:
+                if self._checked.get(token) == self._removals:
+                    return base  # (nothing was removed since they were found live)
+                if (self._live[base["slot"]] & (self._version[base["slot"]] == 0)).all():
+                    self._checked[token] = self._removals
+                    return base
+            moved = np.zeros(len(base), _ENTRY)  # (of version 0, as the base's)
+            moved["slot"], moved["freq"] = base["slot"], base["freq"]
+            parts = [moved, *(parts or [])]
+            self._base_left[token] = True
         if not parts:
             return None
-        if len(parts) == 1 and self._checked.get(token) == self._removals:
+        if len(parts) == 1 and self._checked.get(token) == self._removals and base is None:
             return parts[0]  # (nothing was removed since they were found live)
         entries = parts[0] if len(parts) == 1 else np.concatenate(parts)
         valid = self._live[entries["slot"]] & (self._version[entries["slot"]] == entries["version"])
-        if len(parts) > 1 or not valid.all():
+        if len(parts) > 1 or base is not None or not valid.all():
             entries = entries[valid]
             entries = entries[np.argsort(entries["slot"], kind="stable")]
             if len(entries):
                 self._lists[token] = [entries]
             else:
-                del self._lists[token]
+                self._lists.pop(token, None)
                 return None
         self._checked[token] = self._removals
         return entries
