@@ -21,7 +21,6 @@ from eventmem.embedders.embedder import Embedder, HashingEmbedder
 from eventmem.journal.config import Config, load_settings
 from eventmem.journal.project import ProjectPaths, RootChoice, global_root
 from eventmem.runner.embedding import Progress
-from eventmem.runner.heap import give_back_freed_memory
 from eventmem.runner.runner import Store
 from eventmem.runner.tuning import Tuning
 from eventmem.service.access import Accesses
@@ -235,13 +234,6 @@ class MemoryService(Part, Reads):
     def drain_changes(self) -> tuple[bool, set[str]]:
         """What changed in the project memory since the last call: (everything?, memory ids)."""
         return self.project.drain_changes()
-
-    def give_back_memory(self) -> None:
-        """Return the allocator's free pages to the system, after work outside a call that made and
-        freed many objects (a server's render of the ``.ai`` view reads every memory of its sections:
-        at 100k memories it left 40-50 MB that nothing else gave back; see
-        ``docs/serving-memory.md``, "The view's render given back"). A few ms per 100 MB."""
-        give_back_freed_memory()
 
     def hold_writes(self) -> None:
         """Wait for the writes in progress, and let no other start (for an exit between writes)."""

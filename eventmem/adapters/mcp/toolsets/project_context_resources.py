@@ -54,7 +54,6 @@ def view_updates(app: App, everything: bool, changed: set[str]) -> set[str]:
         if app.announced is None and not any(context.sections().values()):
             return set()  # no project context in this memory: nothing to render or announce
         view = context.render_view()
-        service.give_back_memory()  # (the sections' read freed as much as it made: in this thread, after the call)
         notified = app.announced = {} if app.announced is None else app.announced
         uris: set[str] = set()
         for name, text in view["files"].items():
