@@ -319,8 +319,10 @@ class EmbeddingQueue:
                     if self._stop.is_set() or not self._pending:
                         # decided under the lock: a backlog added after this starts a new worker
                         self._worker = None
-                        self._done.notify_all()
                         finished = done > 0 and not self._pending and not self._stop.is_set()
+                        if finished:  # (said before the waiters go on: what they start is logged after it)
+                            log.info("embedded %d memories with %s: every vector is in", done, self.embedder.model_id)
+                        self._done.notify_all()
                         self._replacing = self._replacing and not finished
                         break
                     generation = self._generation
@@ -359,5 +361,4 @@ class EmbeddingQueue:
                 self._done.notify_all()
             return
         if finished:
-            log.info("embedded %d memories with %s: every vector is in", done, self.embedder.model_id)
             self._on_done()
