@@ -13,7 +13,6 @@ pages that a few live blocks keep. :func:`limit_allocator_arenas` keeps them to 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import threading
@@ -28,23 +27,29 @@ ARENAS = 2
 _M_ARENA_MAX = -8
 """glibc's ``mallopt`` parameter for the most arenas (``malloc.h``)."""
 
-_LIBC: Any = None
+_TRIM: Any = None
 _LOADED = threading.Lock()
 
 
+def _c_function(name: str, argtypes: list[Any]) -> Any:
+    """The C library's function ``name`` (taking ``argtypes``, returning an int), or ``None`` where it
+    has none. Looked up among the program's own symbols, which hold the C library's: no search."""
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes, function.restype = argtypes, ctypes.c_int
+    return function
+
+
 def _trim() -> Any:
-    global _LIBC
+    global _TRIM
     with _LOADED:
-        if _LIBC is None:
-            _LIBC = False
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                trim = libc.malloc_trim
-                trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-                _LIBC = trim
-            except (OSError, AttributeError):
+        if _TRIM is None:
+            _TRIM = _c_function("malloc_trim", [ctypes.c_size_t]) or False
+            if not _TRIM:
                 log.debug("no malloc_trim in this C library: freed memory stays with the allocator")
-        return _LIBC
+        return _TRIM
 
 
 def give_back_freed_memory() -> None:
@@ -61,9 +66,5 @@ def limit_allocator_arenas(environ: dict[str, str] | None = None) -> bool:
     limit was set here."""
     if "MALLOC_ARENA_MAX" in (os.environ if environ is None else environ):
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # (the program's own symbols: the C library's, no search)
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, ARENAS))
+    mallopt = _c_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, ARENAS))
