@@ -1,7 +1,7 @@
 """An eventmem process keeps glibc's allocator to two arenas (``eventmem.runner.heap``): a server's
 threads each held pages of an arena of their own after a build (measured in ``docs/serving-memory.md``,
-"The allocator's arenas"). Counted by glibc's own report (``malloc_info``) in a fresh process whose
-threads allocate at once."""
+"The allocator's arenas, the word pieces' table, the postings read back"). Counted by glibc's own
+report (``malloc_info``) in a fresh process whose threads allocate at once."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ catch-up (millions of short-lived objects) a process holds hundreds of MB it no 
 It also gives each thread that allocates an arena of its own, up to eight a core: a server's threads
 (the calls' workers, the vectors, the keyword postings, the snapshot) each leave their arena holding
 pages that a few live blocks keep. :func:`limit_allocator_arenas` keeps them to two (measured in
-``docs/serving-memory.md``, "The allocator's arenas").
+``docs/serving-memory.md``, "The allocator's arenas, the word pieces' table, the postings read back").
 """
 
 from __future__ import annotations
