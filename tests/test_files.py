@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from eventmem.journal.files import atomic_replace, atomic_write
+from eventmem.journal.files import Replacement, atomic_replace, atomic_write
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -35,3 +36,30 @@ def test_a_writer_that_writes_by_name_is_replaced_in_one_step(tmp_path: Path) ->
     path = tmp_path / "index.bin"
     atomic_replace(path, lambda tmp: tmp.write_bytes(b"by name"), durable=False)
     assert path.read_bytes() == b"by name"
+
+
+def test_a_replacement_written_in_pieces_is_hashed_and_put_in_place_only_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "ai" / "decisions.md"
+    atomic_write(path, b"old")
+    with Replacement(path) as new:
+        new.write(b"first piece, ")
+        new.write(b"second piece")
+        assert new.sha256 == hashlib.sha256(b"first piece, second piece").hexdigest()
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["decisions.md"]
+
+    with Replacement(path) as new:
+        new.write(b"new")
+        new.replace(durable=False)
+    assert path.read_bytes() == b"new"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["decisions.md"]
+
+
+def test_a_replacement_that_fails_half_way_leaves_the_old_file_whole_and_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "ai" / "decisions.md"
+    atomic_write(path, b"old")
+    with pytest.raises(OSError, match="No space"), Replacement(path) as new:
+        new.write(b"half of a new")
+        raise OSError(28, "No space left on device")
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["decisions.md"]

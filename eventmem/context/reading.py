@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 from eventmem.context.optimization import Plan, plan_optimization
 from eventmem.context.views import live_ids
@@ -11,6 +11,7 @@ from eventmem.core.errors import InvalidInput
 from eventmem.core.sections import SECTIONS, Entry, Section, section_named
 
 if TYPE_CHECKING:
+    from eventmem.core.records import MemoryRecord
     from eventmem.service import MemoryService
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "SINGLETON_IDS",
     "ContextReader",
     "Mode",
+    "SectionOrder",
     "is_section_memory",
     "section_of",
 ]
@@ -41,6 +43,34 @@ def section_of(name: str) -> Section:
         names = ", ".join(s.key for s in SECTIONS)
         raise InvalidInput(f"unknown section {name!r}; choose one of: {names}")
     return section
+
+
+class SectionOrder(NamedTuple):
+    """A section's entries by id, in the order they are rendered, and whether any has a title."""
+
+    ids: list[str]
+    titled: bool
+
+
+def _section_of(record: MemoryRecord) -> Section | None:
+    """The section a live memory is an entry of: a singleton's by its well-known id, a list's by kind."""
+    singleton = SINGLETON_IDS.get(record.id)
+    section = singleton or LIST_KINDS.get(record.kind)
+    if section is None or (section.singleton and singleton is None):
+        return None
+    return section
+
+
+def _entry(section: Section, record: MemoryRecord) -> Entry:
+    return Entry(
+        id=record.id,
+        title=record.title if not section.singleton else "",
+        content=record.content,
+        summary=record.summary,
+        created_at=record.created_at,
+        updated_at=record.updated_at or record.created_at,
+        updated_by=record.updated_by,
+    )
 
 
 def is_section_memory(memory_id: str, kind: str) -> bool:
@@ -65,32 +95,65 @@ class ContextReader:
 
         The store's lock is taken a batch of memories at a time, so that a large project's view is
         read without holding up the calls that come in meanwhile."""
-        self.store.catch_up()
         out: dict[str, list[tuple[str, Entry]]] = {section.key: [] for section in SECTIONS}
+        for batch in self._section_records():
+            for section, record in batch:
+                out[section.key].append((record.created_stamp, _entry(section, record)))
+        return {key: [entry for _, entry in sorted(items, key=lambda item: item[0])] for key, items in out.items()}
+
+    def order(self) -> dict[str, SectionOrder]:
+        """Each section's entries as :meth:`sections` orders them, by id, and whether one has a title:
+        what a render of one entry at a time needs (:meth:`entries_of`), without the entries' texts
+        (a large project's decisions are tens of megabytes, decoded)."""
+        out: dict[str, list[tuple[str, str]]] = {section.key: [] for section in SECTIONS}
+        titled: set[str] = set()
+        for batch in self._section_records():
+            for section, record in batch:
+                out[section.key].append((record.created_stamp, record.id))
+                if record.title and not section.singleton:
+                    titled.add(section.key)
+        return {
+            key: SectionOrder([memory_id for _, memory_id in sorted(items, key=lambda item: item[0])], key in titled)
+            for key, items in out.items()
+        }
+
+    def entries_of(self, section: Section, memory_ids: Sequence[str]) -> Iterator[Entry]:
+        """The entries of ``section`` among ``memory_ids``, in their order, read a batch at a time
+        (the lock is not held between batches). A memory deleted, or moved out of the section, since
+        the ids were read is left out."""
+        store = self.store
+        for start in range(0, len(memory_ids), _SCAN_BATCH):
+            with store.read() as view:
+                batch = [
+                    _entry(section, record)
+                    for memory_id in memory_ids[start : start + _SCAN_BATCH]
+                    if (record := view.visible_unkept(memory_id)) is not None and _section_of(record) is section
+                ]
+            yield from batch
+
+    def has_entries(self) -> bool:
+        """Whether any section holds an entry: read from the filter columns, no memory decoded."""
+        self.store.catch_up()
+        with self.store.read() as view:
+            return bool(live_ids(view, kinds=LIST_KINDS, ids=SINGLETON_IDS))
+
+    def _section_records(self) -> Iterator[list[tuple[Section, MemoryRecord]]]:
+        """The live memories of the sections, with their section, a batch at a time: the store's lock
+        is held while a batch is read, not between batches. Each record is decoded for this read
+        alone (not kept decoded)."""
+        self.store.catch_up()
         store = self.store
         with store.read() as view:  # picked from the columns: only these memories are read (and decoded)
             candidates = live_ids(view, kinds=LIST_KINDS, ids=SINGLETON_IDS)
         for start in range(0, len(candidates), _SCAN_BATCH):
             with store.read() as view:
-                for memory_id in candidates[start : start + _SCAN_BATCH]:
-                    record = view.visible_unkept(memory_id)  # (read once: every decision, convention...)
-                    if record is None:
-                        continue
-                    singleton = SINGLETON_IDS.get(record.id)
-                    section = singleton or LIST_KINDS.get(record.kind)
-                    if section is None or (section.singleton and singleton is None):
-                        continue
-                    entry = Entry(
-                        id=record.id,
-                        title=record.title if not section.singleton else "",
-                        content=record.content,
-                        summary=record.summary,
-                        created_at=record.created_at,
-                        updated_at=record.updated_at or record.created_at,
-                        updated_by=record.updated_by,
-                    )
-                    out[section.key].append((record.created_stamp, entry))
-        return {key: [entry for _, entry in sorted(items, key=lambda item: item[0])] for key, items in out.items()}
+                batch = [
+                    (section, record)
+                    for memory_id in candidates[start : start + _SCAN_BATCH]
+                    if (record := view.visible_unkept(memory_id)) is not None
+                    and (section := _section_of(record)) is not None
+                ]
+            yield batch
 
     def touches(self, memory_ids: Iterable[str]) -> bool:
         """Whether any of these memories is (or was) an entry of a section: the view may have changed."""

@@ -4,7 +4,7 @@ briefed. Pure functions: no IO here."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from eventmem.core.sections import Entry, Section
@@ -16,6 +16,7 @@ __all__ = [
     "render_entry",
     "render_section",
     "section_bytes",
+    "section_pieces",
     "strip_comments",
     "summarize_section",
 ]
@@ -92,20 +93,31 @@ def render_entry(entry: Entry, *, heading: bool) -> str:
 def render_section(section: Section, entries: Sequence[Entry]) -> str:
     """The section's markdown file. A list section whose entries all lack a title is a bullet list;
     once one has a title, every entry is a ``##`` block (so a re-import splits them the same way)."""
+    return "".join(section_pieces(section, entries, titled=any(entry.title for entry in entries)))
+
+
+def section_pieces(section: Section, entries: Iterable[Entry], *, titled: bool) -> Iterator[str]:
+    """:func:`render_section` in pieces, an entry at a time, for a file too large to hold whole:
+    ``titled`` says whether any of ``entries`` has a title (the file's form depends on it)."""
     head = f"# {section.title}\n"
     if section.singleton:
-        content = entries[0].content.strip() if entries else ""
+        first = next(iter(entries), None)
+        content = first.content.strip() if first is not None else ""
         if not content:
-            return f"{head}\n{placeholder_text(section)}\n"
-        if content.startswith("# "):
-            return content + "\n"
-        return f"{head}\n{content}\n"
-    if not entries:
-        return f"{head}\n{placeholder_text(section)}\n"
-    heading = any(entry.title for entry in entries)
-    if heading:
-        return head + "".join("\n" + render_entry(entry, heading=True) for entry in entries)
-    return head + "\n" + "".join(render_entry(entry, heading=False) for entry in entries)
+            yield f"{head}\n{placeholder_text(section)}\n"
+        elif content.startswith("# "):
+            yield content + "\n"
+        else:
+            yield f"{head}\n{content}\n"
+        return
+    empty = True
+    for entry in entries:
+        if empty:
+            yield head if titled else head + "\n"
+            empty = False
+        yield "\n" + render_entry(entry, heading=True) if titled else render_entry(entry, heading=False)
+    if empty:
+        yield f"{head}\n{placeholder_text(section)}\n"
 
 
 def section_bytes(section: Section, entries: Sequence[Entry]) -> int:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from eventmem.context.reading import ContextReader
-from eventmem.context.render import render_section
+from eventmem.context.reading import ContextReader, SectionOrder
+from eventmem.context.render import render_section, section_pieces
 from eventmem.core.errors import InvalidInput
 from eventmem.core.sections import SECTIONS, Entry, Section
-from eventmem.journal.files import FileLock, atomic_write
+from eventmem.journal.files import FileLock, Replacement, atomic_write
 
 if TYPE_CHECKING:
     from eventmem.service import MemoryService
@@ -25,8 +25,32 @@ log = logging.getLogger("eventmem.project_context")
 VIEW_MEMO: Final = "ai-view.json"
 
 
+_PIECE: Final = 1 << 16
+"""About how many characters of a file are rendered before they are written out."""
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha(path: Path) -> str | None:
+    """The hex SHA-256 of the file at ``path``, read a piece at a time; ``None``: there is none."""
+    try:
+        with path.open("rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _holds(path: Path, needle: bytes) -> bool:
+    """Whether the file at ``path`` holds ``needle``, read a piece at a time."""
+    tail = b""
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            if needle in tail + chunk[: len(needle)] or needle in chunk:
+                return True
+            tail = chunk[-(len(needle) - 1) :]
+    return False
 
 
 class ContextView(ContextReader):
@@ -65,54 +89,73 @@ class ContextView(ContextReader):
             return str(path)
 
     def render_view(self) -> dict[str, Any]:
-        """Write the eight files (atomically, only those that changed). In a tracked folder a file
-        that someone edited since eventmem wrote it is left alone and reported in ``skipped``
-        (``eventmem import pmp`` takes the edit in); a file with merge-conflict markers is replaced.
+        """Write the eight files (atomically, only those that changed); ``sha256`` holds each file's
+        hash as rendered. In a tracked folder a file that someone edited since eventmem wrote it is
+        left alone and reported in ``skipped`` (``eventmem import pmp`` takes the edit in); a file with
+        merge-conflict markers is replaced.
+
+        Each file is rendered an entry at a time into a temp file beside it, hashed as it is written,
+        and compared with the file by hash: a project's decisions can make a file of tens of
+        megabytes, which a server rendering it after every change would otherwise hold whole three or
+        four times over, and keep much of as allocator slack afterwards.
 
         The journal is folded under the view's lock, so of two processes (or threads) rendering at
         once the later one writes what the later journal says: a view is never left older than it."""
         directory = self.view_dir()
         if not self.paths.journal_dir.is_dir():  # nothing saved yet: leave the project untouched
             texts = self._texts(self.sections())
-            return {"dir": self.relative(directory), "written": [], "skipped": [], "files": texts}
+            hashes = {name: _sha(text.encode("utf-8")) for name, text in texts.items()}
+            return {"dir": self.relative(directory), "written": [], "skipped": [], "sha256": hashes}
         written: list[str] = []
         skipped: list[str] = []
+        hashes = {}
         self.paths.cache_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
-            texts = self._texts(self.sections())
+            order = self.order()
             memo = self._load_memo() if self.view_tracked else {}
             before = dict(memo)
-            for name, text in texts.items():
+            for section in SECTIONS:
+                name = section.file
                 path = self.paths.inside(directory / name)
-                data = text.encode("utf-8")
-                try:
-                    current: bytes | None = path.read_bytes()
-                except FileNotFoundError:
-                    current = None
-                if current == data:
-                    memo[name] = _sha(data)
-                    continue
-                if (
-                    self.view_tracked
-                    and current is not None
-                    and memo.get(name) != _sha(current)
-                    and b"<<<<<<< " not in current
-                ):
-                    skipped.append(name)
-                    continue
-                atomic_write(path, data, durable=False)
-                memo[name] = _sha(data)
+                with Replacement(path) as new:
+                    for piece in self._pieces(section, order[section.key]):
+                        new.write(piece)
+                    hashes[name] = rendered = new.sha256
+                    current = _file_sha(path)
+                    if current == rendered:
+                        memo[name] = rendered
+                        continue
+                    if (
+                        self.view_tracked
+                        and current is not None
+                        and memo.get(name) != current
+                        and not _holds(path, b"<<<<<<< ")
+                    ):
+                        skipped.append(name)
+                        continue
+                    new.replace(durable=False)
+                memo[name] = rendered
                 written.append(name)
             if self.view_tracked and memo != before:
                 self._save_memo(memo)
         if skipped:
             log.warning("left %s alone: edited by hand (run `eventmem import pmp` to take the edits in)", skipped)
-        return {
-            "dir": self.relative(directory),
-            "written": written,
-            "skipped": skipped,
-            "files": texts,
-        }
+        return {"dir": self.relative(directory), "written": written, "skipped": skipped, "sha256": hashes}
+
+    def _pieces(self, section: Section, order: SectionOrder) -> Iterator[bytes]:
+        """``section``'s file, encoded, a batch of entries at a time."""
+        entries = self.entries_of(section, order.ids)
+        pending: list[str] = []
+        size = 0
+        for piece in section_pieces(section, entries, titled=order.titled):
+            pending.append(piece)
+            size += len(piece)
+            if size >= _PIECE:
+                yield "".join(pending).encode("utf-8")
+                pending.clear()
+                size = 0
+        if pending:
+            yield "".join(pending).encode("utf-8")
 
     @staticmethod
     def _texts(sections: Mapping[str, Sequence[Entry]]) -> dict[str, str]:
@@ -164,13 +207,19 @@ class ContextView(ContextReader):
         with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
             memo = self._load_memo()
             before = dict(memo)
-            for name, text in self._texts(self.sections()).items():
-                data = text.encode("utf-8")
+            order = self.order()
+            for section in SECTIONS:
                 try:
-                    if (directory / name).read_bytes() == data:
-                        memo[name] = _sha(data)
+                    current = _file_sha(directory / section.file)
                 except OSError:
                     continue
+                if current is None:
+                    continue
+                rendered = hashlib.sha256()
+                for piece in self._pieces(section, order[section.key]):
+                    rendered.update(piece)
+                if rendered.hexdigest() == current:
+                    memo[section.file] = current
             if memo != before:
                 self._save_memo(memo)
 

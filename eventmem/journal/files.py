@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import stat
@@ -21,12 +22,14 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, Literal
+from types import TracebackType
+from typing import Final, Literal, Self
 
 from eventmem.core.errors import UnsafePath
 
 __all__ = [
     "FileLock",
+    "Replacement",
     "atomic_replace",
     "atomic_write",
     "check_inside",
@@ -295,6 +298,52 @@ def _replace(path: Path, data: bytes | memoryview, write: Callable[[Path], objec
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+class Replacement:
+    """A new version of ``path`` written in pieces into a temp file beside it (named as
+    :func:`atomic_write` names its own), hashed as it is written: :meth:`replace` puts it at ``path``
+    (readers see the old file or the new one), and it is removed when the ``with`` block ends
+    otherwise. For files compared and replaced without being held whole in memory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        make_dirs(path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        self._temp = Path(name)
+        self._file = os.fdopen(fd, "wb", buffering=1 << 16)
+        self._sha256 = hashlib.sha256()
+        self._placed = False
+
+    def write(self, data: bytes) -> None:
+        self._sha256.update(data)
+        self._file.write(data)
+
+    @property
+    def sha256(self) -> str:
+        """The hex SHA-256 of what was written so far."""
+        return self._sha256.hexdigest()
+
+    def replace(self, *, durable: bool = True) -> None:
+        self._file.flush()
+        if durable:
+            os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self._temp, self.path)
+        self._placed = True
+        if durable:
+            fsync_dir(self.path.parent)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._file.close()
+        if not self._placed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._temp)
 
 
 class FileLock:

@@ -36,7 +36,7 @@ def render_view(service: Any, wrote: Any = None) -> None:
         return
     try:
         context = ProjectContext(service, by="cli")
-        if wrote is None and not any(context.sections().values()) and not context.view_dir().is_dir():
+        if wrote is None and not context.has_entries() and not context.view_dir().is_dir():
             return  # no project context, and no view that could be stale
         context.render_view()
     except InvalidInput as exc:

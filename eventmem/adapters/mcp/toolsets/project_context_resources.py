@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 from mcp.server import MCPServer
@@ -51,13 +50,12 @@ def view_updates(app: App, everything: bool, changed: set[str]) -> set[str]:
         if not everything and not ContextReader(service).touches(changed):
             return set()
         context = ProjectContext(service)
-        if app.announced is None and not any(context.sections().values()):
+        if app.announced is None and not context.has_entries():
             return set()  # no project context in this memory: nothing to render or announce
         view = context.render_view()
         notified = app.announced = {} if app.announced is None else app.announced
         uris: set[str] = set()
-        for name, text in view["files"].items():
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        for name, digest in view["sha256"].items():
             if notified.get(name) != digest:
                 notified[name] = digest
                 uris.add(AI_URI.format(file=name))
