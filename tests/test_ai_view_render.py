@@ -9,10 +9,12 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from eventmem.context.project_context import ProjectContext
 from eventmem.context.render import render_section
+from eventmem.core.records import MemoryRecord, MemoryRecords, RecordHead
 from eventmem.core.sections import SECTIONS
 from eventmem.journal.project import RootChoice
 from eventmem.service import MemoryService, open_service
@@ -67,6 +69,55 @@ def test_a_view_of_many_entries_is_written_as_its_whole_sections_render_and_only
     assert again["written"] == ["decisions.md"]
     assert files(project)["decisions.md"].count(b"\n## ") == 699
     assert sorted(files(project)) == sorted(rendered)  # no temp file left beside them
+
+
+def test_a_server_started_from_its_snapshot_renders_the_view_its_fold_rendered(project: Path) -> None:
+    """Its records are still encoded: the view is ordered by their ids, types, titles and creation
+    alone, and each entry decoded as it is written."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EVENTMEM_RENDER_AI_DIR", ".ai")
+        first = open_service(RootChoice(project, "test"))
+        saved = first.save_batch(decisions(600, words=4), by="test")
+        first.save_batch([BatchItem(content=f"[ ] step {n}", kind="todo") for n in range(50)], by="test")
+        ProjectContext(first).update_current_task("Stream the view.")
+        rendered = ProjectContext(first).render_view()
+        before = files(project)
+        assert first.project.save_snapshot()
+        first.close()
+
+        again = open_service(RootChoice(project, "test"))
+        try:
+            context = ProjectContext(again)
+            assert context.render_view() == rendered | {"written": []}
+            assert files(project) == before
+            again.delete(saved[0].memory.id, by="test")
+            assert context.render_view()["written"] == ["decisions.md"]
+            sections = context.sections()
+            whole = {s.file: render_section(s, sections[s.key]).encode("utf-8") for s in SECTIONS}
+            assert files(project) == whole and whole["decisions.md"].count(b"\n## ") == 599
+        finally:
+            again.close()
+
+
+def test_a_record_head_reads_the_fields_of_an_encoded_record_and_their_defaults() -> None:
+    full = MemoryRecord(
+        id="m1",
+        exists=True,
+        kind="decision",
+        title="Pool size",
+        content="Twenty connections. " * 100,
+        created_stamp="0000000000001-0000-aaaa",
+        deleted_stamp="0000000000003-0000-aaaa",
+        restored_stamp="0000000000004-0000-aaaa",
+    )
+    for record in (full, MemoryRecord(id="m1")):
+        encoded = msgspec.Raw(msgspec.msgpack.encode(record))
+        head = MemoryRecords({"m1": encoded}).read_head("m1", encoded)
+        assert isinstance(head, RecordHead)
+        assert {name: getattr(head, name) for name in RecordHead.__struct_fields__} == {
+            name: getattr(record, name) for name in RecordHead.__struct_fields__
+        }
+        assert head.status == record.status
 
 
 def test_a_hand_edited_file_is_left_alone_unless_it_holds_merge_conflict_markers_anywhere(

@@ -11,7 +11,7 @@ from eventmem.core.errors import InvalidInput
 from eventmem.core.sections import SECTIONS, Entry, Section, section_named
 
 if TYPE_CHECKING:
-    from eventmem.core.records import MemoryRecord
+    from eventmem.core.records import MemoryRecord, RecordHead
     from eventmem.service import MemoryService
 
 __all__ = [
@@ -52,7 +52,7 @@ class SectionOrder(NamedTuple):
     titled: bool
 
 
-def _section_of(record: MemoryRecord) -> Section | None:
+def _section_of(record: MemoryRecord | RecordHead) -> Section | None:
     """The section a live memory is an entry of: a singleton's by its well-known id, a list's by kind."""
     singleton = SINGLETON_IDS.get(record.id)
     section = singleton or LIST_KINDS.get(record.kind)
@@ -103,15 +103,22 @@ class ContextReader:
 
     def order(self) -> dict[str, SectionOrder]:
         """Each section's entries as :meth:`sections` orders them, by id, and whether one has a title:
-        what a render of one entry at a time needs (:meth:`entries_of`), without the entries' texts
-        (a large project's decisions are tens of megabytes, decoded)."""
+        what a render of one entry at a time needs (:meth:`entries_of`). Records still encoded are
+        read for their id, type, title and creation alone (a large project's decisions are tens of
+        megabytes of text, decoded)."""
+        self.store.catch_up()
         out: dict[str, list[tuple[str, str]]] = {section.key: [] for section in SECTIONS}
         titled: set[str] = set()
-        for batch in self._section_records():
-            for section, record in batch:
-                out[section.key].append((record.created_stamp, record.id))
-                if record.title and not section.singleton:
-                    titled.add(section.key)
+        for batch in self._candidates():
+            with self.store.read() as view:
+                for memory_id in batch:
+                    head = view.visible_head(memory_id)
+                    section = _section_of(head) if head is not None else None
+                    if head is None or section is None:
+                        continue
+                    out[section.key].append((head.created_stamp, head.id))
+                    if head.title and not section.singleton:
+                        titled.add(section.key)
         return {
             key: SectionOrder([memory_id for _, memory_id in sorted(items, key=lambda item: item[0])], key in titled)
             for key, items in out.items()
@@ -137,19 +144,25 @@ class ContextReader:
         with self.store.read() as view:
             return bool(live_ids(view, kinds=LIST_KINDS, ids=SINGLETON_IDS))
 
-    def _section_records(self) -> Iterator[list[tuple[Section, MemoryRecord]]]:
-        """The live memories of the sections, with their section, a batch at a time: the store's lock
-        is held while a batch is read, not between batches. Each record is decoded for this read
-        alone (not kept decoded)."""
-        self.store.catch_up()
-        store = self.store
-        with store.read() as view:  # picked from the columns: only these memories are read (and decoded)
+    def _candidates(self) -> Iterator[list[str]]:
+        """The ids of the live memories of the sections' types and ids, a batch at a time; picked from
+        the filter columns (no memory decoded). The store's lock is held while a batch is read, not
+        between batches, so that a large project's view is read without holding up the calls that
+        come in meanwhile."""
+        with self.store.read() as view:
             candidates = live_ids(view, kinds=LIST_KINDS, ids=SINGLETON_IDS)
         for start in range(0, len(candidates), _SCAN_BATCH):
-            with store.read() as view:
+            yield candidates[start : start + _SCAN_BATCH]
+
+    def _section_records(self) -> Iterator[list[tuple[Section, MemoryRecord]]]:
+        """The live memories of the sections, with their section, a batch at a time, each record
+        decoded for this read alone (not kept decoded)."""
+        self.store.catch_up()
+        for candidates in self._candidates():
+            with self.store.read() as view:
                 batch = [
                     (section, record)
-                    for memory_id in candidates[start : start + _SCAN_BATCH]
+                    for memory_id in candidates
                     if (record := view.visible_unkept(memory_id)) is not None
                     and (section := _section_of(record)) is not None
                 ]

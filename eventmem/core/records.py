@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -14,7 +14,7 @@ from eventmem.core.stamps import id_of, ts_of
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
-__all__ = ["REGISTERS", "LinkRecord", "MemoryRecord", "MemoryRecords", "Status"]
+__all__ = ["REGISTERS", "LinkRecord", "MemoryRecord", "MemoryRecords", "RecordHead", "Status"]
 
 Status = Literal["live", "deleted", "expired"]
 REGISTERS = (
@@ -72,10 +72,7 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
 
     @property
     def status(self) -> Status:
-        tomb = max(self.deleted_stamp, self.expired_stamp)
-        if not tomb or tomb <= self.restored_stamp:
-            return "live"
-        return "deleted" if self.deleted_stamp >= self.expired_stamp else "expired"
+        return _status(self.deleted_stamp, self.expired_stamp, self.restored_stamp)
 
     @property
     def head_stamp(self) -> str:
@@ -112,7 +109,35 @@ class MemoryRecord(msgspec.Struct, kw_only=True, gc=False):
         return True
 
 
+def _status(deleted_stamp: str, expired_stamp: str, restored_stamp: str) -> Status:
+    tomb = max(deleted_stamp, expired_stamp)
+    if not tomb or tomb <= restored_stamp:
+        return "live"
+    return "deleted" if deleted_stamp >= expired_stamp else "expired"
+
+
+class RecordHead(msgspec.Struct, kw_only=True, gc=False):
+    """A :class:`MemoryRecord`'s id, type, title, creation and liveness, decoded from its encoding
+    without the rest (its texts, its registers): for a read that orders or picks many memories
+    before it reads them a few at a time. Its fields are the record's, with the same defaults."""
+
+    id: str
+    exists: bool = False
+    kind: str = "general"
+    title: str = ""
+    created_stamp: str = ""
+    deleted_stamp: str = ""
+    expired_stamp: str = ""
+    restored_stamp: str = ""
+
+    @property
+    def status(self) -> Status:
+        return _status(self.deleted_stamp, self.expired_stamp, self.restored_stamp)
+
+
+_Decoded = TypeVar("_Decoded", MemoryRecord, RecordHead)
 _RECORD = msgspec.msgpack.Decoder(MemoryRecord)
+_HEAD = msgspec.msgpack.Decoder(RecordHead)
 _MISSING: Any = object()
 RawReader = Callable[[msgspec.Raw], bytes | msgspec.Raw]
 """Where an encoded record's bytes are read from when it is decoded (a snapshot's file, not its map)."""
@@ -160,8 +185,13 @@ class MemoryRecords(dict[str, MemoryRecord]):
             return current  # type: ignore[no-any-return]
 
     def _decode_one(self, memory_id: str, raw: msgspec.Raw, *, read: bool = True) -> MemoryRecord:
+        return self._decoded(memory_id, raw, _RECORD, read=read)
+
+    def _decoded(
+        self, memory_id: str, raw: msgspec.Raw, decoder: msgspec.msgpack.Decoder[_Decoded], *, read: bool = True
+    ) -> _Decoded:
         try:
-            record = _RECORD.decode(self._read(raw) if read and self._read is not None else raw)
+            record = decoder.decode(self._read(raw) if read and self._read is not None else raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.damaged = True
             raise SnapshotDamaged(memory_id, str(exc)) from exc
@@ -178,6 +208,10 @@ class MemoryRecords(dict[str, MemoryRecord]):
     def read(self, memory_id: str, held: MemoryRecord | msgspec.Raw) -> MemoryRecord:
         """A record :meth:`held` gave, decoded without being kept (from any thread)."""
         return self._decode_one(memory_id, held) if isinstance(held, msgspec.Raw) else held
+
+    def read_head(self, memory_id: str, held: MemoryRecord | msgspec.Raw) -> MemoryRecord | RecordHead:
+        """:meth:`read`, of the record's :class:`RecordHead` alone when it is still encoded."""
+        return self._decoded(memory_id, held, _HEAD) if isinstance(held, msgspec.Raw) else held
 
     def decode_all(self) -> None:
         if not self._encoded:

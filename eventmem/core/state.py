@@ -44,7 +44,7 @@ from eventmem.core.events import (
     MemorySaved,
     MemoryUpdated,
 )
-from eventmem.core.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords, RawReader
+from eventmem.core.records import REGISTERS, LinkRecord, MemoryRecord, MemoryRecords, RawReader, RecordHead
 from eventmem.core.stamps import NO_DEPTH, depth_digits, event_digest, key_of, normalize_ts
 
 __all__ = ["State", "StoredState"]
@@ -344,6 +344,18 @@ class State(msgspec.Struct, kw_only=True):
             return self.visible(memory_id)
         held = memories.held(memory_id)
         return _live(memories.read(memory_id, held) if held is not None else None)
+
+    def visible_head(self, memory_id: str) -> MemoryRecord | RecordHead | None:
+        """:meth:`visible_unkept`, of the memory's :class:`RecordHead` alone when its record is still
+        encoded (its texts are not decoded): for a read that orders many memories."""
+        memories = self.memories
+        if not isinstance(memories, MemoryRecords):
+            return self.visible(memory_id)
+        held = memories.held(memory_id)
+        head = memories.read_head(memory_id, held) if held is not None else None
+        if head is None or not head.exists or head.status != "live":
+            return None
+        return head
 
     def links_of(self, memory_id: str) -> list[LinkRecord]:
         links = (self.links[link_id] for link_id in self.adjacency.get(memory_id, ()))

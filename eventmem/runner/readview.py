@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from eventmem.core.errors import JournalCorrupt
 from eventmem.core.events import SCOPES
-from eventmem.core.records import LinkRecord, MemoryRecord
+from eventmem.core.records import LinkRecord, MemoryRecord, RecordHead
 from eventmem.core.state import State
 from eventmem.journal.usage import UsageLog
 from eventmem.runner.derived import Derived
@@ -67,6 +67,11 @@ class ReadView:
     def visible_unkept(self, memory_id: str) -> MemoryRecord | None:
         """:meth:`visible`, for a read of many memories: not kept decoded (see :meth:`State.visible_unkept`)."""
         return self._derived.state.visible_unkept(memory_id)
+
+    def visible_head(self, memory_id: str) -> MemoryRecord | RecordHead | None:
+        """:meth:`visible_unkept`, of the record's id, type, title and creation alone (see
+        :meth:`State.visible_head`)."""
+        return self._derived.state.visible_head(memory_id)
 
     def memories(self) -> Mapping[str, MemoryRecord]:
         """Every memory the fold knows, by id (decoded on access after a snapshot load)."""
