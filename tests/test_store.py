@@ -871,6 +871,35 @@ def test_a_server_that_folded_its_journal_keeps_its_records_in_the_snapshot_it_w
         server.close()
 
 
+def test_a_server_started_from_its_snapshot_gives_memory_back_once_the_threads_its_load_started_are_done(
+    service: MemoryService, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(the segments' digests, the vector index copied out of its map, the keyword postings made
+    from the snapshot's: each frees what it made its copy with, after the load's own give-back)"""
+    save_topics(service)
+    crowd(service, 60)
+    assert service.project.save_snapshot()
+    service.close()
+    load_threads = ("eventmem-digests", "eventmem-vectors-own")
+    given_back: list[tuple[str, list[str]]] = []
+
+    def give_back() -> None:
+        alive = sorted(t.name for t in threading.enumerate() if t.name in load_threads)
+        given_back.append((threading.current_thread().name, alive))
+
+    monkeypatch.setattr(runner_module, "give_back_freed_memory", give_back)
+    server = open_service(RootChoice(project, "test"), background_vectors=True)
+    try:
+        deadline = time.monotonic() + 60
+        while ("eventmem-give-back", []) not in given_back and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ("eventmem-give-back", []) in given_back, given_back
+        assert stored_memories(server).encoded > 0  # (a start from the snapshot, not a fold)
+        assert not any(t.name in load_threads for t in threading.enumerate())
+    finally:
+        server.close()
+
+
 def test_a_server_that_folded_a_large_journal_starts_again_from_its_snapshot_and_answers_the_same(
     service: MemoryService, project: Path
 ) -> None:

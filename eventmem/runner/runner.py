@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -183,18 +183,23 @@ class Store:
             self.derived.refresh_expiries(self.usage.refresh())
             return max(applied, 0)
 
-    def _give_back_when_settled(self) -> None:
-        """Give the memory a large catch-up freed back to the system (see :mod:`~eventmem.runner.heap`)
-        from a thread, once the keyword postings and the vector worker it started are done (their
-        threads free as much again), never on the call's path: pages given back are faulted in again
-        by the next allocations, which would slow the work still to do."""
-        if not self.deferral.enabled or (self._giving_back is not None and self._giving_back.is_alive()):
+    def _give_back_when_settled(self, after: Sequence[threading.Thread] = ()) -> None:
+        """Give the memory a large catch-up (or a load) freed back to the system (see
+        :mod:`~eventmem.runner.heap`) from a thread, once the keyword postings, the vector worker and
+        the approximate index it started, and the threads ``after``, are done (their threads free as
+        much again), never on the call's path: pages given back are faulted in again by the next
+        allocations, which would slow the work still to do. A thread already waiting to give back
+        does for a catch-up; threads ``after`` (a load's) are waited for by a thread of their own."""
+        if not self.deferral.enabled or (not after and self._giving_back is not None and self._giving_back.is_alive()):
             return  # (a command's process ends soon; a server's thread is running)
-        ranking = self.derived.keywords.index.ranking
+        ranking, vectors = self.derived.keywords.index.ranking, self.derived.vectors.index
 
         def later() -> None:
+            for thread in after:
+                thread.join(GIVE_BACK_WAIT_SECONDS)
             if ranking is not None:
                 ranking.wait(GIVE_BACK_WAIT_SECONDS)
+            vectors.settle(GIVE_BACK_WAIT_SECONDS)
             self.embedding.wait(GIVE_BACK_WAIT_SECONDS)
             give_back_freed_memory()
 
@@ -499,7 +504,6 @@ class Store:
             self.started_again += 1
             held = time.perf_counter() - started
         self._after_load(loaded)
-        give_back_freed_memory()
         log.info("started again from the snapshot of the journal it folded (calls waited at most %.2f s)", held)
         return True
 
@@ -539,16 +543,23 @@ class Store:
 
     def _after_load(self, loaded: Derived) -> None:
         """What a loaded snapshot leaves to threads: the digests of the segments it took on trust, and
-        the copy into memory of a mapped vector index."""
+        the copy into memory of a mapped vector index; then the memory they, and the keyword postings
+        made from the snapshot's, free is given back (at 100k memories 7 MB after a start from the
+        snapshot, 24-40 MB after a start again from it: ``docs/serving-memory.md``)."""
+        started: list[threading.Thread] = []
         trusted = [name for name in loaded.cursors if name not in loaded.hashers]
         if trusted:  # their digests go on from here later: made now, beside the first calls
             args = (loaded, self.journal, self.lock, trusted)
-            threading.Thread(target=cursors.make_hashers, args=args, name="eventmem-digests", daemon=True).start()
+            digests = threading.Thread(target=cursors.make_hashers, args=args, name="eventmem-digests", daemon=True)
+            digests.start()
+            started.append(digests)
         if loaded.vectors.index.mapped:
             # (a moment later: the first calls of a session come first)
             copier = threading.Timer(OWN_VECTORS_AFTER_SECONDS, loaded.vectors.index.own)
             copier.name, copier.daemon = "eventmem-vectors-own", True
             copier.start()
+            started.append(copier)
+        self._give_back_when_settled(after=started)
 
     def is_current(self, paths: Iterable[str]) -> bool:
         """Whether every segment at ``paths`` is, by a stat, exactly as this store last applied it
