@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,28 @@ def test_a_server_started_from_its_snapshot_renders_the_view_its_fold_rendered(p
             assert files(project) == whole and whole["decisions.md"].count(b"\n## ") == 599
         finally:
             again.close()
+
+
+def test_a_tracked_view_folder_is_not_touched_by_a_render_that_changes_nothing_and_loses_killed_renders_temp_files(
+    project: Path, service: MemoryService
+) -> None:
+    """(a folder others watch, an editor or git, sees a temp file only when its file changes)"""
+    service.save_batch(decisions(300, words=4), by="test")
+    context = ProjectContext(service)
+    context.render_view()
+    folder = project / ".ai"
+    before = folder.stat().st_mtime_ns
+    time.sleep(0.01)
+    assert context.render_view()["written"] == []
+    assert folder.stat().st_mtime_ns == before
+
+    left = [folder / ".decisions.md.k1ll3d0x.tmp", project / ".eventmem" / "cache" / ".todo.md.k1ll3d0x.tmp"]
+    for path in left:
+        path.write_bytes(b"half of a render killed with SIGKILL")
+    kept = folder / ".notes.md.k1ll3d0x.tmp"  # (not a view file's: someone else's)
+    kept.write_bytes(b"not ours")
+    assert context.render_view()["written"] == []
+    assert not any(path.exists() for path in left) and kept.exists()
 
 
 def test_a_record_head_reads_the_fields_of_an_encoded_record_and_their_defaults() -> None:

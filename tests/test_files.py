@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,21 @@ def test_a_replacement_that_fails_half_way_leaves_the_old_file_whole_and_no_temp
         raise OSError(28, "No space left on device")
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in path.parent.iterdir()) == ["decisions.md"]
+
+
+def test_a_replacement_written_on_another_file_system_is_copied_beside_the_file_and_renamed(tmp_path: Path) -> None:
+    elsewhere = Path("/dev/shm")
+    if not elsewhere.is_dir() or elsewhere.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system to write the temp file on")
+    scratch = Path(tempfile.mkdtemp(dir=elsewhere))
+    try:
+        path = tmp_path / "ai" / "decisions.md"
+        atomic_write(path, b"old")
+        with Replacement(path, scratch=scratch) as new:
+            new.write(b"new, written on another file system")
+            new.replace(durable=False)
+        assert path.read_bytes() == b"new, written on another file system"
+        assert sorted(p.name for p in path.parent.iterdir()) == ["decisions.md"]
+        assert list(scratch.iterdir()) == []
+    finally:
+        shutil.rmtree(scratch)

@@ -13,7 +13,7 @@ from eventmem.context.reading import ContextReader, SectionOrder
 from eventmem.context.render import render_section, section_pieces
 from eventmem.core.errors import InvalidInput
 from eventmem.core.sections import SECTIONS, Entry, Section
-from eventmem.journal.files import FileLock, Replacement, atomic_write
+from eventmem.journal.files import FileLock, Replacement, atomic_write, remove_leftover_temp_files
 
 if TYPE_CHECKING:
     from eventmem.service import MemoryService
@@ -25,6 +25,7 @@ log = logging.getLogger("eventmem.project_context")
 VIEW_MEMO: Final = "ai-view.json"
 
 
+_VIEW_FILES: Final = frozenset(section.file for section in SECTIONS)
 _PIECE: Final = 1 << 16
 """About how many characters of a file are rendered before they are written out."""
 
@@ -94,8 +95,9 @@ class ContextView(ContextReader):
         left alone and reported in ``skipped`` (``eventmem import pmp`` takes the edit in); a file with
         merge-conflict markers is replaced.
 
-        Each file is rendered an entry at a time into a temp file beside it, hashed as it is written,
-        and compared with the file by hash: a project's decisions can make a file of tens of
+        Each file is rendered an entry at a time into a temp file in the cache folder (a tracked
+        folder sees one only when its file changes), hashed as it is written, and compared with the
+        file by hash: a project's decisions can make a file of tens of
         megabytes, which a server rendering it after every change would otherwise hold whole three or
         four times over, and keep much of as allocator slack afterwards.
 
@@ -111,13 +113,16 @@ class ContextView(ContextReader):
         hashes = {}
         self.paths.cache_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(self.paths.cache_dir / "ai-view.lock").hold():
+            for folder in (self.paths.cache_dir, directory):  # (a render killed half way: its temp files)
+                if folder.is_dir():
+                    remove_leftover_temp_files(folder, _VIEW_FILES.__contains__)
             order = self.order()
             memo = self._load_memo() if self.view_tracked else {}
             before = dict(memo)
             for section in SECTIONS:
                 name = section.file
                 path = self.paths.inside(directory / name)
-                with Replacement(path) as new:
+                with Replacement(path, scratch=self.paths.cache_dir) as new:
                     for piece in self._pieces(section, order[section.key]):
                         new.write(piece)
                     hashes[name] = rendered = new.sha256

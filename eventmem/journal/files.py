@@ -13,10 +13,12 @@ writes below check any path under one of them, so no caller can forget to.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
 import re
+import shutil
 import stat
 import tempfile
 import threading
@@ -301,15 +303,21 @@ def _replace(path: Path, data: bytes | memoryview, write: Callable[[Path], objec
 
 
 class Replacement:
-    """A new version of ``path`` written in pieces into a temp file beside it (named as
-    :func:`atomic_write` names its own), hashed as it is written: :meth:`replace` puts it at ``path``
-    (readers see the old file or the new one), and it is removed when the ``with`` block ends
-    otherwise. For files compared and replaced without being held whole in memory."""
+    """A new version of ``path`` written in pieces into a temp file (named as :func:`atomic_write`
+    names its own), hashed as it is written: :meth:`replace` puts it at ``path`` (readers see the old
+    file or the new one), and it is removed when the ``with`` block ends otherwise. For files compared
+    and replaced without being held whole in memory.
 
-    def __init__(self, path: Path) -> None:
+    The temp file is made in ``scratch`` (``path``'s folder by default): a folder that others watch
+    (a tracked ``.ai/``) then sees a temp file only when the file changes. Renamed from there when
+    both are on one file system; else copied into a temp file beside ``path``, then renamed."""
+
+    def __init__(self, path: Path, scratch: Path | None = None) -> None:
         self.path = path
+        folder = path.parent if scratch is None else scratch
         make_dirs(path.parent)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        make_dirs(folder)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         self._temp = Path(name)
         self._file = os.fdopen(fd, "wb", buffering=1 << 16)
         self._sha256 = hashlib.sha256()
@@ -329,7 +337,13 @@ class Replacement:
         if durable:
             os.fsync(self._file.fileno())
         self._file.close()
-        os.replace(self._temp, self.path)
+        try:
+            os.replace(self._temp, self.path)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            atomic_replace(self.path, lambda beside: shutil.copyfile(self._temp, beside), durable=durable)
+            os.unlink(self._temp)
         self._placed = True
         if durable:
             fsync_dir(self.path.parent)
