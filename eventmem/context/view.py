@@ -97,9 +97,9 @@ class ContextView(ContextReader):
 
         Each file is rendered an entry at a time into a temp file in the cache folder (a tracked
         folder sees one only when its file changes), hashed as it is written, and compared with the
-        file by hash: a project's decisions can make a file of tens of
-        megabytes, which a server rendering it after every change would otherwise hold whole three or
-        four times over, and keep much of as allocator slack afterwards.
+        file by hash: a project's decisions can make a file of tens of megabytes, which a server
+        rendering it after every change would otherwise hold whole three or four times over, and
+        keep much of as allocator slack afterwards.
 
         The journal is folded under the view's lock, so of two processes (or threads) rendering at
         once the later one writes what the later journal says: a view is never left older than it."""
