@@ -325,7 +325,7 @@ async def test_unreachable_at_start_the_server_answers_from_the_journal_and_catc
             memory = await store(session, "Deploys wait for the smoke tests.", "smoke tests")
             answer = await recall(session, "smoke tests")
             assert titles(answer) == ["smoke tests"]
-            assert any("PostgreSQL is unreachable" in w for w in answer["warnings"])
+            assert any("PostgreSQL is not used" in w for w in answer["warnings"])
             with pg_server.admin() as admin:
                 admin.execute(f"CREATE DATABASE {name}")
 

@@ -373,3 +373,53 @@ def test_a_first_sync_on_a_terminal_draws_its_progress_on_stderr_and_prints_its_
     text = drawn.decode()
     assert "projecting api [" in text and "100% building the indexes" in text
     assert text.endswith("\n") and "Traceback" not in text
+
+
+def _names_embedder(root: Path, spec: str) -> None:
+    """The project's own setting (its clone's untracked file, which may reach the network)."""
+    (root / ".eventmem").mkdir(exist_ok=True)
+    (root / ".eventmem" / "config.local.toml").write_text(f'embedder = "{spec}"\n', encoding="utf-8")
+
+
+@pytest.mark.anyio
+async def test_a_sync_without_an_embedder_given_embeds_with_the_one_its_project_names_so_serve_store_answers_from_it(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    """(the PostgreSQL page's two commands, in a project whose own settings name a model: the sync
+    used to embed with the built-in embedder whatever the project named, and serve --store there
+    then refused the database and answered from the journal)"""
+    from embedding_standins import StandIn
+    from embedding_standins import serve as serve_embeddings
+    from mcp_client import serve, server_env
+    from test_postgres_serve import recall
+
+    root = new_project(tmp_path, "api")
+    with serve_embeddings(StandIn()) as standin:
+        _names_embedder(root, f"ollama:nomic-embed-text@{standin.url}")
+        deploy = save(root, "We deploy the api with blue-green releases behind the load balancer", "--type", "decision")
+        save(root, "The login bug was a stale session cookie, fixed by rotating it", "--type", "fix")
+        run("sync", "--to", pg_uri, "--no-global", cwd=root)
+        assert rows(pg_uri, "SELECT value FROM eventmem_meta WHERE key = 'embedder'") == [
+            ("ollama-nomic-embed-text:latest-768",)
+        ]
+        async with serve(root, server_env(), tmp_path / "server.log", args=["--tools", "all", "--store", pg_uri]) as s:
+            await s.initialize()
+            answer = await recall(s, "blue-green releases of the api")
+    assert not [w for w in answer.get("warnings", []) if "PostgreSQL" in w], answer
+    assert answer["results"][0]["id"] == deploy and answer["results"][0]["vector_score"] > 0
+
+
+def test_a_sync_of_projects_naming_different_embedders_asks_for_one_and_writes_nothing(
+    tmp_path: Path, pg_uri: str
+) -> None:
+    api, web = new_project(tmp_path, "api"), new_project(tmp_path, "web")
+    _names_embedder(web, "hashing:v1")
+    for root in (api, web):
+        save(root, f"the {root.name} project's first note")
+    refused = run("sync", "--to", pg_uri, "--project", f"api={api}", "--project", f"web={web}", check=False)
+    assert refused.returncode != 0
+    line = refused.stderr.strip()
+    assert "\n" not in line and "api: hashing" in line and "web: hashing:v1" in line and "--embedder" in line
+    assert rows(pg_uri, "SELECT to_regclass('eventmem_memories')") == [(None,)]  # (nothing written)
+    run("sync", "--to", pg_uri, "--project", f"api={api}", "--project", f"web={web}", "--embedder", "hashing")
+    assert {name for (name,) in rows(pg_uri, "SELECT DISTINCT project FROM eventmem_memories")} >= {"api", "web"}

@@ -145,7 +145,7 @@ class Database:
         """The warning a read answered without the database carries."""
         if self._taking_in:
             return f"PostgreSQL is {self.problem}; answered from this project's journal meanwhile"
-        return f"PostgreSQL is unreachable ({self.problem}); answered from this project's journal instead"
+        return f"PostgreSQL is not used ({self.problem}); answered from this project's journal instead"
 
     def open(self, *, background: bool = False) -> bool:
         """Connect and project the journals; ``False`` (and the reason logged) when that fails.

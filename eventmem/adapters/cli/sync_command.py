@@ -16,12 +16,16 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventmem.adapters.progress import ProgressBar
+from eventmem.core.errors import InvalidInput
 from eventmem.core.extras import require
 from eventmem.journal.project import ProjectPaths, global_root
-from eventmem.projectors.postgres.targets import global_target, is_global, parse_projects
+from eventmem.projectors.postgres.targets import Target, global_target, is_global, parse_projects
+
+if TYPE_CHECKING:
+    from eventmem.embedders.embedder import Embedder
 
 __all__ = ["add_sync_command"]
 
@@ -47,7 +51,11 @@ def add_sync_command(subparsers: Any) -> argparse.ArgumentParser:
         "holds its folder under, else its folder's)",
     )
     p.add_argument("--no-global", action="store_true", help="leave the user-wide global memory out")
-    p.add_argument("--embedder", default="hashing", help="the embedder of the vectors (default: the built-in one)")
+    p.add_argument(
+        "--embedder",
+        help="the embedder of the vectors (default: the one the projects' own settings name, as eventmem serve "
+        "embeds with there; the built-in one unless a project names another)",
+    )
     p.add_argument("--follow", action="store_true", help="keep the database in step until interrupted")
     p.add_argument(
         "--prune",
@@ -78,7 +86,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         home = global_root()
         if all(t.root != home.resolve() for t in targets):
             targets.append(global_target(home))
-    embedder = make_embedder_from_spec(args.embedder)
+    embedder = make_embedder_from_spec(args.embedder) if args.embedder else projects_embedder(targets)
     from eventmem.service.database import sync
 
     as_json = bool(getattr(args, "json", False))
@@ -105,6 +113,32 @@ def cmd_sync(args: argparse.Namespace) -> int:
         for bar in bars.values():
             bar.close()
     return 0
+
+
+def projects_embedder(targets: list[Target]) -> Embedder:
+    """The embedder the named projects' settings name (their config files, ``EVENTMEM_EMBEDDER``), as
+    ``eventmem serve`` in each embeds with, so that ``serve --store`` there finds the database's
+    vectors its own. A database keeps one embedder's vectors: projects naming different ones are
+    refused, in one line that names them, before anything is written. The global memory names none."""
+    from eventmem.embedders.providers import make_embedder_from_spec
+    from eventmem.journal.config import load_settings
+
+    named: dict[str, list[str]] = {}
+    made: dict[str, Embedder] = {}
+    for target in targets:
+        if is_global(target.name):
+            continue
+        spec = load_settings(ProjectPaths(target.root).config_file).config.embedder
+        embedder = make_embedder_from_spec(spec, target.root)
+        made.setdefault(embedder.model_id, embedder)
+        named.setdefault(embedder.model_id, []).append(f"{target.name}: {spec}")
+    if len(named) > 1:
+        listed = "; ".join(", ".join(names) for names in named.values())
+        raise InvalidInput(
+            f"the projects name different embedders ({listed}), and a database keeps one embedder's vectors: "
+            "give --embedder, or sync them into different databases"
+        )
+    return next(iter(made.values())) if made else make_embedder_from_spec("hashing")
 
 
 def _report(counts: dict[str, int], memories: dict[str, int], *, bars: dict[str, ProgressBar], as_json: bool) -> None:

@@ -385,8 +385,9 @@ class PostgresProjector:
             held = str(row[0]) if row is not None else self.embedder.model_id
             if held != self.embedder.model_id:
                 raise InvalidInput(
-                    f"the database holds vectors of the embedder {held!r}, not {self.embedder.model_id!r}: "
-                    "sync with that embedder, or into another database"
+                    f"the database holds vectors of the embedder {held!r}, not of {self.embedder.model_id!r}, which "
+                    "this project embeds with (its setting `embedder`), and a database keeps one embedder's "
+                    "vectors: set the project's embedder to the database's, or sync into another database"
                 )
             self.vector_index.create()
         self.vector_index.drop_unread()
