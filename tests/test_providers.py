@@ -298,3 +298,13 @@ def test_a_question_asked_again_is_not_sent_to_the_embedding_server_again(standi
     asked = [r["input"] for r in standin.requests]
     assert asked.count(["how often are failed jobs retried"]) == 1
     assert asked.count(["which jobs does the scheduler run"]) == 1
+
+
+def test_a_local_model_runs_on_one_thread_unless_a_batch_job_gives_it_its_cores_or_its_spec_names_them() -> None:
+    """(a server shares the machine with its agent; ``eventmem sync`` embeds a whole journal, and gives
+    a model the cores it may use)"""
+    assert isinstance(server := make_embedder_from_spec("onnx:minilm"), OnnxEmbedder) and server.threads == 1
+    assert isinstance(batch := make_embedder_from_spec("onnx:minilm", threads=4), OnnxEmbedder) and batch.threads == 4
+    named = make_embedder_from_spec("onnx:minilm?threads=2", threads=4)
+    assert isinstance(named, OnnxEmbedder) and named.threads == 2
+    assert make_embedder_from_spec("onnx:minilm", threads=4).model_id == server.model_id  # (the same vectors)

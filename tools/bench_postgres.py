@@ -31,6 +31,12 @@ their vectors embedded by the sync), and a merged branch of ``--merge`` mixed ev
 ``--kept-text`` updates that keep each memory's text, tags and type (a new importance or time to
 live), with how many of the narrow copies they rewrote stayed in their page (heap-only tuples).
 
+``--model-syncs ROUNDS`` (with ``--baseline``) measures one thing alone: a first sync of the
+``--memories`` by the ``eventmem sync`` command with ``--embedder``, as a user runs it, the project's
+embedding cache emptied before each, so that the model makes every vector (a learned model's threads:
+one in a server, the cores the sync may use in ``eventmem sync``); this revision's and the baseline's
+command alternated, each into a database made again.
+
 ``--alternate ROUNDS`` (with ``--baseline``) also measures both revisions' recalls alternated, on this
 run's database, vacuumed first; or, when the baseline's schema differs, each on a database of the same
 server holding the same journal as its own code syncs it (the baseline's made after this run's
@@ -56,6 +62,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -624,6 +631,46 @@ def sync_baseline(uri: str, root: Path, baseline: Path, spec: str) -> str:
     return other
 
 
+def model_syncs(uri: str, root: Path, baseline: Path, spec: str, rounds: int) -> dict[str, Any]:
+    """A first sync of the project ``root`` by the ``eventmem sync`` command, as a user runs it (a process
+    of its own, ``--embedder spec``), its vectors not in the project's embedding cache (a model must
+    make every one), into a database made again each time; this revision's and ``baseline``'s code
+    alternated, ``rounds`` each. What a learned model's threads change (a server's share, or the cores
+    the batch job may use)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "eventmem_bench_model_sync"
+    other = urlunsplit(urlsplit(uri)._replace(path=f"/{name}"))
+    seconds: dict[str, list[float]] = {"this": [], "baseline": []}
+    for number in range(rounds):
+        for side in ("this", "baseline") if number % 2 == 0 else ("baseline", "this"):
+            with psycopg.connect(uri, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")
+                conn.execute(f"CREATE DATABASE {name}")
+            shutil.rmtree(ProjectPaths(root).cache_dir / "embeddings", ignore_errors=True)
+            tree = ROOT if side == "this" else baseline
+            environ = {**bench_environ(root, spec), "PYTHONPATH": str(tree)}
+            command = [sys.executable, "-m", "eventmem", "sync", "--to", other, "--no-global", "--embedder", spec]
+            started = time.perf_counter()
+            subprocess.run([*command, "--project", f"bench={root}"], env=environ, check=True, capture_output=True)
+            seconds[side].append(time.perf_counter() - started)
+            log(f"{side}: a first sync with {spec}, nothing cached: {seconds[side][-1]:.1f}s")
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+    this, before = statistics.median(seconds["this"]), statistics.median(seconds["baseline"])
+    return {
+        "memories": sum(1 for _ in (ProjectPaths(root).journal_dir / "bench0000.main.jsonl").open("rb")),
+        "embedder": spec,
+        "cores": len(os.sched_getaffinity(0)),
+        "seconds": {side: [round(x, 2) for x in values] for side, values in seconds.items()},
+        "baseline": _revision(baseline),
+        "median_seconds": {"this": round(this, 2), "baseline": round(before, 2)},
+        "this_over_baseline": round(this / before, 3),
+    }
+
+
 def vacuumed(uri: str) -> None:
     """``VACUUM (ANALYZE)`` the database at ``uri``: a database just synced has not had its pages
     marked all-visible yet, so its index-only scans read the table too until autovacuum comes by
@@ -1049,6 +1096,14 @@ def main(argv: list[str] | None = None) -> int:
         help="also time a fresh serve --store's first recall over stdio (with --baseline, alternated with its code): "
         "on the run's database, and on an empty one (the project's first projection)",
     )
+    parser.add_argument(
+        "--model-syncs",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="with --baseline: only a first sync of --memories by the eventmem sync command, nothing cached, "
+        "alternated with the baseline's code (the --embedder's own speed: a learned model's threads)",
+    )
     parser.add_argument("--first-call-of", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)
     parser.add_argument("--sync-into", nargs=2, metavar=("URI", "ROOT"), help=argparse.SUPPRESS)  # (the same)
     args = parser.parse_args(argv)
@@ -1094,7 +1149,12 @@ def main(argv: list[str] | None = None) -> int:
         load_at_start = [round(x, 2) for x in os.getloadavg()]
         try:
             log(f"{args.memories} memories, {args.queries} queries")
-            if args.sync_only:
+            if args.model_syncs:
+                if args.baseline is None:
+                    raise SystemExit("--model-syncs compares with --baseline")
+                results = {"model_syncs": model_syncs(uri, root, args.baseline, args.embedder, args.model_syncs)}
+                args.baseline = None  # (measured beside it already)
+            elif args.sync_only:
                 results = measure_sync(
                     uri, Path(tmp), args.memories, args.incremental, args.merge, pgdata, args.embedder, args.kept_text
                 )

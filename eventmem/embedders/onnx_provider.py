@@ -94,12 +94,14 @@ class OnnxEmbedder:
         self.load_seconds: float | None = None
 
     @classmethod
-    def from_spec(cls, spec: ProviderSpec, base: Path | None = None) -> OnnxEmbedder:
+    def from_spec(cls, spec: ProviderSpec, base: Path | None = None, *, threads: int = 1) -> OnnxEmbedder:
+        """The model a spec names; ``threads``: the runtime's threads when the spec names none."""
         model = spec.model or "minilm"
+        threads = spec.option_int("threads", min(max(threads, 1), 256))
         options = spec.options
         if model in ONNX_MODELS:
             require_extra(spec)
-            return cls(model, threads=spec.option_int("threads", 1), batch=spec.option_int("batch", 32))
+            return cls(model, threads=threads, batch=spec.option_int("batch", 32))
         if not model.endswith(".onnx"):
             raise InvalidInput(
                 f"unknown ONNX model {model!r}; use onnx:{' or onnx:'.join(ONNX_MODELS)} or onnx:/path/to/model.onnx"
@@ -116,7 +118,7 @@ class OnnxEmbedder:
             model_path=located(model),
             tokenizer_path=located(tokenizer) if tokenizer else None,
             dim=spec.option_int("dim", 0) if "dim" in options else None,
-            threads=spec.option_int("threads", 1),
+            threads=threads,
             batch=spec.option_int("batch", 32),
         )
 

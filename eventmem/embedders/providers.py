@@ -71,10 +71,12 @@ HASHING_ALIASES = frozenset({"", "hashing", "hashing-384"})
 """Specs that name the default built-in embedder (``hashing-384`` is the name early configs used)."""
 
 
-def make_embedder_from_spec(spec: str, base: Path | None = None) -> Embedder:
+def make_embedder_from_spec(spec: str, base: Path | None = None, *, threads: int = 1) -> Embedder:
     """The embedder a config spec names: the one factory of embedders. Cheap: no model is loaded and
     no server contacted. ``base``: the folder a relative model or tokenizer path is read from (the
-    project's root, where a tracked setting's paths are checked), else the working folder."""
+    project's root, where a tracked setting's paths are checked), else the working folder.
+    ``threads``: the threads a local model runs on when the spec names none (1, a server's share of a
+    machine it shares with its agent; a batch job, ``eventmem sync``, gives it the cores it may use)."""
     if spec in HASHING_ALIASES:
         return HashingEmbedder()
     parsed = parse_spec(spec)
@@ -86,7 +88,7 @@ def make_embedder_from_spec(spec: str, base: Path | None = None) -> Embedder:
             )
         return HashingEmbedder(version=versions[parsed.model])
     if parsed.kind == "onnx":
-        return OnnxEmbedder.from_spec(parsed, base)
+        return OnnxEmbedder.from_spec(parsed, base, threads=threads)
     if parsed.kind == "ollama":
         return OllamaEmbedder.from_spec(parsed)
     return OpenAIEmbedder.from_spec(parsed)

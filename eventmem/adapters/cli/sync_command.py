@@ -14,6 +14,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         home = global_root()
         if all(t.root != home.resolve() for t in targets):
             targets.append(global_target(home))
-    embedder = make_embedder_from_spec(args.embedder) if args.embedder else projects_embedder(targets)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if args.embedder:
+        embedder = make_embedder_from_spec(args.embedder, threads=cores)
+    else:
+        embedder = projects_embedder(targets, threads=cores)
     from eventmem.service.database import sync
 
     as_json = bool(getattr(args, "json", False))
@@ -115,11 +120,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def projects_embedder(targets: list[Target]) -> Embedder:
+def projects_embedder(targets: list[Target], *, threads: int = 1) -> Embedder:
     """The embedder the named projects' settings name (their config files, ``EVENTMEM_EMBEDDER``), as
     ``eventmem serve`` in each embeds with, so that ``serve --store`` there finds the database's
     vectors its own. A database keeps one embedder's vectors: projects naming different ones are
-    refused, in one line that names them, before anything is written. The global memory names none."""
+    refused, in one line that names them, before anything is written. The global memory names none.
+    ``threads``: a local model's (the cores the sync may use), unless its spec names them."""
     from eventmem.embedders.providers import make_embedder_from_spec
     from eventmem.journal.config import load_settings
 
@@ -129,7 +135,7 @@ def projects_embedder(targets: list[Target]) -> Embedder:
         if is_global(target.name):
             continue
         spec = load_settings(ProjectPaths(target.root).config_file).config.embedder
-        embedder = make_embedder_from_spec(spec, target.root)
+        embedder = make_embedder_from_spec(spec, target.root, threads=threads)
         made.setdefault(embedder.model_id, embedder)
         named.setdefault(embedder.model_id, []).append(f"{target.name}: {spec}")
     if len(named) > 1:
@@ -138,7 +144,7 @@ def projects_embedder(targets: list[Target]) -> Embedder:
             f"the projects name different embedders ({listed}), and a database keeps one embedder's vectors: "
             "give --embedder, or sync them into different databases"
         )
-    return next(iter(made.values())) if made else make_embedder_from_spec("hashing")
+    return next(iter(made.values())) if made else make_embedder_from_spec("hashing", threads=threads)
 
 
 def _report(counts: dict[str, int], memories: dict[str, int], *, bars: dict[str, ProgressBar], as_json: bool) -> None:
