@@ -361,11 +361,78 @@ def test_the_inverted_file_is_made_again_by_a_sync_starting_on_memories_that_wan
             assert hits == queries.vector_hits(conn, ("p",), vector, 10, Filters(), NOW, exact=True), text
 
 
-def test_a_database_of_a_learned_models_vectors_gets_no_semantic_index(pg_uri: str) -> None:
+def _vector_indexes(conn: Any) -> list[str]:
+    rows = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE indexdef ILIKE '%USING hnsw%' OR indexdef ILIKE '%USING ivfflat%' "
+        "ORDER BY 1"
+    ).fetchall()
+    conn.commit()
+    return [str(row[0]) for row in rows]
+
+
+def test_a_database_of_a_learned_models_vectors_gets_a_graph_of_the_narrow_copies_and_no_other_vector_index(
+    pg_uri: str,
+) -> None:
     PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main").close()
     with psycopg.connect(pg_uri) as conn:
-        names = [row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'eventmem_%'")]
-    assert "eventmem_memories_hnsw_384" in names and not any("semantic" in name for name in names), names
+        assert _vector_indexes(conn) == ["eventmem_searched_hnsw_384"]
+
+
+def _learned_answers_as_exact(conn: Any, monkeypatch: pytest.MonkeyPatch, index: str) -> None:
+    """Past the exact bounds, a learned model's searches read ``index`` and, the graph holding fewer
+    memories than the candidates it keeps, answer as the exact scan."""
+    monkeypatch.setattr(queries, "EXACT_UP_TO", 2)
+    monkeypatch.setattr(queries, "SCANNED_UP_TO", 2)
+    model = LearnedModel().model_id
+    for filters in (Filters(), Filters(tags=("t1",))):
+        for text in TEXTS:
+            vector = LearnedModel().embed([text])[0]
+            hits = queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, model=model)
+            assert hits == queries.vector_hits(conn, ("p",), vector, 10, filters, NOW, exact=True), (text, filters)
+        assert index in _plan(conn, vector, filters, model)
+
+
+def test_a_learned_models_vectors_are_searched_through_the_graph_of_the_narrow_copies_as_the_exact_scan_ranks_them(
+    loaded: Any, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded.execute("DELETE FROM eventmem_meta WHERE key = 'embedder'")  # (the same vectors, a model's name)
+    loaded.commit()
+    PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main").close()
+    assert "eventmem_searched_hnsw_384" in _vector_indexes(loaded)
+    _learned_answers_as_exact(loaded, monkeypatch, "eventmem_searched_hnsw_384")
+
+
+def test_a_sync_gives_an_earlier_versions_database_of_a_learned_models_vectors_the_narrow_graph_and_drops_the_old(
+    service: MemoryService, project: Path, pg_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(an earlier version searched them through a graph of the memories' whole vectors: the next sync's
+    start makes the new one beside it, holding off no reader or writer, then drops the old; searches
+    meanwhile scan the narrow copies)"""
+    for n in range(300):
+        service.save(f"common note {n} about caching", title=f"note {n % 7}", tags=[f"t{n % 4}"])
+    projector = PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main")
+    try:
+        projector.load(JournalFeed(project).full())
+    finally:
+        projector.close()
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # (the database as the earlier version left it)
+        conn.execute("DROP INDEX eventmem_searched_hnsw_384")
+        conn.execute(
+            "CREATE INDEX eventmem_memories_hnsw_384 ON eventmem_memories "
+            "USING hnsw ((embedding::vector(384)) vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
+    PostgresProjector(psycopg.connect(pg_uri), "p", LearnedModel(), branch="main").close()  # (a server's opening)
+    with psycopg.connect(pg_uri) as conn:
+        assert _vector_indexes(conn) == ["eventmem_memories_hnsw_384"]  # (left to the sync's start)
+        _learned_answers_as_exact(conn, monkeypatch, "Seq Scan on eventmem_searched")
+    runner = SyncRunner(pg_uri, [Target("p", project)], LearnedModel())
+    try:
+        runner.start()
+    finally:
+        runner.close()
+    with psycopg.connect(pg_uri) as conn:
+        assert _vector_indexes(conn) == ["eventmem_searched_hnsw_384"]
+        _learned_answers_as_exact(conn, monkeypatch, "eventmem_searched_hnsw_384")
 
 
 @pytest.mark.parametrize(

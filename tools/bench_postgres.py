@@ -671,6 +671,81 @@ def model_syncs(uri: str, root: Path, baseline: Path, spec: str, rounds: int) ->
     }
 
 
+def graphs_compared(uri: str, spec: str, query_count: int) -> dict[str, Any]:
+    """A learned model's HNSW graph of the narrow copies' half-precision vectors (what a load makes now,
+    searched by inner product) beside the graph of the memories' single-precision vectors an earlier
+    version made (searched by cosine), built on this run's database with the same settings, each
+    question asked of both in turn (the order swapped each time) at the ``hnsw.ef_search`` a hybrid
+    recall's depth of 50 uses: recall of the exact top 10 and 50, p50, each graph's size and build."""
+    import psycopg
+
+    from eventmem.projectors.postgres.vector_index import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SMALL, HNSW_SMALL_UP_TO
+
+    embedder = make_embedder_from_spec(spec)
+    dim, model = int(embedder.dim), embedder.model_id
+    texts = Corpus(11).queries(query_count)
+    vectors = embedder.embed(texts)
+    literals = [queries.vector_literal(v) for v in vectors]
+    out: dict[str, Any] = {"queries": len(texts), "ef_search": queries.ef_search(HYBRID_DEPTH, model)}
+    with psycopg.connect(uri, autocommit=True) as conn:
+        rows = queries.memories_held(conn)
+        m, construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        started = time.perf_counter()
+        conn.execute(
+            f"CREATE INDEX bench_wide_graph ON eventmem_memories USING hnsw ((embedding::vector({dim})) "
+            f"vector_cosine_ops) WITH (m = {m}, ef_construction = {construction})"
+        )
+        out["wide_build_seconds"] = round(time.perf_counter() - started, 1)
+        conn.execute("ANALYZE eventmem_memories")
+        sizes = conn.execute(
+            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+            "WHERE c.relname = 'bench_wide_graph' OR (i.indrelid = 'eventmem_searched'::regclass AND "
+            "pg_get_indexdef(c.oid) ILIKE '%USING hnsw%')"
+        ).fetchall()
+        out["graph_bytes_per_memory"] = {
+            ("wide" if name == "bench_wide_graph" else "narrow"): round(size / max(rows, 1), 1) for name, size in sizes
+        }
+        try:
+            for label, filters in (("unfiltered", Filters()), *((k, v) for k, v in FILTERS.items() if v)):
+                where, params = queries.visible_where(("bench",), filters, None)
+                statements = {
+                    "narrow": f"SELECT m.project, m.id FROM {queries.SEARCHED} m WHERE m.embedding IS NOT NULL AND "
+                    f"{where} ORDER BY {queries.narrow_graph_order(dim)} <#> %s::halfvec({dim}) LIMIT %s",
+                    "wide": "SELECT m.project, m.id FROM eventmem_memories m WHERE m.embedding IS NOT NULL AND "
+                    f"{where} ORDER BY (m.embedding::vector({dim})) <=> %s::vector({dim}) LIMIT %s",
+                }
+                for k in (10, HYBRID_DEPTH):
+                    truth = [
+                        {key for key, _ in queries.vector_hits(conn, ("bench",), v, k, filters, exact=True)}
+                        for v in vectors
+                    ]
+                    times: dict[str, list[float]] = {"narrow": [], "wide": []}
+                    found: dict[str, list[float]] = {"narrow": [], "wide": []}
+                    for number, literal in enumerate(literals):
+                        for side in ("narrow", "wide") if number % 2 == 0 else ("wide", "narrow"):
+                            with conn.transaction():
+                                conn.execute(
+                                    f"SELECT set_config('hnsw.ef_search', '{queries.ef_search(k, model)}', true), "
+                                    "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                                    "set_config('enable_sort', 'off', true)"
+                                )
+                                started = time.perf_counter()
+                                asked = conn.execute(statements[side], [*params, literal, k])
+                                got = {(str(p), str(i)) for p, i in asked}
+                                times[side].append(time.perf_counter() - started)
+                            found[side].append(len(truth[number] & got) / max(len(truth[number]), 1))
+                    for side in times:
+                        out[f"{side}/{label}@{k}"] = {
+                            "recall": round(statistics.mean(found[side]), 4),
+                            "p50_ms": p50_ms(times[side]),
+                        }
+                    log(f"graphs, {label}@{k}: {out[f'narrow/{label}@{k}']} / wide {out[f'wide/{label}@{k}']}")
+        finally:
+            conn.execute("DROP INDEX IF EXISTS bench_wide_graph")
+    return out
+
+
 def vacuumed(uri: str) -> None:
     """``VACUUM (ANALYZE)`` the database at ``uri``: a database just synced has not had its pages
     marked all-visible yet, so its index-only scans read the table too until autovacuum comes by
@@ -1097,6 +1172,19 @@ def main(argv: list[str] | None = None) -> int:
         "on the run's database, and on an empty one (the project's first projection)",
     )
     parser.add_argument(
+        "--embedding-cache",
+        type=Path,
+        metavar="FILE",
+        help="an embedding cache file a run of this corpus made with --embedder (the project's "
+        ".eventmem/cache/embeddings/*.bin), copied into the run's project: a model's vectors read, not made again",
+    )
+    parser.add_argument(
+        "--graphs-compared",
+        action="store_true",
+        help="with a learned --embedder: also its graph of the narrow copies beside the memories' whole vectors' one "
+        "(an earlier version's), both on this run's database, each question asked of both",
+    )
+    parser.add_argument(
         "--model-syncs",
         type=int,
         default=0,
@@ -1134,6 +1222,10 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp) / "project"
         if not args.sync_only:
             make_project(root, args.memories)
+            if args.embedding_cache is not None:
+                cached = ProjectPaths(root).cache_dir / "embeddings"
+                cached.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(args.embedding_cache, cached / args.embedding_cache.name)
         server = None
         pgdata = None
         uri = args.to
@@ -1160,6 +1252,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 results = measure(uri, root, args.memories, args.queries, args.embedder)
+                if args.graphs_compared:
+                    results["graphs_compared"] = graphs_compared(uri, args.embedder, args.queries)
                 if args.first_calls:
                     results["first_calls"] = first_calls(uri, root, args.baseline, args.first_calls, args.embedder)
                 if args.alternate and args.baseline is not None:
@@ -1193,6 +1287,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"the baseline: {args.baseline}")
         command = [sys.executable, __file__, "--source", str(args.baseline), "--memories", str(args.memories)]
         command += ["--embedder", args.embedder]
+        if args.embedding_cache is not None:
+            command += ["--embedding-cache", str(args.embedding_cache)]
         if args.sync_only:
             command += ["--sync-only", "--incremental", str(args.incremental), "--merge", str(args.merge)]
             command += ["--kept-text", str(args.kept_text)]

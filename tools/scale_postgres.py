@@ -236,16 +236,20 @@ class Tier:
 
     def sweep(self, conn: Any, texts: list[str]) -> dict[str, dict[str, float]]:
         """Recall@10 and p50 at other settings than the ones ``queries.vector_hits`` makes (raw SQL,
-        the same ORDER BY as it), to show what recall costs: a learned model's HNSW graph at other
-        ``hnsw.ef_search`` values (unfiltered); the built-in embedder's inverted file reading other
-        shares of its lists (``ivfflat.probes``), without and with the filter, its candidates as many
-        as a top 10's."""
+        the same ORDER BY as it), to show what recall costs: a learned model's HNSW graph of the narrow
+        copies at other ``hnsw.ef_search`` values (unfiltered); the built-in embedder's inverted file
+        reading other shares of its lists (``ivfflat.probes``), without and with the filter, its
+        candidates as many as a top 10's."""
         dim = int(self.embedder.dim)
         part = semantic_dims(self.model)
         if part:
             return self._sweep_lists(conn, texts, dim, part)
         out: dict[str, dict[str, float]] = {}
-        sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
+        if queries.learned(self.model):  # (its graph of the narrow copies' half-precision vectors)
+            order = f"{queries.narrow_graph_order(dim)} <#> %s::halfvec({dim})"
+            sql = f"SELECT m.id FROM eventmem_searched m ORDER BY {order} LIMIT 10"
+        else:
+            sql = f"SELECT id FROM eventmem_memories ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 10"
         asked = self._questions(texts, filtered=False)
         for ef in (40, 100, 200, 400, 800, 1000):
             recalls, times = [], []

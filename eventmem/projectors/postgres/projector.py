@@ -261,8 +261,9 @@ class PostgresProjector:
             rebuild = len(batch.upserts) >= BULK_INDEX_FROM and others <= len(batch.upserts)
             indexes = secondary_indexes(self._cursor()) if rebuild else []
             drop_indexes(self._cursor(), indexes)
-            if rebuild:  # (the narrow copies' semantic index, made again with the vector index)
+            if rebuild:  # (the narrow copies' vector index, made again with the rest)
                 self.conn.execute(f"DROP INDEX IF EXISTS {self.vector_index.semantic_name()}")
+                self.conn.execute(f"DROP INDEX IF EXISTS {self.vector_index.narrow_graph_name()}")
             self._told(0, len(batch.upserts), "copying the memories")
             words, tokens = self._copy_memories(batch.upserts, indexed=not rebuild)
             self._add_words(words, len(batch.upserts), tokens, absolute=True)

@@ -6,7 +6,8 @@ statistics kept in the database (:mod:`.keywords`). Vectors: scored as in-proces
 a memory's half-precision vector with the query), exact while a filter passes at most :data:`SCANNED_UP_TO`
 memories or a project holds at most :data:`EXACT_UP_TO` (so answers are those of an exact scan, whatever
 order the rows came in; the scan reads the narrow copy of each memory, ``eventmem_searched``), else through
-the HNSW index (``vector_cosine_ops``) with iterative scans for filters. The fusion is
+the embedder's vector index on the narrow copies (a learned model's HNSW graph of their half-precision
+vectors, the built-in embedder's inverted file of their semantic part) with iterative scans for filters. The fusion is
 the in-process one itself, over these lists (:mod:`eventmem.service.database_search`).
 """
 
@@ -47,6 +48,7 @@ __all__ = [
     "learned",
     "matching",
     "memories_held",
+    "narrow_graph_order",
     "reading",
     "semantic_order",
     "vector_hits",
@@ -426,8 +428,8 @@ def vector_query(
     dim = int(vector.shape[0])
     where, params = visible_where(projects, filters, now, project)
     literal = _vector(vector) if literal is None else literal
-    # the HNSW index is on embedding::vector(dim): ordering by the bare column scans every row (an
-    # exact scan reads the narrow rows of eventmem_searched instead of the memories' whole rows). The
+    # an HNSW index is on an expression of the vector (narrow_graph_order): ordering by the bare column
+    # scans every row (an exact scan reads the narrow rows of eventmem_searched). The
     # score is the in-process index's: the inner product of the half-precision vector (its float16
     # code) with the query (the vectors are of unit length: their cosine), so an exact scan and HNSW
     # give one memory the same score
@@ -445,8 +447,14 @@ def vector_query(
         candidates = ef_search(k, model)
         setting = _semantic_setting(k, model, _probes_per_root(projects, filters, project))
         return setting, sql, [literal, *params, literal, candidates, literal, k]
-    column, table = ("m.embedding", SEARCHED) if exact else (f"(m.embedding::vector({dim}))", "eventmem_memories")
-    order = f"m.embedding <#> %s::halfvec({dim})" if exact else f"{column} <=> %s::vector({dim})"
+    if exact:
+        table, order = SEARCHED, f"m.embedding <#> %s::halfvec({dim})"
+    elif model is not None and learned(model):
+        # a learned model's graph of the narrow copies' half-precision vectors, by inner product (the
+        # vectors are of unit length: the cosine's order), as the score is computed
+        table, order = SEARCHED, f"{narrow_graph_order(dim)} <#> %s::halfvec({dim})"
+    else:  # (an embedder of neither kind, or not named: the graph of the memories' whole vectors)
+        table, order = "eventmem_memories", f"(m.embedding::vector({dim})) <=> %s::vector({dim})"
     sql = (
         f"SELECT m.project, m.id, -(m.embedding::halfvec({dim}) <#> %s::halfvec({dim})) AS c, m.importance, "
         f"m.updated_at, m.created_at FROM {table} m WHERE m.embedding IS NOT NULL AND {where} "
@@ -499,6 +507,13 @@ def _hnsw_setting(k: int, model: str | None) -> str:
         f"SELECT set_config('hnsw.ef_search', '{int(ef_search(k, model))}', true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('enable_sort', 'off', true)"
     )
+
+
+def narrow_graph_order(dim: int, alias: str = "m") -> str:
+    """A narrow row's vector as a learned model's HNSW graph holds it (the index's expression, without
+    ``alias``): the narrow copy's half precision, of its dimensions."""
+    prefix = f"{alias}." if alias else ""
+    return f"({prefix}embedding::halfvec({dim}))"
 
 
 def semantic_order(dim: int, part: int, alias: str = "m") -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventmem.embedders.embedder import Embedder, semantic_dims
 from eventmem.projectors.postgres import queries
-from eventmem.projectors.postgres.queries import SEARCHED, semantic_order
+from eventmem.projectors.postgres.queries import SEARCHED, narrow_graph_order, semantic_order
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,7 +64,28 @@ class VectorIndex:
         self.embedder = embedder
 
     def graph_name(self) -> str:
+        """The HNSW graph of the memories' whole vectors (an embedder of neither kind below; a learned
+        model's, as an earlier version made it)."""
         return f"eventmem_memories_hnsw_{int(self.embedder.dim)}"
+
+    def narrow_graph_name(self) -> str:
+        """A learned model's HNSW graph, of the narrow copies' half-precision vectors."""
+        return f"eventmem_searched_hnsw_{int(self.embedder.dim)}"
+
+    def _learned(self) -> bool:
+        return queries.learned(self.embedder.model_id)
+
+    def _graph_definition(self, name: str, rows: int, made: str = "INDEX") -> str:
+        """The statement making a learned model's graph over ``rows`` memories (``made``: how)."""
+        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        return (
+            f"CREATE {made} {name} ON {SEARCHED} USING hnsw ({narrow_graph_order(int(self.embedder.dim), '')} "
+            f"halfvec_ip_ops) WITH (m = {m}, ef_construction = {ef_construction})"
+        )
+
+    def _exists(self, name: str) -> bool:
+        row = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [name]).fetchone()
+        return bool(row is not None and row[0])
 
     def semantic_name(self) -> str:
         return f"eventmem_searched_semantic_ivf_{int(self.embedder.dim)}"
@@ -100,6 +121,8 @@ class VectorIndex:
         one and put in its place without holding off readers or writers (``CONCURRENTLY``), by one
         process at a time, when a sync has started (``eventmem sync``, ``serve --store``: the runner's
         start, once the journals are taken); returns whether it was made again."""
+        if self._learned():
+            return self._make_narrow_graph()
         if not semantic_dims(self.embedder.model_id):
             return False
         name, making = self.semantic_name(), f"{self.semantic_name()}_making"
@@ -137,17 +160,24 @@ class VectorIndex:
 
     def create(self, rows: int | None = None) -> None:
         """The index the embedder's searches read, unless there, made for ``rows`` memories (``None``:
-        as many as the projects hold). A learned model's: an HNSW graph of the whole vectors,
-        :data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`. The built-in embedder's: an inverted file of
-        the narrow copies' semantic part (:func:`ivf_lists`), which its searches read
-        (:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`), and no index of the whole
-        vectors, which none reads and every write would pay for (:meth:`drop_unread`)."""
+        as many as the projects hold). A learned model's: an HNSW graph of the narrow copies'
+        half-precision vectors (:data:`HNSW_SMALL` up to :data:`HNSW_SMALL_UP_TO`), except in a database
+        whose graph of the memories' whole vectors an earlier version made (the new graph is made
+        there by the next sync's start, :meth:`refresh`, without holding off readers or writers). The
+        built-in embedder's: an inverted file of the narrow copies' semantic part (:func:`ivf_lists`),
+        which its searches read (:data:`eventmem.projectors.postgres.queries.IVF_PROBES_PER_ROOT`).
+        Neither has an index of the memories' whole vectors, which none reads and every write would pay
+        for (:meth:`drop_unread`); an embedder of neither kind (an older hashing version without a
+        semantic part) gets that one."""
         if rows is None:
             rows = queries.memories_held(self.conn)
         m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
         dim = int(self.embedder.dim)
         if semantic_dims(self.embedder.model_id):
             self.conn.execute(self._semantic_definition(self.semantic_name(), ivf_lists(rows), "INDEX IF NOT EXISTS"))
+        elif self._learned():
+            if not self._exists(self.graph_name()):
+                self.conn.execute(self._graph_definition(self.narrow_graph_name(), rows, "INDEX IF NOT EXISTS"))
         else:
             self.conn.execute(
                 f"CREATE INDEX IF NOT EXISTS {self.graph_name()} ON eventmem_memories "
@@ -155,21 +185,64 @@ class VectorIndex:
                 f"WITH (m = {m}, ef_construction = {ef_construction})"
             )
 
+    def _make_narrow_graph(self) -> bool:
+        """Make a learned model's graph of the narrow copies where an earlier version's database has only
+        the graph of the memories' whole vectors: beside it (``CONCURRENTLY``: no reader or writer
+        held off; searches meanwhile scan the narrow copies exactly), by one process at a time, then
+        drop the old one; returns whether it was made."""
+        name, making = self.narrow_graph_name(), f"{self.narrow_graph_name()}_making"
+        with self.conn.transaction():
+            wanted = not self._exists(name)
+            rows = queries.memories_held(self.conn)
+        if not wanted:
+            return False
+        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
+
+        autocommit = self.conn.autocommit
+        self.conn.autocommit = True
+        try:
+            held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
+            if not held.fetchone()[0]:  # type: ignore[index]
+                return False  # (another process is making it)
+            try:
+                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
+                _log.info("a learned model's graph of the narrow copies made for %d memories", rows)
+                self.conn.execute(f"SET maintenance_work_mem = '{self.build_memory_mb()}MB'")
+                self.conn.execute(self._graph_definition(making, rows, "INDEX CONCURRENTLY"))
+                self.conn.execute("RESET maintenance_work_mem")
+                self.conn.execute(f"ALTER INDEX {making} RENAME TO {name}")
+            except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
+                _log.warning("the graph %s was not made (%s): a later sync makes it", name, type(exc).__name__)
+                return False
+            finally:
+                self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
+        finally:
+            self.conn.autocommit = autocommit
+        self.drop_unread()
+        return True
+
     def drop_unread(self) -> None:
-        """A database of the built-in embedder's vectors made by an earlier version holds an HNSW
-        index of the whole vectors, or one of the semantic part, beside the part's inverted file: no
-        search reads them, and a sync paid for them on every row, the graph's insert about 1.6 ms
-        (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader
-        holds the table for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the
-        table's readers, and they for it); else left to the next sync, or for good if another role owns it."""
-        if not semantic_dims(self.embedder.model_id):
+        """A database made by an earlier version may hold an index no search reads now: of the built-in
+        embedder's vectors, an HNSW index of the whole vectors or one of the semantic part, beside the
+        part's inverted file; of a learned model's, the graph of the memories' whole vectors, once the
+        graph of the narrow copies is there. A sync paid for them on every row, a graph's insert about
+        1.6 ms (measured: ``docs/bench/postgres-limits.md``). Dropped, when no reader holds the table
+        for longer than :data:`DROP_LOCK_WAIT` (dropping an index waits for the table's readers, and
+        they for it); else left to the next sync, or for good if another role owns it."""
+        if semantic_dims(self.embedder.model_id):
+            unread, instead = [self.graph_name(), self._old_semantic_graph()], self.semantic_name()
+        elif self._learned():
+            unread, instead = [self.graph_name()], self.narrow_graph_name()
+        else:
             return
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
-        for index in (self.graph_name(), self._old_semantic_graph()):
+        for index in unread:
             try:
                 with self.conn.transaction():
-                    held = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [index]).fetchone()
+                    held = self.conn.execute(
+                        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL", [index, instead]
+                    ).fetchone()
                     if held is not None and held[0]:
                         self.conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_WAIT}'")
                         self.conn.execute(f"DROP INDEX IF EXISTS {index}")
