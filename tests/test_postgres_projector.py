@@ -629,7 +629,7 @@ def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
 ) -> None:
     for _ in steps(service):
         pass
-    model = LearnedModel()  # (a learned model's vectors are searched through the whole vectors' index)
+    model = LearnedModel()  # (a learned model's vectors are searched through its graph of the narrow copies)
     projector = PostgresProjector(psycopg.connect(pg_uri), "p", model, branch="main")
     projector.load(JournalFeed(project).full())
     projector.close()
@@ -642,7 +642,7 @@ def test_an_hnsw_search_goes_through_the_index_even_when_a_sort_looks_cheaper(
         plan = "\n".join(str(row[0]) for row in conn.execute("EXPLAIN " + sql, values).fetchall())
         conn.execute(queries.SORTING_BACK)
         assert conn.execute("SHOW enable_sort").fetchone() == ("on",)
-    assert "eventmem_memories_hnsw" in plan, plan
+    assert "eventmem_searched_hnsw" in plan, plan
 
 
 def test_the_keyword_list_whose_words_sql_chooses_ranks_as_the_one_whose_words_python_chooses(
