@@ -78,7 +78,7 @@ def test_the_scale_benchmark_reports_postgres_against_in_process_with_the_machin
     assert tier["vector_index_build_seconds"] > 0 and tier["postings_key_build_seconds"] > 0
     assert tier["keyword_postings_per_memory"] > 10  # (the projector's own rows: the keyword side too)
     assert tier["disk"]["total_bytes_per_memory"] > tier["disk"]["table_bytes_per_memory"]["eventmem_memories"] > 0
-    vectors = ("eventmem_memories_hnsw_", "eventmem_searched_semantic_ivf_")  # (a learned model's, the built-in's)
+    vectors = ("eventmem_searched_hnsw_", "eventmem_searched_semantic_ivf_")  # (a learned model's, the built-in's)
     assert any(name.startswith(vectors) for name in tier["disk"]["memories_index_bytes_per_memory"])
     assert tier["server_memory"].get("pss_bytes", 0) > 0, tier["server_memory"]
     made = tier["index_sweep"]["lists"]["lists"]  # (inverted files of other sizes, swept the same way)
