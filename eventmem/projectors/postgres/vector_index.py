@@ -120,7 +120,9 @@ class VectorIndex:
         so an index made over fewer memories reads a larger share of each list's). Made beside the old
         one and put in its place without holding off readers or writers (``CONCURRENTLY``), by one
         process at a time, when a sync has started (``eventmem sync``, ``serve --store``: the runner's
-        start, once the journals are taken); returns whether it was made again."""
+        start, once the journals are taken); returns whether it was made again. A learned model's
+        vectors: the graph of the narrow copies made where an earlier version's database lacks it
+        (:meth:`_make_narrow_graph`)."""
         if self._learned():
             return self._make_narrow_graph()
         if not semantic_dims(self.embedder.model_id):
@@ -206,7 +208,11 @@ class VectorIndex:
                 return False  # (another process is making it)
             try:
                 self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
-                _log.info("a learned model's graph of the narrow copies made for %d memories", rows)
+                _log.warning(
+                    "making the graph of the narrow copies' vectors for %d memories, once (this database's "
+                    "graph was an earlier version's): searches scan them meanwhile",
+                    rows,
+                )
                 self.conn.execute(f"SET maintenance_work_mem = '{self.build_memory_mb()}MB'")
                 self.conn.execute(self._graph_definition(making, rows, "INDEX CONCURRENTLY"))
                 self.conn.execute("RESET maintenance_work_mem")
