@@ -654,7 +654,10 @@ def model_syncs(uri: str, root: Path, baseline: Path, spec: str, rounds: int) ->
             environ = {**bench_environ(root, spec), "PYTHONPATH": str(tree)}
             command = [sys.executable, "-m", "eventmem", "sync", "--to", other, "--no-global", "--embedder", spec]
             started = time.perf_counter()
-            subprocess.run([*command, "--project", f"bench={root}"], env=environ, check=True, capture_output=True)
+            # (in the project's folder: ``python -m`` puts the working folder first on the path)
+            subprocess.run(
+                [*command, "--project", f"bench={root}"], env=environ, cwd=root, check=True, capture_output=True
+            )
             seconds[side].append(time.perf_counter() - started)
             log(f"{side}: a first sync with {spec}, nothing cached: {seconds[side][-1]:.1f}s")
     with psycopg.connect(uri, autocommit=True) as conn:
