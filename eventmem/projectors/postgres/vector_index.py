@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from eventmem.embedders.embedder import Embedder, semantic_dims
@@ -136,14 +138,10 @@ class VectorIndex:
             return False
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
-        autocommit = self.conn.autocommit
-        self.conn.autocommit = True
-        try:
-            held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
-            if not held.fetchone()[0]:  # type: ignore[index]
+        with self._made_alone(name) as alone:
+            if not alone:
                 return False  # (another process is making it)
             try:
-                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
                 if not wanted:
                     return False
                 _log.info("the inverted file of %d memories made again: %d lists, was %s", rows, ivf_lists(rows), lists)
@@ -154,11 +152,37 @@ class VectorIndex:
                 # (another role's index, or a wait cut short: searched as it is, made again by a later sync)
                 _log.warning("the inverted file %s was not made again (%s): it stays", name, type(exc).__name__)
                 return False
+        return True
+
+    @contextmanager
+    def _made_alone(self, name: str) -> Iterator[bool]:
+        """The connection in autocommit (an index made ``CONCURRENTLY`` is made outside a transaction)
+        and the advisory lock of making ``name`` taken: whether this process holds it (else another one
+        is making it), until the block ends; the half-made index a try that died left
+        (its name and ``_making``) dropped first."""
+        from psycopg import errors  # (the extra's: a projector runs only where it is installed)
+
+        autocommit = self.conn.autocommit
+        self.conn.autocommit = True
+        try:
+            held = self.conn.execute(
+                "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name]
+            ).fetchone()
+            if held is None or not held[0]:
+                yield False
+                return
+            try:
+                try:
+                    self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}_making")
+                except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
+                    _log.warning("%s_making, half made, was not dropped (%s): %s stays", name, type(exc).__name__, name)
+                    yield False
+                    return
+                yield True
             finally:
                 self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
         finally:
             self.conn.autocommit = autocommit
-        return True
 
     def create(self, rows: int | None = None) -> None:
         """The index the embedder's searches read, unless there, made for ``rows`` memories (``None``:
@@ -200,14 +224,10 @@ class VectorIndex:
             return False
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
-        autocommit = self.conn.autocommit
-        self.conn.autocommit = True
-        try:
-            held = self.conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
-            if not held.fetchone()[0]:  # type: ignore[index]
+        with self._made_alone(name) as alone:
+            if not alone:
                 return False  # (another process is making it)
             try:
-                self.conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {making}")  # (a try that died midway)
                 _log.warning(
                     "making the graph of the narrow copies' vectors for %d memories, once (this database's "
                     "graph was an earlier version's): searches scan them meanwhile",
@@ -220,10 +240,6 @@ class VectorIndex:
             except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
                 _log.warning("the graph %s was not made (%s): a later sync makes it", name, type(exc).__name__)
                 return False
-            finally:
-                self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INDEX_LOCK_CLASS, name])
-        finally:
-            self.conn.autocommit = autocommit
         self.drop_unread()
         return True
 
