@@ -682,7 +682,7 @@ def graphs_compared(uri: str, spec: str, query_count: int) -> dict[str, Any]:
     recall's depth of 50 uses: recall of the exact top 10 and 50, p50, each graph's size and build."""
     import psycopg
 
-    from eventmem.projectors.postgres.vector_index import HNSW_EF_CONSTRUCTION, HNSW_M, HNSW_SMALL, HNSW_SMALL_UP_TO
+    from eventmem.projectors.postgres.vector_index import graph_settings
 
     embedder = make_embedder_from_spec(spec)
     dim, model = int(embedder.dim), embedder.model_id
@@ -692,7 +692,7 @@ def graphs_compared(uri: str, spec: str, query_count: int) -> dict[str, Any]:
     out: dict[str, Any] = {"queries": len(texts), "ef_search": queries.ef_search(HYBRID_DEPTH, model)}
     with psycopg.connect(uri, autocommit=True) as conn:
         rows = queries.memories_held(conn)
-        m, construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        m, construction = graph_settings(rows)  # (as a load makes the graph of this size)
         conn.execute("SET maintenance_work_mem = '1GB'")
         started = time.perf_counter()
         conn.execute(

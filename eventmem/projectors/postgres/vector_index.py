@@ -79,7 +79,7 @@ class VectorIndex:
 
     def _graph_definition(self, name: str, rows: int, made: str = "INDEX") -> str:
         """The statement making a learned model's graph over ``rows`` memories (``made``: how)."""
-        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        m, ef_construction = graph_settings(rows)
         return (
             f"CREATE {made} {name} ON {SEARCHED} USING hnsw ({narrow_graph_order(int(self.embedder.dim), '')} "
             f"halfvec_ip_ops) WITH (m = {m}, ef_construction = {ef_construction})"
@@ -132,9 +132,9 @@ class VectorIndex:
         name, making = self.semantic_name(), f"{self.semantic_name()}_making"
         with self.conn.transaction():
             rows, lists = queries.memories_held(self.conn), self._semantic_lists()
-            left = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", [making]).fetchone()
+            left = self._exists(making)
         wanted = lists is not None and ivf_lists(rows) >= 2 * lists
-        if not wanted and not (left is not None and left[0]):
+        if not wanted and not left:
             return False
         from psycopg import errors  # (the extra's: a projector runs only where it is installed)
 
@@ -197,7 +197,7 @@ class VectorIndex:
         semantic part) gets that one."""
         if rows is None:
             rows = queries.memories_held(self.conn)
-        m, ef_construction = HNSW_SMALL if rows <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
+        m, ef_construction = graph_settings(rows)
         dim = int(self.embedder.dim)
         if semantic_dims(self.embedder.model_id):
             self.conn.execute(self._semantic_definition(self.semantic_name(), ivf_lists(rows), "INDEX IF NOT EXISTS"))
@@ -234,8 +234,10 @@ class VectorIndex:
                     rows,
                 )
                 self.conn.execute(f"SET maintenance_work_mem = '{self.build_memory_mb()}MB'")
-                self.conn.execute(self._graph_definition(making, rows, "INDEX CONCURRENTLY"))
-                self.conn.execute("RESET maintenance_work_mem")
+                try:
+                    self.conn.execute(self._graph_definition(making, rows, "INDEX CONCURRENTLY"))
+                finally:
+                    self.conn.execute("RESET maintenance_work_mem")
                 self.conn.execute(f"ALTER INDEX {making} RENAME TO {name}")
             except (errors.InsufficientPrivilege, errors.LockNotAvailable, errors.QueryCanceled) as exc:
                 _log.warning("the graph %s was not made (%s): a later sync makes it", name, type(exc).__name__)
@@ -281,6 +283,12 @@ class VectorIndex:
         needed = rows * (4 * int(self.embedder.dim) + 1024) * 3 // 2 >> 20
         low, high = INDEX_MEMORY_MB
         return max(low, min(high, needed))
+
+
+def graph_settings(memories: int) -> tuple[int, int]:
+    """(``m``, ``ef_construction``) of an HNSW graph made over this many memories: :data:`HNSW_SMALL` up
+    to :data:`HNSW_SMALL_UP_TO`, else :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION`."""
+    return HNSW_SMALL if memories <= HNSW_SMALL_UP_TO else (HNSW_M, HNSW_EF_CONSTRUCTION)
 
 
 def ivf_lists(memories: int) -> int:
