@@ -4,6 +4,7 @@ and a memory another process saved just before a call is found by that call."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -104,11 +105,23 @@ async def test_accesses_are_not_written_through_a_usage_folder_swapped_for_a_lin
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
         assert (local / "usage.jsonl").read_bytes().count(own["id"].encode()) >= 1  # (the first call's access)
-        os.rename(local, tmp_path / "local-moved-away")
-        local.symlink_to(target, target_is_directory=True)
+        swap_for_a_link(local, target, tmp_path / "moved-away")
         for _ in range(3):  # each call runs what the one before it left for after its reply
             assert ids(await call(session, "retrieve_context", query="scheduler retries")) == [own["id"]]
     assert tree(target) == before
+
+
+def swap_for_a_link(folder: Path, target: Path, away: Path) -> None:
+    """Move a folder away and put a link to `target` in its place, again if the server made it anew in between."""
+    for attempt in range(100):
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(folder, away.with_name(f"{away.name}-{attempt}"))
+        try:
+            folder.symlink_to(target, target_is_directory=True)
+            return
+        except FileExistsError:  # the server's access of the call before made the folder again
+            continue
+    raise AssertionError(f"{folder} kept being made again")
 
 
 async def test_a_memory_saved_by_another_process_just_before_a_call_is_retrieved_by_it(
