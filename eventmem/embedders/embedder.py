@@ -401,7 +401,7 @@ class HashingEmbedder:
             ids = pieces.content_ids(text)
             if ids:
                 vector = np.ascontiguousarray(table.take(ids)[:, : self._static_dim]).sum(axis=0)
-                norm = float(np.linalg.norm(vector))
+                norm = float(np.sqrt(np.add.reduce(vector * vector)))  # (numpy's own sum: no BLAS kernel's)
                 if norm > 0:
                     out[row] = vector / norm
         return out
@@ -459,7 +459,7 @@ class HashingEmbedder:
                 hashes = words.pair_crcs(table, rows[:-1][same], rows[1:][same])
                 pair_part = ((hashes % hashed_dim) << 2) | 1 | ((hashes >> 30) & 2)
                 totals += np.bincount(owner[1:][same] * (hashed_dim * 4) + pair_part, minlength=bins)
-            hashed = _log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64
+            hashed = _weighted_kinds(_log1p_of_counts(totals))
         out = np.zeros((count, self._dim), dtype=np.float32)
         block = hashed.reshape(count, hashed_dim)
         out[:, :hashed_dim] = block / _norms(block)
@@ -499,7 +499,7 @@ class HashingEmbedder:
             for last, row in zip(table.last_crc[rows[:-1]].tolist(), found[1:], strict=True):
                 hashed = zlib.crc32(f" {first_word[row]}".encode(), last)
                 totals[((hashed % hashed_dim) << 2) | 1 | ((hashed >> 30) & 2)] += 1.0
-        block = (_log1p_of_counts(totals).reshape(-1, 4) @ _FACTORS64).reshape(1, hashed_dim)
+        block = _weighted_kinds(_log1p_of_counts(totals)).reshape(1, hashed_dim)
         out[:, :hashed_dim] = block / _norms(block)
         if self._static_dim:
             pieces = table.piece[expand(table.piece_start[rows], table.piece_count[rows])]
@@ -560,6 +560,19 @@ def _norms(matrix: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floating[Any
     norms: npt.NDArray[np.floating[Any]] = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
     norms[norms == 0] = 1.0
     return norms
+
+
+def _weighted_kinds(weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each run of four (a dimension's kinds and signs) weighed by ``_FACTORS`` and summed, in one fixed order.
+
+    ``weights.reshape(-1, 4) @ _FACTORS`` would hand the sum to the BLAS library, whose kernel is chosen
+    for the processor at run time and adds in an order of its own: the Haswell and SkylakeX kernels as
+    ``(w0 + w2) + (w1 + w3)``, which this computes on every machine (the same float64 values where those
+    kernels run, and so the pinned vectors), the Sandybridge kernel one after the other. The products
+    are exact (powers of two)."""
+    by_kind = weights.reshape(-1, 4) * _FACTORS64
+    summed: npt.NDArray[np.float64] = (by_kind[:, 0] + by_kind[:, 2]) + (by_kind[:, 1] + by_kind[:, 3])
+    return summed
 
 
 _FACTORS64: Final = _FACTORS.astype(np.float64)
