@@ -66,14 +66,14 @@ def start(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[s
         )
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
-        found = re.search(r"serving (http://\S+?)/ \(projects", log.read_text(errors="replace"))
+        found = re.search(r"serving (http://\S+?)/ \(projects", log.read_text(encoding="utf-8", errors="replace"))
         if found:
             return proc, found.group(1)
         if proc.poll() is not None:
             break
         time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("server did not start: " + log.read_text(errors="replace")[-2000:])
+    raise RuntimeError("server did not start: " + log.read_text(encoding="utf-8", errors="replace")[-2000:])
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:

@@ -174,7 +174,7 @@ def statements_of(served: Any, text: str, filters: Filters | None) -> tuple[list
         return execute(query, params, **kwargs)
 
     trips = 0
-    with tempfile.TemporaryFile("w+") as trace:
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as trace:
         conn.execute = recording
         conn.pgconn.trace(trace.fileno())
         try:
@@ -413,7 +413,7 @@ def _server_of_this_process() -> int | None:
 
 
 def _cpu_seconds_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -429,7 +429,7 @@ def settled_rss_mb(pid: int, timeout: float = 300.0, window: float = 0.5, busy: 
             break
     rss_kb = next(
         int(line.split()[1])
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines()
         if line.startswith("VmRSS")
     )
     return {"rss_mb": round(rss_kb / 1024, 1), "settled_after_s": round(time.perf_counter() - started, 2)}
@@ -461,7 +461,7 @@ def first_call(uri: str, root: Path, spec: str) -> dict[str, Any]:
     async def drive() -> None:
         params = StdioServerParameters(command=sys.executable, args=command, cwd=root, env=environ)
         started = time.perf_counter()
-        with open(os.devnull, "w") as quiet:
+        with open(os.devnull, "w", encoding="utf-8") as quiet:
             async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 out["initialize_s"] = round(time.perf_counter() - started, 3)
@@ -784,7 +784,7 @@ def backend_cpu_seconds(served: Any) -> float | None:
     nanoseconds; ``None``: not known, e.g. a server on another machine)."""
     try:
         pid = served.database.runner.conn.info.backend_pid
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+        return int(Path(f"/proc/{pid}/schedstat").read_text(encoding="utf-8").split()[0]) / 1e9
     except (OSError, ValueError, IndexError, AttributeError):
         return None
 
@@ -951,7 +951,7 @@ def server_cpu_seconds(pgdata: Path | None) -> float | None:
         return None
 
     def fields(pid: int | str) -> list[str]:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
 
     try:
         own = fields(postmaster)

@@ -84,7 +84,7 @@ def machine(uri: str | None) -> dict[str, Any]:
     """Cores, RAM, CPU model, load, and the PostgreSQL and pgvector versions."""
     model = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break

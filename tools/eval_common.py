@@ -11,7 +11,7 @@ from typing import Any
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON-lines file (a dataset of the evaluations)."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def scores(ranked: list[str], relevant: set[str]) -> dict[str, float]:

@@ -105,7 +105,7 @@ def _exact_inputs(project: Project) -> tuple[list[str], np.ndarray[Any, Any], np
 
 def rss_bytes(pid: int) -> dict[str, int]:
     out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith(("VmRSS:", "VmHWM:")):
             out[line.split(":")[0]] = int(line.split()[1]) * 1024
     return out
@@ -113,7 +113,7 @@ def rss_bytes(pid: int) -> dict[str, int]:
 
 def cpu_seconds(pid: int) -> float:
     """The CPU time (user and system, every thread) process ``pid`` has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -396,7 +396,7 @@ def _pss(pid: int) -> int:
     """The process's proportional set size; 0 for one that ended meanwhile (a backend of a query): its
     ``/proc`` entry is gone (``FileNotFoundError``) or goes while it is read (``ProcessLookupError``)."""
     try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="utf-8")
     except OSError:
         return 0
     for line in text.splitlines():

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def rss(pid: int | str = "self") -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` of process ``pid`` (this one by default), in bytes."""
     out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith(("VmRSS:", "VmHWM:")):
             out[line.split(":")[0]] = int(line.split()[1]) * 1024
     return out
@@ -235,7 +235,7 @@ def stdio_side(root: Path, code: Path | None, queries: int, seconds: int, env: d
 
     async def drive() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        with open(os.devnull, "w") as errors:
+        with open(os.devnull, "w", encoding="utf-8") as errors:
             async with stdio_client(params, errlog=errors) as (read, write), ClientSession(read, write) as session:
                 started = time.perf_counter()
                 await session.initialize()
