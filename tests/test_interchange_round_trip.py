@@ -4,7 +4,9 @@ happened in the store it came from."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -161,9 +163,7 @@ def test_an_imported_memory_keeps_when_it_was_made_and_is_found_by_time(project:
     work on them; when it was imported stays in the journal's event."""
     store = PEERS / "mcp-memory-service" / "memory.db"
     run(project, "import", "mcp-memory-service", str(store))
-    import sqlite3
-
-    with sqlite3.connect(store) as db:
+    with contextlib.closing(sqlite3.connect(store)) as db:  # (a connection's own `with` commits, never closes)
         made = dict(db.execute("SELECT content_hash, created_at_iso FROM memories WHERE deleted_at IS NULL"))
     service = reopen(project)
     try:
