@@ -4,6 +4,7 @@ postings are being made or after."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import sqlite3
@@ -305,8 +306,8 @@ def test_a_keyword_snapshot_that_is_a_bare_database_or_cut_in_its_database_is_re
     data = index.serialize()
     projector = KeywordsProjector(SlotTable())
     assert projector.restore(data)
-    bare = sqlite3.connect(":memory:")
-    bare.execute("CREATE TABLE docs(x)")
-    assert not projector.restore(bytes(bare.serialize()))
+    with contextlib.closing(sqlite3.connect(":memory:")) as bare:
+        bare.execute("CREATE TABLE docs(x)")
+        assert not projector.restore(bytes(bare.serialize()))
     assert not projector.restore(data[:100])
     assert len(projector) == 0

@@ -5,6 +5,7 @@ searches with exactly the scores a rebuild from the journal gives."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import shutil
@@ -87,10 +88,10 @@ async def test_the_keyword_index_holds_no_copy_of_the_texts_and_ranks_edits_and_
         await snapshot_of(cache)
         await logged(tmp_path / "first.log", POSTINGS)
     database = keyword_database(cache)
-    held = sqlite3.connect(":memory:")
-    held.deserialize(database)
-    assert held.execute("SELECT count(*) FROM docs WHERE docs MATCH 'seconds'").fetchone() == (MEMORIES,)
-    assert held.execute("SELECT DISTINCT title, summary, content, tags FROM docs").fetchall() == [(None,) * 4]
+    with contextlib.closing(sqlite3.connect(":memory:")) as held:
+        held.deserialize(database)
+        assert held.execute("SELECT count(*) FROM docs WHERE docs MATCH 'seconds'").fetchone() == (MEMORIES,)
+        assert held.execute("SELECT DISTINCT title, summary, content, tags FROM docs").fetchall() == [(None,) * 4]
     for event in events:  # the index finds the texts, but holds none of them
         assert event.content.encode() not in database
 
