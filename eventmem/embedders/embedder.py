@@ -566,11 +566,12 @@ def _weighted_kinds(weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]
     """Each run of four (a dimension's kinds and signs) weighed by ``_FACTORS`` and summed, in one fixed order.
 
     ``weights.reshape(-1, 4) @ _FACTORS`` would hand the sum to the BLAS library, whose kernel is chosen
-    for the processor at run time and adds in an order of its own: the Haswell and SkylakeX kernels as
-    ``(p0 + p2) + (p1 + p3)`` of the products ``p = w * f``, which this computes on every machine (the same float64 values where those
-    kernels run, and so the pinned vectors), the Sandybridge kernel one after the other. The products
-    are exact (powers of two), and each pair's factors are opposite, so ``w0 * f0 + w2 * -f0`` is
-    ``(w0 - w2) * f0`` to the bit: two subtractions and two scalings instead of four products."""
+    for the processor at run time and adds in an order of its own: the Haswell and SkylakeX kernels add
+    the products ``p = w * f`` as ``(p0 + p2) + (p1 + p3)``, which this computes on every machine (the
+    same float64 values where those kernels run, and so the pinned vectors), the Sandybridge kernel one
+    after the other. The products are exact (powers of two), and each pair's factors are opposite, so
+    ``w0 * f0 + w2 * -f0`` is ``(w0 - w2) * f0`` to the bit: two subtractions and two scalings instead
+    of four products."""
     kinds = weights.reshape(-1, 4)
     summed: npt.NDArray[np.float64] = (kinds[:, 0] - kinds[:, 2]) * _FACTORS64[0] + (
         kinds[:, 1] - kinds[:, 3]
