@@ -401,9 +401,7 @@ class HashingEmbedder:
             ids = pieces.content_ids(text)
             if ids:
                 vector = np.ascontiguousarray(table.take(ids)[:, : self._static_dim]).sum(axis=0)
-                norm = float(np.sqrt(np.add.reduce(vector * vector)))  # (numpy's own sum: no BLAS kernel's)
-                if norm > 0:
-                    out[row] = vector / norm
+                out[row] = vector / _norms(vector[np.newaxis])[0]  # (numpy's own sum: no BLAS kernel's)
         return out
 
     def _hashed(self, texts: list[str], dim: int) -> Vectors:
