@@ -32,7 +32,8 @@ def lowest(requirement: str) -> str | None:
 
 
 def main() -> None:
-    project = tomllib.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml").read_text())["project"]
+    pyproject = Path(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml")
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     requirements = [*project["dependencies"], *(r for extra in EXTRAS for r in project["optional-dependencies"][extra])]
     print("\n".join(c for c in map(lowest, requirements) if c is not None))
 
