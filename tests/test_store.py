@@ -566,7 +566,7 @@ def test_a_rebuild_on_the_bulk_paths_writes_a_snapshot_of_the_same_state(service
     assert isinstance(encoded[1].state, msgspec.Raw)
     snapshot = snapshots_module.read_snapshot(snapshot_file(project))
     assert snapshot.state.state() == store.derived.state
-    assert snapshot.slot_ids == store.derived.table.ids and snapshot.slot_hashes == store.derived.slot_hashes
+    assert snapshot.slot_ids == store.derived.table.ids and snapshot.slot_digests == store.derived.slot_hashes.stored()
     assert bytes(snapshot.columns) == store.derived.columns.snapshot()  # the filter columns and the dedup keys
     restored = ColumnsProjector(SlotTable(list(snapshot.slot_ids)), store.derived.state.visible)
     assert restored.restore(snapshot.columns)

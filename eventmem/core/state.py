@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from eventmem.core.codec import UnknownEvent
+from eventmem.core.event_ids import EventIds
 from eventmem.core.events import (
     AnyEvent,
     LinkAdded,
@@ -55,7 +56,8 @@ class State(msgspec.Struct, kw_only=True):
 
     memories: dict[str, MemoryRecord] = {}
     links: dict[str, LinkRecord] = {}
-    seen: set[str] = set()
+    seen: EventIds = msgspec.field(default_factory=EventIds)
+    """Every event id folded (see :mod:`eventmem.core.event_ids`)."""
     unknown: dict[str, int] = {}
     """Events of types newer than this version, counted by type."""
     adjacency: dict[str, set[str]] = {}
@@ -142,6 +144,7 @@ class State(msgspec.Struct, kw_only=True):
         for event_id, digest in digests.items():
             self.conflicts[event_id] = digest
         depths = self._depths(batch)
+        self.seen.add_new(batch)  # (none held: the fast path checked the batch, the other skipped them)
         touched: list[str] = []
         apply, extend = self._apply, touched.extend
         if not depths:  # (the common case: no event of the batch has a prev)
@@ -227,8 +230,7 @@ class State(msgspec.Struct, kw_only=True):
         return 0 if owner is None or not owner.depths else owner.depths.get(event_id, 0)
 
     def _apply(self, event: AnyEvent | UnknownEvent, depth: str) -> tuple[str, ...]:
-        """Fold one event in at ``depth`` (its digits, see :func:`key_of`)."""
-        self.seen.add(event.id)
+        """Fold one event in at ``depth`` (its digits, see :func:`key_of`); its id is in ``seen`` already."""
         if isinstance(event, UnknownEvent):
             self.unknown[event.type] = self.unknown.get(event.type, 0) + 1
             return ()
@@ -376,7 +378,7 @@ class StoredState(msgspec.Struct, kw_only=True):
 
     memories: dict[str, msgspec.Raw] = {}
     links: dict[str, LinkRecord] = {}
-    seen: set[str] = set()
+    seen: EventIds = msgspec.field(default_factory=EventIds)
     unknown: dict[str, int] = {}
     adjacency: dict[str, set[str]] = {}
     awaited: set[str] = set()

@@ -26,6 +26,7 @@ from eventmem.projectors.columns import ColumnsProjector, SlotTable
 from eventmem.projectors.keywords import KeywordsProjector, Texts, keyword_texts
 from eventmem.projectors.keywords_bulk import Row
 from eventmem.projectors.vectors import EmbedItem, VectorsProjector
+from eventmem.runner.slot_digests import SlotDigests
 from eventmem.runner.tuning import Tuning
 
 __all__ = ["Cursor", "Derived", "Extension", "ttl_float"]
@@ -67,7 +68,7 @@ class Derived:
         self.table = SlotTable()
         """Memory id <-> slot: the row of the filter columns, the keyword index and the vector index
         (the projectors hold it)."""
-        self.slot_hashes: list[bytes] = []
+        self.slot_hashes = SlotDigests()
         """Per slot, the digest of the text indexed (see :func:`~eventmem.runner.projection.sync`):
         unchanged means no re-index."""
         self.columns = ColumnsProjector(self.table, self.visible)

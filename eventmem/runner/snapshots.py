@@ -35,6 +35,7 @@ from eventmem.projectors.vectors import VectorIndex
 from eventmem.runner.cursors import only_appended, prefix_hasher, stat_after_load
 from eventmem.runner.derived import Cursor, Derived
 from eventmem.runner.projection import projected
+from eventmem.runner.slot_digests import SlotDigests
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -53,13 +54,14 @@ __all__ = [
 
 log = logging.getLogger("eventmem.runner")
 
-SNAPSHOT_FORMAT = 11
+SNAPSHOT_FORMAT = 12
 """3: float16 vector index; 4: the vector index in its own file, mapped on load; 5: causal depths;
 6: the clone that wrote it (see :meth:`ProjectPaths.cache_owner`); 7: the dedup keys inside the
 columns projector's own snapshot; 8: a memory's metadata and source; 9: the keyword index's word
 counts of every row (they were of one slot in eight); 10: the keyword index's in-memory postings after
 its database; 11: a contentless keyword table with the digests of its rows' texts, and slot digests
-of the keyword texts each apart."""
+of the keyword texts each apart; 12: the event ids seen packed (:mod:`eventmem.core.event_ids`), the
+slot digests in one buffer."""
 
 
 class Snapshot(msgspec.Struct, kw_only=True):
@@ -68,7 +70,6 @@ class Snapshot(msgspec.Struct, kw_only=True):
     cursors: dict[str, Cursor]
     state: State
     slot_ids: list[str]
-    slot_hashes: list[bytes]
     keywords: bytes
     problems: list[tuple[str, int, str]] = []
     """Corrupt lines in the bytes the snapshot covers: still reported after a warm start."""
@@ -86,6 +87,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     approximate: bytes = b""
     """The approximate vector index of the vector index file's codes (see :mod:`eventmem.projectors.ann`),
     so that a start above its threshold does not build it again; empty when none was ready."""
+    slot_digests: bytes = b""
+    """Each slot's digest of the texts indexed (see :class:`~eventmem.runner.slot_digests.SlotDigests`)."""
 
 
 class StoredSnapshot(msgspec.Struct, kw_only=True):
@@ -97,7 +100,6 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     cursors: dict[str, Cursor]
     state: StoredState
     slot_ids: list[str]
-    slot_hashes: list[bytes]
     keywords: memoryview
     problems: list[tuple[str, int, str]] = []
     columns: memoryview = memoryview(b"")
@@ -105,6 +107,7 @@ class StoredSnapshot(msgspec.Struct, kw_only=True):
     owner: str = ""
     embeddings_end: int | None = None
     approximate: memoryview = memoryview(b"")
+    slot_digests: memoryview = memoryview(b"")
 
 
 def read_snapshot(path: Path) -> StoredSnapshot:
@@ -167,6 +170,18 @@ def _read_mapped(path: Path, kind: type[_Stored]) -> tuple[_Stored, mmap.mmap, M
             gc.enable()
 
 
+class _Format(msgspec.Struct):
+    format: int
+
+
+def _format_of(path: Path) -> int | None:
+    """The format a snapshot file says it is of (``None``: it says none that can be read)."""
+    try:
+        return _read_mapped(path, _Format)[0].format
+    except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
 class _StoredMemories(msgspec.Struct):
     memories: dict[str, msgspec.Raw] = {}
 
@@ -227,7 +242,7 @@ def take(derived: Derived, *, embedder: str, owner: str, embeddings_end: int) ->
         cursors=dict(derived.cursors),
         state=cast(State, msgspec.Raw(state)),  # encoded as the same bytes
         slot_ids=list(derived.table.ids),
-        slot_hashes=list(derived.slot_hashes),
+        slot_digests=derived.slot_hashes.stored(),
         keywords=b"",  # (see below)
         problems=[(p.path, p.offset, p.reason) for p in derived.problems.values()],
         columns=derived.columns.snapshot(),
@@ -306,7 +321,10 @@ def load(
     except OSError:
         return None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-        log.warning("ignoring unreadable snapshot: %s", exc)
+        if _format_of(paths.cache_dir / "snapshot.bin") in (None, SNAPSHOT_FORMAT):
+            log.warning("ignoring unreadable snapshot: %s", exc)
+        else:  # (an earlier version's, whose fields this one reads otherwise)
+            log.info("ignoring snapshot made by another version")
         return None
     if snapshot.format != SNAPSHOT_FORMAT or snapshot.embedder != embedder.model_id:
         log.info("ignoring snapshot made by another version or embedder")
@@ -352,11 +370,19 @@ def load(
         if hasher is None or hasher.digest() != snapshot.cursors[name].digest:
             log.info("ignoring stale snapshot: %s was rewritten", name)
             return None
+    try:
+        digests = SlotDigests(snapshot.slot_digests)
+    except ValueError as exc:
+        log.warning("ignoring damaged snapshot: %s", exc)
+        return None
+    if len(digests) != len(snapshot.slot_ids):
+        log.warning("ignoring damaged snapshot: %d slot digests for %d slots", len(digests), len(snapshot.slot_ids))
+        return None
     derived.state = snapshot.state.state(records)
     derived.problems = {(p, o): JournalCorrupt(p, o, r) for p, o, r in snapshot.problems}
     derived.vectors.adopt(vectors, snapshot.approximate)
-    derived.table.replace(snapshot.slot_ids)
-    derived.slot_hashes = snapshot.slot_hashes
+    derived.table.replace(_as_keys_of(snapshot.slot_ids, snapshot.state.memories))
+    derived.slot_hashes = digests
     # the digests were just verified: only bytes past each offset remain to be read
     derived.cursors = {
         name: msgspec.structs.replace(cursor, stat=stat_after_load(segments[name], cursor.offset))
@@ -372,6 +398,13 @@ def load(
     release_pages(mapped)
     log.info("loaded snapshot in %.3fs", time.perf_counter() - started)
     return derived
+
+
+def _as_keys_of(ids: list[str], memories: dict[str, msgspec.Raw]) -> list[str]:
+    """``ids`` as the very strings that key ``memories``: decoded, a snapshot holds each id twice
+    (a slot's and its record's, 80 bytes each at 26 characters), and the slot table keeps them."""
+    own = {memory_id: memory_id for memory_id in memories}
+    return [own.get(memory_id, memory_id) for memory_id in ids]
 
 
 def refresh_expiries(derived: Derived) -> None:
