@@ -52,6 +52,7 @@ from eventmem.projectors.keywords_bulk import (
     words_of,
 )
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
+from eventmem.projectors.slot_set import SlotSet
 
 __all__ = [
     "BULK_KEYWORDS_MIN",
@@ -160,7 +161,7 @@ class KeywordIndex:
         self.df: Counter[str] = Counter()
         """The rows each lower-cased word occurs in. Every row counts: a sample (of slots) would
         choose other query words once a rebuild gives the memories other slots."""
-        self._present: set[int] = set()
+        self._present = SlotSet()
         self._digests = np.zeros(0, np.uint64)  # (per slot, its row's :func:`~.keywords_bulk.texts_digest`)
         self._phrases = PhraseScoresKept()
         """Phrase scores asked of FTS5 since the last change (an identifier is often asked again)."""
@@ -170,10 +171,10 @@ class KeywordIndex:
             data, postings = _unframed(data)
             self._db.deserialize(data)
             (blob, digests) = self._db.execute("SELECT rowids, digests FROM present").fetchone()
-            self._present = set(np.frombuffer(blob, dtype=np.int64).tolist())
+            self._present = SlotSet(np.frombuffer(blob, dtype=np.int64))
             self._digests = np.frombuffer(digests, dtype=np.uint64).copy()
             self._db.execute("DROP TABLE present")
-            if self._present and max(self._present) >= len(self._digests):
+            if self._present and self._present.max() >= len(self._digests):
                 raise ValueError("the keyword index's digests are of other rows")
             if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'df'").fetchone():
                 (counts,) = self._db.execute("SELECT counts FROM df").fetchone()
@@ -368,7 +369,7 @@ class KeywordIndex:
         answers until they are; every later change reaches them). Once; the bulk load settled first.
         The index holds no texts: ``rows_of`` gives the rows of its slots (the fold's texts)."""
         if self.ranking is None:
-            self.ranking = BackgroundPostings.of_rows(rows_of(sorted(self._present)), len(self._present))
+            self.ranking = BackgroundPostings.of_rows(rows_of(list(self._present)), len(self._present))
 
     def _phrase_scores(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The rows holding the phrase ``word`` and its part of their BM25 score, from FTS5 (or as it
@@ -391,7 +392,7 @@ class KeywordIndex:
 
     def _loaded(self, df: Counter[str], present: set[int], digests: npt.NDArray[np.uint64]) -> None:
         """A bulk load is in: its rows' document frequencies, slots and digests (in slot order)."""
-        self.df, self._present = df, present
+        self.df, self._present = df, SlotSet(present)
         self._digests = np.zeros(max(present) + 1 if present else 0, np.uint64)
         self._digests[sorted(present)] = digests
         self._phrases.clear()
@@ -469,8 +470,8 @@ class KeywordIndex:
         try:
             counts = msgspec.msgpack.encode({t: n for t, n in self.df.items() if n > 0})
             self._db.execute("INSERT INTO df VALUES (?)", (counts,))
-            rowids = np.fromiter(self._present, dtype=np.int64, count=len(self._present))
-            top = max(self._present) + 1 if self._present else 0
+            rowids = self._present.sorted_array()
+            top = self._present.max() + 1 if self._present else 0
             self._db.execute("INSERT INTO present VALUES (?, ?)", (rowids.tobytes(), self._digests[:top].tobytes()))
             database = self._db.serialize()
         finally:

@@ -524,7 +524,10 @@ class Store:
                 return
             if memories.keys() != state.memories.keys():
                 return
-            state.memories = MemoryRecords(memories, records)
+            # (keyed by the strings held already, which the slot table shares: the decoded ones go now,
+            # where they would have stayed, each beside the slot table's copy, among freed blocks)
+            held = {memory_id: memory_id for memory_id in state.memories}
+            state.memories = MemoryRecords({held[memory_id]: raw for memory_id, raw in memories.items()}, records)
         del memories, written
         give_back_freed_memory()
 

@@ -1,4 +1,5 @@
-"""The event ids a fold has seen, held packed, and a snapshot's slot digests in one buffer."""
+"""What a serving process holds for each memory, packed: the event ids a fold has seen, each slot's digest,
+the keyword index's rows present."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from eventmem.core.events import MemorySaved
 from eventmem.core.ids import new_id, now_iso
 from eventmem.core.state import State
 from eventmem.journal.project import RootChoice
+from eventmem.projectors.slot_set import SlotSet
 from eventmem.runner.slot_digests import SlotDigests
 from eventmem.service import MemoryService, open_service
 
@@ -87,6 +89,27 @@ def test_slot_digests_read_back_what_was_written_and_none_as_empty() -> None:
         digests[len(written)]
     with pytest.raises(ValueError, match="whole number"):
         SlotDigests(b"x" * 20)
+
+
+@pytest.mark.property
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 3000), max_size=30)), max_size=20))
+def test_a_set_of_slots_answers_as_a_set_of_the_same_ints(steps: list[tuple[bool, list[int]]]) -> None:
+    slots, model = SlotSet(), set[int]()
+    for adding, changed in steps:
+        if adding:
+            slots.update(changed)
+            model.update(changed)
+        else:
+            slots.difference_update(changed)
+            model.difference_update(changed)
+        assert len(slots) == len(model) and bool(slots) == bool(model) and list(slots) == sorted(model)
+        assert all((slot in slots) == (slot in model) for slot in [*changed, -1, 5000])
+        assert slots.sorted_array().tolist() == sorted(model)
+        if model:
+            assert slots.max() == max(model)
+    with pytest.raises(ValueError, match="not negative"):
+        slots.update([-1])
 
 
 def _save_notes(project: Path) -> list[str]:
