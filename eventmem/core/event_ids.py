@@ -115,7 +115,9 @@ class EventIds(msgspec.Struct):
             return
         import numpy as np
 
-        new = np.unique(np.array(packable, dtype=_KIND))
+        new = np.sort(np.array(packable, dtype=_KIND))
+        if len(new) > 1:  # (not np.unique: it imports numpy.ma, a module loaded in the middle of a build)
+            new = new[np.concatenate(([True], new[1:] != new[:-1]))]
         ids = self._ids()
         at = np.searchsorted(ids, new)
         fresh = ~self._held(new, at)

@@ -62,12 +62,10 @@ class SlotSet:
             grown[: len(self._flags)] = self._flags
             self._flags = grown
             self._held = cast("Sequence[bool]", grown.data)
-        wanted = np.unique(wanted)
-        self._count += int(np.count_nonzero(~self._flags[wanted]))
         self._flags[wanted] = True
+        self._count = int(np.count_nonzero(self._flags))  # (a few microseconds a 100,000 slots)
 
     def difference_update(self, slots: Iterable[int]) -> None:
-        gone = np.unique(np.fromiter(slots, dtype=np.int64))
-        gone = gone[(gone >= 0) & (gone < len(self._flags))]
-        self._count -= int(np.count_nonzero(self._flags[gone]))
-        self._flags[gone] = False
+        gone = np.fromiter(slots, dtype=np.int64)
+        self._flags[gone[(gone >= 0) & (gone < len(self._flags))]] = False
+        self._count = int(np.count_nonzero(self._flags))
