@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -125,11 +126,20 @@ def _answers(service: MemoryService) -> list[list[str]]:
     return [[hit.id for hit in service.recall(query, limit=10)] for query in ("deploy canary", "pipeline", "note 3")]
 
 
-def _rewrite_snapshot(project: Path, change: dict[str, object]) -> None:
-    path = project / ".eventmem" / "cache" / "snapshot.bin"
-    stored = msgspec.msgpack.decode(path.read_bytes())
-    stored.update(change)
-    path.write_bytes(msgspec.msgpack.encode(stored))
+def _snapshot_of_notes(project: Path) -> tuple[list[list[str]], dict[str, Any]]:
+    """Notes saved (their snapshot written), the answers a server from that snapshot gives, and the
+    snapshot decoded as plain values."""
+    _save_notes(project)
+    reference, _ = _reopened(project)
+    try:
+        expected = _answers(reference)
+    finally:
+        reference.close()
+    return expected, msgspec.msgpack.decode((project / ".eventmem" / "cache" / "snapshot.bin").read_bytes())
+
+
+def _rewrite_snapshot(project: Path, stored: dict[str, Any], change: dict[str, Any]) -> None:
+    (project / ".eventmem" / "cache" / "snapshot.bin").write_bytes(msgspec.msgpack.encode(stored | change))
 
 
 def _reopened(project: Path) -> tuple[MemoryService, bool]:
@@ -139,39 +149,34 @@ def _reopened(project: Path) -> tuple[MemoryService, bool]:
     return service, loaded
 
 
+def _set_aside(project: Path, caplog: pytest.LogCaptureFixture, level: int) -> tuple[list[list[str]], str]:
+    """The answers of a server started on the rewritten snapshot (which it must not use), and its log."""
+    with caplog.at_level(level, logger="eventmem.runner"):
+        later, loaded = _reopened(project)
+    try:
+        assert not loaded
+        return _answers(later), caplog.text
+    finally:
+        later.close()
+
+
 def test_a_snapshot_of_an_earlier_version_is_set_aside_quietly_and_the_journal_folded(
     project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _save_notes(project)
-    reference, _ = _reopened(project)
-    expected = _answers(reference)
-    reference.close()
-    stored = msgspec.msgpack.decode((project / ".eventmem" / "cache" / "snapshot.bin").read_bytes())
+    expected, stored = _snapshot_of_notes(project)
     state = dict(stored["state"])
     state["seen"] = sorted(EventIds(**state["seen"]))  # (as version 11 wrote them: a list of ids)
-    _rewrite_snapshot(project, {"format": 11, "state": state, "slot_hashes": []})
-    with caplog.at_level(logging.INFO, logger="eventmem.runner"):
-        later, loaded = _reopened(project)
-    try:
-        assert not loaded and _answers(later) == expected
-        assert "made by another version" in caplog.text and "unreadable" not in caplog.text
-    finally:
-        later.close()
+    _rewrite_snapshot(project, stored, {"format": 11, "state": state, "slot_hashes": []})
+    answers, log = _set_aside(project, caplog, logging.INFO)
+    assert answers == expected
+    assert "made by another version" in log and "unreadable" not in log
 
 
 def test_a_snapshot_whose_slot_digests_do_not_match_its_slots_is_not_used(
     project: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _save_notes(project)
-    reference, _ = _reopened(project)
-    expected = _answers(reference)
-    reference.close()
-    stored = msgspec.msgpack.decode((project / ".eventmem" / "cache" / "snapshot.bin").read_bytes())
-    _rewrite_snapshot(project, {"slot_digests": stored["slot_digests"][:-16]})
-    with caplog.at_level(logging.WARNING, logger="eventmem.runner"):
-        later, loaded = _reopened(project)
-    try:
-        assert not loaded and _answers(later) == expected
-        assert "5 slot digests for 6 slots" in caplog.text
-    finally:
-        later.close()
+    expected, stored = _snapshot_of_notes(project)
+    _rewrite_snapshot(project, stored, {"slot_digests": stored["slot_digests"][:-16]})
+    answers, log = _set_aside(project, caplog, logging.WARNING)
+    assert answers == expected
+    assert "5 slot digests for 6 slots" in log
