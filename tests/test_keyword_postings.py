@@ -207,6 +207,19 @@ def test_postings_read_back_from_a_snapshot_rank_like_fts5_through_removals_repl
     assert len(postings_of(index)) == len(final)
 
 
+@pytest.mark.parametrize("repeats", [3, 70_000])
+def test_postings_read_back_hold_each_frequency_exactly_in_two_bytes_when_it_fits_and_in_four_else(
+    repeats: int,
+) -> None:
+    data = [*rows(11, 60), (60, "retry", "", " ".join(["retry"] * repeats), "")]  # (a content of one word)
+    index = ranked_in_memory(fts5_only(data)).copy()  # (its postings read back)
+    allowed = np.ones(61, bool)
+    queries = [*QUERIES, "retry", "retry timeout"]
+    assert answers(index, queries, allowed) == answers(fts5_only(data), queries, allowed)
+    base = postings_of(index)._base
+    assert base.dtype["freq"] == (np.dtype(np.uint16) if repeats < 65_536 else np.dtype(np.float32))
+
+
 def postings_of(index: KeywordIndex) -> Postings:
     assert index.ranking is not None and index.ranking.wait(60)
     postings = index.ranking.ready()

@@ -60,6 +60,18 @@ _ENTRY = np.dtype([("slot", np.int32), ("version", np.int32), ("freq", np.float3
 """12 bytes a posting; a frequency is a sum of small whole weights, exact in float32."""
 _BASE_ENTRY = np.dtype([("slot", np.int32), ("freq", np.float32)])
 """8 bytes a posting read back from a snapshot: their version is 0, so it is not held."""
+_SMALL_BASE_ENTRY = np.dtype([("slot", np.int32), ("freq", np.uint16)])
+"""6 bytes a posting read back, when every frequency is a whole number below 65,536 (the weights are
+whole: any text short of tens of thousands of one word's occurrences): the same values, as exact."""
+
+
+def _base_entry(freqs: npt.NDArray[np.float32]) -> np.dtype[np.void]:
+    """The narrowest of :data:`_SMALL_BASE_ENTRY` and :data:`_BASE_ENTRY` that holds ``freqs`` exactly."""
+    if not len(freqs):
+        return _SMALL_BASE_ENTRY
+    whole = freqs.min() >= 0 and freqs.max() <= np.iinfo(np.uint16).max and np.array_equal(freqs, np.floor(freqs))
+    return _SMALL_BASE_ENTRY if whole else _BASE_ENTRY
+
 
 Row = tuple[int, str, str, str, str]
 """(slot, title, summary, content, tags)"""
@@ -171,7 +183,7 @@ class Postings:
             or ((np.diff(slots) <= 0) & (np.diff(group) == 0)).any()
         ):
             raise ValueError("a stored keyword posting is of no row, or out of order")
-        postings._base = np.empty(len(entries), _BASE_ENTRY)  # (a copy: the stored bytes are let go)
+        postings._base = np.empty(len(entries), _base_entry(entries["freq"]))  # (a copy: the stored bytes go)
         postings._base["slot"], postings._base["freq"] = slots, entries["freq"]
         postings._base_at = np.concatenate(([0], np.cumsum(counts)))
         postings._base_left = np.zeros(len(counts), bool)
