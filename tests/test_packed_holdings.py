@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -106,6 +107,8 @@ def test_a_set_of_slots_answers_as_a_set_of_the_same_ints(steps: list[tuple[bool
             model.difference_update(changed)
         assert len(slots) == len(model) and bool(slots) == bool(model) and list(slots) == sorted(model)
         assert all((slot in slots) == (slot in model) for slot in [*changed, -1, 5000])
+        assert all((np.int64(slot) in slots) == (slot in model) for slot in changed)  # (numpy's ints too)
+        assert "1" not in slots and 1.0 not in slots
         assert slots.sorted_array().tolist() == sorted(model)
         if model:
             assert slots.max() == max(model)

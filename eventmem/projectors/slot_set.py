@@ -7,6 +7,7 @@ numpy's call for one slot (an item of a memoryview). Iterated in increasing orde
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import cast
 
@@ -34,7 +35,11 @@ class SlotSet:
         return self._count > 0
 
     def __contains__(self, slot: object) -> bool:
-        return isinstance(slot, int) and 0 <= slot < len(self._held) and self._held[slot]
+        try:  # (any integer, numpy's too, as a set of ints finds it)
+            at = operator.index(slot)  # type: ignore[arg-type]
+        except TypeError:
+            return False
+        return 0 <= at < len(self._held) and self._held[at]
 
     def __iter__(self) -> Iterator[int]:
         return iter(np.flatnonzero(self._flags).tolist())
