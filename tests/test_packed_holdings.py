@@ -183,3 +183,29 @@ def test_a_snapshot_whose_slot_digests_do_not_match_its_slots_is_not_used(
     answers, log = _set_aside(project, caplog, logging.WARNING)
     assert answers == expected
     assert "5 slot digests for 6 slots" in log
+
+
+@pytest.mark.parametrize(
+    ("damage", "reported"),
+    [
+        (lambda packed: packed[:-3], "not a whole number"),
+        (lambda packed: packed[26:52] + packed[:26] + packed[52:], "out of order"),
+        (lambda packed: packed[:26] + packed[:26] + packed[52:], "out of order"),
+        (lambda packed: b"\x00" + packed[1:], "NUL"),
+    ],
+)
+def test_a_snapshot_whose_packed_event_ids_are_damaged_is_not_used(
+    project: Path, caplog: pytest.LogCaptureFixture, damage: Any, reported: str
+) -> None:
+    expected, stored = _snapshot_of_notes(project)
+    state = dict(stored["state"])
+    state["seen"] = dict(state["seen"])
+    assert len(state["seen"]["packed"]) == 0  # (six saves: their ids are loose, below a merge)
+    ids = EventIds()
+    ids.add_new([new_id() for _ in range(3)])
+    ids.merge()
+    state["seen"]["packed"] = damage(ids.packed)
+    _rewrite_snapshot(project, stored, {"state": state})
+    answers, log = _set_aside(project, caplog, logging.WARNING)
+    assert answers == expected
+    assert "ignoring damaged snapshot" in log and reported in log

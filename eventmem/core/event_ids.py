@@ -81,6 +81,22 @@ class EventIds(msgspec.Struct):
     def __repr__(self) -> str:
         return f"EventIds({len(self)} ids)"
 
+    def check(self) -> None:
+        """``ValueError`` unless the buffer holds whole ids of the packed form, sorted, none twice (a
+        snapshot's, read back: a damaged one is not used)."""
+        if len(self.packed) % WIDTH:
+            raise ValueError(f"event ids of {len(self.packed)} bytes: not a whole number of {WIDTH}")
+        if not self.packed:
+            return
+        import numpy as np
+
+        characters = np.frombuffer(self.packed, dtype=np.uint8)
+        if int(characters.min()) == 0 or int(characters.max()) > 127:
+            raise ValueError("packed event ids that are not ASCII, or hold a NUL")
+        ids = self._ids()
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+            raise ValueError("packed event ids out of order, or one twice")
+
     def isdisjoint(self, event_ids: Iterable[str]) -> bool:
         """Whether none of ``event_ids`` is held."""
         asked = list(event_ids)

@@ -372,6 +372,7 @@ def load(
             return None
     try:
         digests = SlotDigests(snapshot.slot_digests)
+        snapshot.state.seen.check()
     except ValueError as exc:
         log.warning("ignoring damaged snapshot: %s", exc)
         return None
