@@ -72,8 +72,18 @@ def test_event_ids_of_another_form_are_held_and_found() -> None:
     odd = ["short", "x" * (WIDTH + 1), "é" * WIDTH, "A" * (WIDTH - 1) + "\x00", ""]
     ids = EventIds()
     ids.add_new([new_id() for _ in range(MERGE_FROM)] + odd)  # (merged at once)
-    assert ids.packed and all(event_id in ids for event_id in odd) and set(odd) <= ids.loose
+    assert ids.packed and all(event_id in ids for event_id in odd) and set(odd) == ids.other and not ids.loose
     assert "A" * (WIDTH - 1) not in ids and not ids.isdisjoint(["nothing", odd[2]])
+
+
+def test_many_event_ids_of_another_form_do_not_make_every_fold_merge() -> None:
+    ids = EventIds()
+    ids.add_new([f"forged-{i}" for i in range(2 * MERGE_FROM)])
+    ids.add_new([new_id() for _ in range(MERGE_FROM)])  # (merged: the buffer now holds ids)
+    packed = ids.packed
+    ids.add_new([new_id()])  # (one more, as a save adds it: no merge, the buffer as it was)
+    assert ids.packed is packed and len(ids.loose) == 1 and len(ids.other) == 2 * MERGE_FROM
+    assert len(ids) == 3 * MERGE_FROM + 1
 
 
 def test_slot_digests_read_back_what_was_written_and_none_as_empty() -> None:

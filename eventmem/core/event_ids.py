@@ -6,8 +6,9 @@ bytes an event (the 26-character id, a 75-byte string in an 80-byte block, and t
 11.7 MB at 100,000 events, the largest Python structure a serving process kept, and kept as many
 small blocks scattered among a build's freed ones. Here the ids of the journal's own form (26 ASCII
 characters: a ULID) are kept sorted in one buffer of 26-byte records and found by bisection; the ids
-added since, and those of any other form (a forged or foreign line's), are kept in a set beside it,
-which is merged into the buffer once it holds a sixteenth as many (and at least :data:`MERGE_FROM`).
+added since in a set beside it, merged into the buffer once it holds a sixteenth as many (and at
+least :data:`MERGE_FROM`); ids of any other form (a forged or foreign line's) in a set of their own,
+which no merge reads again (so that a journal of many such ids does not make every fold merge).
 
 A fold's batch is checked against the buffer at once (:meth:`EventIds.isdisjoint`, one vectorized
 search), so folding costs what it did; a single id (a ``prev`` the batch does not hold) costs one
@@ -47,16 +48,18 @@ class EventIds(msgspec.Struct):
     packed: bytes = b""
     """The ids of the packed form, sorted, :data:`WIDTH` bytes each, none twice."""
     loose: set[str] = msgspec.field(default_factory=set)
-    """The ids not in ``packed``: added since the last merge, or not of the packed form."""
+    """The ids added since the last merge (of any form, until it sorts them)."""
+    other: set[str] = msgspec.field(default_factory=set)
+    """The ids not of the packed form that a merge met."""
 
     def __len__(self) -> int:
-        return len(self.packed) // WIDTH + len(self.loose)
+        return len(self.packed) // WIDTH + len(self.loose) + len(self.other)
 
     def __bool__(self) -> bool:
-        return bool(self.packed) or bool(self.loose)
+        return bool(self.packed) or bool(self.loose) or bool(self.other)
 
     def __contains__(self, event_id: object) -> bool:
-        if event_id in self.loose:
+        if event_id in self.loose or event_id in self.other:
             return True
         if not self.packed or not isinstance(event_id, str) or not _packable(event_id):
             return False
@@ -72,6 +75,7 @@ class EventIds(msgspec.Struct):
         for start in range(0, len(packed), WIDTH):
             yield packed[start : start + WIDTH].decode("ascii")
         yield from self.loose
+        yield from self.other
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, EventIds):
@@ -100,7 +104,7 @@ class EventIds(msgspec.Struct):
     def isdisjoint(self, event_ids: Iterable[str]) -> bool:
         """Whether none of ``event_ids`` is held."""
         asked = list(event_ids)
-        if not self.loose.isdisjoint(asked):
+        if not self.loose.isdisjoint(asked) or not self.other.isdisjoint(asked):
             return False
         if not self.packed:
             return True
@@ -125,8 +129,11 @@ class EventIds(msgspec.Struct):
             self.merge()
 
     def merge(self) -> None:
-        """Move the loose ids of the packed form into the buffer."""
+        """Move the loose ids into the buffer (those of the packed form) or beside it (the others)."""
         packable = [event_id for event_id in self.loose if _packable(event_id)]
+        if len(packable) < len(self.loose):
+            self.other.update(event_id for event_id in self.loose if not _packable(event_id))
+        self.loose = set()
         if not packable:
             return
         import numpy as np
@@ -138,7 +145,6 @@ class EventIds(msgspec.Struct):
         at = np.searchsorted(ids, new)
         fresh = ~self._held(new, at)
         self.packed = np.insert(ids, at[fresh], new[fresh]).tobytes()
-        self.loose = {event_id for event_id in self.loose if not _packable(event_id)}
 
     def _ids(self) -> npt.NDArray[np.bytes_]:
         import numpy as np
