@@ -129,14 +129,27 @@ def _not_utf8(argv: Sequence[str]) -> str:
     return ""
 
 
+def _command_of(arguments: Sequence[str]) -> str | None:
+    """The command ``arguments`` name, past the options before it (``--json``, ``--root DIR``)."""
+    rest = iter(arguments)
+    for arg in rest:
+        if arg == "--root":
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["hook"]:  # a client's lifecycle hook: the fast way, standard library only
         from eventmem.adapters.hooks.fastpath import main as run_hook
 
         return run_hook(arguments[1:])
-    from eventmem.runner.heap import limit_allocator_arenas
+    from eventmem.runner.heap import limit_allocator_arenas, serve_on_system_allocator
 
+    if _command_of(arguments) == "serve":  # (a serving process: before anything else is done, see the function)
+        serve_on_system_allocator(arguments)
     limit_allocator_arenas()  # (before any thread: a server's threads would each hold an arena of their own)
     if arguments == ["--version"]:  # (without loading every command's modules)
         from eventmem import __version__
