@@ -1,7 +1,12 @@
 """An eventmem process keeps glibc's allocator to two arenas (``eventmem.runner.heap``): a server's
 threads each held pages of an arena of their own after a build (measured in ``docs/serving-memory.md``,
 "The allocator's arenas, the word pieces' table, the postings read back"). Counted by glibc's own
-report (``malloc_info``) in a fresh process whose threads allocate at once."""
+report (``malloc_info``) in a fresh process whose threads allocate at once.
+
+``eventmem serve`` runs on that allocator rather than Python's own (``PYTHONMALLOC=malloc``): the
+process its client started starts itself again with it, keeping its pid and its standard streams,
+unless the environment chose an allocator ("A serving process on the C library's allocator" in the
+same page)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,11 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp_client import assert_clean_stderr, call, serve, server_env
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's allocator and its report"
@@ -54,3 +62,72 @@ def test_an_eventmem_process_keeps_the_allocator_to_two_arenas_however_many_thre
 
 def test_an_arena_limit_set_in_the_environment_is_left_as_it_is() -> None:
     assert arenas("eventmem", {"MALLOC_ARENA_MAX": "4"}) == 4
+
+
+def allocator_of_the_served_process() -> str | None:
+    """``PYTHONMALLOC`` in the environment of the ``eventmem serve`` this test process started (its
+    direct child: a process started again in place keeps its pid), ``None`` when unset."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and b"serve" in command:
+            found = [item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"PYTHONMALLOC=")]
+            return found[0] if found else None
+    raise AssertionError("no eventmem serve started by this test")
+
+
+@pytest.mark.anyio
+async def test_eventmem_serve_runs_on_the_c_librarys_allocator_in_the_process_its_client_started(
+    project: Path, tmp_path: Path
+) -> None:
+    program = Path(sys.executable).with_name("eventmem")
+    if not program.is_file():
+        pytest.skip("the eventmem program is not installed beside this interpreter")
+    env = {k: v for k, v in server_env().items() if k != "PYTHONMALLOC"}
+    errlog = tmp_path / "serve.log"
+    params = StdioServerParameters(command=str(program), args=["--root", str(project), "serve"], cwd=tmp_path, env=env)
+    with errlog.open("w", encoding="utf-8") as stderr:
+        async with stdio_client(params, errlog=stderr) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            saved = await call(session, "save_context", context_text="The release checklist lives in docs/release.md.")
+            answer = await call(session, "retrieve_context", query="release checklist")
+            assert allocator_of_the_served_process() == "malloc"
+    assert answer["results"][0]["id"] == saved["id"]
+    assert_clean_stderr(errlog)
+
+
+@pytest.mark.anyio
+async def test_an_allocator_the_environment_chooses_is_the_one_eventmem_serve_runs_on(
+    project: Path, tmp_path: Path
+) -> None:
+    async with serve(project, server_env(PYTHONMALLOC="pymalloc"), tmp_path / "serve.log") as session:
+        await session.initialize()
+        await call(session, "save_context", context_text="Deploys go out on Tuesdays.")
+        assert allocator_of_the_served_process() == "pymalloc"
+
+
+def test_a_caller_running_eventmem_serve_in_its_own_process_is_not_started_again() -> None:
+    """``main([...])`` called by another program (its command line is not ``eventmem serve``'s): were it
+    started again, the program would run a second time and print the allocator it then has."""
+    program = (
+        "import os, sys\n"
+        "from eventmem.main import main\n"
+        "sys.argv = ['eventmem', 'serve', '--help']\n"
+        "for argv in (['serve', '--help'], None):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('allocator', os.environ.get('PYTHONMALLOC'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "allocator None"
+    assert done.stdout.count("usage: eventmem serve") == 2

@@ -17,7 +17,8 @@ serve`` (``python -m eventmem serve`` with the side's code first on its ``PYTHON
 stdio by a real MCP client, ``--queries`` ``retrieve_context`` calls, then its RSS read each second for
 ``--seconds``: the settled RSS (the last reading), the peak, and, for scale, the RSS of the same server
 on an empty project (what the interpreter, the MCP SDK and the embedder's table hold whatever the
-project).
+project). Each side's server runs on the allocator its code chooses (this code's starts itself again
+on the C library's; ``allocator`` in the output says which).
 
 Usage::
 
@@ -219,6 +220,15 @@ def _server_pid(parent: int) -> int:
     raise RuntimeError("no eventmem serve process found")
 
 
+def _allocator(pid: int) -> str:
+    """The allocator process ``pid`` runs on: its ``PYTHONMALLOC`` (``eventmem serve`` starts itself
+    again with ``malloc``), else Python's own."""
+    for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        if item.startswith(b"PYTHONMALLOC="):
+            return item.split(b"=", 1)[1].decode()
+    return "pymalloc (Python's own)"
+
+
 def stdio_side(root: Path, code: Path | None, queries: int, seconds: int, env: dict[str, str]) -> dict[str, Any]:
     """A real ``eventmem serve`` over stdio on ``root`` (see the module's text): its first call, and
     its RSS each second for ``seconds`` after ``queries`` recalls."""
@@ -242,6 +252,7 @@ def stdio_side(root: Path, code: Path | None, queries: int, seconds: int, env: d
                 await session.call_tool("retrieve_context", {"query": asked[0]})
                 out["first_call_s"] = round(time.perf_counter() - started, 2)
                 pid = _server_pid(os.getpid())
+                out["allocator"] = _allocator(pid)
                 for text in asked[1:]:
                     await session.call_tool("retrieve_context", {"query": text})
                 readings = []
