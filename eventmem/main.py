@@ -33,6 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from eventmem.adapters.command_line import chosen_root
 
     _check_store(args)
+    _before_a_large_fold(args)
     if args.http:
         from eventmem.adapters.http.cli import serve_http
         from eventmem.adapters.mcp.server import build_server
@@ -47,6 +48,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opener = functools.partial(_open_service, store=args.store, store_name=args.project_name)
     serve_stdio(root, tools=args.tools, opener=opener)
     return 0
+
+
+def _before_a_large_fold(args: argparse.Namespace) -> None:
+    """A server whose project it will fold (no snapshot in its cache) from a large journal starts itself
+    again on the C library's allocator, which gives back what the fold leaves (see
+    :func:`~eventmem.runner.heap.serve_on_system_allocator`); only the ``eventmem`` program itself, run
+    with its own command line, not a caller's ``main([...])``."""
+    if not getattr(args, "started_as_program", False):
+        return
+    from eventmem.adapters.command_line import chosen_root
+    from eventmem.core.errors import EventmemError
+    from eventmem.journal.project import ProjectPaths
+    from eventmem.runner.heap import folds_a_large_journal, serve_on_system_allocator
+
+    try:
+        paths = ProjectPaths(chosen_root(args.root).root)
+    except (EventmemError, OSError):  # (reported by the server as it starts)
+        return
+    if folds_a_large_journal(paths):
+        serve_on_system_allocator()
 
 
 def _open_service(root: RootChoice, *, store: str | None, store_name: str | None) -> MemoryService:
@@ -129,27 +150,14 @@ def _not_utf8(argv: Sequence[str]) -> str:
     return ""
 
 
-def _command_of(arguments: Sequence[str]) -> str | None:
-    """The command ``arguments`` name, past the options before it (``--json``, ``--root DIR``)."""
-    rest = iter(arguments)
-    for arg in rest:
-        if arg == "--root":
-            next(rest, None)
-        elif not arg.startswith("-"):
-            return arg
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["hook"]:  # a client's lifecycle hook: the fast way, standard library only
         from eventmem.adapters.hooks.fastpath import main as run_hook
 
         return run_hook(arguments[1:])
-    from eventmem.runner.heap import limit_allocator_arenas, serve_on_system_allocator
+    from eventmem.runner.heap import limit_allocator_arenas
 
-    if _command_of(arguments) == "serve":  # (a serving process: before anything else is done, see the function)
-        serve_on_system_allocator(arguments)
     limit_allocator_arenas()  # (before any thread: a server's threads would each hold an arena of their own)
     if arguments == ["--version"]:  # (without loading every command's modules)
         from eventmem import __version__
@@ -164,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(refused, file=sys.stderr)
         return 2
     args = build_main_parser().parse_args(arguments)
+    args.started_as_program = argv is None  # (its own command line: it may start itself again, see cmd_serve)
     raw = args.func in (cmd_serve, run_hook_command)  # (their stdout is the protocol's)
     return run_command(args.func, args, raw_stdout=raw)
 
