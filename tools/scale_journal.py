@@ -1,6 +1,7 @@
 """Journals for ``tools/bench_scale.py``: a git project of N saved memories (the corpus of the
-PostgreSQL tiers, ``tools/scale_postgres.py``), and batches of mixed events (saves, updates, deletes,
-links) appended by one writer, as a branch or a local session would append them."""
+PostgreSQL tiers, ``tools/scale_postgres.py``, made here without the PostgreSQL extra), and batches
+of mixed events (saves, updates, deletes, links) appended by one writer, as a branch or a local
+session would append them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +20,6 @@ if "eventmem" not in sys.modules:  # (a caller measuring another revision import
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench import Corpus, saved_event  # noqa: E402
-from scale_postgres import chunks  # noqa: E402
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.events import AnyEvent, LinkAdded, MemoryDeleted, MemoryUpdated  # noqa: E402
@@ -28,6 +29,16 @@ from eventmem.journal.project import ProjectPaths  # noqa: E402
 SEGMENT_EVENTS = 25_000
 MIX = (("saved", 0.4), ("updated", 0.3), ("deleted", 0.15), ("linked", 0.15))
 """What a batch of mixed events holds, by share."""
+
+
+def chunks(count: int, size: int, seed: int = 7) -> Iterator[list[tuple[str, str, tuple[str, ...], str, float]]]:
+    """The corpus's memories, ``size`` at a time (one generator: the same stream as one big call)."""
+    corpus = Corpus(seed)
+    done = 0
+    while done < count:
+        n = min(size, count - done)
+        yield corpus.memories(n)
+        done += n
 
 
 def git(root: Path, *args: str) -> str:

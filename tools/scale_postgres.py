@@ -22,7 +22,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,8 @@ if "eventmem" not in sys.modules:  # (a caller measuring another revision import
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from bench import Corpus, saved_event  # noqa: E402
+from bench import saved_event  # noqa: E402
+from scale_journal import chunks  # noqa: E402
 
 from eventmem.core.codec import encode_event  # noqa: E402
 from eventmem.core.ids import to_iso  # noqa: E402
@@ -63,16 +64,6 @@ def p50_ms(samples: list[float]) -> float:
 
 def literal(vector: np.ndarray[Any, Any]) -> str:
     return "[" + ",".join(map(repr, vector.tolist())) + "]"
-
-
-def chunks(count: int, size: int, seed: int = 7) -> Iterator[list[tuple[str, str, tuple[str, ...], str, float]]]:
-    """The corpus's memories, ``size`` at a time (one generator: the same stream as one big call)."""
-    corpus = Corpus(seed)
-    done = 0
-    while done < count:
-        n = min(size, count - done)
-        yield corpus.memories(n)
-        done += n
 
 
 class Tier:
