@@ -33,7 +33,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from eventmem.adapters.command_line import chosen_root
 
     _check_store(args)
-    _before_a_large_fold(args)
     if args.http:
         from eventmem.adapters.http.cli import serve_http
         from eventmem.adapters.mcp.server import build_server
@@ -48,26 +47,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opener = functools.partial(_open_service, store=args.store, store_name=args.project_name)
     serve_stdio(root, tools=args.tools, opener=opener)
     return 0
-
-
-def _before_a_large_fold(args: argparse.Namespace) -> None:
-    """A server whose project it will fold (no snapshot in its cache) from a large journal starts itself
-    again on the C library's allocator, which gives back what the fold leaves (see
-    :func:`~eventmem.runner.heap.serve_on_system_allocator`); only the ``eventmem`` program itself, run
-    with its own command line, not a caller's ``main([...])``."""
-    if not getattr(args, "started_as_program", False):
-        return
-    from eventmem.adapters.command_line import chosen_root
-    from eventmem.core.errors import EventmemError
-    from eventmem.journal.project import ProjectPaths
-    from eventmem.runner.heap import folds_a_large_journal, serve_on_system_allocator
-
-    try:
-        paths = ProjectPaths(chosen_root(args.root).root)
-    except (EventmemError, OSError):  # (reported by the server as it starts)
-        return
-    if folds_a_large_journal(paths):
-        serve_on_system_allocator()
 
 
 def _open_service(root: RootChoice, *, store: str | None, store_name: str | None) -> MemoryService:
@@ -172,7 +151,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(refused, file=sys.stderr)
         return 2
     args = build_main_parser().parse_args(arguments)
-    args.started_as_program = argv is None  # (its own command line: it may start itself again, see cmd_serve)
     raw = args.func in (cmd_serve, run_hook_command)  # (their stdout is the protocol's)
     return run_command(args.func, args, raw_stdout=raw)
 

@@ -17,8 +17,8 @@ serve`` (``python -m eventmem serve`` with the side's code first on its ``PYTHON
 stdio by a real MCP client, ``--queries`` ``retrieve_context`` calls, then its RSS read each second for
 ``--seconds``: the settled RSS (the last reading), the peak, and, for scale, the RSS of the same server
 on an empty project (what the interpreter, the MCP SDK and the embedder's table hold whatever the
-project). Each side's server runs on the allocator its code chooses (this code's starts itself again
-on the C library's; ``allocator`` in the output says which).
+project). ``allocator`` in the output says which allocator each side's server ran on (Python's own
+unless ``PYTHONMALLOC`` in the environment chooses another).
 
 Usage::
 
