@@ -221,8 +221,7 @@ def _server_pid(parent: int) -> int:
 
 
 def _allocator(pid: int) -> str:
-    """The allocator process ``pid`` runs on: its ``PYTHONMALLOC`` (``eventmem serve`` starts itself
-    again with ``malloc``), else Python's own."""
+    """The allocator process ``pid`` runs on: the ``PYTHONMALLOC`` its environment sets, else Python's own."""
     for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
         if item.startswith(b"PYTHONMALLOC="):
             return item.split(b"=", 1)[1].decode()
