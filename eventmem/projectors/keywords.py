@@ -29,6 +29,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
+from pathlib import Path
 from typing import Final
 
 import msgspec
@@ -51,6 +52,7 @@ from eventmem.projectors.keywords_bulk import (
     texts_digest,
     words_of,
 )
+from eventmem.projectors.keywords_stored import framed, restored_database, unframed
 from eventmem.projectors.postings import DEFAULT_POSTINGS_FROM, WEIGHTS, BackgroundPostings, PhraseScoresKept
 from eventmem.projectors.slot_set import SlotSet
 
@@ -105,23 +107,6 @@ MAX_BARRED_FOR_LIMIT: Final = 1000
 many are barred (deleted, expired, superseded or filtered out), else streams rows in rank order."""
 
 
-_FRAME: Final = b"eventmem keywords 2\n"
-"""The start of a serialized index: then the database's length (8 bytes), the database, and the
-stored postings (none if not made)."""
-
-
-def _unframed(data: bytes | memoryview) -> tuple[memoryview, bytes]:
-    """(the database, the stored postings) of a serialized index; :class:`ValueError` if it is not one."""
-    view = memoryview(data)
-    if bytes(view[: len(_FRAME)]) != _FRAME or len(view) < len(_FRAME) + 8:
-        raise ValueError("not a serialized keyword index")
-    start = len(_FRAME) + 8
-    end = start + int.from_bytes(view[len(_FRAME) : start], "little")
-    if end > len(view):
-        raise ValueError("a serialized keyword index cut short")
-    return view[start:end], bytes(view[end:])  # (the postings copied: the thread reads them later)
-
-
 def fts_query(text: str) -> str:
     """A safe FTS5 query: every word quoted (no operators from user text), any word may match."""
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -153,9 +138,21 @@ def query_words(text: str, frequency: Callable[[str], int], rows: int, *, beside
 
 
 class KeywordIndex:
-    def __init__(self, data: bytes | memoryview | None = None, *, connection: sqlite3.Connection | None = None) -> None:
-        """``connection``: an in-memory database to use (autocommit, any thread), else a new one."""
-        self._db = connection or sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    def __init__(
+        self,
+        data: bytes | memoryview | None = None,
+        *,
+        folder: Path | None = None,
+        connection: sqlite3.Connection | None = None,
+    ) -> None:
+        """``data``: a stored index to restore, in a file of ``folder`` if given (see
+        :func:`~eventmem.projectors.keywords_stored.restored_database`), else in memory;
+        ``connection``: an empty in-memory database to use (autocommit, any thread), else a new one."""
+        stored = unframed(data) if data is not None else None
+        if stored is not None:
+            self._db = restored_database(stored[0], folder)
+        else:
+            self._db = connection or sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.using = guarded_connection(self, self._db)
         """Held by a bulk load's thread while it fills the connection, which is not closed under it."""
         self.df: Counter[str] = Counter()
@@ -167,9 +164,8 @@ class KeywordIndex:
         """Phrase scores asked of FTS5 since the last change (an identifier is often asked again)."""
         self.ranking: BackgroundPostings | None = None
         """In-memory postings that rank searches once made (see :meth:`rank_in_memory`)."""
-        if data is not None:
-            data, postings = _unframed(data)
-            self._db.deserialize(data)
+        if stored is not None:
+            postings = stored[1]
             (blob, digests) = self._db.execute("SELECT rowids, digests FROM present").fetchone()
             self._present = SlotSet(np.frombuffer(blob, dtype=np.int64))
             self._digests = np.frombuffer(digests, dtype=np.uint64).copy()
@@ -459,7 +455,7 @@ class KeywordIndex:
 
     def serialize(self) -> bytes:
         """The database with the document frequencies and the rows present in plain tables beside the
-        index, and after it the in-memory postings if they are made (see :func:`_unframed`)."""
+        index, and after it the in-memory postings if they are made (see :func:`~.keywords_stored.framed`)."""
         return self.serialize_later()()
 
     def serialize_later(self) -> Callable[[], bytes]:
@@ -480,11 +476,11 @@ class KeywordIndex:
         made = self.ranking.ready() if self.ranking is not None else None
         frozen = made.frozen() if made is not None else None
 
-        def framed() -> bytes:
-            stored = frozen.encoded() if frozen is not None else b""  # (so that the next start reads them)
-            return b"".join((_FRAME, len(database).to_bytes(8, "little"), database, stored))
+        def stored() -> bytes:
+            postings = frozen.encoded() if frozen is not None else b""  # (so that the next start reads them)
+            return framed(database, postings)
 
-        return framed
+        return stored
 
 
 UPSERT_BESIDE_FROM: Final = 500
@@ -512,8 +508,11 @@ class KeywordsProjector:
         postings_from: int = DEFAULT_POSTINGS_FROM,
         backlog: Callable[[], bool] = lambda: False,
         rows_of: RowsLater | None = None,
+        folder: Path | None = None,
     ) -> None:
         self.table = table
+        self.folder = folder
+        """Where a restored index keeps its database (a server's cache folder), else in memory."""
         self._rows_of = rows_of
         """The rows of slots as the fold holds them (the index holds no texts): the in-memory postings
         are made from them; ``None``: no postings, FTS5 ranks every search."""
@@ -645,7 +644,7 @@ class KeywordsProjector:
         if data is None:
             return False
         try:
-            self.index = KeywordIndex(data)
+            self.index = KeywordIndex(data, folder=self.folder)
         except (sqlite3.Error, ValueError):
             self.index = KeywordIndex()
             return False

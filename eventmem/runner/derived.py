@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -49,7 +50,8 @@ class Derived:
 
     ``submit`` takes the texts the vector projector wants embedded (the runner's embedding queue),
     ``backlog`` says whether it still has some to hand back; ``extension`` is the usage's extension of
-    a TTL. ``tuning`` says where the projectors' bulk paths begin (fixed for the life of this object)."""
+    a TTL. ``tuning`` says where the projectors' bulk paths begin (fixed for the life of this object);
+    ``keywords_folder``, where a restored keyword index keeps its database (see :class:`KeywordsProjector`)."""
 
     def __init__(
         self,
@@ -58,6 +60,7 @@ class Derived:
         submit: Callable[[list[EmbedItem]], None],
         extension: Extension,
         backlog: Callable[[], bool] = lambda: False,
+        keywords_folder: Path | None = None,
     ) -> None:
         self.tuning = tuning
         self.extension = extension
@@ -78,6 +81,7 @@ class Derived:
             postings_from=tuning.postings_from,
             backlog=backlog,
             rows_of=self.keyword_rows,
+            folder=keywords_folder,
         )
         self.vectors = VectorsProjector(self.table, dim, submit, ann_from=tuning.ann_from, backlog=backlog)
         self.problems: dict[tuple[str, int], JournalCorrupt] = {}

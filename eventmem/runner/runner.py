@@ -134,7 +134,10 @@ class Store:
         self.lock.acquire()
 
     def _new_derived(self) -> Derived:
-        return Derived(self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension, self._backlog)
+        keywords_folder = self.paths.cache_dir if self.deferral.enabled else None  # (a server's: see open)
+        return Derived(
+            self.embedder.dim, self.tuning, self.embedding.submit, self.usage_extension, self._backlog, keywords_folder
+        )
 
     def _backlog(self) -> bool:
         """Vectors are still being made for a backlog (not waiting on an embedder that failed)."""
@@ -607,8 +610,10 @@ class Store:
         """Cold start: the snapshot if it is valid, then the tail of the journal.
 
         With ``background_vectors`` (a server) a model-backed embedder loads and embeds in a worker
-        thread while keyword search already answers (see :meth:`vector_status`), and the texts of
-        local changes are indexed just after the reply (see :class:`Deferral`)."""
+        thread while keyword search already answers (see :meth:`vector_status`), the texts of
+        local changes are indexed just after the reply (see :class:`Deferral`), and a keyword index
+        restored from a snapshot keeps its database in a file of the cache folder, out of the
+        process's memory (see :mod:`eventmem.projectors.keywords_stored`)."""
         with self.lock:
             self.deferral.enabled = background_vectors
             if background_vectors:
