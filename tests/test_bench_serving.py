@@ -27,3 +27,18 @@ def test_a_fresh_clone_run_prints_each_sides_first_call_with_its_cpu_seconds_and
     assert any("still being embedded" in warning for warning in only["this"]["first_call_warnings"])
     for key in ("first_call_s", "server_cpu_s_at_first_call", "vectors_complete_s"):
         assert {"baseline", "this", "ratio"} <= data["fresh_clone"][f"median_{key}"].keys()
+
+
+def test_a_from_snapshot_run_prints_each_sides_retrieve_p50_alternated_with_the_ratios() -> None:
+    data = run_tool_as_a_user(
+        "bench_serving.py",
+        *("--memories", "400", "--from-snapshot-only", "--rounds", "2", "--queries", "5", "--baseline", "HEAD"),
+    )
+    rounds = data["from_snapshot"]["rounds"]
+    assert len(rounds) == 2 and len(data["from_snapshot"]["ratios_p50"]) == 2
+    for figures in rounds:
+        for side in ("baseline", "this"):
+            assert 0 < figures[side]["retrieve_p50_ms"] <= figures[side]["retrieve_mean_ms"] * 10
+            assert figures[side]["first_call_s"] > 0
+    assert list(rounds[0])[:2] == ["baseline", "this"] and list(rounds[1])[:2] == ["this", "baseline"]
+    assert {"baseline", "this", "ratio"} <= data["from_snapshot"]["median_retrieve_p50_ms"].keys()

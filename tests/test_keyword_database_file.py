@@ -5,6 +5,7 @@ and after a write, leaves nothing behind when killed, and clears files a killed 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -170,3 +171,62 @@ def test_an_index_whose_folder_cannot_hold_its_file_is_restored_in_memory_and_an
     assert list(folder.iterdir()) == []
     in_file.upsert([(50, "new", "", "parse_config item50", "")])
     assert in_file.search("item50", 1)[0][0] == 50
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    return mounted.returncode == 0
+
+
+def _fill(disk: Path) -> Path:
+    """Fill ``disk`` to its last byte; the filler's path (remove it to make room again)."""
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as handle:
+        while True:
+            handle.write(b"x" * 4096)
+            handle.flush()
+    with contextlib.suppress(OSError), open(filler, "ab") as handle:
+        while True:
+            handle.write(b"x")
+            handle.flush()
+    return filler
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads a process's open files from /proc")
+async def test_a_full_cache_disk_keeps_the_keyword_database_in_memory_or_rebuilds_it_and_loses_no_memory(
+    project: Path, tmp_path: Path
+) -> None:
+    seed(project, 200)
+    cache = project / ".eventmem" / "cache"
+    if not _mount_tmpfs(cache, "6m"):
+        pytest.skip("cannot mount a size-limited tmpfs here (needs root)")
+    try:
+        env = server_env()
+        subprocess.run(eventmem_command("rebuild"), cwd=project, env=env, check=True, capture_output=True)
+        async with serve(project, env, tmp_path / "before.log", args=["--tools", "core,memory"]) as session:
+            await session.initialize()
+            expected = await keyword_answers(session)
+
+        filler = _fill(cache)  # the restored database's file cannot be written: it stays in memory
+        async with serve(project, env, tmp_path / "full.log", args=["--tools", "core,memory"]) as session:
+            await session.initialize()
+            assert await keyword_answers(session) == expected
+            assert not open_keyword_files(server_pid())
+            assert keyword_files(project) == []
+        filler.unlink()
+
+        async with serve(project, env, tmp_path / "filling.log", args=["--tools", "core,memory"]) as session:
+            await session.initialize()
+            assert await keyword_answers(session) == expected
+            assert len(open_keyword_files(server_pid())) == 1
+            filler = _fill(cache)  # the database's file cannot grow: a save's keyword row fails to go in
+            many = " ".join(f"word{number}x" for number in range(3000))  # (new pages of postings)
+            saved = await call(session, "store_memory", content=f"quokka_loader broke the deploy: {many}")
+            found = await call(session, "search_memories", query="quokka_loader", limit=3, mode="keyword")
+            assert [hit["id"] for hit in found["results"]][:1] == [saved["memory"]["id"]]
+            filler.unlink()
+        assert_clean_stderr(tmp_path / "filling.log")
+        assert "the disk is full (database or disk is full)" in (tmp_path / "filling.log").read_text(encoding="utf-8")
+    finally:
+        subprocess.run(["umount", "-l", str(cache)], check=False)

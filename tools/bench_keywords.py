@@ -8,6 +8,12 @@ smaller postings budget a hybrid search uses) and keyword-only, unfiltered and u
 allows half the memories; whether the two answered every query identically (slots and scores, bit
 for bit: they must); the time to make the postings from the rows, and their size.
 
+``database_file``: the index stored as a snapshot stores it, then restored twice, its database in
+memory and in a file of its own (as a server restores it: ``eventmem/projectors/keywords_stored.py``),
+ranking from the stored postings: the same searches on both, alternated a round at a time, each round
+on indexes restored afresh (FTS5 answers the words that are phrases, and an index keeps their scores
+until its next change), with the p50 ratio file / memory and whether the answers were the same.
+
 Memories and queries are ``tools/bench.py``'s synthetic coding notes (a Zipf vocabulary of coding
 words and identifiers, 30-60 words each): every word is common at 100k, the hard case for BM25.
 
@@ -26,6 +32,7 @@ import os
 import platform
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,8 +113,41 @@ def measure(size: int, count: int) -> dict[str, Any]:
     figures["postings_made_s"] = round(made_s, 3)
     figures["postings_entries"] = active.entries()
     figures["postings_bytes"] = active.entries() * 12
-    figures["fts5_bytes"] = len(index.serialize())
+    stored = index.serialize()
+    figures["fts5_bytes"] = len(stored)
+    figures["database_file"] = restored_in_file_and_in_memory(stored, queries, half)
     return figures
+
+
+def restored_in_file_and_in_memory(
+    stored: bytes, queries: list[str], half: npt.NDArray[np.bool_], rounds: int = 3
+) -> dict[str, Any]:
+    """``database_file`` (see the module's text)."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    answers: dict[str, list[object]] = {"memory": [], "file": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(rounds):
+            for side, where in (("memory", None), ("file", Path(folder))):
+                restored = KeywordIndex(stored, folder=where)
+                assert restored.ranking is not None and restored.ranking.wait() and restored.ranking.ready() is not None
+                cases = {
+                    "beside_vectors": lambda q, r=restored: r.search(q, DEPTH, beside_vectors=True),
+                    "keyword_only": lambda q, r=restored: r.search(q, DEPTH),
+                    "beside_vectors_half_allowed": lambda q, r=restored: r.search(q, DEPTH, half, beside_vectors=True),
+                }
+                for name, search in cases.items():
+                    taken = samples.setdefault(name, {"memory": [], "file": []})[side]
+                    for query in queries:
+                        started = time.perf_counter()
+                        answers[side].append(search(query))
+                        taken.append(time.perf_counter() - started)
+                del restored, cases
+    out: dict[str, Any] = {"rounds": rounds, "identical_answers": answers["memory"] == answers["file"]}
+    for name, sides in samples.items():
+        memory, file = percentiles(sides["memory"]), percentiles(sides["file"])
+        out[name] = {"memory": memory, "file": file, "ratio_p50": round(file["p50_ms"] / memory["p50_ms"], 3)}
+    out["ratio_is"] = "p50 with the database in a file / in memory, the same stored index, the same queries"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

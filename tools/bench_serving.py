@@ -14,10 +14,16 @@ With ``--fresh-only``: a fresh clone alone (one generated project whose cache is
 start), both sides alternated for ``--rounds``: the first call's time and the server's CPU seconds
 by then, what it warned of, and when vectors were complete, with medians and ratios.
 
+With ``--from-snapshot-only``: servers started from one snapshot (``eventmem rebuild`` of one generated
+project), both sides alternated for ``--rounds`` (which goes first alternates too), each answering
+``--queries`` ``retrieve_context`` calls of questions new to that round after its first call and a
+few settled seconds: the p50 and mean of each, with medians and the ratio of each round.
+
 Usage::
 
     python tools/bench_serving.py --memories 20000 --baseline main --out serving.json
     python tools/bench_serving.py --memories 100000 --fresh-only --rounds 3 --baseline main
+    python tools/bench_serving.py --memories 100000 --from-snapshot-only --rounds 6 --queries 200
 """
 
 from __future__ import annotations
@@ -112,6 +118,57 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
     return out
 
 
+async def _retrieves(project: Path, code: Path | None, questions: list[str], settle_s: float) -> dict[str, Any]:
+    """One server on ``project`` (``code`` first on its ``PYTHONPATH``): its first call, then ``questions``."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], cwd=project, env=env)
+    with open(os.devnull, "w", encoding="utf-8") as errors:
+        async with stdio_client(params, errlog=errors) as (read, write), ClientSession(read, write) as session:
+            started = time.perf_counter()
+            await session.initialize()
+            await session.call_tool("retrieve_context", {"query": "where the server starts"})
+            first = time.perf_counter() - started
+            await asyncio.sleep(settle_s)
+            taken = []
+            for question in questions:
+                started = time.perf_counter()
+                await session.call_tool("retrieve_context", {"query": question})
+                taken.append(time.perf_counter() - started)
+    return {
+        "first_call_s": round(first, 3),
+        "retrieve_p50_ms": round(statistics.median(taken) * 1000, 3),
+        "retrieve_mean_ms": round(statistics.mean(taken) * 1000, 3),
+    }
+
+
+def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--from-snapshot-only`` (see the module's text)."""
+    project = Project(tmp / "snapshot" / "project")
+    project.create(args.memories)
+    subprocess.run([sys.executable, "-m", "eventmem", "rebuild"], cwd=project.root, check=True, capture_output=True)
+    rounds: list[dict[str, Any]] = []
+    for number in range(args.rounds):
+        questions = Corpus(100 + number).queries(args.queries)
+        order = (("baseline", code), ("this", None)) if number % 2 == 0 else (("this", None), ("baseline", code))
+        figures: dict[str, Any] = {}
+        for name, side_code in order:
+            figures[name] = asyncio.run(_retrieves(project.root, side_code, questions, 4.0))
+            figures[name]["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            log(f"from the snapshot {number} {name}: retrieve p50 {figures[name]['retrieve_p50_ms']} ms")
+        figures["ratio_p50"] = round(figures["this"]["retrieve_p50_ms"] / figures["baseline"]["retrieve_p50_ms"], 3)
+        rounds.append(figures)
+    out: dict[str, Any] = {"rounds": rounds, "ratios_p50": [r["ratio_p50"] for r in rounds]}
+    for key in ("first_call_s", "retrieve_p50_ms", "retrieve_mean_ms"):
+        base = statistics.median(r["baseline"][key] for r in rounds)
+        this = statistics.median(r["this"][key] for r in rounds)
+        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=20_000)
@@ -120,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", metavar="REF", default="main")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--fresh-only", action="store_true", help="a fresh clone's first call alone (see above)")
-    parser.add_argument("--rounds", type=int, default=3, help="--fresh-only: starts of each side")
+    parser.add_argument(
+        "--from-snapshot-only", action="store_true", help="retrieves of servers started from a snapshot (see above)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--fresh-only, --from-snapshot-only: starts of each side")
     args = parser.parse_args(argv)
     texts = Corpus(11).queries(args.queries)
     result: dict[str, Any] = {
@@ -133,8 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-serving-") as name:
         tmp = Path(name)
         code = archive(args.baseline, tmp / "baseline-code")
-        if args.fresh_only:
-            result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
+        if args.fresh_only or args.from_snapshot_only:
+            if args.fresh_only:
+                result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
+            else:
+                result["from_snapshot"] = from_snapshot(tmp, code, args)
             result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
             emit(result, args.out)
             return 0

@@ -1,7 +1,8 @@
-"""The keyword projector: SQLite FTS5 (BM25 ranking, Porter stemming), held in memory.
+"""The keyword projector: SQLite FTS5 (BM25 ranking, Porter stemming).
 
-SQLite ships with Python, so this is a well-kept engine at no extra cost. The index lives in an
-in-memory database; a snapshot is its serialized bytes.
+SQLite ships with Python, so this is a well-kept engine at no extra cost. The index is built in an
+in-memory database; a snapshot is its serialized bytes, which a server restores into a file of its own
+(out of its heap: :mod:`~eventmem.projectors.keywords_stored`).
 
 FTS5 scores every document that matches any query word before it can cut the top ``k``, so a word
 found in most documents costs much and adds almost nothing (its BM25 weight is near zero). The index

@@ -8,7 +8,9 @@ event is durable and folded. Outside a server (one command, a library user) work
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -58,8 +60,11 @@ class Deferral:
             for index, item in enumerate(work):
                 try:
                     item()
-                except Exception:
-                    log.exception("deferred work failed: the indexes will be rebuilt from the journal")
+                except Exception as exc:
+                    if _disk_full(exc):  # (expected of a disk: said in a line, no traceback)
+                        log.error("deferred work failed, the disk is full (%s): the indexes will be rebuilt", exc)
+                    else:
+                        log.exception("deferred work failed: the indexes will be rebuilt from the journal")
                     self.failed = True
                     self._work = work[index + 1 :] + self._work
                     break
@@ -103,3 +108,11 @@ class Deferral:
             self._due.clear()
             with self.lock:
                 self.run()
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says a disk is full: a write of the cache's (a server's keyword database's file,
+    see :mod:`eventmem.projectors.keywords_stored`; the embedding cache) that found no room."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc)
