@@ -32,7 +32,8 @@ def test_a_fresh_clone_run_prints_each_sides_first_call_with_its_cpu_seconds_and
 def test_a_from_snapshot_run_prints_each_sides_retrieve_p50_alternated_with_the_ratios() -> None:
     data = run_tool_as_a_user(
         "bench_serving.py",
-        *("--memories", "400", "--from-snapshot-only", "--rounds", "2", "--queries", "5", "--baseline", "HEAD"),
+        *("--memories", "400", "--from-snapshot-only", "--rounds", "2", "--queries", "5", "--prepare-seconds", "1"),
+        *("--baseline", "HEAD"),
     )
     rounds = data["from_snapshot"]["rounds"]
     assert len(rounds) == 2 and len(data["from_snapshot"]["ratios_p50"]) == 2
