@@ -15,7 +15,8 @@ start), both sides alternated for ``--rounds``: the first call's time and the se
 by then, what it warned of, and when vectors were complete, with medians and ratios.
 
 With ``--from-snapshot-only``: servers started from one snapshot (the one a server of this code wrote
-once it built the cache of a generated project, in ``--prepare-seconds``), both sides alternated
+once it built the cache of a generated project, in ``--prepare-seconds``; below 20,000 memories, where
+a server does not write one then, ``eventmem rebuild``'s), both sides alternated
 for ``--rounds`` (which goes first alternates too), each answering
 ``--queries`` ``retrieve_context`` calls of questions new to that round after its first call and a
 few settled seconds: the p50 and mean of each, with medians and the ratio of each round.
@@ -151,7 +152,11 @@ def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
     project = Project(tmp / "snapshot" / "project")
     project.create(args.memories)
     # a server that builds writes a snapshot with what servers make (the keyword postings, the
-    # approximate vector index) once it is done, from 20,000 memories on: the servers measured start from it
+    # approximate vector index) once it is done, from 20,000 memories on (Tuning.start_again_from):
+    # the servers measured start from it; below, from the snapshot a rebuild writes
+    if args.memories < 20_000:
+        rebuild = [sys.executable, "-m", "eventmem", "rebuild"]
+        subprocess.run(rebuild, cwd=project.root, check=True, capture_output=True)
     prepared = asyncio.run(_retrieves(project.root, None, [], args.prepare_seconds))
     log(f"from the snapshot: a server ran {args.prepare_seconds:.0f}s on it (first call {prepared['first_call_s']}s)")
     rounds: list[dict[str, Any]] = []
