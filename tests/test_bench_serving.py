@@ -43,3 +43,19 @@ def test_a_from_snapshot_run_prints_each_sides_retrieve_p50_alternated_with_the_
             assert figures[side]["first_call_s"] > 0
     assert list(rounds[0])[:2] == ["baseline", "this"] and list(rounds[1])[:2] == ["this", "baseline"]
     assert {"baseline", "this", "ratio"} <= data["from_snapshot"]["median_retrieve_p50_ms"].keys()
+
+
+def test_an_after_rebuild_run_prints_each_sides_rebuild_and_its_servers_cpu_and_memory() -> None:
+    data = run_tool_as_a_user(
+        "bench_serving.py",
+        *("--memories", "400", "--after-rebuild", "--rounds", "2", "--queries", "5", "--settle-seconds", "1"),
+        *("--baseline", "HEAD"),
+    )
+    rounds = data["after_rebuild"]["rounds"]
+    assert len(rounds) == 2 and list(rounds[1])[:2] == ["this", "baseline"]
+    for figures in rounds:
+        for side in ("baseline", "this"):
+            run = figures[side]
+            assert 0 < run["rebuild_ready_s"] <= run["rebuild_s"]
+            assert run["server_cpu_s"] > 0 and run["rss_bytes_per_memory"] > 0 and run["retrieve_p50_ms"] > 0
+    assert {"baseline", "this", "ratio"} <= data["after_rebuild"]["median_server_cpu_s"].keys()

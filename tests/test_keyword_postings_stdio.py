@@ -149,3 +149,31 @@ def test_a_command_that_ends_while_its_postings_are_being_made_exits_cleanly(pro
         assert ended.returncode == 0, ended.stderr[-2000:]
         assert "Fatal Python error" not in ended.stderr
         assert len(ended.stdout.splitlines()) == 1
+
+
+async def test_a_rebuild_command_keeps_the_postings_and_approximate_index_a_server_then_reads_not_makes(
+    project: Path, tmp_path: Path
+) -> None:
+    # a server closed by its client within seconds does not get to keep what it made in a snapshot:
+    # the command's snapshot must hold them, or every server started from it makes them again
+    seed(project)
+    env = server_env(EVENTMEM_POSTINGS_FROM="100", EVENTMEM_ANN_FROM="300", EVENTMEM_LOG_LEVEL="INFO")
+    rebuilt = subprocess.run(eventmem_command("rebuild"), cwd=project, env=env, capture_output=True, text=True)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "keyword postings of 400 memories made" in rebuilt.stderr
+    assert "approximate vector index of 400 built" in rebuilt.stderr
+    errlog = tmp_path / "served.log"
+    async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
+        await session.initialize()
+        found = await call(session, "search_memories", query="pool timeout", limit=3, mode="hybrid")
+        assert found["results"]
+        await wait_until(
+            lambda: "keyword postings of" in errlog.read_text(encoding="utf-8"),
+            errlog,
+            lambda: f"no keyword postings: {errlog.read_text(encoding='utf-8')}",
+        )
+    log = errlog.read_text(encoding="utf-8")
+    assert "keyword postings of 400 memories read from the snapshot" in log
+    assert "approximate vector index of 400 read from the snapshot" in log
+    assert " made in " not in log and " built in " not in log
+    assert_clean_stderr(errlog)

@@ -21,17 +21,25 @@ for ``--rounds`` (which goes first alternates too), each answering
 ``--queries`` ``retrieve_context`` calls of questions new to that round after its first call and a
 few settled seconds: the p50 and mean of each, with medians and the ratio of each round.
 
+With ``--after-rebuild``: a user's ``eventmem rebuild`` then a server, both of one side's code, on one
+generated project (its cache deleted before each rebuild), the sides alternated for ``--rounds``: the
+rebuild's time (answers ready, and in all: the snapshot written), then the server's first call, its
+``--queries`` retrieves, and ``--settle-seconds`` later its CPU seconds and RSS: what a server started
+from a command's snapshot still has to make.
+
 Usage::
 
     python tools/bench_serving.py --memories 20000 --baseline main --out serving.json
     python tools/bench_serving.py --memories 100000 --fresh-only --rounds 3 --baseline main
     python tools/bench_serving.py --memories 100000 --from-snapshot-only --rounds 6 --queries 200
+    python tools/bench_serving.py --memories 100000 --after-rebuild --rounds 3 --queries 100
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -120,8 +128,11 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
     return out
 
 
-async def _retrieves(project: Path, code: Path | None, questions: list[str], settle_s: float) -> dict[str, Any]:
-    """One server on ``project`` (``code`` first on its ``PYTHONPATH``): its first call, then ``questions``."""
+async def _retrieves(
+    project: Path, code: Path | None, questions: list[str], settle_s: float, after_s: float = 0.0
+) -> dict[str, Any]:
+    """One server on ``project`` (``code`` first on its ``PYTHONPATH``): its first call, then
+    ``questions``; ``after_s`` seconds after them, its CPU seconds and RSS (when ``after_s`` is given)."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     env = dict(os.environ)
@@ -140,7 +151,15 @@ async def _retrieves(project: Path, code: Path | None, questions: list[str], set
                 started = time.perf_counter()
                 await session.call_tool("retrieve_context", {"query": question})
                 taken.append(time.perf_counter() - started)
+            if after_s:
+                await asyncio.sleep(after_s)
+                pid = scale_inprocess.server_pid()
+                usage = {
+                    "server_cpu_s": round(scale_inprocess.cpu_seconds(pid), 3),
+                    "rss_bytes": scale_inprocess.rss_bytes(pid)["VmRSS"],
+                }
     return {
+        **(usage if after_s else {}),
         "first_call_s": round(first, 3),
         "retrieve_p50_ms": round(statistics.median(taken) * 1000, 3) if taken else None,
         "retrieve_mean_ms": round(statistics.mean(taken) * 1000, 3) if taken else None,
@@ -178,6 +197,43 @@ def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
     return out
 
 
+def after_rebuild(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--after-rebuild`` (see the module's text)."""
+    project = Project(tmp / "rebuilt" / "project")
+    project.create(args.memories)
+    rounds: list[dict[str, Any]] = []
+    for number in range(args.rounds):
+        questions = Corpus(200 + number).queries(args.queries)
+        order = (("baseline", code), ("this", None)) if number % 2 == 0 else (("this", None), ("baseline", code))
+        figures: dict[str, Any] = {}
+        for name, side_code in order:
+            shutil.rmtree(project.paths.cache_dir, ignore_errors=True)
+            env = dict(os.environ)
+            if side_code is not None:
+                env["PYTHONPATH"] = str(side_code) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            command = [sys.executable, "-m", "eventmem", "rebuild", "--json"]
+            started = time.perf_counter()
+            done = subprocess.run(command, cwd=project.root, env=env, check=True, capture_output=True, text=True)
+            rebuilt = json.loads(done.stdout)
+            run = {
+                "rebuild_s": round(time.perf_counter() - started, 3),
+                "rebuild_ready_s": rebuilt["ready_seconds"],
+                **asyncio.run(_retrieves(project.root, side_code, questions, 0.0, args.settle_seconds)),
+            }
+            run["rss_bytes_per_memory"] = round(run["rss_bytes"] / args.memories, 1)
+            run["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            log(f"after a rebuild {number} {name}: {run}")
+            figures[name] = run
+        rounds.append(figures)
+    out: dict[str, Any] = {"rounds": rounds}
+    keys = ("rebuild_s", "rebuild_ready_s", "first_call_s", "retrieve_p50_ms", "server_cpu_s", "rss_bytes_per_memory")
+    for key in keys:
+        base = statistics.median(r["baseline"][key] for r in rounds)
+        this = statistics.median(r["this"][key] for r in rounds)
+        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=20_000)
@@ -188,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh-only", action="store_true", help="a fresh clone's first call alone (see above)")
     parser.add_argument(
         "--from-snapshot-only", action="store_true", help="retrieves of servers started from a snapshot (see above)"
+    )
+    parser.add_argument("--after-rebuild", action="store_true", help="a server after eventmem rebuild (see above)")
+    parser.add_argument(
+        "--settle-seconds", type=float, default=20.0, help="--after-rebuild: when the server's CPU and RSS are read"
     )
     parser.add_argument(
         "--prepare-seconds", type=float, default=45.0, help="--from-snapshot-only: the preparing server's run"
@@ -205,11 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-serving-") as name:
         tmp = Path(name)
         code = archive(args.baseline, tmp / "baseline-code")
-        if args.fresh_only or args.from_snapshot_only:
+        if args.fresh_only or args.from_snapshot_only or args.after_rebuild:
             if args.fresh_only:
                 result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
-            else:
+            elif args.from_snapshot_only:
                 result["from_snapshot"] = from_snapshot(tmp, code, args)
+            else:
+                result["after_rebuild"] = after_rebuild(tmp, code, args)
             result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
             emit(result, args.out)
             return 0

@@ -585,13 +585,41 @@ class Store:
         returns, and :meth:`wait_snapshot` (or :meth:`close`) waits for the file."""
         with self.lock:
             self._reset()
+            threaded = False
             try:
                 count = cursors.catch_up_once(self.derived, self.reading, progress)
                 self._forget_other_models()
-                self.save_snapshot(background=not wait)
+                if self.deferral.enabled:
+                    self.save_snapshot(background=not wait)
+                elif wait:
+                    self._snapshot_for_servers()
+                else:  # (answers are ready now: a thread makes the rest, then writes the snapshot)
+                    thread = threading.Thread(target=self._snapshot_for_servers, name="eventmem-snapshot")
+                    thread.start()
+                    self._snapshot_thread, threaded = thread, True
             finally:
-                self.derived.encoded_state = None
+                if not threaded:  # (else the thread's snapshot uses it, then drops it)
+                    self.derived.encoded_state = None
             return count
+
+    def _snapshot_for_servers(self) -> None:
+        """A command's rebuild: make what every server started from its snapshot would otherwise make
+        again (and keep only in a snapshot of its close, which a client ending it within seconds cuts
+        short), the keyword postings and the approximate vector index, side by side where due; then
+        write the snapshot with them."""
+        with self.lock:
+            derived = self.derived
+            vectors = derived.vectors.index
+            vectors.refresh()  # (its thread: FAISS works without the GIL beside the postings' thread)
+            derived.keywords.settle()  # (starts the postings' thread where due)
+            ranking = derived.keywords.index.ranking
+        try:
+            if ranking is not None:
+                ranking.wait()
+            vectors.settle()
+            self.save_snapshot()
+        finally:
+            derived.encoded_state = None  # (the fold encoded ahead: the snapshot used it)
 
     def wait_settled(self, timeout: float | None = None) -> None:
         """Wait for the work a large catch-up left to threads once its vectors are made: the start
