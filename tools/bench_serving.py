@@ -120,12 +120,7 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
             )
             figures[name] = run
         rounds.append(figures)
-    out: dict[str, Any] = {"rounds": rounds}
-    for key in ("first_call_s", "server_cpu_s_at_first_call", "vectors_complete_s"):
-        base = statistics.median(r["baseline"][key] for r in rounds)
-        this = statistics.median(r["this"][key] for r in rounds)
-        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
-    return out
+    return {"rounds": rounds, **_medians(rounds, ("first_call_s", "server_cpu_s_at_first_call", "vectors_complete_s"))}
 
 
 async def _retrieves(
@@ -166,6 +161,22 @@ async def _retrieves(
     }
 
 
+def _in_turn(number: int, code: Path) -> tuple[tuple[str, Path | None], ...]:
+    """The two sides of round ``number``, in the order they run: which goes first alternates."""
+    sides: tuple[tuple[str, Path | None], ...] = (("baseline", code), ("this", None))
+    return sides if number % 2 == 0 else sides[::-1]
+
+
+def _medians(rounds: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``median_KEY``: each side's median of ``KEY`` over ``rounds``, and this side's ratio to the baseline's."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        base = statistics.median(r["baseline"][key] for r in rounds)
+        this = statistics.median(r["this"][key] for r in rounds)
+        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
+    return out
+
+
 def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
     """``--from-snapshot-only`` (see the module's text)."""
     project = Project(tmp / "snapshot" / "project")
@@ -181,20 +192,15 @@ def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
     rounds: list[dict[str, Any]] = []
     for number in range(args.rounds):
         questions = Corpus(100 + number).queries(args.queries)
-        order = (("baseline", code), ("this", None)) if number % 2 == 0 else (("this", None), ("baseline", code))
         figures: dict[str, Any] = {}
-        for name, side_code in order:
+        for name, side_code in _in_turn(number, code):
             figures[name] = asyncio.run(_retrieves(project.root, side_code, questions, 4.0))
             figures[name]["load_average"] = [round(x, 2) for x in os.getloadavg()]
             log(f"from the snapshot {number} {name}: retrieve p50 {figures[name]['retrieve_p50_ms']} ms")
         figures["ratio_p50"] = round(figures["this"]["retrieve_p50_ms"] / figures["baseline"]["retrieve_p50_ms"], 3)
         rounds.append(figures)
-    out: dict[str, Any] = {"rounds": rounds, "ratios_p50": [r["ratio_p50"] for r in rounds]}
-    for key in ("first_call_s", "retrieve_p50_ms", "retrieve_mean_ms"):
-        base = statistics.median(r["baseline"][key] for r in rounds)
-        this = statistics.median(r["this"][key] for r in rounds)
-        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
-    return out
+    medians = _medians(rounds, ("first_call_s", "retrieve_p50_ms", "retrieve_mean_ms"))
+    return {"rounds": rounds, "ratios_p50": [r["ratio_p50"] for r in rounds], **medians}
 
 
 def after_rebuild(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -204,9 +210,8 @@ def after_rebuild(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
     rounds: list[dict[str, Any]] = []
     for number in range(args.rounds):
         questions = Corpus(200 + number).queries(args.queries)
-        order = (("baseline", code), ("this", None)) if number % 2 == 0 else (("this", None), ("baseline", code))
         figures: dict[str, Any] = {}
-        for name, side_code in order:
+        for name, side_code in _in_turn(number, code):
             shutil.rmtree(project.paths.cache_dir, ignore_errors=True)
             env = dict(os.environ)
             if side_code is not None:
@@ -225,13 +230,8 @@ def after_rebuild(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
             log(f"after a rebuild {number} {name}: {run}")
             figures[name] = run
         rounds.append(figures)
-    out: dict[str, Any] = {"rounds": rounds}
     keys = ("rebuild_s", "rebuild_ready_s", "first_call_s", "retrieve_p50_ms", "server_cpu_s", "rss_bytes_per_memory")
-    for key in keys:
-        base = statistics.median(r["baseline"][key] for r in rounds)
-        this = statistics.median(r["this"][key] for r in rounds)
-        out[f"median_{key}"] = {"baseline": base, "this": this, "ratio": round(this / base, 3)}
-    return out
+    return {"rounds": rounds, **_medians(rounds, keys)}
 
 
 def main(argv: list[str] | None = None) -> int:
