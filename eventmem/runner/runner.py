@@ -30,6 +30,7 @@ from eventmem.core.errors import JournalUnwritable
 from eventmem.core.events import AnyEvent
 from eventmem.core.records import MemoryRecord, MemoryRecords
 from eventmem.core.redact import scrub_event
+from eventmem.core.state import State
 from eventmem.embedders.embedcache import EmbeddingCache, forget_other_models
 from eventmem.embedders.embedder import Embedder, ForgetsWords
 from eventmem.journal.config import Config
@@ -232,7 +233,9 @@ class Store:
         if self.derived.events_since_snapshot < self.derived.snapshot_due(self.config.snapshot_every_events):
             return
         if not self.deferral.enabled:
-            self.save_snapshot(background=True)
+            writing = self._snapshot_thread
+            if writing is None or not writing.is_alive():  # (a rebuild's is being made: it covers this)
+                self.save_snapshot(background=True)
         elif self._snapshot_timer is None:
             # a server: a moment after the call, so that it is not taken on the call's path (the
             # journal holds every event; a process killed before it starts from the older one)
@@ -592,9 +595,10 @@ class Store:
                 if self.deferral.enabled:
                     self.save_snapshot(background=not wait)
                 elif wait:
-                    self._snapshot_for_servers()
+                    self._snapshot_for_servers(in_thread=False)
                 else:  # (answers are ready now: a thread makes the rest, then writes the snapshot)
-                    thread = threading.Thread(target=self._snapshot_for_servers, name="eventmem-snapshot")
+                    kwargs = {"in_thread": True, "ahead": self.derived.encoded_state}
+                    thread = threading.Thread(target=self._snapshot_for_servers, kwargs=kwargs, name="eventmem-rebuild")
                     thread.start()
                     self._snapshot_thread, threaded = thread, True
             finally:
@@ -602,11 +606,12 @@ class Store:
                     self.derived.encoded_state = None
             return count
 
-    def _snapshot_for_servers(self) -> None:
+    def _snapshot_for_servers(self, *, in_thread: bool, ahead: tuple[State, int, bytes] | None = None) -> None:
         """A command's rebuild: make what every server started from its snapshot would otherwise make
         again (and keep only in a snapshot of its close, which a client ending it within seconds cuts
         short), the keyword postings and the approximate vector index, side by side where due; then
-        write the snapshot with them."""
+        write the snapshot with them. ``in_thread``: in a thread of its own, while reads go on (whose
+        catch-ups drop the fold encoded ahead: ``ahead`` is it, given back for the snapshot)."""
         with self.lock:
             derived = self.derived
             vectors = derived.vectors.index
@@ -617,9 +622,17 @@ class Store:
             if ranking is not None:
                 ranking.wait()
             vectors.settle()
-            self.save_snapshot()
+            if not in_thread:  # (the caller holds the lock throughout: nothing dropped it)
+                self.save_snapshot()
+                return
+            with self.lock:  # (taken with the fold encoded ahead, written by a thread this one waits for)
+                derived.encoded_state = ahead
+                self.save_snapshot(background=True)
+                writer = self._snapshot_thread
+            if writer is not None and writer is not threading.current_thread():
+                writer.join()
         finally:
-            derived.encoded_state = None  # (the fold encoded ahead: the snapshot used it)
+            derived.encoded_state = None  # (if the snapshot did not use it)
 
     def wait_settled(self, timeout: float | None = None) -> None:
         """Wait for the work a large catch-up left to threads once its vectors are made: the start
