@@ -127,9 +127,13 @@ def _remove_abandoned(folder: Path) -> None:
         try:
             if not entry.is_file(follow_symlinks=False) or now - entry.stat().st_mtime < ABANDONED_AFTER_SECONDS:
                 continue
-            with open(entry.path, "rb") as file:
-                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # (not through a link, nor waiting on a pipe, if the name was swapped since it was listed)
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.unlink(entry.path)
+            finally:
+                os.close(fd)
             log.info("removed %s, a keyword index's file a killed process left", entry.path)
         except OSError:
             continue

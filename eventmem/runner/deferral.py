@@ -115,4 +115,4 @@ def _disk_full(exc: BaseException) -> bool:
     see :mod:`eventmem.projectors.keywords_stored`; the embedding cache) that found no room."""
     if isinstance(exc, OSError):
         return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc)
+    return isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
