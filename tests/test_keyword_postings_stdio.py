@@ -162,7 +162,34 @@ async def test_a_rebuild_command_keeps_the_postings_and_approximate_index_a_serv
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "keyword postings of 400 memories made" in rebuilt.stderr
     assert "approximate vector index of 400 built" in rebuilt.stderr
-    errlog = tmp_path / "served.log"
+    await assert_a_server_reads_both_from_the_snapshot(project, env, tmp_path / "served.log")
+
+
+async def test_an_import_command_keeps_the_postings_and_approximate_index_a_server_then_reads_not_makes(
+    project: Path, tmp_path: Path
+) -> None:
+    # an import writes its snapshot at its close: it made the postings, and its approximate index was
+    # still being built in a thread (every server started from that snapshot built it again)
+    seed(project)
+    env = server_env(EVENTMEM_POSTINGS_FROM="100", EVENTMEM_ANN_FROM="300", EVENTMEM_LOG_LEVEL="INFO")
+    dump = tmp_path / "dump.json"
+    exported = subprocess.run(eventmem_command("export", "json", str(dump)), cwd=project, env=env, capture_output=True)
+    assert exported.returncode == 0, exported.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    imported = subprocess.run(
+        eventmem_command("import", "json", str(dump)), cwd=other, env=env, capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert "400 added" in imported.stdout
+    assert "approximate vector index of 400 built" in imported.stderr
+    await assert_a_server_reads_both_from_the_snapshot(other, env, tmp_path / "served.log")
+
+
+async def assert_a_server_reads_both_from_the_snapshot(project: Path, env: dict[str, str], errlog: Path) -> None:
+    """A server started on ``project`` answers, and its log says it read the keyword postings and the
+    approximate vector index of the 400 memories from the snapshot and made neither."""
     async with serve(project, env, errlog, args=["--tools", "core,memory"]) as session:
         await session.initialize()
         found = await call(session, "search_memories", query="pool timeout", limit=3, mode="hybrid")

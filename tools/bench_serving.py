@@ -25,7 +25,9 @@ With ``--after-rebuild``: a user's ``eventmem rebuild`` then a server, both of o
 generated project (its cache deleted before each rebuild), the sides alternated for ``--rounds``: the
 rebuild's time (answers ready, and in all: the snapshot written), then the server's first call, its
 ``--queries`` retrieves, and ``--settle-seconds`` later its CPU seconds and RSS: what a server started
-from a command's snapshot still has to make.
+from a command's snapshot still has to make. With ``--after-import``: the same after ``eventmem import
+json`` of the generated project's memories (exported once) into an empty git project, made again
+before each import.
 
 Usage::
 
@@ -33,6 +35,7 @@ Usage::
     python tools/bench_serving.py --memories 100000 --fresh-only --rounds 3 --baseline main
     python tools/bench_serving.py --memories 100000 --from-snapshot-only --rounds 6 --queries 200
     python tools/bench_serving.py --memories 100000 --after-rebuild --rounds 3 --queries 100
+    python tools/bench_serving.py --memories 100000 --after-import --rounds 3 --queries 100
 """
 
 from __future__ import annotations
@@ -203,34 +206,44 @@ def from_snapshot(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, 
     return {"rounds": rounds, "ratios_p50": [r["ratio_p50"] for r in rounds], **medians}
 
 
-def after_rebuild(tmp: Path, code: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """``--after-rebuild`` (see the module's text)."""
-    project = Project(tmp / "rebuilt" / "project")
-    project.create(args.memories)
+def after_command(tmp: Path, code: Path, args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """``--after-rebuild`` and ``--after-import`` (see the module's text): ``command`` is ``rebuild`` or ``import``."""
+    source = Project(tmp / command / "project")
+    source.create(args.memories)
+    project, dump = source.root, tmp / command / "dump.json"
+    if command == "import":  # (the generated project's memories, imported into an empty project each time)
+        exporting = [sys.executable, "-m", "eventmem", "export", "json", str(dump)]
+        subprocess.run(exporting, cwd=source.root, check=True, capture_output=True)
+        project = tmp / command / "imported"
     rounds: list[dict[str, Any]] = []
     for number in range(args.rounds):
         questions = Corpus(200 + number).queries(args.queries)
         figures: dict[str, Any] = {}
         for name, side_code in _in_turn(number, code):
-            shutil.rmtree(project.paths.cache_dir, ignore_errors=True)
+            if command == "import":
+                shutil.rmtree(project, ignore_errors=True)
+                project.mkdir(parents=True)
+                subprocess.run(["git", "init", "-q", str(project)], check=True)
+                argv = [sys.executable, "-m", "eventmem", "import", "json", str(dump)]
+            else:
+                shutil.rmtree(source.paths.cache_dir, ignore_errors=True)
+                argv = [sys.executable, "-m", "eventmem", "rebuild", "--json"]
             env = dict(os.environ)
             if side_code is not None:
                 env["PYTHONPATH"] = str(side_code) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            command = [sys.executable, "-m", "eventmem", "rebuild", "--json"]
             started = time.perf_counter()
-            done = subprocess.run(command, cwd=project.root, env=env, check=True, capture_output=True, text=True)
-            rebuilt = json.loads(done.stdout)
-            run = {
-                "rebuild_s": round(time.perf_counter() - started, 3),
-                "rebuild_ready_s": rebuilt["ready_seconds"],
-                **asyncio.run(_retrieves(project.root, side_code, questions, 0.0, args.settle_seconds)),
-            }
+            done = subprocess.run(argv, cwd=project, env=env, check=True, capture_output=True, text=True)
+            run: dict[str, Any] = {f"{command}_s": round(time.perf_counter() - started, 3)}
+            if command == "rebuild":
+                run["rebuild_ready_s"] = json.loads(done.stdout)["ready_seconds"]
+            run.update(asyncio.run(_retrieves(project, side_code, questions, 0.0, args.settle_seconds)))
             run["rss_bytes_per_memory"] = round(run["rss_bytes"] / args.memories, 1)
             run["load_average"] = [round(x, 2) for x in os.getloadavg()]
-            log(f"after a rebuild {number} {name}: {run}")
+            log(f"after {command} {number} {name}: {run}")
             figures[name] = run
         rounds.append(figures)
-    keys = ("rebuild_s", "rebuild_ready_s", "first_call_s", "retrieve_p50_ms", "server_cpu_s", "rss_bytes_per_memory")
+    timed = ("rebuild_s", "rebuild_ready_s") if command == "rebuild" else ("import_s",)
+    keys = (*timed, "first_call_s", "retrieve_p50_ms", "server_cpu_s", "rss_bytes_per_memory")
     return {"rounds": rounds, **_medians(rounds, keys)}
 
 
@@ -246,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         "--from-snapshot-only", action="store_true", help="retrieves of servers started from a snapshot (see above)"
     )
     parser.add_argument("--after-rebuild", action="store_true", help="a server after eventmem rebuild (see above)")
+    parser.add_argument("--after-import", action="store_true", help="a server after eventmem import (see above)")
     parser.add_argument(
-        "--settle-seconds", type=float, default=20.0, help="--after-rebuild: when the server's CPU and RSS are read"
+        "--settle-seconds", type=float, default=20.0, help="--after-*: when the server's CPU and RSS are read"
     )
     parser.add_argument(
         "--prepare-seconds", type=float, default=45.0, help="--from-snapshot-only: the preparing server's run"
@@ -265,13 +279,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="eventmem-bench-serving-") as name:
         tmp = Path(name)
         code = archive(args.baseline, tmp / "baseline-code")
-        if args.fresh_only or args.from_snapshot_only or args.after_rebuild:
+        if args.fresh_only or args.from_snapshot_only or args.after_rebuild or args.after_import:
             if args.fresh_only:
                 result["fresh_clone"] = fresh_clones(tmp, code, args, texts)
             elif args.from_snapshot_only:
                 result["from_snapshot"] = from_snapshot(tmp, code, args)
+            elif args.after_rebuild:
+                result["after_rebuild"] = after_command(tmp, code, args, "rebuild")
             else:
-                result["after_rebuild"] = after_rebuild(tmp, code, args)
+                result["after_import"] = after_command(tmp, code, args, "import")
             result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
             emit(result, args.out)
             return 0

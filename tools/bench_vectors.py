@@ -8,7 +8,8 @@ exact answer, the same under filters that allow a shrinking share of the memorie
 the share below which the exact scan over the allowed slots is faster; the index takes the exact
 path below two fifths of ``ann_from``), recall@50 unfiltered (the depth of the service's fusion), and the
 re-rank's exact scoring of that many candidates against numpy's conversion of the same float16 codes,
-and with float32 scores first (``re_rank``).
+and with float32 scores first (``re_rank``); the approximate top 50 with the caches warm and cold
+(``top_50.cold_caches``: the queries one after the other, then each after reading 64 MB).
 
 Datasets (hashing embedder, the default, 384 dimensions):
 
@@ -87,6 +88,9 @@ DIM = 384
 K = 10
 DEPTH = 50
 FRACTIONS = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005)
+COLD_BYTES = 64 << 20
+"""Read between queries to leave the caches cold (twice this machine's 32 MB of L3), as a server's are
+after its client's and other processes' turns between two calls."""
 Vectors = npt.NDArray[np.float32]
 
 
@@ -168,6 +172,7 @@ def measure(name: str, vectors: Vectors, queries: Vectors, factors: list[float])
     depth["recall"] = recall(approx, exact)
     log(f"{name} top {DEPTH}: exact {exact_t['p50_ms']} ms, approximate {approx_t['p50_ms']} ms, {depth['recall']}")
     depth["by_candidates"] = against_exact(index, queries, DEPTH, widths_for(DEPTH, factors))["by_candidates"]
+    depth["cold_caches"] = cold_and_warm(index, queries)
     faster = [row["allowed_share"] for row in rows if row["speed_up"] > 1.0]
     return {
         "vectors": count,
@@ -179,6 +184,31 @@ def measure(name: str, vectors: Vectors, queries: Vectors, factors: list[float])
         "top_50": depth,
         "re_rank": re_rank(vectors, queries),
         "approximate_faster_down_to_share": min(faster) if faster else None,
+    }
+
+
+def cold_and_warm(index: VectorIndex, queries: Vectors) -> dict[str, Any]:
+    """The approximate top 50 (the codes' scan and the exact re-rank): the queries one after the other
+    (warm: the codes stay in the caches) and each after reading :data:`COLD_BYTES` (cold), p50 of each:
+    what the caches' state costs the path."""
+    flush = np.ones(COLD_BYTES // 8)
+    warm, cold = [], []
+    for query in queries:
+        started = time.perf_counter()
+        index.search(query, DEPTH, how="approximate")
+        warm.append(time.perf_counter() - started)
+    for query in queries:
+        flush.sum()
+        started = time.perf_counter()
+        index.search(query, DEPTH, how="approximate")
+        cold.append(time.perf_counter() - started)
+    warm_ms, cold_ms = float(np.median(warm)) * 1000, float(np.median(cold)) * 1000
+    log(f"top {DEPTH} approximate: warm {warm_ms:.3f} ms, cold {cold_ms:.3f} ms")
+    return {
+        "warm_p50_ms": round(warm_ms, 3),
+        "cold_p50_ms": round(cold_ms, 3),
+        "cold_over_warm": round(cold_ms / max(warm_ms, 1e-9), 2),
+        "read_between_bytes": COLD_BYTES,
     }
 
 

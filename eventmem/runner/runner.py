@@ -354,12 +354,11 @@ class Store:
             return events
 
     def append_planned_batches(self, plan: Callable[[], Iterable[list[AnyEvent]]]) -> int:
-        """:meth:`append_planned` for a plan too large to hold at once (an import): ``plan`` yields its
-        events a batch at a time, each appended, folded and indexed before the next is asked for, so
-        a batch is planned on the fold with the earlier ones in it. The journal lock is held from the
-        first to the last, so no other writer's line falls between them: the lines are those one
-        append of every batch would write, in one block. A failure stops it after the batches
-        written. Returns the number of events appended."""
+        """:meth:`append_planned` for a plan too large to hold at once (an import): ``plan`` yields its events a batch
+        at a time, each appended, folded and indexed before the next is asked for, so a batch is planned on the fold
+        with the earlier ones in it. The journal lock is held from the first to the last, so no other writer's line
+        falls between them: the lines are those one append of every batch would write, in one block. A failure stops it
+        after the batches written. Returns the number of events appended."""
         written = 0
         with self.lock:
             try:
@@ -514,11 +513,10 @@ class Store:
         return True
 
     def _records_from_snapshot(self, derived: Derived, seen: int, vectors_file: str) -> None:
-        """A server that folded its journal itself (a rebuild, a first start) holds every memory's
-        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones; a
-        merged branch decodes thousands more. Once a snapshot of that very fold is written, the
-        records are swapped for their encodings in the file, decoded again when first used, as after
-        a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
+        """A server that folded its journal itself (a rebuild, a first start) holds every memory's record decoded: about
+        2 KB a memory, in objects made among the fold's short-lived ones; a merged branch decodes thousands more. Once a
+        snapshot of that very fold is written, the records are swapped for their encodings in the file, decoded again
+        when first used, as after a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
         decodes to an equal one)."""
         written = snapshots.written_memories(self.paths.cache_dir, vectors_file)
         if written is None:
@@ -607,7 +605,7 @@ class Store:
             return count
 
     def _snapshot_for_servers(self, *, in_thread: bool, ahead: tuple[State, int, bytes] | None = None) -> None:
-        """A command's rebuild: make what every server started from its snapshot would otherwise make
+        """A command's rebuild, or its close: make what every server started from its snapshot would otherwise make
         again (and keep only in a snapshot of its close, which a client ending it within seconds cuts
         short), the keyword postings and the approximate vector index, side by side where due; then
         write the snapshot with them. ``in_thread``: in a thread of its own, while reads go on (whose
@@ -693,7 +691,10 @@ class Store:
             derived = self.derived
             missing = not (self.paths.cache_dir / "snapshot.bin").exists()
             if derived.events_since_snapshot and (missing or derived.events_since_snapshot >= 200):
-                self.save_snapshot()
+                if self.deferral.enabled:
+                    self.save_snapshot()
+                else:  # (a command's: an import's, a fresh clone's first: what servers would make again)
+                    self._snapshot_for_servers(in_thread=False)
             elif derived.keywords.postings_unkept or derived.vectors.approximate_unkept:
                 self.save_snapshot()  # (so that the next start reads them: seconds of work at 100k)
         self.derived.keywords.close()  # (no thread of it may outlive the process's exit)
