@@ -127,7 +127,12 @@ def fresh_clones(tmp: Path, code: Path, args: argparse.Namespace, texts: list[st
 
 
 async def _retrieves(
-    project: Path, code: Path | None, questions: list[str], settle_s: float, after_s: float = 0.0
+    project: Path,
+    code: Path | None,
+    questions: list[str],
+    settle_s: float,
+    after_s: float = 0.0,
+    errlog: Path | None = None,
 ) -> dict[str, Any]:
     """One server on ``project`` (``code`` first on its ``PYTHONPATH``): its first call, then
     ``questions``; ``after_s`` seconds after them, its CPU seconds and RSS (when ``after_s`` is given)."""
@@ -137,7 +142,7 @@ async def _retrieves(
     if code is not None:
         env["PYTHONPATH"] = str(code) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     params = StdioServerParameters(command=sys.executable, args=["-m", "eventmem", "serve"], cwd=project, env=env)
-    with open(os.devnull, "w", encoding="utf-8") as errors:
+    with open(errlog or os.devnull, "w", encoding="utf-8") as errors:
         async with stdio_client(params, errlog=errors) as (read, write), ClientSession(read, write) as session:
             started = time.perf_counter()
             await session.initialize()
@@ -236,7 +241,10 @@ def after_command(tmp: Path, code: Path, args: argparse.Namespace, command: str)
             run: dict[str, Any] = {f"{command}_s": round(time.perf_counter() - started, 3)}
             if command == "rebuild":
                 run["rebuild_ready_s"] = json.loads(done.stdout)["ready_seconds"]
-            run.update(asyncio.run(_retrieves(project, side_code, questions, 0.0, args.settle_seconds)))
+            logged = args.server_logs / f"{command}-{number}-{name}.log" if args.server_logs else None
+            if logged is not None:
+                logged.with_suffix(".command.log").write_text(done.stderr, encoding="utf-8")
+            run.update(asyncio.run(_retrieves(project, side_code, questions, 0.0, args.settle_seconds, logged)))
             run["rss_bytes_per_memory"] = round(run["rss_bytes"] / args.memories, 1)
             run["load_average"] = [round(x, 2) for x in os.getloadavg()]
             log(f"after {command} {number} {name}: {run}")
@@ -260,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--after-rebuild", action="store_true", help="a server after eventmem rebuild (see above)")
     parser.add_argument("--after-import", action="store_true", help="a server after eventmem import (see above)")
+    parser.add_argument("--server-logs", type=Path, help="--after-*: each command's and server's stderr, files here")
     parser.add_argument(
         "--settle-seconds", type=float, default=20.0, help="--after-*: when the server's CPU and RSS are read"
     )
@@ -268,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="--fresh-only, --from-snapshot-only: starts of each side")
     args = parser.parse_args(argv)
+    if args.server_logs:
+        args.server_logs.mkdir(parents=True, exist_ok=True)
     texts = Corpus(11).queries(args.queries)
     result: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -58,19 +58,8 @@ GIVE_BACK_AFTER_EVENTS = 1000
 """A catch-up of this many events (a start, a merge) gives the memory it freed back to the system."""
 GIVE_BACK_WAIT_SECONDS = 600.0
 """How long a server waits for the threads a large catch-up started before it gives memory back anyway."""
-DECODED_TO_SWAP = 1000
-"""A server leaves its records in the snapshot it wrote from this many decoded on (see _records_from_snapshot)."""
 SNAPSHOT_AFTER_SECONDS = 0.5
 """A server takes a snapshot that a catch-up made due this long after it (not within the call)."""
-
-
-def _many_decoded(memories: dict[str, MemoryRecord]) -> bool:
-    """Whether the fold holds enough decoded records to leave them in a snapshot's file: all of them
-    (folded here), or at least :data:`DECODED_TO_SWAP` and a twentieth (a merge, a long session)."""
-    if not isinstance(memories, MemoryRecords):
-        return bool(memories)
-    decoded = len(memories) - memories.encoded
-    return decoded >= DECODED_TO_SWAP and decoded * 20 >= len(memories)
 
 
 class Store:
@@ -424,7 +413,7 @@ class Store:
         derived, seen = fold
         if self.deferral.enabled and self._built_here(derived):
             self._start_again_when_settled(derived)
-        elif self.deferral.enabled and _many_decoded(derived.state.memories):
+        elif self.deferral.enabled and snapshots.many_decoded(derived.state.memories):
             self._records_from_snapshot(derived, seen, vectors_file)
         # (taking the snapshot settled the keyword index: after a build, that is what starts its
         # in-memory postings, once the vectors are done; their thread frees as much as it keeps)
@@ -524,7 +513,7 @@ class Store:
         memories, records = written
         with self.lock:
             state = derived.state
-            if self.derived is not derived or len(state.seen) != seen or not _many_decoded(state.memories):
+            if self.derived is not derived or len(state.seen) != seen or not snapshots.many_decoded(state.memories):
                 return
             if memories.keys() != state.memories.keys():
                 return
@@ -620,6 +609,9 @@ class Store:
             if ranking is not None:
                 ranking.wait()
             vectors.settle()
+            with self.lock:  # (a build that was running, one of an import's batches, may leave another due)
+                vectors.refresh()
+            vectors.settle()
             if not in_thread:  # (the caller holds the lock throughout: nothing dropped it)
                 self.save_snapshot()
                 return
@@ -689,12 +681,13 @@ class Store:
         with self.lock:
             # a short-lived process (one CLI command) leaves a small tail for the next start to read
             derived = self.derived
+            events = derived.events_since_snapshot
             missing = not (self.paths.cache_dir / "snapshot.bin").exists()
-            if derived.events_since_snapshot and (missing or derived.events_since_snapshot >= 200):
-                if self.deferral.enabled:
-                    self.save_snapshot()
-                else:  # (a command's: an import's, a fresh clone's first: what servers would make again)
-                    self._snapshot_for_servers(in_thread=False)
-            elif derived.keywords.postings_unkept or derived.vectors.approximate_unkept:
+            unkept = derived.keywords.postings_unkept or derived.vectors.approximate_unkept
+            building = not derived.vectors.settle(0)  # (an import's last batches start one: its due snapshot lacks it)
+            if not self.deferral.enabled and ((events and (missing or events >= 200 or unkept)) or building):
+                # a command's (an import's, a fresh clone's first): with what servers would make again
+                self._snapshot_for_servers(in_thread=False)
+            elif (events and (missing or events >= 200)) or unkept:
                 self.save_snapshot()  # (so that the next start reads them: seconds of work at 100k)
         self.derived.keywords.close()  # (no thread of it may outlive the process's exit)

@@ -25,6 +25,7 @@ import numpy as np
 
 from eventmem.core.errors import JournalCorrupt, UnsafePath
 from eventmem.core.ids import new_id
+from eventmem.core.records import MemoryRecord, MemoryRecords
 from eventmem.core.state import State, StoredState
 from eventmem.embedders.embedder import Embedder
 from eventmem.journal.files import FileLock, atomic_replace, atomic_write, remove_leftover_temp_files
@@ -45,6 +46,7 @@ __all__ = [
     "Taken",
     "encoded_fold",
     "load",
+    "many_decoded",
     "read_snapshot",
     "release_pages",
     "take",
@@ -191,6 +193,20 @@ class _StoredFold(msgspec.Struct):
 
     state: _StoredMemories
     vectors_file: str = ""
+
+
+DECODED_TO_SWAP = 1000
+"""A server leaves its records in the snapshot it wrote from this many decoded on (see :func:`many_decoded`)."""
+
+
+def many_decoded(memories: dict[str, MemoryRecord]) -> bool:
+    """Whether the fold holds enough decoded records to leave them in a snapshot's file (see
+    :func:`written_memories`): all of them (folded here), or at least :data:`DECODED_TO_SWAP` and a
+    twentieth (a merge, a long session)."""
+    if not isinstance(memories, MemoryRecords):
+        return bool(memories)
+    decoded = len(memories) - memories.encoded
+    return decoded >= DECODED_TO_SWAP and decoded * 20 >= len(memories)
 
 
 def written_memories(cache: Path, vectors_file: str) -> tuple[dict[str, msgspec.Raw], MappedRecords | None] | None:
