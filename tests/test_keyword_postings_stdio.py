@@ -168,8 +168,8 @@ async def test_a_rebuild_command_keeps_the_postings_and_approximate_index_a_serv
 async def test_an_import_command_keeps_the_postings_and_approximate_index_a_server_then_reads_not_makes(
     project: Path, tmp_path: Path
 ) -> None:
-    # an import writes its snapshot at its close: it made the postings, and its approximate index was
-    # still being built in a thread (every server started from that snapshot built it again)
+    # an import's snapshot held the postings but not the approximate index (not built by the import,
+    # or still being built when the snapshot was taken): every server started from it built it again
     seed(project)
     env = server_env(EVENTMEM_POSTINGS_FROM="100", EVENTMEM_ANN_FROM="300", EVENTMEM_LOG_LEVEL="INFO")
     dump = tmp_path / "dump.json"

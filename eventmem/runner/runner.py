@@ -343,11 +343,12 @@ class Store:
             return events
 
     def append_planned_batches(self, plan: Callable[[], Iterable[list[AnyEvent]]]) -> int:
-        """:meth:`append_planned` for a plan too large to hold at once (an import): ``plan`` yields its events a batch
-        at a time, each appended, folded and indexed before the next is asked for, so a batch is planned on the fold
-        with the earlier ones in it. The journal lock is held from the first to the last, so no other writer's line
-        falls between them: the lines are those one append of every batch would write, in one block. A failure stops it
-        after the batches written. Returns the number of events appended."""
+        """:meth:`append_planned` for a plan too large to hold at once (an import): ``plan`` yields its
+        events a batch at a time, each appended, folded and indexed before the next is asked for, so
+        a batch is planned on the fold with the earlier ones in it. The journal lock is held from the
+        first to the last, so no other writer's line falls between them: the lines are those one
+        append of every batch would write, in one block. A failure stops it after the batches
+        written. Returns the number of events appended."""
         written = 0
         with self.lock:
             try:
@@ -502,10 +503,11 @@ class Store:
         return True
 
     def _records_from_snapshot(self, derived: Derived, seen: int, vectors_file: str) -> None:
-        """A server that folded its journal itself (a rebuild, a first start) holds every memory's record decoded: about
-        2 KB a memory, in objects made among the fold's short-lived ones; a merged branch decodes thousands more. Once a
-        snapshot of that very fold is written, the records are swapped for their encodings in the file, decoded again
-        when first used, as after a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
+        """A server that folded its journal itself (a rebuild, a first start) holds every memory's
+        record decoded: about 2 KB a memory, in objects made among the fold's short-lived ones; a
+        merged branch decodes thousands more. Once a snapshot of that very fold is written, the
+        records are swapped for their encodings in the file, decoded again when first used, as after
+        a start from a snapshot (unchanged: nothing was folded since, and a record encodes and
         decodes to an equal one)."""
         written = snapshots.written_memories(self.paths.cache_dir, vectors_file)
         if written is None:
