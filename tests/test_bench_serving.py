@@ -6,6 +6,8 @@ No timing is asserted: the figures depend on the machine and on what else runs o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import run_tool_as_a_user
 
@@ -59,3 +61,20 @@ def test_an_after_rebuild_run_prints_each_sides_rebuild_and_its_servers_cpu_and_
             assert 0 < run["rebuild_ready_s"] <= run["rebuild_s"]
             assert run["server_cpu_s"] > 0 and run["rss_bytes_per_memory"] > 0 and run["retrieve_p50_ms"] > 0
     assert {"baseline", "this", "ratio"} <= data["after_rebuild"]["median_server_cpu_s"].keys()
+
+
+def test_an_after_import_run_prints_each_sides_import_and_its_server_and_keeps_their_logs(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    data = run_tool_as_a_user(
+        "bench_serving.py",
+        *("--memories", "400", "--after-import", "--rounds", "1", "--queries", "5", "--settle-seconds", "1"),
+        *("--baseline", "HEAD", "--server-logs", str(logs)),
+    )
+    (only,) = data["after_import"]["rounds"]
+    for side in ("baseline", "this"):
+        run = only[side]
+        assert run["import_s"] > 0 and run["first_call_s"] > 0
+        assert run["server_cpu_s"] > 0 and run["rss_bytes_per_memory"] > 0 and run["retrieve_p50_ms"] > 0
+        assert "400 added" in (logs / f"import-0-{side}.command.log").read_text(encoding="utf-8")
+        assert (logs / f"import-0-{side}.log").is_file()
+    assert {"baseline", "this", "ratio"} <= data["after_import"]["median_import_s"].keys()

@@ -243,7 +243,7 @@ def after_command(tmp: Path, code: Path, args: argparse.Namespace, command: str)
                 run["rebuild_ready_s"] = json.loads(done.stdout)["ready_seconds"]
             logged = args.server_logs / f"{command}-{number}-{name}.log" if args.server_logs else None
             if logged is not None:
-                logged.with_suffix(".command.log").write_text(done.stderr, encoding="utf-8")
+                logged.with_suffix(".command.log").write_text(done.stdout + done.stderr, encoding="utf-8")
             run.update(asyncio.run(_retrieves(project, side_code, questions, 0.0, args.settle_seconds, logged)))
             run["rss_bytes_per_memory"] = round(run["rss_bytes"] / args.memories, 1)
             run["load_average"] = [round(x, 2) for x in os.getloadavg()]
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--after-rebuild", action="store_true", help="a server after eventmem rebuild (see above)")
     parser.add_argument("--after-import", action="store_true", help="a server after eventmem import (see above)")
-    parser.add_argument("--server-logs", type=Path, help="--after-*: each command's and server's stderr, files here")
+    parser.add_argument("--server-logs", type=Path, help="--after-*: each command's output, each server's log, here")
     parser.add_argument(
         "--settle-seconds", type=float, default=20.0, help="--after-*: when the server's CPU and RSS are read"
     )
